@@ -1,0 +1,40 @@
+//! `ddscope` — one binary, one verb per task.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddscope",
+    version,
+    about = "Top-down latency profiling and online monitoring of distributed ROS 2 / DDS systems",
+    long_about = None,
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// TSN models, simulator and configuration generators
+    Tsn(ddscope_tsn::cli::TsnArgs),
+    /// Emulated multi-host lab with real DDS workloads
+    Lab(ddscope_lab::cli::LabArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Tsn(a) => ddscope_tsn::cli::run(a),
+        Command::Lab(a) => ddscope_lab::cli::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("ddscope: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

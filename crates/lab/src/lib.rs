@@ -1,0 +1,2 @@
+//! Emulated multi-host lab (work in progress by the lab issue).
+pub mod cli;

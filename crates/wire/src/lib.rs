@@ -1,0 +1,1 @@
+//! Zero-copy wire views.

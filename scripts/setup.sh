@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything ddscope needs on a fresh Debian 12 machine and builds it.
+# Idempotent: packages already present are not reinstalled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  # capture, oracle and lab
+  tshark tcpdump libpcap-dev iproute2 iperf3 procps
+  # real DDS implementations used by the lab and the oracle tests
+  cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
+  # build tools for the lab's workload nodes
+  cmake pkg-config g++ make
+  # online monitoring: real servers in tests
+  prometheus prometheus-node-exporter influxdb
+  # browser tests
+  chromium
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
+
+# Python packages used by the tests (oracle comparisons, reading Parquet back).
+python3 - <<'PY' || python3 -m pip install -q --disable-pip-version-check pytest polars duckdb pyarrow
+import importlib, sys
+for m in ("pytest", "polars", "duckdb", "pyarrow"):
+    importlib.import_module(m)
+PY
+
+# The lab's workload nodes (C against Cyclone DDS, C++ against Fast DDS).
+if [ -f lab/CMakeLists.txt ]; then
+  cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build lab/build -j"$(nproc)" >/dev/null
+fi
+
+cargo build --release --locked -q -p ddscope
