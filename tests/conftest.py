@@ -1,0 +1,64 @@
+"""Shared fixtures for the end-to-end tests.
+
+The tests drive the real `ddscope` binary (built by scripts/setup.sh into
+target/release) against real captures, real DDS processes and real servers.
+Set DDSCOPE_BIN to test another build.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SHARED_CAPTURES = REPO.parent / "shared" / "captures"
+
+
+def ddscope_bin() -> str:
+    env = os.environ.get("DDSCOPE_BIN")
+    if env:
+        return env
+    for profile in ("release", "debug"):
+        p = REPO / "target" / profile / "ddscope"
+        if p.exists():
+            return str(p)
+    raise RuntimeError("ddscope binary not found: run scripts/setup.sh or set DDSCOPE_BIN")
+
+
+@pytest.fixture(scope="session")
+def ddscope():
+    """Returns a function that runs `ddscope ARGS…` and returns the CompletedProcess."""
+    exe = ddscope_bin()
+
+    def run(*args, check=True, timeout=600, **kw):
+        cp = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
+        if check and cp.returncode != 0:
+            raise AssertionError(f"ddscope {' '.join(map(str, args))} exited {cp.returncode}:\n{cp.stderr}")
+        return cp
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def repo():
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_captures():
+    """The public RTPS captures of ../shared/captures (never copied into the repo)."""
+    if not SHARED_CAPTURES.is_dir():
+        pytest.skip(f"{SHARED_CAPTURES} not present")
+    return SHARED_CAPTURES
+
+
+def have_root() -> bool:
+    return os.geteuid() == 0
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise AssertionError(f"{name} is not installed: scripts/setup.sh installs it")
+    return path
