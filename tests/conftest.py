@@ -12,7 +12,19 @@ import subprocess
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SHARED_CAPTURES = REPO.parent / "shared" / "captures"
+
+
+def _shared_captures_dir() -> pathlib.Path:
+    """Where the public test captures live: $DDSCOPE_SHARED_CAPTURES, else
+    ../shared/captures beside the checkout, else /work/shared/captures."""
+    candidates = [os.environ.get("DDSCOPE_SHARED_CAPTURES"), REPO.parent / "shared" / "captures", "/work/shared/captures"]
+    for c in candidates:
+        if c and pathlib.Path(c).is_dir():
+            return pathlib.Path(c)
+    return pathlib.Path(candidates[1])
+
+
+SHARED_CAPTURES = _shared_captures_dir()
 
 
 def ddscope_bin() -> str:
@@ -49,7 +61,7 @@ def repo():
 def shared_captures():
     """The public RTPS captures of ../shared/captures (never copied into the repo)."""
     if not SHARED_CAPTURES.is_dir():
-        pytest.skip(f"{SHARED_CAPTURES} not present")
+        raise AssertionError(f"public captures not found at {SHARED_CAPTURES}: set DDSCOPE_SHARED_CAPTURES")
     return SHARED_CAPTURES
 
 
