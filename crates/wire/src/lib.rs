@@ -1,1 +1,23 @@
-//! Zero-copy wire views.
+//! Zero-copy views over the bytes of a captured frame: link layer (Ethernet
+//! with 802.1Q/802.1ad tags, Linux cooked SLL/SLL2, NULL/loopback, raw IP),
+//! IPv4/IPv6 with fragment information, UDP, and RTPS (header, every standard
+//! submessage, sequence-number and fragment-number sets, parameter lists,
+//! locators, CDR primitives).
+//!
+//! Nothing here does I/O or keeps state, and nothing panics on hostile input:
+//! every accessor that could run past the end of the buffer returns
+//! [`WireError::Truncated`] instead. Stateful work (IP reassembly, discovery,
+//! INFO_* context) lives in `ddscope-core`.
+
+pub mod cdr;
+pub mod error;
+pub mod guid;
+pub mod ip;
+pub mod link;
+pub mod locator;
+pub mod plist;
+pub mod rtps;
+pub mod udp;
+
+pub use error::WireError;
+pub use guid::{EntityId, Guid, GuidPrefix};

@@ -1,0 +1,125 @@
+//! CDR primitives: a cursor over a byte slice with a byte order and
+//! alignment relative to the start of the encapsulated data.
+
+use crate::error::WireError;
+
+#[derive(Debug, Clone)]
+pub struct CdrReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    little_endian: bool,
+}
+
+/// Longest string the decoder accepts (topic and type names are far shorter);
+/// guards against lengths taken from corrupt data.
+pub const MAX_STRING: usize = 64 * 1024;
+
+impl<'a> CdrReader<'a> {
+    pub fn new(buf: &'a [u8], little_endian: bool) -> Self {
+        CdrReader { buf, pos: 0, little_endian }
+    }
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+    pub fn remaining(&self) -> &'a [u8] {
+        &self.buf[self.pos.min(self.buf.len())..]
+    }
+    pub fn little_endian(&self) -> bool {
+        self.little_endian
+    }
+    /// Moves to the next multiple of `n` (relative to the buffer start).
+    pub fn align(&mut self, n: usize) {
+        let r = self.pos % n;
+        if r != 0 {
+            self.pos += n - r;
+        }
+    }
+    pub fn skip(&mut self, n: usize, what: &'static str) -> Result<(), WireError> {
+        self.bytes(n, what).map(|_| ())
+    }
+    pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        match end {
+            Some(end) => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(WireError::truncated(what, self.pos.saturating_add(n), self.buf.len())),
+        }
+    }
+    pub fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
+        Ok(self.bytes(N, what)?.try_into().expect("length checked"))
+    }
+    pub fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+        Ok(self.bytes(1, what)?[0])
+    }
+    pub fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+        let b = self.array::<2>(what)?;
+        Ok(if self.little_endian { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) })
+    }
+    pub fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        let b = self.array::<4>(what)?;
+        Ok(if self.little_endian { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) })
+    }
+    pub fn i32(&mut self, what: &'static str) -> Result<i32, WireError> {
+        Ok(self.u32(what)? as i32)
+    }
+    /// Aligned reads, as CDR lays out struct members.
+    pub fn a_u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+        self.align(2);
+        self.u16(what)
+    }
+    pub fn a_u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        self.align(4);
+        self.u32(what)
+    }
+    pub fn a_i32(&mut self, what: &'static str) -> Result<i32, WireError> {
+        self.align(4);
+        self.i32(what)
+    }
+    /// RTPS SequenceNumber_t: high (int32) then low (uint32).
+    pub fn sequence_number(&mut self, what: &'static str) -> Result<i64, WireError> {
+        let high = self.i32(what)? as i64;
+        let low = self.u32(what)? as i64;
+        Ok((high << 32) | low)
+    }
+    /// CDR string: uint32 length including the terminating NUL, then the bytes.
+    /// Returns the text without the NUL; invalid UTF-8 is replaced.
+    pub fn string(&mut self, what: &'static str) -> Result<String, WireError> {
+        let len = self.a_u32(what)? as usize;
+        if len > MAX_STRING {
+            return Err(WireError::malformed(what, "string length over 64 KiB"));
+        }
+        let b = self.bytes(len, what)?;
+        let b = match b.iter().position(|&c| c == 0) {
+            Some(nul) => &b[..nul],
+            None => b,
+        };
+        Ok(String::from_utf8_lossy(b).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_and_alignment() {
+        // "ab" (len 3 incl. NUL), pad 1, then u32 7 LE
+        let d = [3, 0, 0, 0, b'a', b'b', 0, 0, 7, 0, 0, 0];
+        let mut r = CdrReader::new(&d, true);
+        assert_eq!(r.string("s").unwrap(), "ab");
+        assert_eq!(r.a_u32("n").unwrap(), 7);
+        assert!(r.u8("x").is_err());
+    }
+
+    #[test]
+    fn big_endian_and_sn() {
+        let d = [0, 0, 0, 1, 0, 0, 0, 2];
+        let mut r = CdrReader::new(&d, false);
+        assert_eq!(r.sequence_number("sn").unwrap(), (1i64 << 32) | 2);
+        let mut r = CdrReader::new(&[0xff, 0xff, 0xff, 0x7f], true);
+        assert!(r.string("s").is_err());
+    }
+}
