@@ -189,7 +189,9 @@ def compare_rows(ours: Iterable[Row], theirs: Iterable[Row], label: str = "") ->
         cmp.only_tshark.append((key[0], key[1], b[key].get("kind")))
         cmp.differences.append(Difference(key[0], key[1], "submessage only in tshark", None, b[key].get("kind")))
 
-    frame_values: dict[str, tuple[dict[int, object], dict[int, object]]] = {f: ({}, {}) for f in FRAME_FIELDS}
+    # Per frame: each of our submessages must carry tshark's value for its frame;
+    # a frame counts once, as agreeing only if all its submessages agree.
+    frame_state: dict[str, dict[int, bool]] = {f: {} for f in FRAME_FIELDS}
     for key in sorted(a.keys() & b.keys()):
         ro, rt = a[key], b[key]
         cmp.rows_compared += 1
@@ -207,24 +209,18 @@ def compare_rows(ours: Iterable[Row], theirs: Iterable[Row], label: str = "") ->
                 if rule.name == "kind":
                     break  # the other fields of a misclassified submessage are noise
         for name in FRAME_FIELDS:
-            for side, row in ((0, ro), (1, rt)):
-                seen = frame_values[name][side]
-                v = _norm(row.get(name))
-                if key[0] in seen and seen[key[0]] != v:
-                    cmp.differences.append(Difference(key[0], None, f"{name} differs between submessages of one frame "
-                                                      f"({'ours' if side == 0 else 'tshark'})", seen[key[0]], v))
-                seen.setdefault(key[0], v)
-
-    for name in FRAME_FIELDS:
-        fo, ft = frame_values[name]
-        for frame in sorted(fo.keys() & ft.keys()):
-            if fo[frame] is None and ft[frame] is None:
+            vo, vt = _norm(ro.get(name)), _norm(rt.get(name))
+            if vo is None and vt is None:
                 continue
-            agree = fo[frame] == ft[frame]
+            state = frame_state[name]
+            if vo != vt and state.get(key[0], True):
+                cmp.differences.append(Difference(key[0], key[1], name, vo, vt))
+                state[key[0]] = False
+            state.setdefault(key[0], True)
+    for name in FRAME_FIELDS:
+        for agree in frame_state[name].values():
             cmp._count(name, agree)
-            if not agree:
-                cmp.differences.append(Difference(frame, None, name, fo[frame], ft[frame]))
-    cmp.frames_compared = len(frame_values["pcp"][0].keys() & frame_values["pcp"][1].keys())
+    cmp.frames_compared = len({k[0] for k in a.keys() & b.keys()})
 
     for rows, dest in ((a.values(), cmp.sedp_ours), (b.values(), cmp.sedp_tshark)):
         for row in rows:
@@ -234,7 +230,8 @@ def compare_rows(ours: Iterable[Row], theirs: Iterable[Row], label: str = "") ->
         cmp.differences.append(Difference(None, None, "SEDP (topic, type) only in ours", pair, None))
     for pair in sorted(cmp.sedp_tshark - cmp.sedp_ours, key=str):
         cmp.differences.append(Difference(None, None, "SEDP (topic, type) only in tshark", None, pair))
-    cmp.differences.sort(key=lambda d: (d.frame is None, d.frame or 0, -1 if d.submsg_index is None else d.submsg_index))
+    cmp.differences.sort(key=lambda d: (not isinstance(d.frame, int), d.frame if isinstance(d.frame, int) else 0,
+                                        d.submsg_index if isinstance(d.submsg_index, int) else -1))
     return cmp
 
 
