@@ -1,5 +1,10 @@
 //! `ddscope` — one binary, one verb per task.
 
+mod cmd;
+mod common;
+mod progress;
+mod report;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -18,6 +23,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// One row per RTPS submessage of a capture (table, CSV, JSON Lines, Parquet)
+    Dissect(cmd::dissect::DissectArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -27,14 +34,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Dissect(a) => cmd::dissect::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
+            let code = e.downcast_ref::<common::ExitError>().map_or(1, |x| x.code);
             eprintln!("ddscope: error: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(code.clamp(1, 255) as u8)
         }
     }
 }

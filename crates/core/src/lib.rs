@@ -1,1 +1,11 @@
-//! Core engine.
+//! ddscope's engine: capture reading, decoding (IP reassembly, RTPS,
+//! discovery), the event schema, analyses and sinks.
+
+pub mod capture;
+pub mod decode;
+pub mod discovery;
+pub mod events;
+pub mod ipfrag;
+pub mod record;
+pub mod ros;
+pub mod output;

@@ -1,0 +1,34 @@
+//! The closing lines every file command prints on stderr: what was read,
+//! what was skipped or malformed, and the first problems with frame numbers.
+
+use ddscope_core::capture::CaptureSummary;
+use ddscope_core::decode::Decoder;
+use std::path::Path;
+
+const SHOWN_DIAGNOSTICS: usize = 5;
+
+pub fn print_summary(verb: &str, path: &Path, summary: &CaptureSummary, dec: &Decoder, result: &str) {
+    let s = &dec.stats;
+    eprintln!(
+        "{verb}: {}: {} frames, {} RTPS messages, {} submessages; {result}",
+        path.display(),
+        summary.frames,
+        s.rtps_messages,
+        s.submessages
+    );
+    if let Some(err) = &summary.error {
+        eprintln!("{verb}: {}: {err} (everything before it was analysed)", path.display());
+    }
+    if let Some(d) = summary.kernel_drops.filter(|d| *d > 0) {
+        eprintln!("{verb}: {}: the capture reports {d} packets dropped by the kernel", path.display());
+    }
+    eprintln!("{verb}: {}: {}", path.display(), s.summary_line());
+    for d in dec.diagnostics.iter().take(SHOWN_DIAGNOSTICS) {
+        eprintln!("{verb}: {}: frame {}: {}", path.display(), d.frame, d.message);
+    }
+    let more = (s.truncated_submessages + s.malformed_submessages + s.bad_headers + s.bad_discovery_samples + s.unknown_submessages)
+        .saturating_sub(SHOWN_DIAGNOSTICS as u64);
+    if dec.diagnostics.len() > SHOWN_DIAGNOSTICS && more > 0 {
+        eprintln!("{verb}: {}: … and {more} more problems", path.display());
+    }
+}

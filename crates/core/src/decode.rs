@@ -1,0 +1,727 @@
+//! Stateful decoding at one capture point: frames → IP (with fragment
+//! reassembly) → UDP → RTPS messages → one [`SubmsgEvent`] per submessage,
+//! with INFO_TS/INFO_SRC/INFO_DST context applied and discovery tracked so
+//! that user traffic is named by topic and type.
+
+use crate::capture::Packet;
+use crate::discovery::{self, Announcement, Discovery, EndpointKind};
+use crate::events::{SubmsgEvent, TrafficType};
+use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
+use ddscope_wire::ip::{self, PROTO_UDP};
+use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
+use ddscope_wire::{udp, EntityId, Guid, GuidPrefix, WireError};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy)]
+pub struct DecoderConfig {
+    pub reassembly: ReassemblyLimits,
+    /// Largest discovery sample reassembled from DATA_FRAG.
+    pub max_discovery_sample: u32,
+    /// Discovery samples being reassembled at once.
+    pub max_discovery_pending: usize,
+    /// Problems kept with their frame number for the report (all are counted).
+    pub max_diagnostics: usize,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            reassembly: ReassemblyLimits::default(),
+            max_discovery_sample: 1 << 20,
+            max_discovery_pending: 256,
+            max_diagnostics: 50,
+        }
+    }
+}
+
+/// Everything that was skipped, dropped or malformed, by reason. Nothing is
+/// lost silently: each frame ends up decoded or in one of these counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DecodeStats {
+    pub frames: u64,
+    pub rtps_messages: u64,
+    pub submessages: u64,
+    /// Frames of a link type ddscope does not decode.
+    pub unsupported_link_frames: u64,
+    /// Link/IP/UDP headers cut short or invalid.
+    pub bad_headers: u64,
+    /// Frames that are not IPv4/IPv6 (ARP, LLDP, PTP over Ethernet…).
+    pub non_ip_frames: u64,
+    /// IP packets that are not UDP (TCP, ICMP, IGMP…).
+    pub non_udp_packets: u64,
+    /// UDP datagrams that are not RTPS 2.x (by content).
+    pub non_rtps_datagrams: u64,
+    /// Datagrams with the RTPS magic but another major version.
+    pub rtps_other_version: u64,
+    /// Datagrams only partly captured (snap length): decoded as far as they go.
+    pub snapped_datagrams: u64,
+    /// Submessages whose length runs past the end of the message (decoding of that message stops).
+    pub truncated_submessages: u64,
+    /// Submessages whose content violates the protocol (skipped, decoding continues).
+    pub malformed_submessages: u64,
+    /// Vendor-specific submessages (id >= 0x80) skipped by length, by "vendor_id/submessage id".
+    pub vendor_submessages: BTreeMap<String, u64>,
+    /// Submessage ids below 0x80 that the standard does not define.
+    pub unknown_submessages: u64,
+    /// Discovery samples that could not be parsed.
+    pub bad_discovery_samples: u64,
+    /// Discovery DATA_FRAG samples dropped (too large, capacity, or never completed).
+    pub discovery_fragments_dropped: u64,
+    pub ip: ReassemblyStats,
+}
+
+impl DecodeStats {
+    /// Total of everything skipped or malformed (for the summary line).
+    pub fn skipped_total(&self) -> u64 {
+        self.unsupported_link_frames
+            + self.bad_headers
+            + self.non_ip_frames
+            + self.non_udp_packets
+            + self.non_rtps_datagrams
+            + self.rtps_other_version
+            + self.truncated_submessages
+            + self.malformed_submessages
+            + self.vendor_submessages.values().sum::<u64>()
+            + self.unknown_submessages
+            + self.bad_discovery_samples
+            + self.discovery_fragments_dropped
+            + self.ip.datagrams_timed_out
+            + self.ip.datagrams_evicted
+            + self.ip.datagrams_incomplete_at_end
+            + self.ip.oversized_fragments
+    }
+
+    /// One line: what was skipped or malformed, non-zero counters only.
+    pub fn summary_line(&self) -> String {
+        let mut parts: Vec<String> = vec![];
+        fn push(parts: &mut Vec<String>, n: u64, what: &str) {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        let mut add = |n: u64, what: &str| push(&mut parts, n, what);
+        add(self.non_ip_frames, "non-IP frames");
+        add(self.non_udp_packets, "non-UDP packets");
+        add(self.non_rtps_datagrams, "non-RTPS datagrams");
+        add(self.rtps_other_version, "RTPS datagrams of another major version");
+        add(self.unsupported_link_frames, "frames of an unsupported link type");
+        add(self.bad_headers, "bad link/IP/UDP headers");
+        add(self.snapped_datagrams, "datagrams cut by the snap length");
+        add(self.truncated_submessages, "truncated submessages");
+        add(self.malformed_submessages, "malformed submessages");
+        let vendor: u64 = self.vendor_submessages.values().sum();
+        let detail: Vec<String> = self.vendor_submessages.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        add(vendor, &format!("vendor-specific submessages ({})", detail.join(", ")));
+        add(self.unknown_submessages, "unknown submessages");
+        add(self.bad_discovery_samples, "unparsable discovery samples");
+        add(self.discovery_fragments_dropped, "discovery fragment sets dropped");
+        add(self.ip.datagrams_timed_out, "IP datagrams timed out in reassembly");
+        add(self.ip.datagrams_evicted, "IP datagrams evicted from reassembly");
+        add(self.ip.datagrams_incomplete_at_end, "IP datagrams incomplete at end of capture");
+        add(self.ip.oversized_fragments, "oversized IP fragments");
+        add(self.ip.duplicate_fragments, "duplicate IP fragments");
+        add(self.ip.overlapping_fragments, "overlapping IP fragments");
+        if parts.is_empty() {
+            "nothing skipped or malformed".to_string()
+        } else {
+            format!("skipped/malformed: {}", parts.join(", "))
+        }
+    }
+}
+
+/// One reported problem.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostic {
+    pub frame: u64,
+    pub message: String,
+}
+
+/// Link-layer facts carried through IP reassembly.
+#[derive(Debug, Clone, Copy)]
+struct FrameMeta {
+    interface: u32,
+    vlan: Option<VlanTag>,
+}
+
+/// A discovery sample arriving as DATA_FRAG, put back together.
+struct DiscoveryFrags {
+    data: Vec<u8>,
+    have: Vec<bool>,
+    missing: usize,
+    fragment_size: u16,
+    started_ns: i64,
+}
+
+/// Context that INFO_* submessages set for the rest of the message.
+#[derive(Debug, Clone, Copy)]
+struct MessageContext {
+    src_prefix: GuidPrefix,
+    dst_prefix: GuidPrefix,
+    vendor_id: u16,
+    source_ts_ns: Option<i64>,
+}
+
+pub struct Decoder {
+    capture: Arc<str>,
+    cfg: DecoderConfig,
+    ipfrag: Reassembler<FrameMeta>,
+    pub discovery: Discovery,
+    discovery_frags: FxHashMap<(Guid, i64), DiscoveryFrags>,
+    pub stats: DecodeStats,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Events of the message being decoded (traffic types of INFO_* are fixed up per message).
+    msg_events: Vec<SubmsgEvent>,
+}
+
+impl Decoder {
+    pub fn new(capture: &str, cfg: DecoderConfig) -> Self {
+        Decoder {
+            capture: Arc::from(capture),
+            cfg,
+            ipfrag: Reassembler::new(cfg.reassembly),
+            discovery: Discovery::default(),
+            discovery_frags: FxHashMap::default(),
+            stats: DecodeStats::default(),
+            diagnostics: Vec::new(),
+            msg_events: Vec::with_capacity(64),
+        }
+    }
+
+    pub fn capture_name(&self) -> &Arc<str> {
+        &self.capture
+    }
+
+    fn diag(&mut self, frame: u64, message: impl FnOnce() -> String) {
+        if self.diagnostics.len() < self.cfg.max_diagnostics {
+            self.diagnostics.push(Diagnostic { frame, message: message() });
+        }
+    }
+
+    /// Decodes one captured frame; calls `emit` for every submessage it completes.
+    pub fn packet(&mut self, pkt: &Packet<'_>, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        self.stats.frames += 1;
+        if let ddscope_wire::link::LinkType::Other(_) = pkt.link {
+            self.stats.unsupported_link_frames += 1;
+            return;
+        }
+        let net = match link::parse(pkt.link, pkt.data) {
+            Ok(n) => n,
+            Err(e) => {
+                self.stats.bad_headers += 1;
+                self.diag(pkt.frame, || format!("link layer: {e}"));
+                return;
+            }
+        };
+        let parsed = match net.ethertype {
+            ETHERTYPE_IPV4 => ip::parse_ipv4(net.payload),
+            ETHERTYPE_IPV6 => ip::parse_ipv6(net.payload),
+            _ => {
+                self.stats.non_ip_frames += 1;
+                return;
+            }
+        };
+        let ipp = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.bad_headers += 1;
+                self.diag(pkt.frame, || format!("IP header: {e}"));
+                return;
+            }
+        };
+        if ipp.protocol != PROTO_UDP {
+            self.stats.non_udp_packets += 1;
+            return;
+        }
+        let meta = FrameMeta { interface: pkt.interface, vlan: net.outer_vlan };
+        if ipp.is_fragment {
+            if ipp.missing > 0 {
+                // A fragment cut by the snap length can never be reassembled.
+                self.stats.snapped_datagrams += 1;
+                return;
+            }
+            let key = FragKey { src: ipp.src, dst: ipp.dst, protocol: ipp.protocol, ident: ipp.ident };
+            if let Some(d) =
+                self.ipfrag.push(key, ipp.frag_offset, ipp.more_fragments, ipp.payload, pkt.ts_ns, pkt.frame, meta)
+            {
+                self.stats.ip = self.ipfrag.stats;
+                let src = ipp.src;
+                let dst = ipp.dst;
+                self.udp(&d.data, src, dst, ipp.ident, d.fragments, d.first_ts_ns, d.last_ts_ns, pkt, d.meta, 0, emit);
+                self.ipfrag.recycle(d.data);
+            }
+            self.stats.ip = self.ipfrag.stats;
+        } else {
+            self.udp(ipp.payload, ipp.src, ipp.dst, ipp.ident, 1, pkt.ts_ns, pkt.ts_ns, pkt, meta, ipp.missing, emit);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn udp(
+        &mut self,
+        datagram: &[u8],
+        src: std::net::IpAddr,
+        dst: std::net::IpAddr,
+        ip_id: u32,
+        ip_frags: u16,
+        first_ts: i64,
+        last_ts: i64,
+        pkt: &Packet<'_>,
+        meta: FrameMeta,
+        missing: usize,
+        emit: &mut dyn FnMut(&SubmsgEvent),
+    ) {
+        let (sport, dport, payload) = if missing > 0 {
+            // Snapped: take what the capture holds.
+            if datagram.len() < 8 {
+                self.stats.snapped_datagrams += 1;
+                return;
+            }
+            self.stats.snapped_datagrams += 1;
+            let sp = u16::from_be_bytes([datagram[0], datagram[1]]);
+            let dp = u16::from_be_bytes([datagram[2], datagram[3]]);
+            (sp, dp, &datagram[8..])
+        } else {
+            match udp::parse(datagram) {
+                Ok(u) => (u.src_port, u.dst_port, u.payload),
+                Err(e) => {
+                    self.stats.bad_headers += 1;
+                    self.diag(pkt.frame, || format!("UDP header: {e}"));
+                    return;
+                }
+            }
+        };
+        if !rtps::is_rtps(payload) {
+            if payload.len() >= 5 && &payload[..4] == rtps::MAGIC {
+                self.stats.rtps_other_version += 1;
+            } else {
+                self.stats.non_rtps_datagrams += 1;
+            }
+            return;
+        }
+        let base = {
+            let mut e = SubmsgEvent::blank(self.capture.clone());
+            e.frame = pkt.frame;
+            e.ts_ns = pkt.ts_ns;
+            e.interface = meta.interface;
+            e.src = SocketAddr::new(src, sport);
+            e.dst = SocketAddr::new(dst, dport);
+            e.vlan_id = meta.vlan.map(|v| v.vid);
+            e.pcp = meta.vlan.map(|v| v.pcp);
+            e.ip_id = ip_id;
+            e.ip_frags = ip_frags;
+            e.ip_first_ts_ns = first_ts;
+            e.ip_last_ts_ns = last_ts;
+            e.rtps_len = payload.len() as u32;
+            e
+        };
+        self.rtps(payload, base, missing > 0, emit);
+    }
+
+    fn rtps(&mut self, msg: &[u8], base: SubmsgEvent, snapped: bool, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        let header = match rtps::parse_header(msg) {
+            Ok(h) => h,
+            Err(e) => {
+                self.stats.bad_headers += 1;
+                self.diag(base.frame, || format!("RTPS header: {e}"));
+                return;
+            }
+        };
+        self.stats.rtps_messages += 1;
+        let mut ctx = MessageContext {
+            src_prefix: header.guid_prefix,
+            dst_prefix: GuidPrefix::UNKNOWN,
+            vendor_id: header.vendor_id,
+            source_ts_ns: None,
+        };
+        let frame = base.frame;
+        self.msg_events.clear();
+        for (index, raw) in SubmessageIter::new(msg).enumerate() {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    if !snapped {
+                        self.stats.truncated_submessages += 1;
+                        self.diag(frame, || format!("submessage {index}: {e}"));
+                    }
+                    break;
+                }
+            };
+            self.stats.submessages += 1;
+            let kind = raw.kind();
+            match kind {
+                SubmsgKind::Vendor(id) => {
+                    *self.stats.vendor_submessages.entry(format!("0x{:04x}/0x{id:02x}", ctx.vendor_id)).or_default() += 1;
+                }
+                SubmsgKind::Unknown(id) => {
+                    self.stats.unknown_submessages += 1;
+                    self.diag(frame, || format!("submessage {index}: unknown id 0x{id:02x}"));
+                }
+                _ => {}
+            }
+            let sm = match raw.parse() {
+                Ok(s) => s,
+                Err(e) => {
+                    self.stats.malformed_submessages += 1;
+                    self.diag(frame, || format!("submessage {index} ({}): {e}", kind.name()));
+                    continue;
+                }
+            };
+            let mut ev = base.clone();
+            ev.vendor_id = ctx.vendor_id;
+            ev.submsg_index = index as u16;
+            ev.kind = kind;
+            ev.flags = raw.flags;
+            ev.submsg_len = raw.body.len() as u32;
+            self.fill(&mut ev, &sm, &mut ctx, raw.little_endian());
+            self.msg_events.push(ev);
+        }
+        // INFO_* submessages belong to the traffic they qualify: take the type of
+        // the next entity-bearing submessage, else of the previous one.
+        let n = self.msg_events.len();
+        let mut next: Option<TrafficType> = None;
+        let mut has_entity = vec![false; n];
+        for (i, e) in self.msg_events.iter().enumerate() {
+            has_entity[i] = e.writer_id.is_some() || e.reader_id.is_some() || e.kind.is_security();
+        }
+        for i in (0..n).rev() {
+            if has_entity[i] {
+                next = Some(self.msg_events[i].traffic_type);
+            } else if let Some(t) = next {
+                self.msg_events[i].traffic_type = t;
+            }
+        }
+        let mut prev: Option<TrafficType> = None;
+        for i in 0..n {
+            if has_entity[i] {
+                prev = Some(self.msg_events[i].traffic_type);
+            } else if next_entity_after(&has_entity, i).is_none() {
+                if let Some(t) = prev {
+                    self.msg_events[i].traffic_type = t;
+                }
+            }
+        }
+        for e in &self.msg_events {
+            emit(e);
+        }
+    }
+
+    fn classify(entity: &EntityId) -> TrafficType {
+        if entity.is_discovery() {
+            TrafficType::Discovery
+        } else if entity.is_security() {
+            TrafficType::Security
+        } else if entity.is_builtin() || entity.is_vendor_specific() {
+            TrafficType::Builtin
+        } else {
+            TrafficType::User
+        }
+    }
+
+    fn name_writer(&self, ev: &mut SubmsgEvent, writer: Guid) {
+        if let Some(ep) = self.discovery.endpoint(&writer) {
+            ev.topic = Some(ep.names.clone());
+        }
+    }
+
+    fn fill(&mut self, ev: &mut SubmsgEvent, sm: &Submessage<'_>, ctx: &mut MessageContext, le: bool) {
+        ev.guid_prefix = ctx.src_prefix;
+        ev.source_ts_ns = ctx.source_ts_ns;
+        let outgoing = |ctx: &MessageContext, w: EntityId, r: EntityId| {
+            (Guid::new(ctx.src_prefix, w), Guid::new(ctx.dst_prefix, r))
+        };
+        match *sm {
+            Submessage::Data(d) => {
+                let (w, r) = outgoing(ctx, d.writer_id, d.reader_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&d.writer_id);
+                ev.sn = Some(d.writer_sn);
+                let psize = d.payload.map_or(0, |p| p.len() as u32);
+                ev.payload_size = Some(psize);
+                ev.sample_size = Some(psize);
+                let mut key_guid = None;
+                if let Some(q) = d.inline_qos {
+                    let (status, key) = discovery::inline_status(q, le);
+                    ev.status_info = status;
+                    ev.key_hash = key;
+                    key_guid = key.and_then(|k| Guid::from_slice(&k));
+                }
+                if ev.traffic_type == TrafficType::Discovery {
+                    let disposed = ev.status_info.is_some_and(|s| s & 0x3 != 0);
+                    if disposed {
+                        if let Some(g) = key_guid {
+                            self.discovery.dispose(g);
+                            self.announce(ev, Announcement::Disposed(g));
+                        }
+                    } else if let Some(p) = d.payload {
+                        if !d.key_flag {
+                            self.discovery_sample(ev, d.writer_id, ctx.src_prefix, p, key_guid);
+                        }
+                    }
+                } else {
+                    self.name_writer(ev, w);
+                }
+            }
+            Submessage::DataFrag(d) => {
+                let (w, r) = outgoing(ctx, d.writer_id, d.reader_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&d.writer_id);
+                ev.sn = Some(d.writer_sn);
+                ev.fragment_starting_num = Some(d.fragment_starting_num);
+                ev.frags_in_submsg = Some(d.fragments_in_submessage);
+                ev.fragment_size = Some(d.fragment_size);
+                ev.sample_size = Some(d.sample_size);
+                ev.payload_size = Some(d.payload.len() as u32);
+                let mut key_guid = None;
+                if let Some(q) = d.inline_qos {
+                    let (status, key) = discovery::inline_status(q, le);
+                    ev.status_info = status;
+                    ev.key_hash = key;
+                    key_guid = key.and_then(|k| Guid::from_slice(&k));
+                }
+                if ev.traffic_type == TrafficType::Discovery && !d.key_flag {
+                    if let Some(sample) = self.discovery_fragment(ev, w, &d) {
+                        self.discovery_sample(ev, d.writer_id, ctx.src_prefix, &sample, key_guid);
+                    }
+                } else if ev.traffic_type != TrafficType::Discovery {
+                    self.name_writer(ev, w);
+                }
+            }
+            Submessage::Heartbeat(h) => {
+                let (w, r) = outgoing(ctx, h.writer_id, h.reader_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&h.writer_id);
+                ev.hb_first_sn = Some(h.first_sn);
+                ev.hb_last_sn = Some(h.last_sn);
+                ev.count = Some(h.count);
+                ev.final_flag = Some(h.final_flag);
+                self.name_writer(ev, w);
+            }
+            Submessage::HeartbeatFrag(h) => {
+                let (w, r) = outgoing(ctx, h.writer_id, h.reader_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&h.writer_id);
+                ev.sn = Some(h.writer_sn);
+                ev.last_fragment_num = Some(h.last_fragment_num);
+                ev.count = Some(h.count);
+                self.name_writer(ev, w);
+            }
+            Submessage::Gap(g) => {
+                let (w, r) = outgoing(ctx, g.writer_id, g.reader_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&g.writer_id);
+                ev.gap_start = Some(g.gap_start);
+                ev.set_base = Some(g.gap_list.base);
+                ev.set_num_bits = Some(g.gap_list.num_bits);
+                ev.set_bits = bits_of(&g.gap_list);
+                self.name_writer(ev, w);
+            }
+            Submessage::AckNack(a) => {
+                // Sent by the reader: the source participant owns the reader.
+                let r = Guid::new(ctx.src_prefix, a.reader_id);
+                let w = Guid::new(ctx.dst_prefix, a.writer_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&a.writer_id);
+                ev.set_base = Some(a.reader_sn_state.base);
+                ev.set_num_bits = Some(a.reader_sn_state.num_bits);
+                ev.set_bits = bits_of(&a.reader_sn_state);
+                ev.count = Some(a.count);
+                ev.final_flag = Some(a.final_flag);
+                self.name_writer(ev, w);
+            }
+            Submessage::NackFrag(n) => {
+                let r = Guid::new(ctx.src_prefix, n.reader_id);
+                let w = Guid::new(ctx.dst_prefix, n.writer_id);
+                ev.writer_id = Some(w);
+                ev.reader_id = Some(r);
+                ev.traffic_type = Self::classify(&n.writer_id);
+                ev.sn = Some(n.writer_sn);
+                ev.set_base = Some(n.fragment_number_state.base);
+                ev.set_num_bits = Some(n.fragment_number_state.num_bits);
+                ev.set_bits = bits_of(&n.fragment_number_state);
+                ev.count = Some(n.count);
+                self.name_writer(ev, w);
+            }
+            Submessage::InfoTs(t) => {
+                ctx.source_ts_ns = t.map(|t| t.to_unix_nanos());
+                ev.source_ts_ns = ctx.source_ts_ns;
+            }
+            Submessage::InfoSrc { vendor_id, guid_prefix, .. } => {
+                ctx.src_prefix = guid_prefix;
+                ctx.vendor_id = vendor_id;
+                ctx.dst_prefix = GuidPrefix::UNKNOWN;
+                ctx.source_ts_ns = None;
+                ev.guid_prefix = guid_prefix;
+                ev.vendor_id = vendor_id;
+            }
+            Submessage::InfoDst { guid_prefix } => {
+                ctx.dst_prefix = guid_prefix;
+            }
+            Submessage::Security => ev.traffic_type = TrafficType::Security,
+            Submessage::InfoReply { .. } | Submessage::InfoReplyIp4 { .. } | Submessage::Pad | Submessage::Opaque => {}
+        }
+    }
+
+    fn announce(&mut self, ev: &mut SubmsgEvent, a: Announcement) {
+        if let Announcement::Endpoint(e) = a {
+            ev.endpoint = Some(e);
+        }
+    }
+
+    /// A complete SPDP/SEDP sample: update discovery and tag the event.
+    fn discovery_sample(
+        &mut self,
+        ev: &mut SubmsgEvent,
+        writer: EntityId,
+        src_prefix: GuidPrefix,
+        payload: &[u8],
+        key: Option<Guid>,
+    ) {
+        let frame = ev.frame;
+        let result = if writer == EntityId::SPDP_PARTICIPANT_WRITER || writer == EntityId::SPDP_PARTICIPANT_SECURE_WRITER {
+            discovery::parse_participant(payload, src_prefix).map(|p| {
+                let prefix = self.discovery.add_participant(p);
+                Announcement::Participant(prefix)
+            })
+        } else if writer == EntityId::SEDP_PUBLICATIONS_WRITER || writer == EntityId::SEDP_PUBLICATIONS_SECURE_WRITER {
+            discovery::parse_endpoint(payload, EndpointKind::Writer, key).map(|e| {
+                let mut e = e;
+                e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
+                Announcement::Endpoint(self.discovery.add_endpoint(e))
+            })
+        } else if writer == EntityId::SEDP_SUBSCRIPTIONS_WRITER || writer == EntityId::SEDP_SUBSCRIPTIONS_SECURE_WRITER {
+            discovery::parse_endpoint(payload, EndpointKind::Reader, key).map(|e| {
+                let mut e = e;
+                e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
+                Announcement::Endpoint(self.discovery.add_endpoint(e))
+            })
+        } else {
+            // SEDP topics writer and others: nothing we track.
+            return;
+        };
+        match result {
+            Ok(a) => self.announce(ev, a),
+            Err(e) => {
+                self.stats.bad_discovery_samples += 1;
+                self.diag(frame, || format!("discovery sample from {}: {e}", Guid::new(src_prefix, writer)));
+            }
+        }
+    }
+
+    /// Collects a discovery DATA_FRAG; returns the sample once complete.
+    fn discovery_fragment(
+        &mut self,
+        ev: &SubmsgEvent,
+        writer: Guid,
+        d: &ddscope_wire::rtps::DataFrag<'_>,
+    ) -> Option<Vec<u8>> {
+        let key = (writer, d.writer_sn);
+        if d.sample_size > self.cfg.max_discovery_sample || d.fragment_size == 0 {
+            self.stats.discovery_fragments_dropped += 1;
+            return None;
+        }
+        if !self.discovery_frags.contains_key(&key) {
+            if self.discovery_frags.len() >= self.cfg.max_discovery_pending {
+                // Drop the oldest set.
+                if let Some(old) = self.discovery_frags.iter().min_by_key(|(_, v)| v.started_ns).map(|(k, _)| *k) {
+                    self.discovery_frags.remove(&old);
+                    self.stats.discovery_fragments_dropped += 1;
+                }
+            }
+            let n = (d.sample_size as usize).div_ceil(d.fragment_size as usize);
+            self.discovery_frags.insert(
+                key,
+                DiscoveryFrags {
+                    data: vec![0; d.sample_size as usize],
+                    have: vec![false; n],
+                    missing: n,
+                    fragment_size: d.fragment_size,
+                    started_ns: ev.ts_ns,
+                },
+            );
+        }
+        let set = self.discovery_frags.get_mut(&key).expect("inserted");
+        if set.fragment_size != d.fragment_size || set.data.len() != d.sample_size as usize {
+            self.discovery_frags.remove(&key);
+            self.stats.discovery_fragments_dropped += 1;
+            return None;
+        }
+        let fsz = d.fragment_size as usize;
+        for i in 0..d.fragments_in_submessage as usize {
+            let num = d.fragment_starting_num as usize + i; // 1-based
+            let idx = num - 1;
+            if idx >= set.have.len() {
+                break;
+            }
+            let start = idx * fsz;
+            let end = ((idx + 1) * fsz).min(set.data.len());
+            let src_start = i * fsz;
+            let src_end = src_start + (end - start);
+            if src_end > d.payload.len() {
+                break;
+            }
+            set.data[start..end].copy_from_slice(&d.payload[src_start..src_end]);
+            if !set.have[idx] {
+                set.have[idx] = true;
+                set.missing -= 1;
+            }
+        }
+        if set.missing == 0 {
+            self.discovery_frags.remove(&key).map(|s| s.data)
+        } else {
+            None
+        }
+    }
+
+    /// Ends the capture: counts whatever is still incomplete.
+    pub fn finish(&mut self) {
+        self.ipfrag.finish();
+        self.stats.ip = self.ipfrag.stats;
+        self.stats.discovery_fragments_dropped += self.discovery_frags.len() as u64;
+        self.discovery_frags.clear();
+    }
+}
+
+fn next_entity_after(has_entity: &[bool], i: usize) -> Option<usize> {
+    (i + 1..has_entity.len()).find(|&j| has_entity[j])
+}
+
+fn bits_of(set: &ddscope_wire::rtps::NumberSet<'_>) -> [u32; 8] {
+    let mut out = [0u32; 8];
+    for i in 0..set.num_bits.min(256) {
+        if set.contains_bit(i) {
+            out[(i / 32) as usize] |= 1 << (31 - i % 32);
+        }
+    }
+    out
+}
+
+/// Decodes a whole capture file with a fresh decoder, calling `emit` per event.
+pub fn decode_file(
+    path: &std::path::Path,
+    name: &str,
+    cfg: DecoderConfig,
+    progress: Option<Arc<std::sync::atomic::AtomicU64>>,
+    emit: &mut dyn FnMut(&SubmsgEvent),
+) -> Result<(Decoder, crate::capture::CaptureSummary), crate::capture::CaptureError> {
+    let mut dec = Decoder::new(name, cfg);
+    let summary = crate::capture::read_capture(path, progress, |p| dec.packet(p, emit))?;
+    dec.finish();
+    Ok((dec, summary))
+}
+
+impl From<WireError> for Diagnostic {
+    fn from(e: WireError) -> Self {
+        Diagnostic { frame: 0, message: e.to_string() }
+    }
+}

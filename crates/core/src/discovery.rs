@@ -1,0 +1,479 @@
+//! Discovery state of one capture point: participants (SPDP) and endpoints
+//! (SEDP publications and subscriptions), learned from the builtin DATA and
+//! DATA_FRAG samples, so that every user submessage can be named by topic and
+//! type.
+
+use crate::ros;
+use ddscope_wire::cdr::CdrReader;
+use ddscope_wire::locator::Locator;
+use ddscope_wire::plist::{self, ParamIter};
+use ddscope_wire::rtps::encapsulation;
+use ddscope_wire::{Guid, GuidPrefix, WireError};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Topic and type names of an endpoint, as on the wire and as ROS 2 users know them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct TopicNames {
+    pub topic_raw: String,
+    pub type_raw: String,
+    /// De-mangled ROS 2 name (`/chatter`, `/add_two_ints [request]`), or the raw name.
+    pub topic_name: String,
+    /// De-mangled ROS 2 type (`std_msgs/msg/String`), or the raw name.
+    pub type_name: String,
+}
+
+impl TopicNames {
+    pub fn new(topic_raw: &str, type_raw: &str) -> Self {
+        TopicNames {
+            topic_raw: topic_raw.to_string(),
+            type_raw: type_raw.to_string(),
+            topic_name: ros::demangle_topic(topic_raw).display(),
+            type_name: ros::demangle_type(type_raw),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    Writer,
+    Reader,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reliability {
+    BestEffort,
+    Reliable,
+    Other(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    Volatile,
+    TransientLocal,
+    Transient,
+    Persistent,
+    Other(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum History {
+    KeepLast(i32),
+    KeepAll,
+    Other(u32),
+}
+
+impl std::fmt::Display for Reliability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reliability::BestEffort => f.write_str("best_effort"),
+            Reliability::Reliable => f.write_str("reliable"),
+            Reliability::Other(v) => write!(f, "unknown({v})"),
+        }
+    }
+}
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Durability::Volatile => f.write_str("volatile"),
+            Durability::TransientLocal => f.write_str("transient_local"),
+            Durability::Transient => f.write_str("transient"),
+            Durability::Persistent => f.write_str("persistent"),
+            Durability::Other(v) => write!(f, "unknown({v})"),
+        }
+    }
+}
+impl std::fmt::Display for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            History::KeepLast(d) => write!(f, "keep_last({d})"),
+            History::KeepAll => f.write_str("keep_all"),
+            History::Other(v) => write!(f, "unknown({v})"),
+        }
+    }
+}
+
+/// A participant as announced by SPDP.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParticipantInfo {
+    #[serde(serialize_with = "ser_display")]
+    pub guid_prefix: GuidPrefix,
+    pub vendor_id: Option<u16>,
+    pub protocol_version: Option<(u8, u8)>,
+    pub domain_id: Option<u32>,
+    pub lease_duration_ns: Option<i64>,
+    pub entity_name: Option<String>,
+    #[serde(serialize_with = "ser_locators")]
+    pub default_unicast: Vec<Locator>,
+    #[serde(serialize_with = "ser_locators")]
+    pub default_multicast: Vec<Locator>,
+    #[serde(serialize_with = "ser_locators")]
+    pub metatraffic_unicast: Vec<Locator>,
+    #[serde(serialize_with = "ser_locators")]
+    pub metatraffic_multicast: Vec<Locator>,
+    pub builtin_endpoints: Option<u32>,
+    pub disposed: bool,
+}
+
+/// A writer or reader as announced by SEDP.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointInfo {
+    #[serde(serialize_with = "ser_display")]
+    pub guid: Guid,
+    pub kind: EndpointKind,
+    #[serde(flatten)]
+    pub names: Arc<TopicNames>,
+    /// Effective reliability: the announced value, or the DDS default for the
+    /// endpoint kind (writers reliable, readers best effort) when absent.
+    pub reliability: Reliability,
+    pub reliability_announced: bool,
+    /// Effective durability (default volatile).
+    pub durability: Durability,
+    /// History is not part of the standard SEDP data; some vendors send it.
+    pub history: Option<History>,
+    pub partitions: Vec<String>,
+    #[serde(serialize_with = "ser_locators")]
+    pub unicast: Vec<Locator>,
+    #[serde(serialize_with = "ser_locators")]
+    pub multicast: Vec<Locator>,
+    pub vendor_id: Option<u16>,
+    pub disposed: bool,
+}
+
+fn ser_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+fn ser_locators<S: serde::Serializer>(v: &[Locator], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|l| l.to_string()))
+}
+
+/// What a discovery sample turned out to be.
+#[derive(Debug, Clone)]
+pub enum Announcement {
+    Participant(GuidPrefix),
+    Endpoint(Arc<EndpointInfo>),
+    /// Dispose/unregister of a participant or endpoint (by key hash).
+    Disposed(Guid),
+}
+
+/// Opens a PL_CDR payload: returns the byte order and the parameter bytes.
+fn parameter_list(payload: &[u8]) -> Result<(bool, &[u8]), WireError> {
+    let (enc, body) = encapsulation(payload)?;
+    match enc.is_parameter_list() {
+        Some(le) => Ok((le, body)),
+        None => Err(WireError::malformed("discovery payload", "not a PL_CDR encapsulation")),
+    }
+}
+
+fn read_duration_ns(v: &[u8], le: bool, what: &'static str) -> Result<i64, WireError> {
+    let mut r = CdrReader::new(v, le);
+    let sec = r.i32(what)? as i64;
+    let frac = r.u32(what)? as i64;
+    if sec == 0x7fff_ffff {
+        return Ok(i64::MAX); // infinite
+    }
+    Ok(sec * 1_000_000_000 + ((frac * 1_000_000_000) >> 32))
+}
+
+fn read_string(v: &[u8], le: bool, what: &'static str) -> Result<String, WireError> {
+    CdrReader::new(v, le).string(what)
+}
+
+/// Parses SPDP participant data. `fallback_prefix` names the participant when
+/// PID_PARTICIPANT_GUID is absent.
+pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix) -> Result<ParticipantInfo, WireError> {
+    let (le, body) = parameter_list(payload)?;
+    let mut p = ParticipantInfo {
+        guid_prefix: fallback_prefix,
+        vendor_id: None,
+        protocol_version: None,
+        domain_id: None,
+        lease_duration_ns: None,
+        entity_name: None,
+        default_unicast: vec![],
+        default_multicast: vec![],
+        metatraffic_unicast: vec![],
+        metatraffic_multicast: vec![],
+        builtin_endpoints: None,
+        disposed: false,
+    };
+    for param in ParamIter::new(body, le) {
+        let param = param?;
+        if param.vendor_specific {
+            continue;
+        }
+        let v = param.value;
+        let loc = || Locator::read(&mut CdrReader::new(v, le));
+        match param.pid {
+            plist::PID_PARTICIPANT_GUID => {
+                if let Some(g) = Guid::from_slice(v) {
+                    p.guid_prefix = g.prefix;
+                }
+            }
+            plist::PID_VENDOR_ID if v.len() >= 2 => p.vendor_id = Some(u16::from_be_bytes([v[0], v[1]])),
+            plist::PID_PROTOCOL_VERSION if v.len() >= 2 => p.protocol_version = Some((v[0], v[1])),
+            plist::PID_DOMAIN_ID => p.domain_id = Some(CdrReader::new(v, le).u32("PID_DOMAIN_ID")?),
+            plist::PID_PARTICIPANT_LEASE_DURATION => {
+                p.lease_duration_ns = Some(read_duration_ns(v, le, "PID_PARTICIPANT_LEASE_DURATION")?)
+            }
+            plist::PID_ENTITY_NAME => p.entity_name = Some(read_string(v, le, "PID_ENTITY_NAME")?),
+            plist::PID_DEFAULT_UNICAST_LOCATOR => p.default_unicast.push(loc()?),
+            plist::PID_DEFAULT_MULTICAST_LOCATOR => p.default_multicast.push(loc()?),
+            plist::PID_METATRAFFIC_UNICAST_LOCATOR => p.metatraffic_unicast.push(loc()?),
+            plist::PID_METATRAFFIC_MULTICAST_LOCATOR => p.metatraffic_multicast.push(loc()?),
+            plist::PID_BUILTIN_ENDPOINT_SET => p.builtin_endpoints = Some(CdrReader::new(v, le).u32("PID_BUILTIN_ENDPOINT_SET")?),
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// Parses SEDP publication or subscription data.
+pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>) -> Result<EndpointInfo, WireError> {
+    let (le, body) = parameter_list(payload)?;
+    let mut guid = key_hash;
+    let mut topic = None;
+    let mut type_name = None;
+    let mut reliability = None;
+    let mut durability = None;
+    let mut history = None;
+    let mut partitions = vec![];
+    let mut unicast = vec![];
+    let mut multicast = vec![];
+    let mut vendor_id = None;
+    for param in ParamIter::new(body, le) {
+        let param = param?;
+        if param.vendor_specific {
+            continue;
+        }
+        let v = param.value;
+        match param.pid {
+            plist::PID_ENDPOINT_GUID => guid = Guid::from_slice(v).or(guid),
+            plist::PID_KEY_HASH if guid.is_none() => guid = Guid::from_slice(v),
+            plist::PID_TOPIC_NAME => topic = Some(read_string(v, le, "PID_TOPIC_NAME")?),
+            plist::PID_TYPE_NAME => type_name = Some(read_string(v, le, "PID_TYPE_NAME")?),
+            plist::PID_RELIABILITY => {
+                let k = CdrReader::new(v, le).u32("PID_RELIABILITY")?;
+                reliability = Some(match k {
+                    1 => Reliability::BestEffort,
+                    2 => Reliability::Reliable,
+                    other => Reliability::Other(other),
+                });
+            }
+            plist::PID_DURABILITY => {
+                let k = CdrReader::new(v, le).u32("PID_DURABILITY")?;
+                durability = Some(match k {
+                    0 => Durability::Volatile,
+                    1 => Durability::TransientLocal,
+                    2 => Durability::Transient,
+                    3 => Durability::Persistent,
+                    other => Durability::Other(other),
+                });
+            }
+            plist::PID_HISTORY => {
+                let mut r = CdrReader::new(v, le);
+                let k = r.u32("PID_HISTORY")?;
+                let depth = r.i32("PID_HISTORY")?;
+                history = Some(match k {
+                    0 => History::KeepLast(depth),
+                    1 => History::KeepAll,
+                    other => History::Other(other),
+                });
+            }
+            plist::PID_PARTITION => {
+                let mut r = CdrReader::new(v, le);
+                let n = r.u32("PID_PARTITION")?;
+                if n > 1024 {
+                    return Err(WireError::malformed("PID_PARTITION", "more than 1024 names"));
+                }
+                for _ in 0..n {
+                    partitions.push(r.string("PID_PARTITION")?);
+                }
+            }
+            plist::PID_UNICAST_LOCATOR => unicast.push(Locator::read(&mut CdrReader::new(v, le))?),
+            plist::PID_MULTICAST_LOCATOR => multicast.push(Locator::read(&mut CdrReader::new(v, le))?),
+            plist::PID_VENDOR_ID if v.len() >= 2 => vendor_id = Some(u16::from_be_bytes([v[0], v[1]])),
+            _ => {}
+        }
+    }
+    let guid = guid.ok_or(WireError::malformed("SEDP data", "no PID_ENDPOINT_GUID or key hash"))?;
+    let topic = topic.ok_or(WireError::malformed("SEDP data", "no PID_TOPIC_NAME"))?;
+    let type_name = type_name.ok_or(WireError::malformed("SEDP data", "no PID_TYPE_NAME"))?;
+    let default_rel = match kind {
+        EndpointKind::Writer => Reliability::Reliable,
+        EndpointKind::Reader => Reliability::BestEffort,
+    };
+    Ok(EndpointInfo {
+        guid,
+        kind,
+        names: Arc::new(TopicNames::new(&topic, &type_name)),
+        reliability: reliability.unwrap_or(default_rel),
+        reliability_announced: reliability.is_some(),
+        durability: durability.unwrap_or(Durability::Volatile),
+        history,
+        partitions,
+        unicast,
+        multicast,
+        vendor_id,
+        disposed: false,
+    })
+}
+
+/// Reads PID_STATUS_INFO and PID_KEY_HASH from inline QoS.
+pub fn inline_status(inline_qos: &[u8], le: bool) -> (Option<u32>, Option<[u8; 16]>) {
+    let mut status = None;
+    let mut key = None;
+    for p in ParamIter::new(inline_qos, le).flatten() {
+        match p.pid {
+            // Status info is 4 bytes in network order regardless of the submessage's byte order.
+            plist::PID_STATUS_INFO if p.value.len() >= 4 => {
+                status = Some(u32::from_be_bytes([p.value[0], p.value[1], p.value[2], p.value[3]]))
+            }
+            plist::PID_KEY_HASH if p.value.len() >= 16 => key = p.value[..16].try_into().ok(),
+            _ => {}
+        }
+    }
+    (status, key)
+}
+
+/// Participants and endpoints seen so far.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    pub participants: FxHashMap<GuidPrefix, ParticipantInfo>,
+    pub endpoints: FxHashMap<Guid, Arc<EndpointInfo>>,
+}
+
+impl Discovery {
+    pub fn endpoint(&self, guid: &Guid) -> Option<&Arc<EndpointInfo>> {
+        self.endpoints.get(guid)
+    }
+
+    pub fn vendor_of(&self, prefix: &GuidPrefix) -> Option<u16> {
+        self.participants.get(prefix).and_then(|p| p.vendor_id)
+    }
+
+    pub fn add_participant(&mut self, p: ParticipantInfo) -> GuidPrefix {
+        let prefix = p.guid_prefix;
+        self.participants.insert(prefix, p);
+        prefix
+    }
+
+    /// Records an endpoint; returns the shared record (reused when unchanged,
+    /// so that per-event references stay cheap).
+    pub fn add_endpoint(&mut self, mut e: EndpointInfo) -> Arc<EndpointInfo> {
+        if let Some(old) = self.endpoints.get(&e.guid) {
+            if *old.names == *e.names {
+                e.names = old.names.clone();
+            }
+        }
+        let e = Arc::new(e);
+        self.endpoints.insert(e.guid, e.clone());
+        e
+    }
+
+    pub fn dispose(&mut self, guid: Guid) {
+        if let Some(e) = self.endpoints.get_mut(&guid) {
+            Arc::make_mut(e).disposed = true;
+        }
+        if guid.entity == ddscope_wire::EntityId::PARTICIPANT {
+            if let Some(p) = self.participants.get_mut(&guid.prefix) {
+                p.disposed = true;
+            }
+        }
+    }
+
+    /// Endpoints sorted by topic then GUID (for stable output).
+    pub fn endpoints_sorted(&self) -> Vec<Arc<EndpointInfo>> {
+        let mut v: Vec<_> = self.endpoints.values().cloned().collect();
+        v.sort_by(|a, b| (&a.names.topic_raw, a.guid).cmp(&(&b.names.topic_raw, b.guid)));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(out: &mut Vec<u8>, pid: u16, value: &[u8]) {
+        out.extend_from_slice(&pid.to_le_bytes());
+        let padded = value.len().div_ceil(4) * 4;
+        out.extend_from_slice(&(padded as u16).to_le_bytes());
+        out.extend_from_slice(value);
+        out.resize(out.len() + padded - value.len(), 0);
+    }
+
+    fn cdr_string(s: &str) -> Vec<u8> {
+        let mut v = ((s.len() + 1) as u32).to_le_bytes().to_vec();
+        v.extend_from_slice(s.as_bytes());
+        v.push(0);
+        v
+    }
+
+    #[test]
+    fn sedp_publication_le() {
+        let mut pl = vec![0, 3, 0, 0];
+        let guid: Vec<u8> = (1..=12).chain([0, 0, 0x12, 0x03]).collect();
+        param(&mut pl, plist::PID_ENDPOINT_GUID, &guid);
+        param(&mut pl, plist::PID_TOPIC_NAME, &cdr_string("rt/chatter"));
+        param(&mut pl, plist::PID_TYPE_NAME, &cdr_string("std_msgs::msg::dds_::String_"));
+        param(&mut pl, plist::PID_DURABILITY, &1u32.to_le_bytes());
+        let mut hist = 0u32.to_le_bytes().to_vec();
+        hist.extend_from_slice(&7i32.to_le_bytes());
+        param(&mut pl, plist::PID_HISTORY, &hist);
+        let mut part = 2u32.to_le_bytes().to_vec();
+        part.extend(cdr_string("a"));
+        part.extend([0, 0]);
+        part.extend(cdr_string("bc"));
+        param(&mut pl, plist::PID_PARTITION, &part);
+        param(&mut pl, plist::PID_SENTINEL, &[]);
+        let e = parse_endpoint(&pl, EndpointKind::Writer, None).unwrap();
+        assert_eq!(e.guid.to_string(), "0102030405060708090a0b0c00001203");
+        assert_eq!(e.names.topic_name, "/chatter");
+        assert_eq!(e.names.type_name, "std_msgs/msg/String");
+        assert_eq!(e.reliability, Reliability::Reliable);
+        assert!(!e.reliability_announced);
+        assert_eq!(e.durability, Durability::TransientLocal);
+        assert_eq!(e.history, Some(History::KeepLast(7)));
+        assert_eq!(e.partitions, vec!["a".to_string(), "bc".to_string()]);
+    }
+
+    #[test]
+    fn spdp_big_endian() {
+        let mut pl = vec![0, 2, 0, 0];
+        let mut push = |pid: u16, v: &[u8]| {
+            pl.extend_from_slice(&pid.to_be_bytes());
+            pl.extend_from_slice(&(v.len() as u16).to_be_bytes());
+            pl.extend_from_slice(v);
+        };
+        let g: Vec<u8> = (20..32).chain([0, 0, 1, 0xc1]).collect();
+        push(plist::PID_PARTICIPANT_GUID, &g);
+        push(plist::PID_VENDOR_ID, &[1, 0x0f, 0, 0]);
+        let mut lease = 20i32.to_be_bytes().to_vec();
+        lease.extend_from_slice(&0x8000_0000u32.to_be_bytes());
+        push(plist::PID_PARTICIPANT_LEASE_DURATION, &lease);
+        let mut loc = 1i32.to_be_bytes().to_vec();
+        loc.extend_from_slice(&7410u32.to_be_bytes());
+        loc.extend_from_slice(&[0; 12]);
+        loc.extend_from_slice(&[10, 0, 0, 1]);
+        push(plist::PID_DEFAULT_UNICAST_LOCATOR, &loc);
+        push(plist::PID_SENTINEL, &[]);
+        let p = parse_participant(&pl, GuidPrefix::UNKNOWN).unwrap();
+        assert_eq!(p.guid_prefix.0[0], 20);
+        assert_eq!(p.vendor_id, Some(0x010f));
+        assert_eq!(p.lease_duration_ns, Some(20_500_000_000));
+        assert_eq!(p.default_unicast[0].to_string(), "udpv4:10.0.0.1:7410");
+    }
+
+    #[test]
+    fn missing_topic_is_an_error() {
+        let mut pl = vec![0, 3, 0, 0];
+        param(&mut pl, plist::PID_SENTINEL, &[]);
+        assert!(parse_endpoint(&pl, EndpointKind::Reader, None).is_err());
+        assert!(parse_endpoint(&[0, 1, 0, 0], EndpointKind::Reader, None).is_err());
+    }
+}

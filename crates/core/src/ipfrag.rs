@@ -1,0 +1,341 @@
+//! IPv4/IPv6 fragment reassembly with bounded state.
+//!
+//! Large DDS samples travel as UDP datagrams of up to 64 KB split into IP
+//! fragments; the RTPS submessages can only be read from the whole datagram.
+//! The reassembler also keeps what the thesis measures: how many fragments a
+//! datagram had and when its first and last fragment were captured.
+//! State is bounded by a timeout (capture time) and by capacity (datagrams
+//! and bytes); whatever is dropped is counted.
+
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FragKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub protocol: u8,
+    pub ident: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReassemblyLimits {
+    /// A datagram whose first fragment is older than this (capture time) is dropped.
+    pub timeout_ns: i64,
+    pub max_datagrams: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for ReassemblyLimits {
+    fn default() -> Self {
+        // Linux keeps fragments 30 s (ipfrag_time); on a capture, 5 s of silence
+        // means the rest was lost. 64 MiB holds ~1000 full-size datagrams in flight.
+        ReassemblyLimits { timeout_ns: 5_000_000_000, max_datagrams: 4096, max_bytes: 64 << 20 }
+    }
+}
+
+/// Counters reported at the end of a run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ReassemblyStats {
+    pub fragments: u64,
+    pub datagrams_completed: u64,
+    /// Dropped because the rest did not arrive within the timeout.
+    pub datagrams_timed_out: u64,
+    /// Dropped to stay within the capacity limits.
+    pub datagrams_evicted: u64,
+    /// Still incomplete when the capture ended.
+    pub datagrams_incomplete_at_end: u64,
+    /// Fragments that repeated bytes already received (exact duplicates).
+    pub duplicate_fragments: u64,
+    /// Fragments that partly overlapped received bytes.
+    pub overlapping_fragments: u64,
+    /// Fragments that would make a datagram longer than 65535 bytes.
+    pub oversized_fragments: u64,
+}
+
+/// A datagram put back together.
+#[derive(Debug)]
+pub struct Reassembled<M> {
+    pub data: Vec<u8>,
+    pub fragments: u16,
+    pub first_ts_ns: i64,
+    pub last_ts_ns: i64,
+    pub first_frame: u64,
+    /// Metadata of the first-captured fragment (link layer, interface).
+    pub meta: M,
+}
+
+struct Pending<M> {
+    data: Vec<u8>,
+    /// Received byte ranges, sorted and disjoint.
+    have: Vec<(u32, u32)>,
+    total: Option<u32>,
+    fragments: u16,
+    first_ts_ns: i64,
+    last_ts_ns: i64,
+    first_frame: u64,
+    generation: u64,
+    meta: M,
+}
+
+pub struct Reassembler<M> {
+    limits: ReassemblyLimits,
+    pending: FxHashMap<FragKey, Pending<M>>,
+    /// Arrival order for expiry and eviction: (first_ts, key, generation).
+    order: VecDeque<(i64, FragKey, u64)>,
+    bytes: usize,
+    generation: u64,
+    pool: Vec<Vec<u8>>,
+    pub stats: ReassemblyStats,
+}
+
+const MAX_DATAGRAM: u32 = 65535;
+
+impl<M: Copy> Reassembler<M> {
+    pub fn new(limits: ReassemblyLimits) -> Self {
+        Reassembler {
+            limits,
+            pending: FxHashMap::default(),
+            order: VecDeque::new(),
+            bytes: 0,
+            generation: 0,
+            pool: Vec::new(),
+            stats: ReassemblyStats::default(),
+        }
+    }
+
+    /// Gives a finished datagram's buffer back for reuse.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < 64 {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Adds one fragment; returns the datagram when it is complete.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        key: FragKey,
+        offset: u32,
+        more: bool,
+        data: &[u8],
+        ts_ns: i64,
+        frame: u64,
+        meta: M,
+    ) -> Option<Reassembled<M>> {
+        self.stats.fragments += 1;
+        self.expire(ts_ns);
+        let end = offset as u64 + data.len() as u64;
+        if end > MAX_DATAGRAM as u64 {
+            self.stats.oversized_fragments += 1;
+            return None;
+        }
+        let end = end as u32;
+        if !self.pending.contains_key(&key) {
+            self.make_room(data.len());
+            self.generation += 1;
+            let buf = self.pool.pop().unwrap_or_default();
+            self.pending.insert(
+                key,
+                Pending {
+                    data: buf,
+                    have: Vec::with_capacity(4),
+                    total: None,
+                    fragments: 0,
+                    first_ts_ns: ts_ns,
+                    last_ts_ns: ts_ns,
+                    first_frame: frame,
+                    generation: self.generation,
+                    meta,
+                },
+            );
+            self.order.push_back((ts_ns, key, self.generation));
+            // Completed datagrams leave stale entries behind; compact now and then
+            // so the queue stays proportional to what is really pending.
+            if self.order.len() > 2 * self.limits.max_datagrams + 1024 {
+                let pending = &self.pending;
+                self.order.retain(|(_, k, g)| pending.get(k).is_some_and(|p| p.generation == *g));
+            }
+        }
+        let p = self.pending.get_mut(&key).expect("inserted above");
+        if !more {
+            p.total = Some(end);
+        }
+        // Classify against what we have.
+        let covered = p.have.iter().any(|&(a, b)| a <= offset && end <= b);
+        let overlaps = p.have.iter().any(|&(a, b)| offset < b && a < end);
+        if covered && !data.is_empty() {
+            self.stats.duplicate_fragments += 1;
+            return None;
+        }
+        if overlaps {
+            self.stats.overlapping_fragments += 1;
+        }
+        if p.data.len() < end as usize {
+            self.bytes += end as usize - p.data.len();
+            p.data.resize(end as usize, 0);
+        }
+        p.data[offset as usize..end as usize].copy_from_slice(data);
+        insert_range(&mut p.have, offset, end);
+        p.fragments = p.fragments.saturating_add(1);
+        p.last_ts_ns = p.last_ts_ns.max(ts_ns);
+        p.first_ts_ns = p.first_ts_ns.min(ts_ns);
+        let complete = matches!(p.total, Some(t) if p.have.len() == 1 && p.have[0] == (0, t));
+        if !complete {
+            return None;
+        }
+        let p = self.pending.remove(&key).expect("present");
+        self.bytes -= p.data.len();
+        self.stats.datagrams_completed += 1;
+        let mut data = p.data;
+        data.truncate(p.total.expect("complete") as usize);
+        Some(Reassembled {
+            data,
+            fragments: p.fragments,
+            first_ts_ns: p.first_ts_ns,
+            last_ts_ns: p.last_ts_ns,
+            first_frame: p.first_frame,
+            meta: p.meta,
+        })
+    }
+
+    fn drop_front(&mut self) -> Option<bool> {
+        let (_, key, gen) = self.order.pop_front()?;
+        match self.pending.get(&key) {
+            Some(p) if p.generation == gen => {
+                let p = self.pending.remove(&key).expect("present");
+                self.bytes -= p.data.len();
+                self.recycle(p.data);
+                Some(true)
+            }
+            _ => Some(false),
+        }
+    }
+
+    fn expire(&mut self, now_ns: i64) {
+        while let Some(&(t, _, _)) = self.order.front() {
+            if now_ns - t <= self.limits.timeout_ns {
+                break;
+            }
+            if self.drop_front() == Some(true) {
+                self.stats.datagrams_timed_out += 1;
+            }
+        }
+    }
+
+    fn make_room(&mut self, incoming: usize) {
+        while !self.pending.is_empty()
+            && (self.pending.len() >= self.limits.max_datagrams || self.bytes + incoming > self.limits.max_bytes)
+        {
+            match self.drop_front() {
+                Some(true) => self.stats.datagrams_evicted += 1,
+                Some(false) => {}
+                None => break,
+            }
+        }
+    }
+
+    /// Ends the capture: whatever is still pending is counted as incomplete.
+    pub fn finish(&mut self) {
+        self.stats.datagrams_incomplete_at_end += self.pending.len() as u64;
+        self.pending.clear();
+        self.order.clear();
+        self.bytes = 0;
+    }
+}
+
+fn insert_range(have: &mut Vec<(u32, u32)>, a: u32, b: u32) {
+    if a >= b {
+        return;
+    }
+    let mut lo = a;
+    let mut hi = b;
+    // Merge every range that touches [a, b).
+    have.retain(|&(x, y)| {
+        if y < lo || x > hi {
+            true
+        } else {
+            lo = lo.min(x);
+            hi = hi.max(y);
+            false
+        }
+    });
+    let pos = have.partition_point(|&(x, _)| x < lo);
+    have.insert(pos, (lo, hi));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn key(id: u32) -> FragKey {
+        FragKey { src: IpAddr::V4(Ipv4Addr::LOCALHOST), dst: IpAddr::V4(Ipv4Addr::BROADCAST), protocol: 17, ident: id }
+    }
+
+    #[test]
+    fn out_of_order_completion_keeps_first_and_last_times() {
+        let mut r: Reassembler<()> = Reassembler::new(ReassemblyLimits::default());
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        assert!(r.push(key(1), 1480, true, &payload[1480..2960], 20, 2, ()).is_none());
+        assert!(r.push(key(1), 2960, false, &payload[2960..], 30, 3, ()).is_none());
+        let d = r.push(key(1), 0, true, &payload[..1480], 10, 4, ()).unwrap();
+        assert_eq!(d.data, payload);
+        assert_eq!((d.fragments, d.first_ts_ns, d.last_ts_ns, d.first_frame), (3, 10, 30, 2));
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn duplicates_and_overlaps_are_counted() {
+        let mut r: Reassembler<()> = Reassembler::new(ReassemblyLimits::default());
+        r.push(key(2), 0, true, &[1; 16], 1, 1, ());
+        r.push(key(2), 0, true, &[1; 16], 2, 2, ());
+        assert_eq!(r.stats.duplicate_fragments, 1);
+        r.push(key(2), 8, true, &[2; 16], 3, 3, ());
+        assert_eq!(r.stats.overlapping_fragments, 1);
+        let d = r.push(key(2), 24, false, &[3; 8], 4, 4, ()).unwrap();
+        assert_eq!(d.data.len(), 32);
+        assert_eq!(&d.data[8..24], &[2; 16]);
+    }
+
+    #[test]
+    fn timeout_and_capacity_are_bounded_and_counted() {
+        let limits = ReassemblyLimits { timeout_ns: 100, max_datagrams: 2, max_bytes: 1 << 20 };
+        let mut r: Reassembler<()> = Reassembler::new(limits);
+        r.push(key(1), 0, true, &[0; 8], 0, 1, ());
+        r.push(key(2), 0, true, &[0; 8], 10, 2, ());
+        r.push(key(3), 0, true, &[0; 8], 20, 3, ()); // evicts key 1
+        assert_eq!(r.stats.datagrams_evicted, 1);
+        r.push(key(4), 0, true, &[0; 8], 500, 4, ()); // 2 and 3 time out
+        assert_eq!(r.stats.datagrams_timed_out, 2);
+        r.finish();
+        assert_eq!(r.stats.datagrams_incomplete_at_end, 1);
+        // A late fragment of an expired datagram starts a new, incomplete one.
+        assert!(r.push(key(1), 8, false, &[0; 8], 600, 5, ()).is_none());
+    }
+
+    #[test]
+    fn oversized_is_refused() {
+        let mut r: Reassembler<()> = Reassembler::new(ReassemblyLimits::default());
+        assert!(r.push(key(9), 65528, false, &[0; 16], 0, 1, ()).is_none());
+        assert_eq!(r.stats.oversized_fragments, 1);
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn byte_cap_evicts() {
+        let limits = ReassemblyLimits { timeout_ns: i64::MAX, max_datagrams: 100, max_bytes: 20_000 };
+        let mut r: Reassembler<()> = Reassembler::new(limits);
+        for i in 0..10 {
+            r.push(key(i), 0, true, &[0; 8000], i as i64, 1, ());
+        }
+        assert!(r.stats.datagrams_evicted >= 7);
+        assert!(r.pending() <= 3);
+    }
+}

@@ -1,0 +1,246 @@
+//! A small table abstraction shared by every sink: a record type lists its
+//! columns once, and hands out typed values; table, CSV, JSON Lines, JSON and
+//! Parquet writers work on any record type.
+
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::{Guid, GuidPrefix};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    U64,
+    I64,
+    F64,
+    Bool,
+    Str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColType,
+}
+
+pub const fn col(name: &'static str, ty: ColType) -> Column {
+    Column { name, ty }
+}
+
+/// One cell. Structured variants are formatted by the sink without allocating.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    Null,
+    U(u64),
+    I(i64),
+    F(f64),
+    B(bool),
+    S(&'a str),
+    Guid(Guid),
+    Prefix(GuidPrefix),
+    Addr(SocketAddr),
+    Kind(SubmsgKind),
+    /// Numbers of a sequence/fragment set: base and a 256-bit map.
+    Set(i64, [u32; 8], u32),
+    /// Vendor id as `0x0110`.
+    Vendor(u16),
+    /// Bit set of PCP values 0–7, printed as a list.
+    Pcps(u8),
+}
+
+impl Value<'_> {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Appends the textual form (CSV / table) to `out`.
+    pub fn write_text(&self, out: &mut String) {
+        match *self {
+            Value::Null => {}
+            Value::U(v) => {
+                let _ = write!(out, "{v}");
+            }
+            Value::I(v) => {
+                let _ = write!(out, "{v}");
+            }
+            Value::F(v) => {
+                if v.is_finite() {
+                    let _ = write!(out, "{}", round_sig(v));
+                }
+            }
+            Value::B(v) => out.push_str(if v { "true" } else { "false" }),
+            Value::S(s) => out.push_str(s),
+            Value::Guid(g) => {
+                let _ = write!(out, "{g}");
+            }
+            Value::Prefix(p) => {
+                let _ = write!(out, "{p}");
+            }
+            Value::Addr(a) => {
+                let _ = write!(out, "{a}");
+            }
+            Value::Kind(k) => out.push_str(&k.name()),
+            Value::Set(base, bits, n) => {
+                let mut first = true;
+                for i in 0..n.min(256) {
+                    if bits[(i / 32) as usize] & (1 << (31 - i % 32)) != 0 {
+                        if !first {
+                            out.push(' ');
+                        }
+                        first = false;
+                        let _ = write!(out, "{}", base + i as i64);
+                    }
+                }
+            }
+            Value::Vendor(v) => {
+                let _ = write!(out, "0x{v:04x}");
+            }
+            Value::Pcps(m) => {
+                let mut first = true;
+                for p in 0..8 {
+                    if m & (1 << p) != 0 {
+                        if !first {
+                            out.push(' ');
+                        }
+                        first = false;
+                        let _ = write!(out, "{p}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends the JSON form to `out`.
+    pub fn write_json(&self, out: &mut String) {
+        match *self {
+            Value::Null => out.push_str("null"),
+            Value::U(_) | Value::I(_) | Value::B(_) => self.write_text(out),
+            Value::F(v) => {
+                if v.is_finite() {
+                    let _ = write!(out, "{v}");
+                } else {
+                    out.push_str("null");
+                }
+            }
+            Value::S(s) => json_string(out, s),
+            Value::Set(base, bits, n) => {
+                out.push('[');
+                let mut first = true;
+                for i in 0..n.min(256) {
+                    if bits[(i / 32) as usize] & (1 << (31 - i % 32)) != 0 {
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        let _ = write!(out, "{}", base + i as i64);
+                    }
+                }
+                out.push(']');
+            }
+            Value::Pcps(m) => {
+                out.push('[');
+                let mut first = true;
+                for p in 0..8 {
+                    if m & (1 << p) != 0 {
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        let _ = write!(out, "{p}");
+                    }
+                }
+                out.push(']');
+            }
+            _ => {
+                out.push('"');
+                self.write_text(out);
+                out.push('"');
+            }
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::U(v) => Some(v as f64),
+            Value::I(v) => Some(v as f64),
+            Value::F(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Up to 6 significant decimals after the point, trailing zeros trimmed.
+fn round_sig(v: f64) -> String {
+    let s = if v.abs() >= 1e15 || (v != 0.0 && v.abs() < 1e-6) { format!("{v:e}") } else { format!("{v:.6}") };
+    if s.contains('.') && !s.contains('e') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+pub fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A row type with a fixed list of columns.
+pub trait Record {
+    fn columns() -> &'static [Column];
+    fn value(&self, column: usize) -> Value<'_>;
+}
+
+/// Writes one record as a JSON object (all columns, nulls included).
+pub fn record_json<R: Record>(r: &R, out: &mut String) {
+    out.push('{');
+    for (i, c) in R::columns().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_string(out, c.name);
+        out.push(':');
+        r.value(i).write_json(out);
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_json() {
+        let mut s = String::new();
+        Value::F(1.5).write_text(&mut s);
+        assert_eq!(s, "1.5");
+        s.clear();
+        Value::F(2.0).write_text(&mut s);
+        assert_eq!(s, "2");
+        s.clear();
+        Value::S("a\"b").write_json(&mut s);
+        assert_eq!(s, "\"a\\\"b\"");
+        s.clear();
+        let mut bits = [0u32; 8];
+        bits[0] = 0x8000_0000 | 0x2000_0000;
+        Value::Set(10, bits, 32).write_json(&mut s);
+        assert_eq!(s, "[10,12]");
+        s.clear();
+        Value::Pcps(0b1010_0000).write_text(&mut s);
+        assert_eq!(s, "5 7");
+        s.clear();
+        Value::Vendor(0x0110).write_json(&mut s);
+        assert_eq!(s, "\"0x0110\"");
+    }
+}
