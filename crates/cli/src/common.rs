@@ -4,7 +4,7 @@ use anyhow::Context;
 use ddscope_core::output::Format;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutFormat {
@@ -111,6 +111,3 @@ impl TopicFilter {
     }
 }
 
-pub fn path_list(paths: &[PathBuf]) -> String {
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-}

@@ -25,6 +25,8 @@ struct Cli {
 enum Command {
     /// One row per RTPS submessage of a capture (table, CSV, JSON Lines, Parquet)
     Dissect(cmd::dissect::DissectArgs),
+    /// Per topic (or writer): vendors, QoS, rate, bandwidth, sizes, fragments, repairs
+    Topics(cmd::topics::TopicsArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Dissect(a) => cmd::dissect::run(a),
+        Command::Topics(a) => cmd::topics::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };

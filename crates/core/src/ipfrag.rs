@@ -220,7 +220,7 @@ impl<M: Copy> Reassembler<M> {
 
     fn expire(&mut self, now_ns: i64) {
         while let Some(&(t, _, _)) = self.order.front() {
-            if now_ns - t <= self.limits.timeout_ns {
+            if now_ns.saturating_sub(t) <= self.limits.timeout_ns {
                 break;
             }
             if self.drop_front() == Some(true) {

@@ -9,3 +9,6 @@ pub mod ipfrag;
 pub mod record;
 pub mod ros;
 pub mod output;
+pub mod samples;
+pub mod topics;
+pub mod pipeline;

@@ -168,7 +168,14 @@ impl<R: Record> RecordWriter<R> {
                     .iter()
                     .map(|&i| {
                         let mut s = String::new();
-                        r.value(i).write_text(&mut s);
+                        match r.value(i) {
+                            // Tables are for reading: three decimals are plenty.
+                            Value::F(v) if v.is_finite() => {
+                                let t = format!("{v:.3}");
+                                s.push_str(t.trim_end_matches('0').trim_end_matches('.'));
+                            }
+                            v => v.write_text(&mut s),
+                        }
                         s
                     })
                     .collect();

@@ -45,6 +45,8 @@ pub enum Value<'a> {
     Vendor(u16),
     /// Bit set of PCP values 0–7, printed as a list.
     Pcps(u8),
+    /// A list of strings (space-separated in text, an array in JSON).
+    Strs(&'a [String]),
 }
 
 impl Value<'_> {
@@ -106,6 +108,7 @@ impl Value<'_> {
                     }
                 }
             }
+            Value::Strs(v) => out.push_str(&v.join(" ")),
         }
     }
 
@@ -147,6 +150,16 @@ impl Value<'_> {
                         first = false;
                         let _ = write!(out, "{p}");
                     }
+                }
+                out.push(']');
+            }
+            Value::Strs(v) => {
+                out.push('[');
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    json_string(out, x);
                 }
                 out.push(']');
             }

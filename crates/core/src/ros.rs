@@ -47,7 +47,7 @@ pub fn demangle_topic(raw: &str) -> RosTopic {
 pub fn demangle_type(raw: &str) -> String {
     let parts: Vec<&str> = raw.split("::").collect();
     if let Some(i) = parts.iter().position(|p| *p == "dds_") {
-        if i >= 1 && i + 1 < parts.len() {
+        if i >= 1 && i + 1 < parts.len() && !parts[parts.len() - 1].is_empty() {
             let last = parts[parts.len() - 1];
             let last = last.strip_suffix('_').unwrap_or(last);
             let mut out: Vec<&str> = parts[..i].to_vec();

@@ -1,1 +1,2 @@
 pub mod dissect;
+pub mod topics;

@@ -1,0 +1,172 @@
+//! `ddscope topics`: per topic (or writer) — who, how often, how big, how
+//! fragmented, how much repair traffic.
+
+use crate::common::{self, OutFormat, TopicFilter};
+use crate::progress::Progress;
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use ddscope_core::decode::DecoderConfig;
+use ddscope_core::events::TrafficType;
+use ddscope_core::output::RecordWriter;
+use ddscope_core::pipeline::analyse_file;
+use ddscope_core::record::{json_string, record_json};
+use ddscope_core::samples::SampleConfig;
+use ddscope_core::topics::{TopicRow, TopicsAnalysis};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    Topic,
+    Writer,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  ddscope topics examples/captures/simple/pc1.pcapng.gz
+  ddscope topics pc1.pcapng pc2.pcapng --by writer
+  ddscope topics pc1.pcapng --format json | jq '.topics[] | {topic_name, rate_hz}'
+
+rate_hz is per writer (n-1)/(t_last-t_first) over first-seen times, summed over
+the topic's writers; sizes are serialized payload sizes (CDR incl. the 4-byte
+encapsulation header); rtps_frags_per_sample counts DATA_FRAG fragments
+(0 for unfragmented samples); ip_frags_per_sample counts IP fragments of the
+datagrams carrying the sample; sn_gaps counts sequence numbers skipped in the
+writer's stream as captured.")]
+pub struct TopicsArgs {
+    /// Capture files (pcap or pcapng, optionally .gz); one set of rows per capture
+    #[arg(required = true)]
+    pub captures: Vec<PathBuf>,
+    /// One row per topic or per writer
+    #[arg(long, value_enum, default_value = "topic")]
+    pub by: By,
+    /// Output format (json: one document with captures, topics and skipped counters)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutFormat,
+    /// Output file (default: stdout)
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Only topics matching (ROS 2 or DDS name; glob, repeatable)
+    #[arg(long = "topic")]
+    pub topics: Vec<String>,
+    /// Include discovery (SPDP/SEDP), builtin and security writers
+    #[arg(long)]
+    pub all: bool,
+}
+
+const TABLE_COLUMNS: &[&str] = &[
+    "topic_name",
+    "type_name",
+    "vendors",
+    "reliability",
+    "writers",
+    "readers",
+    "samples",
+    "rate_hz",
+    "bandwidth_bps",
+    "mean_sample_size",
+    "max_sample_size",
+    "rtps_frags_per_sample",
+    "ip_frags_per_sample",
+    "retransmitted_fragments",
+    "sn_gaps",
+    "heartbeats",
+    "acknacks",
+    "nack_frags",
+    "gaps",
+    "pcp",
+];
+
+pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
+    let filter = TopicFilter::new(&a.topics)?;
+    let traffic: Vec<TrafficType> = if a.all { vec![] } else { vec![TrafficType::User] };
+    let mut all_rows: Vec<TopicRow> = vec![];
+    let mut captures_json: Vec<String> = vec![];
+    let mut skipped_json: Vec<String> = vec![];
+    for path in &a.captures {
+        let name = common::capture_name(path);
+        let mut analysis = TopicsAnalysis::new();
+        let progress = Progress::start(&name, common::file_size(path));
+        let mut samples = vec![];
+        let res = analyse_file(
+            path,
+            &name,
+            DecoderConfig::default(),
+            SampleConfig::default(),
+            Some(progress.counter.clone()),
+            &mut |e| analysis.on_event(e),
+            &mut |r| samples.push(r),
+        );
+        progress.finish();
+        let res = res.map_err(common::input_error)?;
+        for s in &samples {
+            analysis.on_sample(s);
+        }
+        let rows: Vec<TopicRow> = analysis
+            .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
+            .into_iter()
+            .filter(|r| !filter.is_active() || filter.matches(r.names.as_deref()))
+            .collect();
+        crate::report::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
+        let mut c = String::from("{\"name\":");
+        json_string(&mut c, &name);
+        c.push_str(",\"capture\":");
+        c.push_str(&serde_json::to_string(&res.summary)?);
+        c.push_str(",\"decode\":");
+        c.push_str(&serde_json::to_string(&res.decoder.stats)?);
+        c.push_str(",\"samples\":");
+        c.push_str(&serde_json::to_string(&res.samples)?);
+        c.push_str(",\"participants\":");
+        c.push_str(&serde_json::to_string(&res.decoder.discovery.participants.values().collect::<Vec<_>>())?);
+        c.push_str(",\"endpoints\":");
+        c.push_str(&serde_json::to_string(&res.decoder.discovery.endpoints_sorted())?);
+        c.push_str(",\"diagnostics\":");
+        c.push_str(&serde_json::to_string(&res.decoder.diagnostics)?);
+        c.push('}');
+        captures_json.push(c);
+        let mut s = String::new();
+        json_string(&mut s, &name);
+        s.push(':');
+        s.push_str(&serde_json::to_string(&serde_json::json!({
+            "summary": res.decoder.stats.summary_line(),
+            "counters": res.decoder.stats,
+            "capture_error": res.summary.error,
+        }))?);
+        skipped_json.push(s);
+        all_rows.extend(rows);
+    }
+    let mut out = common::open_output(a.output.as_deref(), a.format)?;
+    if a.format == OutFormat::Json {
+        let mut doc = String::from("{\"captures\":[");
+        doc.push_str(&captures_json.join(","));
+        doc.push_str("],\"topics\":[");
+        for (i, r) in all_rows.iter().enumerate() {
+            if i > 0 {
+                doc.push(',');
+            }
+            doc.push('\n');
+            record_json(r, &mut doc);
+        }
+        doc.push_str("],\"skipped\":{");
+        doc.push_str(&skipped_json.join(","));
+        doc.push_str("}}\n");
+        out.write_all(doc.as_bytes()).context("writing output")?;
+        out.flush()?;
+        return Ok(0);
+    }
+    let mut cols: Vec<&str> = vec![];
+    if a.captures.len() > 1 {
+        cols.push("capture");
+    }
+    if a.by == By::Writer {
+        cols.push("writer_id");
+    }
+    cols.extend_from_slice(TABLE_COLUMNS);
+    let mut w: RecordWriter<TopicRow> = RecordWriter::new(a.format.into(), out, &cols)?;
+    for r in &all_rows {
+        w.write(r)?;
+    }
+    w.finish()?;
+    Ok(0)
+}

@@ -1,0 +1,447 @@
+//! Sample completion at one capture point: one record per (writer, sn) with
+//! first and last capture time, fragments seen/expected, bytes, IP
+//! fragments, and retransmitted fragments — the unit every latency, loss and
+//! repair analysis works on.
+//!
+//! A sample is complete when every fragment has been seen towards one
+//! destination. Its record is emitted after a linger time (so that late
+//! retransmissions are still counted) or, if it never completes, after a
+//! timeout; state is capped and evictions are counted.
+
+use crate::discovery::TopicNames;
+use crate::events::{SubmsgEvent, TrafficType};
+use crate::record::{col, ColType::*, Column, Record, Value};
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::Guid;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SampleConfig {
+    /// How long a complete sample stays open to count late retransmissions.
+    pub linger_ns: i64,
+    /// An incomplete sample with no activity for this long is emitted as incomplete.
+    pub timeout_ns: i64,
+    pub max_samples: usize,
+    /// Samples announcing more fragments than this are not tracked fragment by fragment.
+    pub max_fragments: u32,
+}
+
+impl Default for SampleConfig {
+    fn default() -> Self {
+        SampleConfig { linger_ns: 1_000_000_000, timeout_ns: 5_000_000_000, max_samples: 1 << 16, max_fragments: 1 << 20 }
+    }
+}
+
+/// One DDS sample as seen at one capture point.
+#[derive(Debug, Clone)]
+pub struct SampleRecord {
+    pub capture: Arc<str>,
+    pub writer_id: Guid,
+    pub sn: i64,
+    pub topic: Option<Arc<TopicNames>>,
+    pub traffic_type: TrafficType,
+    /// Capture time of the first DATA/DATA_FRAG of the sample (datagram completion, as tshark times it).
+    pub first_ts_ns: i64,
+    /// Capture time of the first IP fragment of the first datagram.
+    pub first_ip_ts_ns: i64,
+    /// Capture time at which the sample became complete, or of its last submessage if it never did.
+    pub last_ts_ns: i64,
+    pub complete: bool,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub sample_size: u32,
+    pub fragment_size: Option<u16>,
+    pub frags_expected: u32,
+    pub frags_seen: u32,
+    pub submsgs: u32,
+    pub ip_frags: u32,
+    pub bytes: u64,
+    /// Fragments seen again towards the same destination.
+    pub retransmitted_frags: u32,
+    pub retransmitted_bytes: u64,
+    pub destinations: u16,
+    pub nack_frags: u32,
+    pub pcp: Option<u8>,
+    pub vendor_id: u16,
+    /// Why the record was emitted: complete, timeout, evicted, end.
+    pub closed_by: &'static str,
+}
+
+impl SampleRecord {
+    pub fn is_fragmented(&self) -> bool {
+        self.fragment_size.is_some()
+    }
+}
+
+struct DestState {
+    dst: SocketAddr,
+    have: Vec<u64>,
+    count: u32,
+}
+
+struct SampleState {
+    rec: SampleRecord,
+    dests: Vec<DestState>,
+    tracked: bool,
+    complete_ts: Option<i64>,
+    last_activity: i64,
+    last_datagram: (u64, SocketAddr),
+}
+
+/// Counters of the tracker itself.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SampleStats {
+    pub samples: u64,
+    pub complete: u64,
+    pub incomplete: u64,
+    pub evicted: u64,
+    /// DATA_FRAG whose fragment fields contradict the sample's first fragment.
+    pub inconsistent_fragments: u64,
+    pub untracked_large_samples: u64,
+}
+
+pub struct SampleTracker {
+    cfg: SampleConfig,
+    open: FxHashMap<(Guid, i64), SampleState>,
+    last_sweep_ns: i64,
+    now_ns: i64,
+    pub stats: SampleStats,
+}
+
+const SWEEP_EVERY_NS: i64 = 100_000_000;
+
+impl SampleTracker {
+    pub fn new(cfg: SampleConfig) -> Self {
+        SampleTracker { cfg, open: FxHashMap::default(), last_sweep_ns: i64::MIN, now_ns: i64::MIN, stats: SampleStats::default() }
+    }
+
+    pub fn open_samples(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Feeds one event; closed samples are passed to `out`.
+    pub fn on_event(&mut self, e: &SubmsgEvent, out: &mut dyn FnMut(SampleRecord)) {
+        self.now_ns = self.now_ns.max(e.ts_ns);
+        match e.kind {
+            SubmsgKind::Data | SubmsgKind::DataFrag => self.on_data(e, out),
+            SubmsgKind::NackFrag => {
+                if let (Some(w), Some(sn)) = (e.writer_id, e.sn) {
+                    if let Some(s) = self.open.get_mut(&(w, sn)) {
+                        s.rec.nack_frags += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if self.now_ns.saturating_sub(self.last_sweep_ns) >= SWEEP_EVERY_NS {
+            self.sweep(out);
+        }
+    }
+
+    fn on_data(&mut self, e: &SubmsgEvent, out: &mut dyn FnMut(SampleRecord)) {
+        let (Some(writer), Some(sn)) = (e.writer_id, e.sn) else { return };
+        let key = (writer, sn);
+        let sample_size = e.sample_size.unwrap_or(0);
+        let (frag_start, nfrags) = e.fragment_range();
+        let expected = match (e.kind, e.fragment_size) {
+            (SubmsgKind::DataFrag, Some(fs)) if fs > 0 => (sample_size as u64).div_ceil(fs as u64).max(1),
+            _ => 1,
+        };
+        if !self.open.contains_key(&key) {
+            if self.open.len() >= self.cfg.max_samples {
+                self.evict_oldest(out);
+            }
+            let tracked = expected <= self.cfg.max_fragments as u64;
+            if !tracked {
+                self.stats.untracked_large_samples += 1;
+            }
+            self.stats.samples += 1;
+            self.open.insert(
+                key,
+                SampleState {
+                    rec: SampleRecord {
+                        capture: e.capture.clone(),
+                        writer_id: writer,
+                        sn,
+                        topic: e.topic.clone(),
+                        traffic_type: e.traffic_type,
+                        first_ts_ns: e.ts_ns,
+                        first_ip_ts_ns: e.ip_first_ts_ns,
+                        last_ts_ns: e.ts_ns,
+                        complete: false,
+                        first_frame: e.frame,
+                        last_frame: e.frame,
+                        sample_size,
+                        fragment_size: if e.kind == SubmsgKind::DataFrag { e.fragment_size } else { None },
+                        frags_expected: expected.min(u32::MAX as u64) as u32,
+                        frags_seen: 0,
+                        submsgs: 0,
+                        ip_frags: 0,
+                        bytes: 0,
+                        retransmitted_frags: 0,
+                        retransmitted_bytes: 0,
+                        destinations: 0,
+                        nack_frags: 0,
+                        pcp: e.pcp,
+                        vendor_id: e.vendor_id,
+                        closed_by: "",
+                    },
+                    dests: Vec::with_capacity(1),
+                    tracked,
+                    complete_ts: None,
+                    last_activity: e.ts_ns,
+                    last_datagram: (0, e.dst),
+                },
+            );
+        }
+        let s = self.open.get_mut(&key).expect("inserted");
+        let r = &mut s.rec;
+        if r.topic.is_none() {
+            r.topic = e.topic.clone();
+        }
+        if (r.sample_size != sample_size || (e.kind == SubmsgKind::DataFrag && r.fragment_size != e.fragment_size))
+            && !(e.kind == SubmsgKind::Data && r.fragment_size.is_none())
+        {
+            self.stats.inconsistent_fragments += 1;
+            return;
+        }
+        s.last_activity = e.ts_ns;
+        r.first_ts_ns = r.first_ts_ns.min(e.ts_ns);
+        r.first_ip_ts_ns = r.first_ip_ts_ns.min(e.ip_first_ts_ns);
+        r.first_frame = r.first_frame.min(e.frame);
+        r.submsgs += 1;
+        r.bytes += e.payload_size.unwrap_or(0) as u64;
+        if s.last_datagram != (e.frame, e.dst) {
+            s.last_datagram = (e.frame, e.dst);
+            r.ip_frags += e.ip_frags as u32;
+        }
+        if s.complete_ts.is_none() {
+            r.last_ts_ns = r.last_ts_ns.max(e.ts_ns);
+            r.last_frame = r.last_frame.max(e.frame);
+        }
+        if !s.tracked {
+            return;
+        }
+        let words = (r.frags_expected as usize).div_ceil(64);
+        let di = match s.dests.iter().position(|d| d.dst == e.dst) {
+            Some(i) => i,
+            None => {
+                s.dests.push(DestState { dst: e.dst, have: vec![0; words], count: 0 });
+                r.destinations = s.dests.len() as u16;
+                s.dests.len() - 1
+            }
+        };
+        let d = &mut s.dests[di];
+        let fsize = r.fragment_size.unwrap_or(0) as u64;
+        for i in 0..nfrags {
+            let num = frag_start as u64 + i as u64; // 1-based
+            if num == 0 || num > r.frags_expected as u64 {
+                continue;
+            }
+            let idx = (num - 1) as usize;
+            let (w, b) = (idx / 64, idx % 64);
+            if d.have[w] & (1 << b) != 0 {
+                r.retransmitted_frags += 1;
+                r.retransmitted_bytes += if fsize > 0 { fsize } else { e.payload_size.unwrap_or(0) as u64 };
+            } else {
+                d.have[w] |= 1 << b;
+                d.count += 1;
+            }
+        }
+        r.frags_seen = r.frags_seen.max(d.count);
+        if s.complete_ts.is_none() && d.count == r.frags_expected {
+            s.complete_ts = Some(e.ts_ns);
+            r.complete = true;
+            r.last_ts_ns = e.ts_ns;
+            r.last_frame = e.frame;
+        }
+    }
+
+    fn close(&mut self, key: (Guid, i64), why: &'static str, out: &mut dyn FnMut(SampleRecord)) {
+        if let Some(mut s) = self.open.remove(&key) {
+            s.rec.closed_by = why;
+            if s.rec.complete {
+                self.stats.complete += 1;
+            } else {
+                self.stats.incomplete += 1;
+            }
+            out(s.rec);
+        }
+    }
+
+    fn evict_oldest(&mut self, out: &mut dyn FnMut(SampleRecord)) {
+        if let Some(key) = self.open.iter().min_by_key(|(_, s)| s.last_activity).map(|(k, _)| *k) {
+            self.stats.evicted += 1;
+            self.close(key, "evicted", out);
+        }
+    }
+
+    fn sweep(&mut self, out: &mut dyn FnMut(SampleRecord)) {
+        self.last_sweep_ns = self.now_ns;
+        let now = self.now_ns;
+        let (linger, timeout) = (self.cfg.linger_ns, self.cfg.timeout_ns);
+        let mut due: Vec<((Guid, i64), &'static str)> = self
+            .open
+            .iter()
+            .filter_map(|(k, s)| match s.complete_ts {
+                Some(t) if now.saturating_sub(t) > linger && now.saturating_sub(s.last_activity) > linger => Some((*k, "complete")),
+                None if now.saturating_sub(s.last_activity) > timeout => Some((*k, "timeout")),
+                _ => None,
+            })
+            .collect();
+        due.sort_by_key(|(k, _)| (self.open[k].rec.first_ts_ns, k.1));
+        for (k, why) in due {
+            self.close(k, why, out);
+        }
+    }
+
+    /// End of input: every open sample is emitted, in first-seen order.
+    pub fn finish(&mut self, out: &mut dyn FnMut(SampleRecord)) {
+        let mut keys: Vec<_> = self.open.iter().map(|(k, s)| (s.rec.first_ts_ns, *k)).collect();
+        keys.sort();
+        for (_, k) in keys {
+            let why = if self.open[&k].rec.complete { "complete" } else { "end" };
+            self.close(k, why, out);
+        }
+    }
+}
+
+const COLUMNS: &[Column] = &[
+    col("capture", Str),
+    col("writer_id", Str),
+    col("sn", I64),
+    col("topic_name", Str),
+    col("type_name", Str),
+    col("topic_raw", Str),
+    col("traffic_type", Str),
+    col("first_ts_ns", I64),
+    col("first_ip_ts_ns", I64),
+    col("last_ts_ns", I64),
+    col("complete", Bool),
+    col("first_frame", U64),
+    col("last_frame", U64),
+    col("sample_size", U64),
+    col("fragment_size", U64),
+    col("frags_expected", U64),
+    col("frags_seen", U64),
+    col("submsgs", U64),
+    col("ip_frags", U64),
+    col("bytes", U64),
+    col("retransmitted_frags", U64),
+    col("retransmitted_bytes", U64),
+    col("destinations", U64),
+    col("nack_frags", U64),
+    col("pcp", U64),
+    col("vendor_id", Str),
+    col("closed_by", Str),
+];
+
+impl Record for SampleRecord {
+    fn columns() -> &'static [Column] {
+        COLUMNS
+    }
+    fn value(&self, c: usize) -> Value<'_> {
+        let t = self.topic.as_deref();
+        match c {
+            0 => Value::S(&self.capture),
+            1 => Value::Guid(self.writer_id),
+            2 => Value::I(self.sn),
+            3 => t.map_or(Value::Null, |t| Value::S(&t.topic_name)),
+            4 => t.map_or(Value::Null, |t| Value::S(&t.type_name)),
+            5 => t.map_or(Value::Null, |t| Value::S(&t.topic_raw)),
+            6 => Value::S(self.traffic_type.as_str()),
+            7 => Value::I(self.first_ts_ns),
+            8 => Value::I(self.first_ip_ts_ns),
+            9 => Value::I(self.last_ts_ns),
+            10 => Value::B(self.complete),
+            11 => Value::U(self.first_frame),
+            12 => Value::U(self.last_frame),
+            13 => Value::U(self.sample_size as u64),
+            14 => self.fragment_size.map_or(Value::Null, |f| Value::U(f as u64)),
+            15 => Value::U(self.frags_expected as u64),
+            16 => Value::U(self.frags_seen as u64),
+            17 => Value::U(self.submsgs as u64),
+            18 => Value::U(self.ip_frags as u64),
+            19 => Value::U(self.bytes),
+            20 => Value::U(self.retransmitted_frags as u64),
+            21 => Value::U(self.retransmitted_bytes),
+            22 => Value::U(self.destinations as u64),
+            23 => Value::U(self.nack_frags as u64),
+            24 => self.pcp.map_or(Value::Null, |p| Value::U(p as u64)),
+            25 => Value::Vendor(self.vendor_id),
+            26 => Value::S(self.closed_by),
+            _ => Value::Null,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn frag(sn: i64, start: u32, n: u16, ts: i64, dst_port: u16) -> SubmsgEvent {
+        let mut e = SubmsgEvent::blank(Arc::from("cap"));
+        e.kind = SubmsgKind::DataFrag;
+        e.writer_id = Some(Guid::parse_hex("0110000000000000000000010000_0102".replace('_', "").as_str()).unwrap());
+        e.sn = Some(sn);
+        e.fragment_starting_num = Some(start);
+        e.frags_in_submsg = Some(n);
+        e.fragment_size = Some(100);
+        e.sample_size = Some(950);
+        e.payload_size = Some(100 * n as u32);
+        e.ts_ns = ts;
+        e.ip_first_ts_ns = ts - 5;
+        e.frame = ts as u64;
+        e.dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), dst_port);
+        e
+    }
+
+    #[test]
+    fn completion_retransmission_and_linger() {
+        let mut t = SampleTracker::new(SampleConfig { linger_ns: 1000, timeout_ns: 10_000, ..Default::default() });
+        let mut out = vec![];
+        let mut push = |t: &mut SampleTracker, e: SubmsgEvent| t.on_event(&e, &mut |r| out.push(r));
+        push(&mut t, frag(1, 1, 5, 100, 7411));
+        push(&mut t, frag(1, 3, 2, 200, 7411)); // retransmission of 3,4
+        push(&mut t, frag(1, 6, 5, 300, 7411)); // completes (10 fragments, last partial)
+        push(&mut t, frag(1, 6, 1, 400, 7411)); // late repair, still counted
+        t.finish(&mut |r| out.push(r));
+        assert_eq!(out.len(), 1);
+        let r = &out[0];
+        assert!(r.complete);
+        assert_eq!((r.frags_expected, r.frags_seen), (10, 10));
+        assert_eq!((r.first_ts_ns, r.last_ts_ns, r.first_ip_ts_ns), (100, 300, 95));
+        assert_eq!(r.retransmitted_frags, 3);
+        assert_eq!(r.retransmitted_bytes, 300);
+    }
+
+    #[test]
+    fn two_destinations_are_not_retransmissions() {
+        let mut t = SampleTracker::new(SampleConfig::default());
+        let mut out = vec![];
+        for port in [7411, 7413] {
+            t.on_event(&frag(2, 1, 10, 100, port), &mut |r| out.push(r));
+        }
+        t.finish(&mut |r| out.push(r));
+        assert_eq!(out[0].retransmitted_frags, 0);
+        assert_eq!(out[0].destinations, 2);
+        assert!(out[0].complete);
+    }
+
+    #[test]
+    fn incomplete_times_out_and_capacity_evicts() {
+        let mut t = SampleTracker::new(SampleConfig { linger_ns: 10, timeout_ns: 1000, max_samples: 2, max_fragments: 1 << 20 });
+        let mut out = vec![];
+        t.on_event(&frag(1, 1, 3, 0, 1), &mut |r| out.push(r));
+        t.on_event(&frag(2, 1, 3, 10, 1), &mut |r| out.push(r));
+        t.on_event(&frag(3, 1, 3, 20, 1), &mut |r| out.push(r));
+        assert_eq!(t.stats.evicted, 1);
+        t.on_event(&frag(4, 1, 3, 200_000_000, 1), &mut |r| out.push(r));
+        assert!(out.iter().any(|r| r.closed_by == "timeout" && !r.complete));
+        assert!(t.open_samples() <= 2);
+    }
+}

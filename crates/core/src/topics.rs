@@ -1,0 +1,404 @@
+//! Per-topic (or per-writer) summary of one capture point: who publishes
+//! what, how often, how big, how fragmented, how much repair traffic.
+
+use crate::discovery::{Discovery, EndpointKind, TopicNames};
+use crate::events::{SubmsgEvent, TrafficType};
+use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::samples::SampleRecord;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::Guid;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, Default, Clone)]
+struct WriterStats {
+    topic: Option<Arc<TopicNames>>,
+    traffic_type: Option<TrafficType>,
+    samples: u64,
+    incomplete_samples: u64,
+    bytes: u64,
+    min_size: Option<u32>,
+    max_size: u32,
+    first_ts: Option<i64>,
+    last_ts: Option<i64>,
+    rtps_frags: u64,
+    ip_frags: u64,
+    retransmitted_frags: u64,
+    retransmitted_bytes: u64,
+    max_sn: Option<i64>,
+    sn_gaps: u64,
+    heartbeats: u64,
+    heartbeat_frags: u64,
+    acknacks: u64,
+    nack_frags: u64,
+    gaps: u64,
+    data_submsgs: u64,
+    pcps: u8,
+    vendors: Vec<u16>,
+}
+
+/// Aggregates events and sample records of one capture point.
+#[derive(Default)]
+pub struct TopicsAnalysis {
+    writers: FxHashMap<Guid, WriterStats>,
+}
+
+impl TopicsAnalysis {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn on_event(&mut self, e: &SubmsgEvent) {
+        let Some(w) = e.writer_id else { return };
+        let is_writer_side = matches!(
+            e.kind,
+            SubmsgKind::Data | SubmsgKind::DataFrag | SubmsgKind::Heartbeat | SubmsgKind::HeartbeatFrag | SubmsgKind::Gap
+        );
+        let is_reader_side = matches!(e.kind, SubmsgKind::AckNack | SubmsgKind::NackFrag);
+        if !is_writer_side && !is_reader_side {
+            return;
+        }
+        let s = self.writers.entry(w).or_default();
+        if s.topic.is_none() {
+            s.topic = e.topic.clone();
+        }
+        s.traffic_type.get_or_insert(e.traffic_type);
+        match e.kind {
+            SubmsgKind::Data | SubmsgKind::DataFrag => {
+                s.data_submsgs += 1;
+                if let Some(p) = e.pcp {
+                    s.pcps |= 1 << p;
+                }
+                if !s.vendors.contains(&e.vendor_id) {
+                    s.vendors.push(e.vendor_id);
+                }
+                if let Some(sn) = e.sn {
+                    match s.max_sn {
+                        Some(m) if sn > m + 1 => s.sn_gaps += (sn - m - 1) as u64,
+                        _ => {}
+                    }
+                    if s.max_sn.is_none_or(|m| sn > m) {
+                        s.max_sn = Some(sn);
+                    }
+                }
+            }
+            SubmsgKind::Heartbeat => s.heartbeats += 1,
+            SubmsgKind::HeartbeatFrag => s.heartbeat_frags += 1,
+            SubmsgKind::Gap => s.gaps += 1,
+            SubmsgKind::AckNack => s.acknacks += 1,
+            SubmsgKind::NackFrag => s.nack_frags += 1,
+            _ => {}
+        }
+    }
+
+    pub fn on_sample(&mut self, r: &SampleRecord) {
+        let s = self.writers.entry(r.writer_id).or_default();
+        if s.topic.is_none() {
+            s.topic = r.topic.clone();
+        }
+        s.traffic_type.get_or_insert(r.traffic_type);
+        s.samples += 1;
+        if !r.complete {
+            s.incomplete_samples += 1;
+        }
+        s.bytes += r.sample_size as u64;
+        s.min_size = Some(s.min_size.map_or(r.sample_size, |m| m.min(r.sample_size)));
+        s.max_size = s.max_size.max(r.sample_size);
+        s.first_ts = Some(s.first_ts.map_or(r.first_ts_ns, |t| t.min(r.first_ts_ns)));
+        s.last_ts = Some(s.last_ts.map_or(r.first_ts_ns, |t| t.max(r.first_ts_ns)));
+        s.rtps_frags += if r.is_fragmented() { r.frags_expected as u64 } else { 0 };
+        s.ip_frags += r.ip_frags as u64;
+        s.retransmitted_frags += r.retransmitted_frags as u64;
+        s.retransmitted_bytes += r.retransmitted_bytes;
+    }
+
+    /// Rows per topic (`by_writer == false`) or per writer, for `traffic` types
+    /// (all when empty). Topic names come from discovery when events lacked them.
+    pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
+        let mut groups: BTreeMap<(String, String, String), Vec<(Guid, WriterStats)>> = BTreeMap::new();
+        for (g, s) in &self.writers {
+            let mut s = s.clone();
+            if s.topic.is_none() {
+                s.topic = discovery.endpoint(g).map(|e| e.names.clone());
+            }
+            let tt = s.traffic_type.unwrap_or(TrafficType::User);
+            if !traffic.is_empty() && !traffic.contains(&tt) {
+                continue;
+            }
+            if s.samples == 0 && s.data_submsgs == 0 && discovery.endpoint(g).is_none() && s.heartbeats == 0 {
+                // Only ACKNACKs towards a writer we know nothing about.
+                continue;
+            }
+            let key = match (&s.topic, by_writer) {
+                (Some(t), false) => (t.topic_raw.clone(), t.type_raw.clone(), String::new()),
+                (Some(t), true) => (t.topic_raw.clone(), t.type_raw.clone(), g.to_string()),
+                (None, _) => ("\u{10ffff}".into(), String::new(), g.to_string()),
+            };
+            groups.entry(key).or_default().push((*g, s));
+        }
+        let mut rows = vec![];
+        for ((topic_raw, _, writer_key), members) in groups {
+            let names = members.iter().find_map(|(_, s)| s.topic.clone());
+            let mut row = TopicRow { capture: capture.to_string(), names: names.clone(), ..Default::default() };
+            if by_writer || names.is_none() {
+                row.writer_id = Guid::parse_hex(&writer_key);
+            }
+            let mut rel = vec![];
+            let mut dur = vec![];
+            let mut hist = vec![];
+            let mut parts: Vec<String> = vec![];
+            let mut vendors: Vec<u16> = vec![];
+            for (g, s) in &members {
+                row.traffic_type = s.traffic_type.map(|t| t.as_str()).unwrap_or("user");
+                if let Some(ep) = discovery.endpoint(g) {
+                    rel.push(ep.reliability.to_string());
+                    dur.push(ep.durability.to_string());
+                    if let Some(h) = ep.history {
+                        hist.push(h.to_string());
+                    }
+                    for p in &ep.partitions {
+                        if !parts.contains(p) {
+                            parts.push(p.clone());
+                        }
+                    }
+                    if let Some(v) = ep.vendor_id {
+                        if !vendors.contains(&v) {
+                            vendors.push(v);
+                        }
+                    }
+                }
+                for v in &s.vendors {
+                    if !vendors.contains(v) {
+                        vendors.push(*v);
+                    }
+                }
+                row.writers += 1;
+                row.samples += s.samples;
+                row.incomplete_samples += s.incomplete_samples;
+                row.bytes += s.bytes;
+                row.min_sample_size = match (row.min_sample_size, s.min_size) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                row.max_sample_size = row.max_sample_size.max(s.max_size);
+                row.rtps_frags += s.rtps_frags;
+                row.ip_frags += s.ip_frags;
+                row.retransmitted_fragments += s.retransmitted_frags;
+                row.retransmitted_bytes += s.retransmitted_bytes;
+                row.sn_gaps += s.sn_gaps;
+                row.heartbeats += s.heartbeats + s.heartbeat_frags;
+                row.acknacks += s.acknacks;
+                row.nack_frags += s.nack_frags;
+                row.gaps += s.gaps;
+                row.pcps |= s.pcps;
+                if let (Some(f), Some(l)) = (s.first_ts, s.last_ts) {
+                    row.first_ts_ns = Some(row.first_ts_ns.map_or(f, |x| x.min(f)));
+                    row.last_ts_ns = Some(row.last_ts_ns.map_or(l, |x| x.max(l)));
+                    // Rate per writer: (n-1) samples over the span between first and last.
+                    if s.samples >= 2 && l > f {
+                        *row.rate_hz.get_or_insert(0.0) += (s.samples - 1) as f64 / ((l - f) as f64 / 1e9);
+                    }
+                }
+            }
+            let uniq = |mut v: Vec<String>| {
+                v.sort();
+                v.dedup();
+                match v.len() {
+                    0 => None,
+                    1 => v.pop(),
+                    _ => Some(format!("mixed({})", v.join(","))),
+                }
+            };
+            row.reliability = uniq(rel);
+            row.durability = uniq(dur);
+            row.history = uniq(hist);
+            row.partitions = parts;
+            vendors.sort();
+            row.vendors = vendors.iter().map(|v| format!("0x{v:04x}")).collect();
+            if names.is_some() && !by_writer {
+                row.readers = discovery
+                    .endpoints
+                    .values()
+                    .filter(|e| e.kind == EndpointKind::Reader && e.names.topic_raw == topic_raw)
+                    .count() as u64;
+            } else if let Some(n) = &names {
+                row.readers = discovery
+                    .endpoints
+                    .values()
+                    .filter(|e| e.kind == EndpointKind::Reader && e.names.topic_raw == n.topic_raw)
+                    .count() as u64;
+            }
+            if let (Some(f), Some(l)) = (row.first_ts_ns, row.last_ts_ns) {
+                if l > f && row.samples >= 2 {
+                    // Bytes of the samples after the first, over the span: the
+                    // mean payload rate, consistent with rate_hz.
+                    let mean = row.bytes as f64 / row.samples as f64;
+                    row.bandwidth_bps = Some(row.rate_hz.unwrap_or(0.0) * mean * 8.0);
+                }
+            }
+            rows.push(row);
+        }
+        // Topics with readers but no writer traffic at this capture point.
+        if !by_writer {
+            let mut seen: std::collections::HashSet<String> =
+                rows.iter().filter_map(|r| r.names.as_ref().map(|n| n.topic_raw.clone())).collect();
+            for e in discovery.endpoints_sorted() {
+                let tt = if e.guid.entity.is_builtin() { TrafficType::Builtin } else { TrafficType::User };
+                if !traffic.is_empty() && !traffic.contains(&tt) {
+                    continue;
+                }
+                if seen.insert(e.names.topic_raw.clone()) {
+                    let writers = discovery
+                        .endpoints
+                        .values()
+                        .filter(|x| x.kind == EndpointKind::Writer && x.names.topic_raw == e.names.topic_raw)
+                        .count() as u64;
+                    let readers = discovery
+                        .endpoints
+                        .values()
+                        .filter(|x| x.kind == EndpointKind::Reader && x.names.topic_raw == e.names.topic_raw)
+                        .count() as u64;
+                    rows.push(TopicRow {
+                        capture: capture.to_string(),
+                        names: Some(e.names.clone()),
+                        traffic_type: tt.as_str(),
+                        writers,
+                        readers,
+                        reliability: Some(e.reliability.to_string()),
+                        durability: Some(e.durability.to_string()),
+                        history: e.history.map(|h| h.to_string()),
+                        vendors: e.vendor_id.map(|v| vec![format!("0x{v:04x}")]).unwrap_or_default(),
+                        ..Default::default()
+                    });
+                }
+            }
+            rows.sort_by(|a, b| {
+                let ka = a.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| "\u{10ffff}".into());
+                let kb = b.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| "\u{10ffff}".into());
+                ka.cmp(&kb).then(a.writer_id.cmp(&b.writer_id))
+            });
+        }
+        rows
+    }
+}
+
+/// One output row of `ddscope topics`.
+#[derive(Debug, Clone, Default)]
+pub struct TopicRow {
+    pub capture: String,
+    pub names: Option<Arc<TopicNames>>,
+    /// Set for `--by writer` rows and for writers whose topic is unknown.
+    pub writer_id: Option<Guid>,
+    pub traffic_type: &'static str,
+    pub vendors: Vec<String>,
+    pub reliability: Option<String>,
+    pub durability: Option<String>,
+    pub history: Option<String>,
+    pub partitions: Vec<String>,
+    pub writers: u64,
+    pub readers: u64,
+    pub samples: u64,
+    pub incomplete_samples: u64,
+    pub bytes: u64,
+    pub rate_hz: Option<f64>,
+    pub bandwidth_bps: Option<f64>,
+    pub min_sample_size: Option<u32>,
+    pub max_sample_size: u32,
+    pub rtps_frags: u64,
+    pub ip_frags: u64,
+    pub retransmitted_fragments: u64,
+    pub retransmitted_bytes: u64,
+    pub sn_gaps: u64,
+    pub heartbeats: u64,
+    pub acknacks: u64,
+    pub nack_frags: u64,
+    pub gaps: u64,
+    pub pcps: u8,
+    pub first_ts_ns: Option<i64>,
+    pub last_ts_ns: Option<i64>,
+}
+
+const COLUMNS: &[Column] = &[
+    col("capture", Str),
+    col("topic_name", Str),
+    col("type_name", Str),
+    col("topic_raw", Str),
+    col("type_raw", Str),
+    col("writer_id", Str),
+    col("traffic_type", Str),
+    col("vendors", Str),
+    col("reliability", Str),
+    col("durability", Str),
+    col("history", Str),
+    col("partitions", Str),
+    col("writers", U64),
+    col("readers", U64),
+    col("samples", U64),
+    col("incomplete_samples", U64),
+    col("bytes", U64),
+    col("rate_hz", F64),
+    col("bandwidth_bps", F64),
+    col("mean_sample_size", F64),
+    col("min_sample_size", U64),
+    col("max_sample_size", U64),
+    col("rtps_frags_per_sample", F64),
+    col("ip_frags_per_sample", F64),
+    col("retransmitted_fragments", U64),
+    col("retransmitted_bytes", U64),
+    col("sn_gaps", U64),
+    col("heartbeats", U64),
+    col("acknacks", U64),
+    col("nack_frags", U64),
+    col("gaps", U64),
+    col("pcp", Str),
+    col("first_ts_ns", I64),
+    col("last_ts_ns", I64),
+];
+
+impl Record for TopicRow {
+    fn columns() -> &'static [Column] {
+        COLUMNS
+    }
+    fn value(&self, c: usize) -> Value<'_> {
+        let n = self.names.as_deref();
+        let per = |x: u64| if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null };
+        match c {
+            0 => Value::S(&self.capture),
+            1 => n.map_or(Value::Null, |n| Value::S(&n.topic_name)),
+            2 => n.map_or(Value::Null, |n| Value::S(&n.type_name)),
+            3 => n.map_or(Value::Null, |n| Value::S(&n.topic_raw)),
+            4 => n.map_or(Value::Null, |n| Value::S(&n.type_raw)),
+            5 => self.writer_id.map_or(Value::Null, Value::Guid),
+            6 => Value::S(self.traffic_type),
+            7 => Value::Strs(&self.vendors),
+            8 => self.reliability.as_deref().map_or(Value::Null, Value::S),
+            9 => self.durability.as_deref().map_or(Value::Null, Value::S),
+            10 => self.history.as_deref().map_or(Value::Null, Value::S),
+            11 => Value::Strs(&self.partitions),
+            12 => Value::U(self.writers),
+            13 => Value::U(self.readers),
+            14 => Value::U(self.samples),
+            15 => Value::U(self.incomplete_samples),
+            16 => Value::U(self.bytes),
+            17 => self.rate_hz.map_or(Value::Null, Value::F),
+            18 => self.bandwidth_bps.map_or(Value::Null, Value::F),
+            19 => per(self.bytes),
+            20 => self.min_sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
+            21 => if self.samples > 0 { Value::U(self.max_sample_size as u64) } else { Value::Null },
+            22 => per(self.rtps_frags),
+            23 => per(self.ip_frags),
+            24 => Value::U(self.retransmitted_fragments),
+            25 => Value::U(self.retransmitted_bytes),
+            26 => Value::U(self.sn_gaps),
+            27 => Value::U(self.heartbeats),
+            28 => Value::U(self.acknacks),
+            29 => Value::U(self.nack_frags),
+            30 => Value::U(self.gaps),
+            31 => Value::Pcps(self.pcps),
+            32 => self.first_ts_ns.map_or(Value::Null, Value::I),
+            33 => self.last_ts_ns.map_or(Value::Null, Value::I),
+            _ => Value::Null,
+        }
+    }
+}
