@@ -360,6 +360,17 @@ def test_dissect_agrees_with_tshark_on_public_capture(ddscope, shared_captures, 
     assert_agreement(ddscope, shared_captures / capture, capture)
 
 
+@pytest.mark.parametrize("byte_order", ["little", "big"])
+def test_dissect_agrees_with_tshark_on_synthetic_capture(ddscope, tshark, tmp_path, byte_order):
+    """INFO_SRC, GAP, NACK_FRAG, vendor submessages, stacked VLAN tags, IPv6,
+    big-endian submessages and SEDP in DATA_FRAG, which real captures lack."""
+    path = tmp_path / f"synthetic-{byte_order}.pcap"
+    _synthetic_capture(path, le=byte_order == "little")
+    cmp = assert_agreement(ddscope, path, path.name)
+    for kind in ("GAP", "NACK_FRAG", "INFO_SRC", "VENDOR(0x80)", "DATA_FRAG"):
+        assert cmp.kinds.get(kind), f"{path.name}: no {kind} compared"
+
+
 def _vendors(tshark_path: str, capture: pathlib.Path) -> set[str]:
     out = subprocess.run([tshark_path, "-r", str(capture), "-Y", "rtps", "-T", "fields", "-E", "occurrence=f",
                           "-e", "rtps.vendorId"], capture_output=True, text=True, check=True).stdout
@@ -384,19 +395,28 @@ def test_dissect_agrees_with_tshark_on_project_capture(ddscope, tshark, capture)
 
 @pytest.fixture(scope="module")
 def fresh_captures(tmp_path_factory):
-    """Small- and large-sample ddsperf captures made now in two network namespaces."""
+    """Small-sample, large-sample and repair ddsperf captures made now in two network namespaces."""
     assert have_root(), "the fresh-capture oracle test needs root (network namespaces, tcpdump); CI runs as root"
     for tool in ("ddsperf", "tcpdump", "ip", "editcap"):
         require_tool(tool)
     out = tmp_path_factory.mktemp("ddsperf")
-    cp = subprocess.run(["bash", str(MAKE_CAPTURE), str(out), "all"], capture_output=True, text=True, timeout=180)
+    cp = subprocess.run(["bash", str(MAKE_CAPTURE), str(out), "all"], capture_output=True, text=True, timeout=300)
     assert cp.returncode == 0, f"make_capture.sh failed ({cp.returncode}):\n{cp.stderr}"
     print("\n" + cp.stderr.strip())
     return out
 
 
-@pytest.mark.parametrize("name", ["ddsperf-small.pcapng", "ddsperf-large.pcapng", "ddsperf-small.pcap", "ddsperf-large.pcap"])
+FRESH = {  # capture -> submessage kinds it must exercise
+    "ddsperf-small.pcapng": ("DATA", "HEARTBEAT", "ACKNACK", "INFO_DST"),
+    "ddsperf-small.pcap": ("DATA", "HEARTBEAT", "ACKNACK", "INFO_DST"),
+    "ddsperf-large.pcapng": ("DATA_FRAG", "HEARTBEAT_FRAG"),
+    "ddsperf-large.pcap": ("DATA_FRAG", "HEARTBEAT_FRAG"),
+    "ddsperf-repair.pcapng": ("DATA_FRAG", "NACK_FRAG"),
+}
+
+
+@pytest.mark.parametrize("name", list(FRESH))
 def test_dissect_agrees_with_tshark_on_fresh_ddsperf_capture(ddscope, tshark, fresh_captures, name):
     cmp = assert_agreement(ddscope, fresh_captures / name, f"fresh {name}")
-    if "large" in name:
-        assert cmp.kinds.get("DATA_FRAG", 0) > 0, "the large-sample capture must exercise DATA_FRAG"
+    missing = [k for k in FRESH[name] if not cmp.kinds.get(k)]
+    assert not missing, f"fresh {name} has no {missing}: the capture no longer exercises what it is for"

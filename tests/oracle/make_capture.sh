@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes fresh RTPS captures with real Cyclone DDS processes, for the tshark oracle.
 #
-#   tests/oracle/make_capture.sh OUTDIR [small|large|all]     (needs root)
+#   tests/oracle/make_capture.sh OUTDIR [small|large|repair|all]     (needs root)
 #
 # For each variant: two network namespaces joined by a veth pair, `ddsperf pub`
 # (Debian cyclonedds-tools) in one and `ddsperf sub` in the other, tcpdump on
@@ -12,17 +12,20 @@
 #   small  64-byte samples at 50 Hz: DATA, HEARTBEAT, ACKNACK, SPDP/SEDP
 #   large  200 KiB samples at 5 Hz: DATA_FRAG (1344-byte fragments, ~10 per
 #          datagram) and IP fragments (veth MTU 1500)
+#   repair 200 KiB samples at 20 Hz, keep-last-1, into a 16 kB socket receive
+#          buffer at the subscriber: NACK_FRAG and retransmitted DATA_FRAG
+#          (this machine has no netem/iptables to drop packets otherwise)
 # Environment: DURATION (seconds of publishing, default 4).
 # Everything is uniquely named and always removed (trap), and only the
 # processes this script started are stopped, by pid.
 set -euo pipefail
 
-usage() { echo "usage: $0 OUTDIR [small|large|all]" >&2; exit 2; }
+usage() { echo "usage: $0 OUTDIR [small|large|repair|all]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 OUTDIR=$1
 WHICH=${2:-all}
 DURATION=${DURATION:-4}
-case $WHICH in small|large|all) ;; *) usage ;; esac
+case $WHICH in small|large|repair|all) ;; *) usage ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "make_capture: needs root (network namespaces, tcpdump)" >&2; exit 1; }
 for tool in ip ddsperf tcpdump editcap tshark; do
   command -v "$tool" >/dev/null || { echo "make_capture: $tool is not installed (scripts/setup.sh)" >&2; exit 1; }
@@ -74,8 +77,8 @@ teardown_net() {
   ip netns del "$NS_SUB" 2>/dev/null || true
 }
 
-cyclone_uri() {  # pin Cyclone DDS to the veth end of its namespace
-  echo "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"$1\"/></Interfaces></General></Domain></CycloneDDS>"
+cyclone_uri() {  # pin Cyclone DDS to the veth end of its namespace; $2: extra <Domain> XML
+  echo "<CycloneDDS><Domain><General><Interfaces><NetworkInterface name=\"$1\"/></Interfaces></General>${2:-}</Domain></CycloneDDS>"
 }
 
 forget_pid() {
@@ -92,6 +95,8 @@ stop_pid() {
   forget_pid "$pid"
 }
 
+SUB_XML=""  # extra Cyclone configuration for the subscriber of the next variant
+
 capture_variant() {
   local variant=$1; shift
   local pcap="$WORK/ddsperf-$variant.pcap"
@@ -105,7 +110,7 @@ capture_variant() {
     sleep 0.1
   done
 
-  ip netns exec "$NS_SUB" env CYCLONEDDS_URI="$(cyclone_uri "$IF_SUB")" \
+  ip netns exec "$NS_SUB" env CYCLONEDDS_URI="$(cyclone_uri "$IF_SUB" "$SUB_XML")" \
       ddsperf -D $((DURATION + 2)) sub >"$WORK/sub-$variant.log" 2>&1 &
   local sub_pid=$!; PIDS+=("$sub_pid")
   ip netns exec "$NS_PUB" env CYCLONEDDS_URI="$(cyclone_uri "$IF_PUB")" \
@@ -119,6 +124,9 @@ capture_variant() {
     echo "make_capture: ddsperf $* exited $rc:" >&2; cat "$WORK/pub-$variant.log" >&2; return 1
   fi
   sleep 0.5
+  if ! kill -0 "$sub_pid" 2>/dev/null; then
+    echo "make_capture: the ddsperf subscriber ended early:" >&2; cat "$WORK/sub-$variant.log" >&2; return 1
+  fi
   stop_pid "$sub_pid"
   stop_pid "$tcpdump_pid" INT
   teardown_net
@@ -155,4 +163,15 @@ if [ "$WHICH" = large ] || [ "$WHICH" = all ]; then
   require "$f" "rtps.sm.id == 0x16" "DATA_FRAG"
   require "$f" "ip.flags.mf == 1" "IP fragments"
   require "$f" "rtps && ip.fragment.count > 1" "RTPS in reassembled IP datagrams"
+fi
+if [ "$WHICH" = repair ] || [ "$WHICH" = all ]; then
+  # A 16 KB socket receive buffer at the subscriber drops most of each 15-datagram
+  # burst, so the reader asks for repairs (NACK_FRAG, ACKNACK with bits set)
+  # and the writer retransmits fragments.
+  SUB_XML='<Internal><SocketReceiveBufferSize min="16kB" max="16kB"/></Internal>'
+  capture_variant repair -k 1 pub 20Hz size 200KiB
+  SUB_XML=""
+  f="$OUTDIR/ddsperf-repair.pcapng"
+  require "$f" "rtps.sm.id == 0x12" "NACK_FRAG"
+  require "$f" "rtps.sm.id == 0x16" "DATA_FRAG"
 fi
