@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator
 
@@ -124,20 +125,31 @@ def split_packets(lines: Iterable[str]) -> Iterator[dict]:
 
 def tshark_packets(capture: str, tshark: str | None = None, rtps_reassembly: bool = False,
                    display_filter: str | None = None) -> Iterator[dict]:
-    """Runs tshark and yields the `layers` object of every packet."""
+    """Runs tshark and yields the `layers` object of every packet. A tshark
+    failure raises RuntimeError with its message; a consumer that stops early
+    just stops tshark."""
     cmd = tshark_command(capture, tshark, rtps_reassembly, display_filter)
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          bufsize=1 << 20) as proc:
+    # stderr goes to a file: a pipe nobody reads while stdout streams could fill up.
+    with tempfile.TemporaryFile(mode="w+") as err, \
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1 << 20) as proc:
+        finished = False
         try:
             for pkt in split_packets(proc.stdout):
                 yield pkt["_source"]["layers"]
+            finished = True
+        except TsharkShapeError:
+            proc.wait()
+            if proc.returncode == 0:
+                raise
+            finished = True  # report tshark's own error below
         finally:
-            if proc.poll() is None:
-                proc.stdout.close()
-            err = proc.stderr.read()
+            if not finished:
+                proc.kill()
+            proc.stdout.close()
             rc = proc.wait()
         if rc != 0:
-            msg = "\n".join(l for l in err.splitlines() if "Running as user" not in l)
+            err.seek(0)
+            msg = "\n".join(l for l in err.read().splitlines() if "Running as user" not in l)
             raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {msg.strip()}")
 
 
@@ -428,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         write_jsonl(tshark_rows(args.capture, args.tshark, stats), out)
+    except (RuntimeError, TsharkShapeError) as e:
+        print(f"tshark_rows: {args.capture}: {e}", file=sys.stderr)
+        return 1
     finally:
         if args.output:
             out.close()
