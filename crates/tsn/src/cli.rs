@@ -1,7 +1,418 @@
-//! `ddscope tsn …` — placeholder until the TSN issue lands its subcommands.
-#[derive(clap::Args, Debug)]
-pub struct TsnArgs {}
+//! `ddscope tsn …`: predict, simulate and configure Time-Sensitive Networking.
 
-pub fn run(_args: TsnArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("ddscope tsn is not built yet")
+use crate::cbs::{self, CbsClassInput};
+use crate::config;
+use crate::frame::{Framing, RtpsOptions};
+use crate::scenario::{self, Scenario, TaprioMode};
+use crate::sr::SrClass;
+use crate::tas::{self, TasInput};
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use ddscope_traffic::{Bytes, Nanos, Percent, Rate};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+#[command(
+    about = "TSN models, simulator and configuration generators",
+    long_about = "Predict DDS message latency under a Time-Aware Shaper (thesis Eq. 3.4 and a frame-level model), \
+simulate TAS / CBS / strict-priority ports with DDS samples, iperf3 bursts and IVN traffic, compute CBS parameters \
+(seed 004 Eq. 2-6), and generate tc, Cyclone DDS and linuxptp configuration.",
+    after_help = "Examples:\n  \
+ddscope tsn tas --link-rate 2.5G --cycle 500us --open 50% --message-bytes 2764800\n  \
+ddscope tsn simulate examples/tsn/thesis-tas50-95.toml --seed 3\n  \
+ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250\n  \
+ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
+ddscope tsn sr-classes"
+)]
+pub struct TsnArgs {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Thesis formula (Eq. 3.4) vs frame-level prediction for one message under TAS
+    #[command(after_help = "Examples:\n  \
+ddscope tsn tas                                   # thesis image: 2.5G, 500us, 50%, 2764848-byte sample\n  \
+ddscope tsn tas --open 20% --message-bytes 2.76MiB   # the X that reproduces Table 4.6's T_arrive column\n  \
+ddscope tsn tas --cycle 100us --format json")]
+    Tas(TasArgs),
+    /// Frame-level discrete-event simulation of a scenario file
+    #[command(after_help = "Examples:\n  \
+ddscope tsn simulate examples/tsn/thesis-baseline-95.toml\n  \
+ddscope tsn simulate examples/tsn/ivn-usecase-cbs.toml --seed 7 --format json\n  \
+ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s")]
+    Simulate(SimArgs),
+    /// CBS idleslope/sendslope/hicredit/locredit by seed 004 Eq. 2-6, and the tc line
+    #[command(after_help = "Examples:\n  \
+ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=100M,max-frame=1250\n  \
+ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250 --dev eth0")]
+    Cbs(CbsArgs),
+    /// Generate tc (taprio/mqprio/cbs/etf), DDS priority mapping, or linuxptp configuration
+    #[command(after_help = "Examples:\n  \
+ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
+ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc --taprio-mode txtime-assist\n  \
+ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit dds --out /tmp/dds\n  \
+ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp")]
+    Config(ConfigArgs),
+    /// Print the SR classes of seed 004 Table 1
+    SrClasses(FormatArg),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Args, Debug)]
+struct FormatArg {
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+#[derive(Args, Debug)]
+struct TasArgs {
+    /// Physical link rate R
+    #[arg(long, default_value = "2.5G")]
+    link_rate: Rate,
+    /// Cycle period P
+    #[arg(long, default_value = "500us")]
+    cycle: Nanos,
+    /// Share D of the cycle the DDS class's gate is open
+    #[arg(long, default_value = "50%")]
+    open: Percent,
+    /// Serialized DDS sample X (CDR incl. encapsulation and ROS header; default: the thesis image,
+    /// 2764800 pixel bytes + 48 bytes of sensor_msgs/Image header)
+    #[arg(long, default_value = "2764848")]
+    message_bytes: Bytes,
+    /// IP MTU
+    #[arg(long, default_value = "1500")]
+    mtu: Bytes,
+    /// DATA_FRAG payload size (thesis: 64 KB = 64000; Cyclone's default is 1344)
+    #[arg(long, default_value = "64000")]
+    dds_fragment_bytes: Bytes,
+    /// Largest RTPS message (UDP payload); default: one fragment per datagram up to 65507
+    #[arg(long)]
+    max_message_bytes: Option<Bytes>,
+    /// Untagged frames (the thesis used VLAN interfaces: tagged is the default)
+    #[arg(long)]
+    no_vlan: bool,
+    /// Leave INFO_TS out of each RTPS message
+    #[arg(long)]
+    no_info_ts: bool,
+    /// Add INFO_DST to each RTPS message (unicast to one reader)
+    #[arg(long)]
+    info_dst: bool,
+    /// Gate phases at which the message is released (evenly spread over the cycle)
+    #[arg(long, default_value = "1000")]
+    phases: u32,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+#[derive(Args, Debug)]
+struct SimArgs {
+    /// Scenario TOML file (format: docs/tsn.md)
+    scenario: PathBuf,
+    /// Seed for the random phases of flows without `offset` (default: the file's `seed`, else 1)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the scenario's duration
+    #[arg(long)]
+    duration: Option<Nanos>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+#[derive(Args, Debug)]
+struct CbsArgs {
+    /// Port transmit rate (PTR)
+    #[arg(long)]
+    port_rate: Rate,
+    /// Largest frame on the port, incl. preamble and IFG (MFS_0; 1542 for MTU 1500 + VLAN)
+    #[arg(long)]
+    max_frame_bytes: Bytes,
+    /// NAME:reserved=RATE,max-frame=BYTES; repeat, most urgent class first
+    #[arg(long = "class", required = true)]
+    classes: Vec<String>,
+    /// Device for the printed tc lines
+    #[arg(long, default_value = "eth0")]
+    dev: String,
+    /// mqprio handle; class i (0-based, in the order given) gets parent HANDLE:(i+1)
+    #[arg(long, default_value = "100")]
+    handle: String,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum Emit {
+    Tc,
+    Dds,
+    Ptp,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum ModeArg {
+    Software,
+    TxtimeAssist,
+    FullOffload,
+}
+
+#[derive(Args, Debug)]
+struct ConfigArgs {
+    scenario: PathBuf,
+    #[arg(long, value_enum)]
+    emit: Emit,
+    /// taprio mode for every port with a gate control list (default: each port's `gcl.mode`)
+    #[arg(long, value_enum)]
+    taprio_mode: Option<ModeArg>,
+    /// Write the files into this directory instead of printing them
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(args: TsnArgs) -> anyhow::Result<i32> {
+    match args.cmd {
+        Cmd::Tas(a) => tas_cmd(a),
+        Cmd::Simulate(a) => sim_cmd(a),
+        Cmd::Cbs(a) => cbs_cmd(a),
+        Cmd::Config(a) => config_cmd(a),
+        Cmd::SrClasses(f) => sr_cmd(f.format),
+    }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<i32> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(0)
+}
+
+fn tas_cmd(a: TasArgs) -> anyhow::Result<i32> {
+    let inp = TasInput {
+        rate_bps: a.link_rate.0,
+        cycle_ns: a.cycle.0,
+        open: a.open.0,
+        message_bytes: a.message_bytes.0,
+        framing: Framing { vlan: !a.no_vlan, mtu: a.mtu.0 },
+        rtps: RtpsOptions {
+            fragment_bytes: Some(a.dds_fragment_bytes.0),
+            max_message_bytes: a.max_message_bytes.map(|b| b.0),
+            info_ts: !a.no_info_ts,
+            info_dst: a.info_dst,
+        },
+        phases: a.phases,
+    };
+    let r = tas::predict(&inp).map_err(|e| anyhow!(e))?;
+    if a.format == Format::Json {
+        return print_json(&r);
+    }
+    let w = &r.wire;
+    let mut o = String::new();
+    let _ = writeln!(o, "TAS prediction: {} bytes at {}, cycle {}, open {}", r.message_bytes, a.link_rate, a.cycle, a.open);
+    let _ = writeln!(o, "\nThesis Eq. 3.4 (X = {} bytes, no overheads)", r.message_bytes);
+    let _ = writeln!(o, "  bandwidth R*D          {:.3} Mbit/s", r.formula.bandwidth_bps / 1e6);
+    let _ = writeln!(o, "  T_transmit             {:.3} ms", r.formula.t_transmit_ms);
+    let _ = writeln!(o, "  N_cycles               {}", r.formula.n_cycles);
+    let _ = writeln!(o, "  T_arrive               {:.2} ms", r.formula_ms);
+    let _ = writeln!(o, "\nFrame-level model (first fragment handed to the NIC -> last bit received)");
+    let _ = writeln!(o, "  predicted mean         {:.3} ms  over {} gate phases", r.predicted_mean_ms, r.phases);
+    let _ = writeln!(o, "  predicted min / max    {:.3} / {:.3} ms  (worst phase {} ns after the window opens)", r.predicted_min_ms, r.predicted_max_ms, r.worst_phase_ns);
+    let _ = writeln!(o, "  released at window open {:.3} ms, {} windows, {:.3} ms lost to guard bands", r.at_window_open.latency_ms, r.at_window_open.windows_used, r.at_window_open.guard_band_lost_ms);
+    let _ = writeln!(o, "  mean windows used      {:.2}", r.mean_windows_used);
+    let _ = writeln!(o, "  mean guard-band loss   {:.3} ms", r.mean_guard_band_lost_ms);
+    let _ = writeln!(o, "  no gates (back to back) {:.3} ms", r.serialisation_ms);
+    let _ = writeln!(o, "\nWire breakdown (MTU {}, {}, DATA_FRAG {} B)", r.mtu, if r.vlan { "VLAN-tagged" } else { "untagged" }, r.dds_fragment_bytes);
+    let _ = writeln!(o, "  sample (payload)       {:>10} B", w.payload_bytes);
+    let _ = writeln!(o, "  RTPS overhead          {:>10} B  ({} datagrams, {} submessages; header 20, INFO_TS 12, DATA_FRAG 36 each)", w.rtps_overhead_bytes, w.datagrams, w.rtps_submessages);
+    let _ = writeln!(o, "  UDP headers            {:>10} B", w.udp_header_bytes);
+    let _ = writeln!(o, "  IPv4 headers           {:>10} B  ({} fragments)", w.ip_header_bytes, w.frames);
+    let _ = writeln!(o, "  Ethernet overhead      {:>10} B  (preamble+SFD 8, MAC 14, VLAN 4, FCS 4, IFG 12 per frame)", w.ethernet_overhead_bytes);
+    let _ = writeln!(o, "  padding                {:>10} B", w.padding_bytes);
+    let _ = writeln!(o, "  on the wire            {:>10} B  (+{:.2} % over the sample)", w.wire_bytes, (w.wire_bytes as f64 / w.payload_bytes as f64 - 1.0) * 100.0);
+    print!("{o}");
+    Ok(0)
+}
+
+fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
+    let mut sc = Scenario::load(&a.scenario)?;
+    if let Some(d) = a.duration {
+        if d.0 == 0 {
+            bail!("--duration must be positive");
+        }
+        sc.duration = d;
+    }
+    let seed = a.seed.unwrap_or(sc.seed);
+    let r = scenario::simulate(&sc, seed);
+    if a.format == Format::Json {
+        return print_json(&r);
+    }
+    let mut o = String::new();
+    let _ = writeln!(o, "Scenario {:?} ({}), {} s simulated, seed {}, {} events", r.scenario, r.file, r.duration_s, r.seed, r.events);
+    let _ = writeln!(
+        o,
+        "\n{:<16} {:>3} {:>2} {:>4} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}",
+        "flow", "pcp", "tc", "hops", "sent", "recv", "lost", "mean ms", "std ms", "p50 ms", "p99 ms", "max ms", "|jit| p99", "|jit| max", "misses", "SR verdict"
+    );
+    for f in &r.flows {
+        let sr = match &f.sr {
+            None => "-".to_string(),
+            Some(v) => match (v.latency_budget_ms, v.jitter_budget_us) {
+                (Some(l), Some(j)) => format!("{} {} (<= {:.3} ms, <= {:.1} us over {} hop{})", v.class.name(), v.verdict, l, j, v.hops, if v.hops == 1 { "" } else { "s" }),
+                _ => format!("{} {}", v.class.name(), v.verdict),
+            },
+        };
+        let _ = writeln!(
+            o,
+            "{:<16} {:>3} {:>2} {:>4} {:>7} {:>7} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>6.1} us {:>6.1} us {:>6}  {}",
+            truncate(&f.name, 16),
+            f.pcp,
+            f.traffic_class,
+            f.hops,
+            f.released,
+            f.delivered,
+            f.lost,
+            f.latency.mean_ms,
+            f.latency.std_ms,
+            f.latency.p50_ms,
+            f.latency.p99_ms,
+            f.latency.max_ms,
+            f.jitter.p99_abs_us,
+            f.jitter.max_abs_us,
+            f.deadline_misses,
+            sr
+        );
+    }
+    let _ = writeln!(o, "\n{:<16} {:>10} {:>8} {:>10} {:>7}  max queue (frames per TC)", "port", "rate", "util", "frames", "drops");
+    for p in &r.ports {
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10} {:>7.1}% {:>10} {:>7}  {:?}",
+            truncate(&p.name, 16),
+            Rate(p.link_rate_bps).to_string(),
+            p.utilisation * 100.0,
+            p.frames,
+            p.drops,
+            p.max_queue_frames
+        );
+    }
+    let _ = writeln!(o, "\nlatency: first frame handed to the first port -> last bit at the end of the path; jitter: |d(X) - d(X-1)| (seed 004 Eq. 10); misses: latency > deadline (default: the period)");
+    print!("{o}");
+    Ok(0)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+fn parse_class(s: &str) -> anyhow::Result<CbsClassInput> {
+    let (name, rest) = s.split_once(':').ok_or_else(|| anyhow!("--class {s:?}: expected NAME:reserved=RATE,max-frame=BYTES"))?;
+    let mut reserved = None;
+    let mut mfs = None;
+    for kv in rest.split(',') {
+        let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--class {s:?}: {kv:?} is not key=value"))?;
+        match k.trim() {
+            "reserved" => reserved = Some(v.parse::<Rate>().with_context(|| format!("--class {s:?}: reserved"))?),
+            "max-frame" | "max_frame" => mfs = Some(v.parse::<Bytes>().with_context(|| format!("--class {s:?}: max-frame"))?),
+            other => bail!("--class {s:?}: unknown key {other:?} (reserved, max-frame)"),
+        }
+    }
+    Ok(CbsClassInput {
+        name: name.to_string(),
+        reserved_bps: reserved.ok_or_else(|| anyhow!("--class {s:?}: reserved=RATE missing"))?.0,
+        max_frame_bytes: mfs.ok_or_else(|| anyhow!("--class {s:?}: max-frame=BYTES missing"))?.0,
+    })
+}
+
+fn cbs_cmd(a: CbsArgs) -> anyhow::Result<i32> {
+    let classes = a.classes.iter().map(|c| parse_class(c)).collect::<anyhow::Result<Vec<_>>>()?;
+    let params = cbs::compute(a.port_rate.0, a.max_frame_bytes.0, &classes).map_err(|e| anyhow!(e))?;
+    let lines: Vec<String> =
+        params.iter().enumerate().map(|(i, p)| cbs::tc_line(&a.dev, &format!("{}:{}", a.handle, i + 1), p, false)).collect();
+    if a.format == Format::Json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            port_rate_bps: u64,
+            max_frame_bytes: u64,
+            classes: &'a [cbs::CbsClassParams],
+            tc: &'a [String],
+        }
+        return print_json(&Out { port_rate_bps: a.port_rate.0, max_frame_bytes: a.max_frame_bytes.0, classes: &params, tc: &lines });
+    }
+    println!("CBS on a {} port, largest frame {} B (seed 004 Eq. 2-6; classes most urgent first)", a.port_rate, a.max_frame_bytes.0);
+    println!("{:<6} {:>12} {:>12} {:>10} {:>10}   {:>14} {:>12}", "class", "idleslope", "sendslope", "hicredit", "locredit", "interference", "exact hi/lo");
+    println!("{:<6} {:>12} {:>12} {:>10} {:>10}   {:>14} {:>12}", "", "kbit/s", "kbit/s", "bytes", "bytes", "us (Eq. 6)", "bytes");
+    for p in &params {
+        println!(
+            "{:<6} {:>12} {:>12} {:>10} {:>10}   {:>14.3} {:>6.2}/{:.2}",
+            p.name, p.idleslope, p.sendslope, p.hicredit, p.locredit, p.interference_us, p.exact_hicredit_bytes, p.exact_locredit_bytes
+        );
+    }
+    println!("\n# under mqprio (e.g. tc qdisc replace dev {} parent root handle {}: mqprio num_tc … hw 0):", a.dev, a.handle);
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(0)
+}
+
+fn config_cmd(a: ConfigArgs) -> anyhow::Result<i32> {
+    let sc = Scenario::load(&a.scenario)?;
+    let mode = a.taprio_mode.map(|m| match m {
+        ModeArg::Software => TaprioMode::Software,
+        ModeArg::TxtimeAssist => TaprioMode::TxtimeAssist,
+        ModeArg::FullOffload => TaprioMode::FullOffload,
+    });
+    let files: Vec<(String, String)> = match a.emit {
+        Emit::Tc => vec![("tc.sh".into(), config::tc(&sc, mode))],
+        Emit::Dds => vec![("cyclonedds.xml".into(), config::cyclone_xml(&sc)), ("dds-priority.sh".into(), config::priority_script(&sc))],
+        Emit::Ptp => config::ptp(&sc),
+    };
+    match a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+            for (name, body) in &files {
+                let p = dir.join(name);
+                std::fs::write(&p, body).with_context(|| format!("{}: cannot write", p.display()))?;
+                eprintln!("wrote {}", p.display());
+            }
+        }
+        None => {
+            for (i, (name, body)) in files.iter().enumerate() {
+                if files.len() > 1 {
+                    println!("{}# ==> {name} <==", if i > 0 { "\n" } else { "" });
+                }
+                print!("{body}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn sr_cmd(format: Format) -> anyhow::Result<i32> {
+    let classes = [SrClass::A, SrClass::B, SrClass::C, SrClass::D, SrClass::Be];
+    if format == Format::Json {
+        let v: Vec<serde_json::Value> = classes
+            .iter()
+            .map(|c| {
+                let b = c.bounds_ns();
+                serde_json::json!({"class": c.name(), "pcp": c.pcp(), "max_latency_ms": b.map(|b| b.0 as f64 / 1e6),
+                    "max_jitter_us": b.map(|b| b.1 as f64 / 1e3), "hops": crate::sr::TABLE1_HOPS})
+            })
+            .collect();
+        return print_json(&v);
+    }
+    println!("SR classes, seed 004 Table 1 (bounds over {} hops)", crate::sr::TABLE1_HOPS);
+    println!("{:<6} {:>4} {:>12} {:>12}", "class", "PCP", "latency", "jitter");
+    for c in classes {
+        match c.bounds_ns() {
+            Some((l, j)) => println!("{:<6} {:>4} {:>9} ms {:>9} us", c.name(), c.pcp(), l as f64 / 1e6, j as f64 / 1e3),
+            None => println!("{:<6} {:>4} {:>12} {:>12}", c.name(), c.pcp(), "none", "none"),
+        }
+    }
+    Ok(0)
 }

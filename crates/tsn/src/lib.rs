@@ -1,2 +1,22 @@
-//! TSN modelling and configuration (work in progress by the TSN issue).
+//! TSN modelling and configuration for ddscope.
+//!
+//! - [`formula`]: thesis Eq. 3.1–3.4 as written.
+//! - [`frame`]: what a DDS sample or UDP datagram becomes on the wire.
+//! - [`gcl`]: 802.1Qbv gate control lists with taprio semantics.
+//! - [`tas`]: formula vs frame-level prediction for one message.
+//! - [`sim`]: frame-level discrete-event simulator (TAS, CBS, strict priority, hops).
+//! - [`scenario`]: the TOML scenario format and its translation to a simulation.
+//! - [`cbs`]: CBS parameters (seed 004 Eq. 2–6).
+//! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
+//! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
+pub mod cbs;
 pub mod cli;
+pub mod config;
+pub mod formula;
+pub mod frame;
+pub mod gcl;
+pub mod scenario;
+pub mod sim;
+pub mod sr;
+pub mod stats;
+pub mod tas;
