@@ -12,3 +12,4 @@ pub mod output;
 pub mod samples;
 pub mod topics;
 pub mod pipeline;
+pub mod synth;

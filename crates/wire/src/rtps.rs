@@ -299,7 +299,8 @@ pub struct Time {
 
 impl Time {
     pub fn to_unix_nanos(&self) -> i64 {
-        self.seconds as i64 * 1_000_000_000 + ((self.fraction as u64 * 1_000_000_000) >> 32) as i64
+        // Round to the nearest nanosecond (one fraction unit is 0.23 ns).
+        self.seconds as i64 * 1_000_000_000 + ((self.fraction as u64 * 1_000_000_000 + (1 << 31)) >> 32) as i64
     }
 }
 
