@@ -81,7 +81,7 @@ pub fn compute(port_rate_bps: u64, mfs0_bytes: u64, classes: &[CbsClassInput]) -
             locredit: (lo_bytes + 1e-9).floor() as i64,
             exact_hicredit_bytes: hi_bytes,
             exact_locredit_bytes: lo_bytes,
-            interference_us: interference * 1e6,
+            interference_us: interference * 1e6 + 0.0,
         });
     }
     Ok(out)

@@ -265,8 +265,13 @@ impl Scenario {
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Scenario, String> {
-        let raw: RawScenario =
-            toml::from_str(text).map_err(|e| format!("{file}: {}", e.to_string().trim_end().replace('\n', " ")))?;
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|r| text[..r.start.min(text.len())].matches('\n').count() + 1);
+            match line {
+                Some(l) => format!("{file}: line {l}: {}", e.message().trim_end().replace('\n', " ")),
+                None => format!("{file}: {}", e.message().trim_end().replace('\n', " ")),
+            }
+        })?;
         build(raw, file).map_err(|e| format!("{file}: {e}"))
     }
 
