@@ -266,10 +266,15 @@ impl Scenario {
 
     pub fn parse(text: &str, file: &str) -> Result<Scenario, String> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|r| text[..r.start.min(text.len())].matches('\n').count() + 1);
-            match line {
-                Some(l) => format!("{file}: line {l}: {}", e.message().trim_end().replace('\n', " ")),
-                None => format!("{file}: {}", e.message().trim_end().replace('\n', " ")),
+            let msg = e.message().trim_end().replace('\n', " ");
+            match e.span() {
+                Some(r) => {
+                    let start = r.start.min(text.len());
+                    let line_no = text[..start].matches('\n').count() + 1;
+                    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+                    format!("{file}: line {line_no} ({line}): {msg}")
+                }
+                None => format!("{file}: {msg}"),
             }
         })?;
         build(raw, file).map_err(|e| format!("{file}: {e}"))
