@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   # capture, oracle and lab
-  tshark tcpdump libpcap-dev iproute2 iperf3 procps
+  tshark tcpdump libpcap-dev iproute2 iperf3 procps linuxptp
   # real DDS implementations used by the lab and the oracle tests
   cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
   # build tools for the lab's workload nodes

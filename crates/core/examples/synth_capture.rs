@@ -3,6 +3,8 @@
 //!   synth_capture features OUT.pcapng
 //!       every submessage kind, both byte orders, INFO_SRC/INFO_DST, SEDP over
 //!       DATA_FRAG, dispose, VLAN PCP, IPv4 and IPv6 fragments, non-RTPS UDP
+//!   synth_capture seeds DIR
+//!       seed corpora for the fuzz targets (DIR/decode_frames, DIR/read_capture)
 //!   synth_capture bench OUT.pcapng BYTES [small|large|mixed]
 //!       a large capture for throughput benchmarks: `small` = 36-byte samples
 //!       with HEARTBEAT/ACKNACK traffic (many small packets), `large` = 2.76 MB
@@ -22,6 +24,9 @@ fn main() -> std::io::Result<()> {
         eprintln!("{usage}");
         std::process::exit(2);
     };
+    if mode == "seeds" {
+        return seeds(std::path::Path::new(out));
+    }
     let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
     let mut w = PcapngWriter::new(file, 1)?;
     match mode.as_str() {
@@ -117,5 +122,34 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
             }
         }
     }
+    Ok(())
+}
+
+/// Seed corpora: every feature frame alone and the whole sequence, in the
+/// decode_frames input format ([link u8][len u16 LE][bytes]), and the feature
+/// capture as a pcapng file for read_capture.
+fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
+    let frames = synth::feature_frames();
+    let df = dir.join("decode_frames");
+    let rc = dir.join("read_capture");
+    std::fs::create_dir_all(&df)?;
+    std::fs::create_dir_all(&rc)?;
+    let enc = |f: &[u8]| {
+        let mut v = vec![0u8];
+        v.extend_from_slice(&(f.len() as u16).to_le_bytes());
+        v.extend_from_slice(f);
+        v
+    };
+    let mut all = vec![];
+    for (i, (_, f)) in frames.iter().enumerate() {
+        std::fs::write(df.join(format!("frame-{i:03}")), enc(f))?;
+        all.extend(enc(f));
+    }
+    std::fs::write(df.join("all-frames"), all)?;
+    let mut w = PcapngWriter::new(Vec::new(), 1)?;
+    for (ts, f) in &frames {
+        w.packet(*ts, f)?;
+    }
+    std::fs::write(rc.join("features.pcapng"), w.into_inner())?;
     Ok(())
 }

@@ -117,7 +117,7 @@ fn to_ns(ticks: u64, units_per_sec: u64, offset_sec: i64) -> i64 {
 pub fn read_capture(
     path: &Path,
     progress: Option<Arc<AtomicU64>>,
-    mut on_packet: impl FnMut(&Packet<'_>),
+    on_packet: impl FnMut(&Packet<'_>),
 ) -> Result<CaptureSummary, CaptureError> {
     let open_err = |source| CaptureError::Open { path: path.to_path_buf(), source };
     let mut file = File::open(path).map_err(open_err)?;
@@ -133,6 +133,17 @@ pub fn read_capture(
     } else {
         Box::new(counted)
     };
+    let mut summary = read_capture_from(source, path, on_packet)?;
+    summary.compressed = compressed;
+    Ok(summary)
+}
+
+/// Reads a pcap or pcapng stream (already decompressed); `path` names it in errors.
+pub fn read_capture_from(
+    source: Box<dyn Read + '_>,
+    path: &Path,
+    mut on_packet: impl FnMut(&Packet<'_>),
+) -> Result<CaptureSummary, CaptureError> {
     let mut reader = match pcap_parser::create_reader(INITIAL_BUFFER, source) {
         Ok(r) => r,
         Err(PcapError::Eof) => {
@@ -141,7 +152,7 @@ pub fn read_capture(
         Err(e) => return Err(CaptureError::Format { path: path.to_path_buf(), detail: e.to_string() }),
     };
 
-    let mut summary = CaptureSummary { path: path.display().to_string(), compressed, ..Default::default() };
+    let mut summary = CaptureSummary { path: path.display().to_string(), ..Default::default() };
     let mut interfaces: Vec<InterfaceInfo> = Vec::new();
     let mut legacy_link = LinkType::Other(u32::MAX);
     let mut legacy_units = 1_000_000u64;
