@@ -9,6 +9,9 @@ use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     let mut dec = Decoder::new("fuzz", DecoderConfig::default());
-    let _ = read_capture_from(Box::new(data), Path::new("fuzz.pcapng"), |p| dec.packet(p, &mut |_| {}));
+    let _ = read_capture_from(Box::new(data), Path::new("fuzz.pcapng"), |p| {
+        dec.packet(p, &mut |_| {});
+        true
+    });
     dec.finish();
 });

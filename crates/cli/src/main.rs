@@ -27,6 +27,8 @@ enum Command {
     Dissect(cmd::dissect::DissectArgs),
     /// Per topic (or writer): vendors, QoS, rate, bandwidth, sizes, fragments, repairs
     Topics(cmd::topics::TopicsArgs),
+    /// Cross-capture latency per layer, loss, retransmission, jitter, clock offsets
+    Latency(cmd::latency::LatencyArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Dissect(a) => cmd::dissect::run(a),
         Command::Topics(a) => cmd::topics::run(a),
+        Command::Latency(a) => cmd::latency::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };

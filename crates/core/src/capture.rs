@@ -117,7 +117,19 @@ fn to_ns(ticks: u64, units_per_sec: u64, offset_sec: i64) -> i64 {
 pub fn read_capture(
     path: &Path,
     progress: Option<Arc<AtomicU64>>,
-    on_packet: impl FnMut(&Packet<'_>),
+    mut on_packet: impl FnMut(&Packet<'_>),
+) -> Result<CaptureSummary, CaptureError> {
+    read_capture_while(path, progress, |p| {
+        on_packet(p);
+        true
+    })
+}
+
+/// Like [`read_capture`], but stops as soon as `on_packet` returns false.
+pub fn read_capture_while(
+    path: &Path,
+    progress: Option<Arc<AtomicU64>>,
+    on_packet: impl FnMut(&Packet<'_>) -> bool,
 ) -> Result<CaptureSummary, CaptureError> {
     let open_err = |source| CaptureError::Open { path: path.to_path_buf(), source };
     let mut file = File::open(path).map_err(open_err)?;
@@ -138,11 +150,12 @@ pub fn read_capture(
     Ok(summary)
 }
 
-/// Reads a pcap or pcapng stream (already decompressed); `path` names it in errors.
+/// Reads a pcap or pcapng stream (already decompressed); `path` names it in
+/// errors; stops early when `on_packet` returns false.
 pub fn read_capture_from(
     source: Box<dyn Read + '_>,
     path: &Path,
-    mut on_packet: impl FnMut(&Packet<'_>),
+    mut on_packet: impl FnMut(&Packet<'_>) -> bool,
 ) -> Result<CaptureSummary, CaptureError> {
     let mut reader = match pcap_parser::create_reader(INITIAL_BUFFER, source) {
         Ok(r) => r,
@@ -158,8 +171,9 @@ pub fn read_capture_from(
     let mut legacy_units = 1_000_000u64;
     let mut drops_by_if: Vec<Option<u64>> = Vec::new();
     let mut buffer_size = INITIAL_BUFFER;
+    let mut stop = false;
 
-    loop {
+    while !stop {
         match reader.next() {
             Ok((offset, block)) => {
                 let mut deliver = |frame_data: &[u8], ts_ns: i64, interface: u32, link: LinkType, orig_len: u32| {
@@ -170,7 +184,9 @@ pub fn read_capture_from(
                     }
                     summary.first_ts_ns.get_or_insert(ts_ns);
                     summary.last_ts_ns = Some(ts_ns);
-                    on_packet(&Packet { frame: summary.frames, ts_ns, interface, link, data: frame_data, orig_len });
+                    if !on_packet(&Packet { frame: summary.frames, ts_ns, interface, link, data: frame_data, orig_len }) {
+                        stop = true;
+                    }
                 };
                 match block {
                     PcapBlockOwned::LegacyHeader(h) => {

@@ -13,3 +13,4 @@ pub mod samples;
 pub mod topics;
 pub mod pipeline;
 pub mod synth;
+pub mod latency;

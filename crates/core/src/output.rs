@@ -277,8 +277,22 @@ impl<R: Record> RecordWriter<R> {
         Ok(())
     }
 
+    /// Like [`finish`](Self::finish) but hands the writer back (not for Parquet).
+    pub fn finish_into(mut self) -> io::Result<Box<dyn Write + Send>> {
+        if self.format == Format::Parquet {
+            self.finish()?;
+            return Ok(Box::new(io::sink()));
+        }
+        self.close()?;
+        Ok(std::mem::replace(&mut self.out, Box::new(io::sink())))
+    }
+
     /// Flushes buffered rows and closes the format (JSON bracket, Parquet footer).
     pub fn finish(mut self) -> io::Result<()> {
+        self.close()
+    }
+
+    fn close(&mut self) -> io::Result<()> {
         match self.format {
             Format::Table => {
                 if !self.header_done {
@@ -288,8 +302,9 @@ impl<R: Record> RecordWriter<R> {
             Format::Json => self.out.write_all(b"\n]\n")?,
             Format::Parquet => {
                 self.flush_parquet()?;
-                let st = self.parquet.take().expect("parquet state");
-                st.writer.close().map_err(|e| io::Error::new(io::ErrorKind::Other, e))?;
+                if let Some(st) = self.parquet.take() {
+                    st.writer.close().map_err(|e| io::Error::new(io::ErrorKind::Other, e))?;
+                }
                 return Ok(());
             }
             _ => {}

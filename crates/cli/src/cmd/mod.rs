@@ -1,2 +1,3 @@
 pub mod dissect;
+pub mod latency;
 pub mod topics;

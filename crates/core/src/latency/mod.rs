@@ -1,0 +1,1064 @@
+//! Cross-capture latency (thesis 3.2.5): the same DDS sample seen at the
+//! sender's and the receivers' capture points.
+//!
+//! - DDS message latency: first DATA/DATA_FRAG of (writer, sn) at the sender →
+//!   sample complete at the receiver; also first→first and last→last.
+//! - DDS submessage latency: per (writer, sn, fragment_starting_num), first IP
+//!   fragment at the sender → last IP fragment at the receiver.
+//! - Application layer (with ground truth): publish → receive, split into
+//!   sender stack (publish → first on wire), wire, receiver stack.
+//!
+//! The [`Correlator`] is streaming: captures feed it sample records and
+//! DATA_FRAG sightings plus their progress (watermarks); a sample is judged
+//! once every capture has moved `window` past it, so memory is bounded by
+//! the window, and the same code serves files and live agents.
+
+pub mod app;
+pub mod files;
+pub mod offset;
+pub mod stats;
+
+use crate::discovery::TopicNames;
+use crate::events::{SubmsgEvent, TrafficType};
+use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::samples::SampleRecord;
+use app::AppTruth;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::Guid;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use stats::{Dist, DistSummary, Jitter};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// One DATA_FRAG submessage at one capture point.
+#[derive(Debug, Clone)]
+pub struct FragSighting {
+    pub writer: Guid,
+    pub sn: i64,
+    pub fragment_starting_num: u32,
+    pub first_ip_ts_ns: i64,
+    pub last_ts_ns: i64,
+    pub topic: Option<Arc<TopicNames>>,
+}
+
+impl FragSighting {
+    pub fn of(e: &SubmsgEvent) -> Option<FragSighting> {
+        if e.kind != SubmsgKind::DataFrag || e.traffic_type != TrafficType::User {
+            return None;
+        }
+        Some(FragSighting {
+            writer: e.writer_id?,
+            sn: e.sn?,
+            fragment_starting_num: e.fragment_starting_num?,
+            first_ip_ts_ns: e.ip_first_ts_ns,
+            last_ts_ns: e.ts_ns,
+            topic: e.topic.clone(),
+        })
+    }
+}
+
+/// What a capture point contributes to the correlation.
+#[derive(Debug, Clone)]
+pub enum Item {
+    Sample(SampleRecord),
+    Frag(FragSighting),
+    /// The capture has seen everything up to this time (its own clock).
+    Watermark(i64),
+    /// The capture has ended.
+    End,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Message,
+    Submessage,
+}
+
+#[derive(Debug, Clone)]
+pub struct CorrelatorConfig {
+    /// Capture-point names, indexed by the capture numbers items come with.
+    pub captures: Vec<String>,
+    /// t_o per capture (seed 004 Eq. 9): subtracted from its timestamps.
+    pub offsets_ns: Vec<i64>,
+    /// How long after a sample was first seen it is judged (and called lost).
+    pub window_ns: i64,
+    /// Publication period for in time / late; `None` infers it per writer.
+    pub period_ns: Option<i64>,
+    pub message_rows: bool,
+    pub submessage_rows: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sighting {
+    first_ts: i64,
+    first_ip_ts: i64,
+    last_ts: i64,
+    complete: bool,
+    retransmitted_frags: u32,
+    retransmitted_bytes: u64,
+    frags_expected: u32,
+    sample_size: u32,
+}
+
+struct PendingSample {
+    topic: Option<Arc<TopicNames>>,
+    seen: Vec<(usize, Sighting)>,
+}
+
+struct PendingFrag {
+    topic: Option<Arc<TopicNames>>,
+    /// (capture, first IP fragment, last IP fragment, duplicates)
+    seen: Vec<(usize, i64, i64, u32)>,
+}
+
+#[derive(Default)]
+struct WriterState {
+    topic: Option<Arc<TopicNames>>,
+    /// Captures that have seen this writer's samples.
+    captures: u64,
+    /// Votes: how often each capture saw a sample first.
+    first_votes: BTreeMap<usize, u64>,
+    last_sender_first: Option<(i64, i64)>,
+    intervals: Dist,
+    jitter: FxHashMap<usize, Jitter>,
+}
+
+impl WriterState {
+    fn sender(&self) -> Option<usize> {
+        self.first_votes.iter().max_by_key(|(c, v)| (**v, std::cmp::Reverse(**c))).map(|(c, _)| *c)
+    }
+    fn period(&self, given: Option<i64>) -> Option<i64> {
+        given.or_else(|| if self.intervals.count() >= 3 { self.intervals.percentile(50.0).map(|p| p as i64) } else { None })
+    }
+}
+
+/// Accumulated statistics of one flow: a topic from one sender capture to one receiver capture.
+#[derive(Default, Clone)]
+pub struct FlowStats {
+    pub samples: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub incomplete: u64,
+    pub retransmitted_samples: u64,
+    pub retransmitted_frags: u64,
+    pub retransmitted_bytes: u64,
+    pub period_ns: Option<i64>,
+    pub layers: BTreeMap<&'static str, Dist>,
+    pub jitter_signed: Dist,
+    pub jitter_abs: Dist,
+    pub repaired: Dist,
+    pub clean: Dist,
+}
+
+impl FlowStats {
+    fn layer(&mut self, name: &'static str, v: i64) {
+        self.layers.entry(name).or_default().record(v);
+    }
+}
+
+/// Layers, in the order reports show them.
+pub const LAYERS: [&str; 7] = ["application", "sender_stack", "message", "first_first", "last_last", "submessage", "receiver_stack"];
+
+/// One per-sample (or per-submessage) latency row.
+#[derive(Debug, Clone)]
+pub struct LatencyRow {
+    pub level: Level,
+    pub topic: Option<Arc<TopicNames>>,
+    pub writer_id: Guid,
+    pub sn: i64,
+    pub fragment_starting_num: Option<u32>,
+    pub sender: Arc<str>,
+    pub receiver: Arc<str>,
+    pub sample_size: Option<u32>,
+    pub frags_expected: Option<u32>,
+    /// delivered, lost (never seen at the receiver) or incomplete.
+    pub status: &'static str,
+    pub sender_first_ts_ns: i64,
+    pub sender_first_ip_ts_ns: i64,
+    pub sender_last_ts_ns: Option<i64>,
+    pub receiver_first_ts_ns: Option<i64>,
+    pub receiver_last_ts_ns: Option<i64>,
+    pub latency_ns: Option<i64>,
+    pub first_first_ns: Option<i64>,
+    pub last_last_ns: Option<i64>,
+    pub jitter_ns: Option<i64>,
+    pub sender_retransmitted_frags: u32,
+    pub receiver_duplicate_frags: u32,
+    pub repaired: bool,
+    /// in_time, late or lost against the publication period.
+    pub timing: Option<&'static str>,
+    pub period_ns: Option<i64>,
+    pub app_publish_ts_ns: Option<i64>,
+    pub app_receive_ts_ns: Option<i64>,
+    pub app_latency_ns: Option<i64>,
+    pub sender_stack_ns: Option<i64>,
+    pub receiver_stack_ns: Option<i64>,
+}
+
+/// Counters about the correlation itself.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CorrelationStats {
+    pub samples_judged: u64,
+    /// Samples seen at one capture point only (nothing to correlate).
+    pub single_capture_samples: u64,
+    /// Samples whose first sighting was not at the writer's usual sender capture.
+    pub sender_disagreements: u64,
+    pub negative_latencies: u64,
+    pub submessages_judged: u64,
+    pub max_pending_samples: usize,
+    pub max_pending_submessages: usize,
+}
+
+pub struct Correlator {
+    cfg: CorrelatorConfig,
+    names: Vec<Arc<str>>,
+    app: Arc<AppTruth>,
+    pending: FxHashMap<(Guid, i64), PendingSample>,
+    order: VecDeque<(i64, (Guid, i64))>,
+    frags: FxHashMap<(Guid, i64, u32), PendingFrag>,
+    frag_order: VecDeque<(i64, (Guid, i64, u32))>,
+    watermarks: Vec<i64>,
+    /// First and last time each capture has seen (corrected).
+    spans: Vec<(i64, i64)>,
+    ended: Vec<bool>,
+    writers: FxHashMap<Guid, WriterState>,
+    pub flows: BTreeMap<(String, usize, usize), FlowStats>,
+    flow_topics: BTreeMap<(String, usize, usize), Option<Arc<TopicNames>>>,
+    pub stats: CorrelationStats,
+    negative_examples: Vec<(usize, usize, i64)>,
+}
+
+fn topic_key(t: &Option<Arc<TopicNames>>, w: &Guid) -> String {
+    t.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {w}"))
+}
+
+impl Correlator {
+    pub fn new(cfg: CorrelatorConfig, app: Arc<AppTruth>) -> Self {
+        let n = cfg.captures.len();
+        assert!(n <= 64, "at most 64 capture points");
+        let names = cfg.captures.iter().map(|c| Arc::from(c.as_str())).collect();
+        Correlator {
+            names,
+            app,
+            pending: FxHashMap::default(),
+            order: VecDeque::new(),
+            frags: FxHashMap::default(),
+            frag_order: VecDeque::new(),
+            watermarks: vec![i64::MIN; n],
+            spans: vec![(i64::MAX, i64::MIN); n],
+            ended: vec![false; n],
+            writers: FxHashMap::default(),
+            flows: BTreeMap::new(),
+            flow_topics: BTreeMap::new(),
+            stats: CorrelationStats::default(),
+            negative_examples: vec![],
+            cfg,
+        }
+    }
+
+    pub fn capture_names(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    fn corr(&self, c: usize, t: i64) -> i64 {
+        t - self.cfg.offsets_ns[c]
+    }
+
+    fn note_span(&mut self, c: usize, t: i64) {
+        let s = &mut self.spans[c];
+        s.0 = s.0.min(t);
+        s.1 = s.1.max(t);
+    }
+
+    /// Feeds one item from capture `c`; finished rows go to `out`.
+    pub fn push(&mut self, c: usize, item: Item, out: &mut dyn FnMut(LatencyRow)) {
+        match item {
+            Item::Sample(r) => {
+                if r.traffic_type != TrafficType::User {
+                    return;
+                }
+                let s = Sighting {
+                    first_ts: self.corr(c, r.first_ts_ns),
+                    first_ip_ts: self.corr(c, r.first_ip_ts_ns),
+                    last_ts: self.corr(c, r.last_ts_ns),
+                    complete: r.complete,
+                    retransmitted_frags: r.retransmitted_frags,
+                    retransmitted_bytes: r.retransmitted_bytes,
+                    frags_expected: r.frags_expected,
+                    sample_size: r.sample_size,
+                };
+                self.note_span(c, s.first_ts);
+                let w = self.writers.entry(r.writer_id).or_default();
+                w.captures |= 1 << c;
+                if w.topic.is_none() {
+                    w.topic = r.topic.clone();
+                }
+                let key = (r.writer_id, r.sn);
+                let first = s.first_ts;
+                let p = self.pending.entry(key).or_insert_with(|| PendingSample { topic: None, seen: Vec::with_capacity(2) });
+                if p.seen.is_empty() {
+                    self.order.push_back((first, key));
+                }
+                if p.topic.is_none() {
+                    p.topic = r.topic;
+                }
+                if !p.seen.iter().any(|(cc, _)| *cc == c) {
+                    p.seen.push((c, s));
+                }
+                self.stats.max_pending_samples = self.stats.max_pending_samples.max(self.pending.len());
+            }
+            Item::Frag(f) => {
+                let first_ip = self.corr(c, f.first_ip_ts_ns);
+                let last = self.corr(c, f.last_ts_ns);
+                let key = (f.writer, f.sn, f.fragment_starting_num);
+                let p = self.frags.entry(key).or_insert_with(|| PendingFrag { topic: None, seen: Vec::with_capacity(2) });
+                if p.seen.is_empty() {
+                    self.frag_order.push_back((first_ip, key));
+                }
+                if p.topic.is_none() {
+                    p.topic = f.topic;
+                }
+                match p.seen.iter_mut().find(|s| s.0 == c) {
+                    Some(s) => s.3 += 1,
+                    None => p.seen.push((c, first_ip, last, 0)),
+                }
+                self.stats.max_pending_submessages = self.stats.max_pending_submessages.max(self.frags.len());
+            }
+            Item::Watermark(t) => {
+                let t = self.corr(c, t);
+                self.watermarks[c] = self.watermarks[c].max(t);
+                self.note_span(c, t);
+                self.judge_due(out);
+            }
+            Item::End => {
+                self.ended[c] = true;
+                self.judge_due(out);
+            }
+        }
+    }
+
+    /// The time every still-running capture has passed.
+    fn low_watermark(&self) -> i64 {
+        (0..self.watermarks.len()).filter(|&c| !self.ended[c]).map(|c| self.watermarks[c]).min().unwrap_or(i64::MAX)
+    }
+
+    fn judge_due(&mut self, out: &mut dyn FnMut(LatencyRow)) {
+        let lw = self.low_watermark();
+        let horizon = lw.saturating_sub(self.cfg.window_ns);
+        while let Some(&(t, key)) = self.order.front() {
+            if t > horizon {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(p) = self.pending.remove(&key) {
+                self.judge_sample(key, p, out);
+            }
+        }
+        while let Some(&(t, key)) = self.frag_order.front() {
+            if t > horizon {
+                break;
+            }
+            self.frag_order.pop_front();
+            if let Some(p) = self.frags.remove(&key) {
+                self.judge_frag(key, p, out);
+            }
+        }
+    }
+
+    /// Judges everything still pending (end of input).
+    pub fn finish(&mut self, out: &mut dyn FnMut(LatencyRow)) {
+        for e in self.ended.iter_mut() {
+            *e = true;
+        }
+        self.judge_due(out);
+    }
+
+    fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn FnMut(LatencyRow)) {
+        self.stats.samples_judged += 1;
+        let Some(&(first_c, _)) = p.seen.iter().min_by_key(|(c, s)| (s.first_ts, *c)) else { return };
+        let app = self.app.clone();
+        let w = self.writers.entry(writer).or_default();
+        *w.first_votes.entry(first_c).or_default() += 1;
+        let sender = w.sender().unwrap_or(first_c);
+        if sender != first_c {
+            self.stats.sender_disagreements += 1;
+        }
+        let topic = p.topic.clone().or_else(|| w.topic.clone());
+        let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
+        // Publication period from the sender's consecutive samples.
+        if let Some((psn, pts)) = w.last_sender_first {
+            if sn == psn + 1 && snd.first_ts > pts {
+                w.intervals.record(snd.first_ts - pts);
+            }
+        }
+        if w.last_sender_first.is_none_or(|(s, _)| sn > s) {
+            w.last_sender_first = Some((sn, snd.first_ts));
+        }
+        let period = w.period(self.cfg.period_ns);
+        let receivers: Vec<usize> = (0..self.names.len()).filter(|&c| c != sender && w.captures & (1 << c) != 0).collect();
+        if receivers.is_empty() {
+            self.stats.single_capture_samples += 1;
+            return;
+        }
+        let publish = app.publish.get(&(writer, sn));
+        let sender_name = self.names[sender].clone();
+        for r in receivers {
+            // A receiver that was not capturing when the sample was sent cannot judge it.
+            let (span_start, span_end) = self.spans[r];
+            let seen = p.seen.iter().find(|(c, _)| *c == r).map(|x| x.1);
+            if seen.is_none() && (snd.first_ts < span_start || snd.first_ts > span_end) {
+                continue;
+            }
+            let key = (topic_key(&topic, &writer), sender, r);
+            self.flow_topics.entry(key.clone()).or_insert_with(|| topic.clone());
+            let flow = self.flows.entry(key).or_default();
+            flow.samples += 1;
+            flow.period_ns = period;
+            let repaired = snd.retransmitted_frags > 0 || seen.is_some_and(|s| s.retransmitted_frags > 0);
+            if snd.retransmitted_frags > 0 {
+                flow.retransmitted_samples += 1;
+                flow.retransmitted_frags += snd.retransmitted_frags as u64;
+                flow.retransmitted_bytes += snd.retransmitted_bytes;
+            }
+            let mut row = LatencyRow {
+                level: Level::Message,
+                topic: topic.clone(),
+                writer_id: writer,
+                sn,
+                fragment_starting_num: None,
+                sender: sender_name.clone(),
+                receiver: self.names[r].clone(),
+                sample_size: Some(snd.sample_size),
+                frags_expected: Some(snd.frags_expected),
+                status: "lost",
+                sender_first_ts_ns: snd.first_ts,
+                sender_first_ip_ts_ns: snd.first_ip_ts,
+                sender_last_ts_ns: Some(snd.last_ts),
+                receiver_first_ts_ns: None,
+                receiver_last_ts_ns: None,
+                latency_ns: None,
+                first_first_ns: None,
+                last_last_ns: None,
+                jitter_ns: None,
+                sender_retransmitted_frags: snd.retransmitted_frags,
+                receiver_duplicate_frags: 0,
+                repaired,
+                timing: Some("lost"),
+                period_ns: period,
+                app_publish_ts_ns: publish.map(|p| p.t_ns),
+                app_receive_ts_ns: None,
+                app_latency_ns: None,
+                sender_stack_ns: publish.map(|p| snd.first_ts - p.t_ns),
+                receiver_stack_ns: None,
+            };
+            if let Some(s) = row.sender_stack_ns {
+                flow.layer("sender_stack", s);
+            }
+            match seen {
+                Some(rs) if rs.complete => {
+                    flow.delivered += 1;
+                    let lat = rs.last_ts - snd.first_ts;
+                    row.status = "delivered";
+                    row.receiver_first_ts_ns = Some(rs.first_ts);
+                    row.receiver_last_ts_ns = Some(rs.last_ts);
+                    row.latency_ns = Some(lat);
+                    row.first_first_ns = Some(rs.first_ts - snd.first_ts);
+                    row.last_last_ns = Some(rs.last_ts - snd.last_ts);
+                    row.receiver_duplicate_frags = rs.retransmitted_frags;
+                    flow.layer("message", lat);
+                    flow.layer("first_first", rs.first_ts - snd.first_ts);
+                    flow.layer("last_last", rs.last_ts - snd.last_ts);
+                    if repaired {
+                        flow.repaired.record(lat);
+                    } else {
+                        flow.clean.record(lat);
+                    }
+                    if lat < 0 {
+                        self.stats.negative_latencies += 1;
+                        if self.negative_examples.len() < 1000 {
+                            self.negative_examples.push((sender, r, lat));
+                        }
+                    }
+                    let wj = self.writers.get_mut(&writer).expect("writer state");
+                    let j = wj.jitter.entry(r).or_default().record(sn, lat);
+                    if let Some(j) = j {
+                        flow.jitter_signed.record(j);
+                        flow.jitter_abs.record(j.abs());
+                    }
+                    row.jitter_ns = j;
+                    // The row uses the period known so far; the summary classifies
+                    // every sample against the final period (see summaries()).
+                    row.timing = match period {
+                        Some(per) if lat <= per => Some("in_time"),
+                        Some(_) => Some("late"),
+                        None => None,
+                    };
+                    if let Some(rcv) = app.receive_on(writer, sn, &self.names[r]) {
+                        row.app_receive_ts_ns = Some(rcv.t_ns);
+                        row.receiver_stack_ns = Some(rcv.t_ns - rs.last_ts);
+                        flow.layer("receiver_stack", rcv.t_ns - rs.last_ts);
+                        if let Some(p) = publish {
+                            row.app_latency_ns = Some(rcv.t_ns - p.t_ns);
+                            flow.layer("application", rcv.t_ns - p.t_ns);
+                        }
+                    }
+                }
+                Some(rs) => {
+                    flow.incomplete += 1;
+                    flow.lost += 1;
+                    row.status = "incomplete";
+                    row.receiver_first_ts_ns = Some(rs.first_ts);
+                }
+                None => {
+                    flow.lost += 1;
+                }
+            }
+            if self.cfg.message_rows {
+                out(row);
+            }
+        }
+    }
+
+    fn judge_frag(&mut self, (writer, sn, frag): (Guid, i64, u32), p: PendingFrag, out: &mut dyn FnMut(LatencyRow)) {
+        let Some(w) = self.writers.get(&writer) else { return };
+        let Some(sender) = w.sender() else { return };
+        let Some(&(_, s_first_ip, s_last, s_dups)) = p.seen.iter().find(|s| s.0 == sender) else { return };
+        self.stats.submessages_judged += 1;
+        let topic = p.topic.clone().or_else(|| w.topic.clone());
+        for &(r, _r_first_ip, r_last, r_dups) in p.seen.iter().filter(|s| s.0 != sender) {
+            let lat = r_last - s_first_ip;
+            let key = (topic_key(&topic, &writer), sender, r);
+            self.flows.entry(key).or_default().layer("submessage", lat);
+            if self.cfg.submessage_rows {
+                out(LatencyRow {
+                    level: Level::Submessage,
+                    topic: topic.clone(),
+                    writer_id: writer,
+                    sn,
+                    fragment_starting_num: Some(frag),
+                    sender: self.names[sender].clone(),
+                    receiver: self.names[r].clone(),
+                    sample_size: None,
+                    frags_expected: None,
+                    status: "delivered",
+                    sender_first_ts_ns: s_first_ip,
+                    sender_first_ip_ts_ns: s_first_ip,
+                    sender_last_ts_ns: Some(s_last),
+                    receiver_first_ts_ns: None,
+                    receiver_last_ts_ns: Some(r_last),
+                    latency_ns: Some(lat),
+                    first_first_ns: None,
+                    last_last_ns: None,
+                    jitter_ns: None,
+                    sender_retransmitted_frags: s_dups,
+                    receiver_duplicate_frags: r_dups,
+                    repaired: s_dups > 0 || r_dups > 0,
+                    timing: None,
+                    period_ns: None,
+                    app_publish_ts_ns: None,
+                    app_receive_ts_ns: None,
+                    app_latency_ns: None,
+                    sender_stack_ns: None,
+                    receiver_stack_ns: None,
+                });
+            }
+        }
+    }
+
+    /// Per-flow summaries, in topic order.
+    pub fn summaries(&self) -> Vec<FlowSummary> {
+        // In time: delivered with a message latency no longer than the period (seed 003).
+        let in_time = |f: &FlowStats| match (f.period_ns, f.layers.get("message")) {
+            (Some(p), Some(d)) => d.count_at_most(p),
+            _ => 0,
+        };
+        self.flows
+            .iter()
+            .map(|((topic, s, r), f)| {
+                let layers = LAYERS
+                    .iter()
+                    .filter_map(|l| f.layers.get(l).filter(|d| d.count() > 0).map(|d| (l.to_string(), d.summary())))
+                    .collect();
+                FlowSummary {
+                    topic: topic.clone(),
+                    names: self.flow_topics.get(&(topic.clone(), *s, *r)).cloned().flatten(),
+                    sender: self.names[*s].to_string(),
+                    receiver: self.names[*r].to_string(),
+                    samples: f.samples,
+                    delivered: f.delivered,
+                    lost: f.lost,
+                    incomplete: f.incomplete,
+                    retransmitted_samples: f.retransmitted_samples,
+                    retransmitted_frags: f.retransmitted_frags,
+                    retransmitted_bytes: f.retransmitted_bytes,
+                    period_ms: f.period_ns.map(|p| p as f64 / 1e6),
+                    in_time: in_time(f),
+                    late: f.delivered - in_time(f),
+                    layers,
+                    jitter: f.jitter_signed.summary(),
+                    jitter_abs: f.jitter_abs.summary(),
+                    repaired: f.repaired.summary(),
+                    clean: f.clean.summary(),
+                }
+            })
+            .collect()
+    }
+
+    /// Which capture sends each writer, and who receives it.
+    pub fn writer_roles(&self) -> Vec<WriterRole> {
+        let mut v: Vec<WriterRole> = self
+            .writers
+            .iter()
+            .filter_map(|(g, w)| {
+                let s = w.sender()?;
+                Some(WriterRole {
+                    writer_id: g.to_string(),
+                    topic: w.topic.as_ref().map(|t| t.topic_name.clone()),
+                    sender: self.names[s].to_string(),
+                    receivers: (0..self.names.len())
+                        .filter(|&c| c != s && w.captures & (1 << c) != 0)
+                        .map(|c| self.names[c].to_string())
+                        .collect(),
+                    first_seen_votes: w.first_votes.iter().map(|(c, v)| (self.names[*c].to_string(), *v)).collect(),
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.topic, &a.writer_id).cmp(&(&b.topic, &b.writer_id)));
+        v
+    }
+
+    /// Warnings for the user: negative latencies with the offset they suggest,
+    /// writers whose sender capture is ambiguous.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = vec![];
+        let mut by_pair: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
+        for (s, r, l) in &self.negative_examples {
+            by_pair.entry((*s, *r)).or_default().push(*l);
+        }
+        for ((s, r), mut v) in by_pair {
+            v.sort();
+            let worst = v[0];
+            let n = self.stats.negative_latencies;
+            w.push(format!(
+                "{n} negative latencies from {} to {} (down to {:.3} ms): {}'s clock seems to run behind {}'s by at least {:.3} ms; \
+                 give --offset {}=-{:.3}ms (or more), or use --estimate-offset",
+                self.names[s],
+                self.names[r],
+                worst as f64 / 1e6,
+                self.names[r],
+                self.names[s],
+                -worst as f64 / 1e6,
+                self.names[r],
+                -worst as f64 / 1e6
+            ));
+        }
+        if self.stats.sender_disagreements > 0 {
+            w.push(format!(
+                "{} samples were first seen at a capture other than their writer's usual sender: the clocks may be offset (try --estimate-offset)",
+                self.stats.sender_disagreements
+            ));
+        }
+        w
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WriterRole {
+    pub writer_id: String,
+    pub topic: Option<String>,
+    pub sender: String,
+    pub receivers: Vec<String>,
+    pub first_seen_votes: BTreeMap<String, u64>,
+}
+
+/// Summary of one flow (topic × sender → receiver).
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowSummary {
+    pub topic: String,
+    #[serde(skip)]
+    pub names: Option<Arc<TopicNames>>,
+    pub sender: String,
+    pub receiver: String,
+    pub samples: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub incomplete: u64,
+    pub retransmitted_samples: u64,
+    pub retransmitted_frags: u64,
+    pub retransmitted_bytes: u64,
+    pub period_ms: Option<f64>,
+    pub in_time: u64,
+    pub late: u64,
+    /// Per layer: application, sender_stack, message, first_first, last_last, submessage, receiver_stack.
+    pub layers: Vec<(String, DistSummary)>,
+    pub jitter: DistSummary,
+    pub jitter_abs: DistSummary,
+    pub repaired: DistSummary,
+    pub clean: DistSummary,
+}
+
+const ROW_COLUMNS: &[Column] = &[
+    col("level", Str),
+    col("topic_name", Str),
+    col("type_name", Str),
+    col("topic_raw", Str),
+    col("writer_id", Str),
+    col("sn", I64),
+    col("fragment_starting_num", U64),
+    col("sender", Str),
+    col("receiver", Str),
+    col("sample_size", U64),
+    col("frags_expected", U64),
+    col("status", Str),
+    col("sender_first_ts_ns", I64),
+    col("sender_first_ip_ts_ns", I64),
+    col("sender_last_ts_ns", I64),
+    col("receiver_first_ts_ns", I64),
+    col("receiver_last_ts_ns", I64),
+    col("latency_ns", I64),
+    col("first_first_ns", I64),
+    col("last_last_ns", I64),
+    col("jitter_ns", I64),
+    col("sender_retransmitted_frags", U64),
+    col("receiver_duplicate_frags", U64),
+    col("repaired", Bool),
+    col("timing", Str),
+    col("period_ns", I64),
+    col("app_publish_ts_ns", I64),
+    col("app_receive_ts_ns", I64),
+    col("app_latency_ns", I64),
+    col("sender_stack_ns", I64),
+    col("receiver_stack_ns", I64),
+];
+
+impl Record for LatencyRow {
+    fn columns() -> &'static [Column] {
+        ROW_COLUMNS
+    }
+    fn value(&self, c: usize) -> Value<'_> {
+        let t = self.topic.as_deref();
+        let oi = |v: Option<i64>| v.map_or(Value::Null, Value::I);
+        match c {
+            0 => Value::S(match self.level {
+                Level::Message => "message",
+                Level::Submessage => "submessage",
+            }),
+            1 => t.map_or(Value::Null, |t| Value::S(&t.topic_name)),
+            2 => t.map_or(Value::Null, |t| Value::S(&t.type_name)),
+            3 => t.map_or(Value::Null, |t| Value::S(&t.topic_raw)),
+            4 => Value::Guid(self.writer_id),
+            5 => Value::I(self.sn),
+            6 => self.fragment_starting_num.map_or(Value::Null, |v| Value::U(v as u64)),
+            7 => Value::S(&self.sender),
+            8 => Value::S(&self.receiver),
+            9 => self.sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
+            10 => self.frags_expected.map_or(Value::Null, |v| Value::U(v as u64)),
+            11 => Value::S(self.status),
+            12 => Value::I(self.sender_first_ts_ns),
+            13 => Value::I(self.sender_first_ip_ts_ns),
+            14 => oi(self.sender_last_ts_ns),
+            15 => oi(self.receiver_first_ts_ns),
+            16 => oi(self.receiver_last_ts_ns),
+            17 => oi(self.latency_ns),
+            18 => oi(self.first_first_ns),
+            19 => oi(self.last_last_ns),
+            20 => oi(self.jitter_ns),
+            21 => Value::U(self.sender_retransmitted_frags as u64),
+            22 => Value::U(self.receiver_duplicate_frags as u64),
+            23 => Value::B(self.repaired),
+            24 => self.timing.map_or(Value::Null, Value::S),
+            25 => oi(self.period_ns),
+            26 => oi(self.app_publish_ts_ns),
+            27 => oi(self.app_receive_ts_ns),
+            28 => oi(self.app_latency_ns),
+            29 => oi(self.sender_stack_ns),
+            30 => oi(self.receiver_stack_ns),
+            _ => Value::Null,
+        }
+    }
+}
+
+/// One line of the per-layer summary table.
+#[derive(Debug, Clone)]
+pub struct LayerRow {
+    pub topic: String,
+    pub sender: String,
+    pub receiver: String,
+    pub layer: String,
+    pub s: DistSummary,
+}
+
+const LAYER_COLUMNS: &[Column] = &[
+    col("topic", Str),
+    col("sender", Str),
+    col("receiver", Str),
+    col("layer", Str),
+    col("count", U64),
+    col("mean_ms", F64),
+    col("std_ms", F64),
+    col("min_ms", F64),
+    col("p50_ms", F64),
+    col("p90_ms", F64),
+    col("p99_ms", F64),
+    col("max_ms", F64),
+];
+
+impl Record for LayerRow {
+    fn columns() -> &'static [Column] {
+        LAYER_COLUMNS
+    }
+    fn value(&self, c: usize) -> Value<'_> {
+        match c {
+            0 => Value::S(&self.topic),
+            1 => Value::S(&self.sender),
+            2 => Value::S(&self.receiver),
+            3 => Value::S(&self.layer),
+            4 => Value::U(self.s.count),
+            5 => Value::F(self.s.mean_ms),
+            6 => Value::F(self.s.std_ms),
+            7 => Value::F(self.s.min_ms),
+            8 => Value::F(self.s.p50_ms),
+            9 => Value::F(self.s.p90_ms),
+            10 => Value::F(self.s.p99_ms),
+            11 => Value::F(self.s.max_ms),
+            _ => Value::Null,
+        }
+    }
+}
+
+const FLOW_COLUMNS: &[Column] = &[
+    col("topic", Str),
+    col("sender", Str),
+    col("receiver", Str),
+    col("samples", U64),
+    col("delivered", U64),
+    col("lost", U64),
+    col("retransmitted_samples", U64),
+    col("retransmitted_frags", U64),
+    col("retransmitted_bytes", U64),
+    col("clean_mean_ms", F64),
+    col("repaired_mean_ms", F64),
+    col("jitter_mean_ms", F64),
+    col("jitter_abs_mean_ms", F64),
+    col("jitter_abs_p99_ms", F64),
+    col("jitter_abs_max_ms", F64),
+    col("period_ms", F64),
+    col("in_time", U64),
+    col("late", U64),
+];
+
+impl Record for FlowSummary {
+    fn columns() -> &'static [Column] {
+        FLOW_COLUMNS
+    }
+    fn value(&self, c: usize) -> Value<'_> {
+        let f = |s: &DistSummary, v: f64| if s.count > 0 { Value::F(v) } else { Value::Null };
+        match c {
+            0 => Value::S(&self.topic),
+            1 => Value::S(&self.sender),
+            2 => Value::S(&self.receiver),
+            3 => Value::U(self.samples),
+            4 => Value::U(self.delivered),
+            5 => Value::U(self.lost),
+            6 => Value::U(self.retransmitted_samples),
+            7 => Value::U(self.retransmitted_frags),
+            8 => Value::U(self.retransmitted_bytes),
+            9 => f(&self.clean, self.clean.mean_ms),
+            10 => f(&self.repaired, self.repaired.mean_ms),
+            11 => f(&self.jitter, self.jitter.mean_ms),
+            12 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
+            13 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
+            14 => f(&self.jitter_abs, self.jitter_abs.max_ms),
+            15 => self.period_ms.map_or(Value::Null, Value::F),
+            16 => Value::U(self.in_time),
+            17 => Value::U(self.late),
+            _ => Value::Null,
+        }
+    }
+}
+
+impl FlowSummary {
+    pub fn layer_rows(&self) -> Vec<LayerRow> {
+        self.layers
+            .iter()
+            .map(|(l, s)| LayerRow { topic: self.topic.clone(), sender: self.sender.clone(), receiver: self.receiver.clone(), layer: l.clone(), s: *s })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::SampleRecord;
+    use ddscope_wire::{EntityId, GuidPrefix};
+
+    fn writer() -> Guid {
+        Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]))
+    }
+
+    fn rec(cap: &str, sn: i64, first: i64, last: i64, complete: bool, retx: u32) -> SampleRecord {
+        SampleRecord {
+            capture: Arc::from(cap),
+            writer_id: writer(),
+            sn,
+            topic: Some(Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"))),
+            traffic_type: TrafficType::User,
+            first_ts_ns: first,
+            first_ip_ts_ns: first - 10,
+            last_ts_ns: last,
+            complete,
+            first_frame: 1,
+            last_frame: 2,
+            sample_size: 1000,
+            fragment_size: None,
+            frags_expected: 1,
+            frags_seen: 1,
+            submsgs: 1,
+            ip_frags: 1,
+            bytes: 1000,
+            retransmitted_frags: retx,
+            retransmitted_bytes: retx as u64 * 100,
+            destinations: 1,
+            nack_frags: 0,
+            pcp: None,
+            vendor_id: 0x0110,
+            closed_by: "complete",
+        }
+    }
+
+    fn correlator(offset_b: i64, app: AppTruth) -> Correlator {
+        Correlator::new(
+            CorrelatorConfig {
+                captures: vec!["pc1".into(), "pc2".into()],
+                offsets_ns: vec![0, offset_b],
+                window_ns: 1_000_000_000,
+                period_ns: None,
+                message_rows: true,
+                submessage_rows: true,
+            },
+            Arc::new(app),
+        )
+    }
+
+    const MS: i64 = 1_000_000;
+
+    /// 10 samples at 100 ms; pc2 (clock `skew` ahead) sees each 2 ms + k·0.1 ms later; sample 5 is lost.
+    fn feed(c: &mut Correlator, skew: i64) -> Vec<LatencyRow> {
+        let mut rows = vec![];
+        for sn in 1..=10i64 {
+            let t = sn * 100 * MS;
+            c.push(0, Item::Sample(rec("pc1", sn, t, t + MS, true, if sn == 3 { 2 } else { 0 })), &mut |r| rows.push(r));
+            if sn != 5 {
+                let d = 2 * MS + sn * MS / 10;
+                c.push(1, Item::Sample(rec("pc2", sn, t + d - MS / 2 + skew, t + d + skew, true, 0)), &mut |r| rows.push(r));
+            }
+            c.push(0, Item::Watermark(t), &mut |r| rows.push(r));
+            c.push(1, Item::Watermark(t + skew), &mut |r| rows.push(r));
+        }
+        c.finish(&mut |r| rows.push(r));
+        rows
+    }
+
+    #[test]
+    fn message_latency_loss_jitter_and_period() {
+        let mut c = correlator(0, AppTruth::default());
+        let rows = feed(&mut c, 0);
+        assert_eq!(rows.len(), 10);
+        let r4 = rows.iter().find(|r| r.sn == 4).unwrap();
+        assert_eq!(&*r4.sender, "pc1");
+        assert_eq!(r4.latency_ns, Some(2 * MS + 4 * MS / 10));
+        assert_eq!(r4.first_first_ns, Some(2 * MS + 4 * MS / 10 - MS / 2));
+        assert_eq!(r4.last_last_ns, Some(2 * MS + 4 * MS / 10 - MS));
+        assert_eq!(r4.jitter_ns, Some(MS / 10));
+        assert_eq!(rows.iter().find(|r| r.sn == 5).unwrap().status, "lost");
+        assert!(rows.iter().find(|r| r.sn == 3).unwrap().repaired);
+        let f = &c.summaries()[0];
+        assert_eq!((f.samples, f.delivered, f.lost), (10, 9, 1));
+        assert_eq!(f.retransmitted_samples, 1);
+        assert_eq!(f.period_ms, Some(100.0));
+        assert_eq!((f.in_time, f.late), (9, 0));
+        let m = f.layers.iter().find(|(l, _)| l == "message").unwrap().1;
+        assert_eq!(m.count, 9);
+        assert!((m.min_ms - 2.1).abs() < 1e-9 && (m.max_ms - 3.0).abs() < 1e-9);
+        // Jitter is only defined between consecutive samples: 5 is missing, so 4->6 is skipped.
+        assert_eq!(f.jitter.count, 7);
+        assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn offsets_are_subtracted_and_sender_found_despite_skew() {
+        // pc2's clock runs 37 s ahead; with --offset pc2=+37s the latencies are the same.
+        let skew = 37_000 * MS;
+        let mut c = correlator(skew, AppTruth::default());
+        let rows = feed(&mut c, skew);
+        assert_eq!(rows.iter().find(|r| r.sn == 4).unwrap().latency_ns, Some(2 * MS + 4 * MS / 10));
+        // Without the offset pc2 would look like the sender by 37 s.
+        let mut c = correlator(0, AppTruth::default());
+        let rows = feed(&mut c, -skew);
+        assert_eq!(&*rows[0].sender, "pc2");
+        assert!(c.warnings().is_empty() || c.stats.negative_latencies == 0);
+    }
+
+    #[test]
+    fn negative_latency_warns_with_the_offset() {
+        // pc2 runs 1 ms behind: latencies of 2..3 ms become 1..2 ms; 3 ms behind makes them negative,
+        // but pc1 still sends first only if the skew is smaller than the latency; use a skew that
+        // flips the first-first difference but keeps the sender via the first sample's vote.
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        let t = 100 * MS;
+        c.push(0, Item::Sample(rec("pc1", 1, t, t + 5 * MS, true, 0)), &mut |r| rows.push(r));
+        c.push(1, Item::Sample(rec("pc2", 1, t + MS, t + 2 * MS, true, 0)), &mut |r| rows.push(r));
+        c.finish(&mut |r| rows.push(r));
+        assert_eq!(rows[0].last_last_ns, Some(-3 * MS));
+        assert_eq!(c.stats.negative_latencies, 0, "message latency itself is positive");
+        let mut c = correlator(0, AppTruth::default());
+        c.push(0, Item::Sample(rec("pc1", 1, t, t, true, 0)), &mut |_| {});
+        c.push(1, Item::Sample(rec("pc2", 1, t + MS, t - 2 * MS, true, 0)), &mut |_| {});
+        c.finish(&mut |_| {});
+        assert_eq!(c.stats.negative_latencies, 1);
+        assert!(c.warnings()[0].contains("--offset pc2=-2.000ms"), "{:?}", c.warnings());
+    }
+
+    #[test]
+    fn application_layer_splits_into_stacks() {
+        let mut app = AppTruth::default();
+        let dir = std::env::temp_dir().join(format!("ddscope-truth-{}.jsonl", std::process::id()));
+        let mut lines = String::new();
+        for sn in 1..=10i64 {
+            let t = sn * 100 * MS;
+            lines += &format!(
+                "{{\"event\":\"publish\",\"t_ns\":{},\"host\":\"pc1\",\"node\":\"n\",\"topic\":\"/image\",\"writer_guid\":\"{}\",\"seq\":{sn},\"size\":1000}}\n",
+                t - MS / 5,
+                writer()
+            );
+            lines += &format!(
+                "{{\"event\":\"receive\",\"t_ns\":{},\"host\":\"pc2\",\"node\":\"m\",\"topic\":\"/image\",\"writer_guid\":\"{}\",\"seq\":{sn},\"size\":1000}}\n",
+                t + 2 * MS + sn * MS / 10 + MS / 4,
+                writer()
+            );
+        }
+        std::fs::write(&dir, lines).unwrap();
+        app.load(&dir).unwrap();
+        std::fs::remove_file(&dir).ok();
+        let mut c = correlator(0, app);
+        let rows = feed(&mut c, 0);
+        let r = rows.iter().find(|r| r.sn == 2).unwrap();
+        assert_eq!(r.sender_stack_ns, Some(MS / 5));
+        assert_eq!(r.receiver_stack_ns, Some(MS / 4));
+        assert_eq!(r.app_latency_ns, Some(MS / 5 + r.latency_ns.unwrap() + MS / 4));
+        let f = &c.summaries()[0];
+        assert!(f.layers.iter().any(|(l, s)| l == "application" && s.count == 9));
+    }
+
+    #[test]
+    fn bad_ground_truth_names_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("ddscope-badtruth-{}.jsonl", std::process::id()));
+        std::fs::write(&dir, "{\"event\":\"publish\",\"t_ns\":1,\"host\":\"a\",\"writer_guid\":\"xyz\",\"seq\":1}\n").unwrap();
+        let e = AppTruth::default().load(&dir).unwrap_err().to_string();
+        std::fs::remove_file(&dir).ok();
+        assert!(e.contains("line 1") && e.contains("writer_guid"), "{e}");
+    }
+}

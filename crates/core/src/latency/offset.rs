@@ -1,0 +1,222 @@
+//! Clock offset between two capture points, estimated from traffic in both
+//! directions (seed 004 Eq. 9: d = t_R − t_S − t_o).
+//!
+//! The same submessage seen at captures A and B gives δ = t_B − t_A. Sent
+//! A→B it equals t_o + d (d ≥ 0); sent B→A it equals t_o − d. So every
+//! participant on A's side has all its δ above t_o and every participant on
+//! B's side below it. Sorting participants by δ and finding the split where
+//! the two groups do not overlap tells which side each participant is on —
+//! without trusting either clock — and bounds the offset:
+//! max δ(B side) ≤ t_o ≤ min δ(A side). The estimate is the midpoint
+//! (symmetric minimum one-way delays, as PTP assumes), the uncertainty half
+//! the width.
+
+use crate::events::SubmsgEvent;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::{Guid, GuidPrefix};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::net::SocketAddr;
+
+/// Identifies one transmission of one submessage, the same at every capture point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SubmsgKey {
+    kind: u8,
+    writer: Option<Guid>,
+    reader: Option<Guid>,
+    a: i64,
+    b: i64,
+    dst: SocketAddr,
+}
+
+impl SubmsgKey {
+    /// A key for submessages that identify themselves (sequence numbers or counts).
+    pub fn of(e: &SubmsgEvent) -> Option<SubmsgKey> {
+        let (kind, a, b) = match e.kind {
+            SubmsgKind::Data => (1, e.sn?, 0),
+            SubmsgKind::DataFrag => (2, e.sn?, e.fragment_starting_num? as i64),
+            SubmsgKind::Heartbeat => (3, e.count? as i64, e.hb_last_sn?),
+            SubmsgKind::AckNack => (4, e.count? as i64, e.set_base?),
+            SubmsgKind::HeartbeatFrag => (5, e.sn?, e.count? as i64),
+            SubmsgKind::NackFrag => (6, e.sn?, e.count? as i64),
+            SubmsgKind::Gap => (7, e.gap_start?, e.set_base?),
+            _ => return None,
+        };
+        Some(SubmsgKey { kind, writer: e.writer_id, reader: e.reader_id, a, b, dst: e.dst })
+    }
+}
+
+/// First sighting of each key at one capture point; keys seen twice are dropped
+/// (a retransmission cannot be paired reliably).
+#[derive(Default)]
+pub struct KeyTimes {
+    map: FxHashMap<SubmsgKey, (i64, GuidPrefix, bool)>,
+    limit: usize,
+}
+
+impl KeyTimes {
+    pub fn with_limit(limit: usize) -> Self {
+        KeyTimes { map: FxHashMap::default(), limit }
+    }
+    pub fn is_full(&self) -> bool {
+        self.map.len() >= self.limit
+    }
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn add(&mut self, e: &SubmsgEvent) {
+        let Some(k) = SubmsgKey::of(e) else { return };
+        if let Some(v) = self.map.get_mut(&k) {
+            v.2 = true;
+            return;
+        }
+        if !self.is_full() {
+            // The sending participant: the reader's for ACKNACK/NACK_FRAG, else the writer's.
+            self.map.insert(k, (e.ip_first_ts_ns, e.guid_prefix, false));
+        }
+    }
+}
+
+/// Result of comparing two capture points.
+#[derive(Debug, Clone, Serialize)]
+pub struct OffsetEstimate {
+    /// Estimated t_o of capture B relative to capture A, ns (B's clock minus A's).
+    pub offset_ns: i64,
+    /// Half-width of the interval the offset certainly lies in, ns.
+    pub uncertainty_ns: i64,
+    /// Submessages seen at both captures.
+    pub matched: usize,
+    /// Participants whose traffic flows A→B and B→A.
+    pub a_side: Vec<String>,
+    pub b_side: Vec<String>,
+    /// Minimum one-way delays implied by the estimate (A→B, B→A), ns.
+    pub min_delay_ab_ns: i64,
+    pub min_delay_ba_ns: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffsetError {
+    NoCommonTraffic,
+    OneDirection { participants: usize },
+    Overlapping,
+}
+
+impl std::fmt::Display for OffsetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OffsetError::NoCommonTraffic => f.write_str("no submessage was seen at both capture points"),
+            OffsetError::OneDirection { participants } => write!(
+                f,
+                "all common traffic flows one way ({participants} participant(s)): an offset needs traffic in both directions (reliable topics' ACKNACKs suffice)"
+            ),
+            OffsetError::Overlapping => {
+                f.write_str("the two directions overlap in time: the captures are not two ends of one path")
+            }
+        }
+    }
+}
+
+pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetError> {
+    // Per sending participant: min and max δ.
+    let mut by_participant: FxHashMap<GuidPrefix, (i64, i64, usize)> = FxHashMap::default();
+    let mut matched = 0;
+    for (k, (ta, pa, dup_a)) in &a.map {
+        let Some((tb, _, dup_b)) = b.map.get(k) else { continue };
+        if *dup_a || *dup_b {
+            continue;
+        }
+        matched += 1;
+        let d = tb - ta;
+        let e = by_participant.entry(*pa).or_insert((i64::MAX, i64::MIN, 0));
+        e.0 = e.0.min(d);
+        e.1 = e.1.max(d);
+        e.2 += 1;
+    }
+    if matched == 0 {
+        return Err(OffsetError::NoCommonTraffic);
+    }
+    let mut parts: Vec<(GuidPrefix, i64, i64)> = by_participant.into_iter().map(|(p, (lo, hi, _))| (p, lo, hi)).collect();
+    if parts.len() < 2 {
+        return Err(OffsetError::OneDirection { participants: parts.len() });
+    }
+    parts.sort_by_key(|p| (p.1, p.2));
+    // Valid splits: everything left of k lies below everything from k on.
+    let mut best: Option<(usize, i64)> = None;
+    let mut left_max = i64::MIN;
+    for k in 1..parts.len() {
+        left_max = left_max.max(parts[k - 1].2);
+        let right_min = parts[k..].iter().map(|p| p.1).min().expect("non-empty");
+        let gap = right_min - left_max;
+        if gap >= 0 && best.is_none_or(|(_, g)| gap > g) {
+            best = Some((k, gap));
+        }
+    }
+    let (k, _) = best.ok_or(OffsetError::Overlapping)?;
+    let b_max = parts[..k].iter().map(|p| p.2).max().expect("non-empty");
+    let a_min = parts[k..].iter().map(|p| p.1).min().expect("non-empty");
+    let offset = b_max + (a_min - b_max) / 2;
+    Ok(OffsetEstimate {
+        offset_ns: offset,
+        uncertainty_ns: (a_min - b_max) / 2,
+        matched,
+        a_side: parts[k..].iter().map(|p| p.0.to_string()).collect(),
+        b_side: parts[..k].iter().map(|p| p.0.to_string()).collect(),
+        min_delay_ab_ns: a_min - offset,
+        min_delay_ba_ns: offset - b_max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn ev(prefix: u8, kind: SubmsgKind, count: i32, ts: i64) -> SubmsgEvent {
+        let mut e = SubmsgEvent::blank(Arc::from("x"));
+        e.kind = kind;
+        e.guid_prefix = GuidPrefix([prefix; 12]);
+        e.writer_id = Some(Guid::new(GuidPrefix([1; 12]), ddscope_wire::EntityId([0, 0, 1, 3])));
+        e.reader_id = Some(Guid::new(GuidPrefix([2; 12]), ddscope_wire::EntityId([0, 0, 1, 4])));
+        e.count = Some(count);
+        e.hb_last_sn = Some(count as i64);
+        e.set_base = Some(count as i64);
+        e.ip_first_ts_ns = ts;
+        e.ts_ns = ts;
+        e
+    }
+
+    #[test]
+    fn recovers_offset_and_sides() {
+        // B's clock is 37 s ahead; A→B takes 100..300 µs, B→A 120..400 µs.
+        let off = 37_000_000_000i64;
+        let (mut a, mut b) = (KeyTimes::with_limit(1000), KeyTimes::with_limit(1000));
+        for i in 0..50 {
+            let t = i as i64 * 1_000_000;
+            let d_ab = 100_000 + (i % 5) * 50_000;
+            a.add(&ev(1, SubmsgKind::Heartbeat, i as i32, t));
+            b.add(&ev(1, SubmsgKind::Heartbeat, i as i32, t + d_ab + off));
+            let d_ba = 120_000 + (i % 7) * 40_000;
+            b.add(&ev(2, SubmsgKind::AckNack, i as i32, t + off));
+            a.add(&ev(2, SubmsgKind::AckNack, i as i32, t + d_ba));
+        }
+        let e = estimate(&a, &b).unwrap();
+        // Bounds: off-120µs .. off+100µs -> midpoint off-10µs, uncertainty 110µs.
+        assert_eq!(e.offset_ns, off - 10_000);
+        assert_eq!(e.uncertainty_ns, 110_000);
+        assert!((e.offset_ns - off).abs() <= e.uncertainty_ns);
+        assert_eq!(e.a_side, vec![GuidPrefix([1; 12]).to_string()]);
+        assert_eq!(e.matched, 100);
+    }
+
+    #[test]
+    fn one_way_traffic_is_refused() {
+        let (mut a, mut b) = (KeyTimes::with_limit(10), KeyTimes::with_limit(10));
+        a.add(&ev(1, SubmsgKind::Heartbeat, 1, 0));
+        b.add(&ev(1, SubmsgKind::Heartbeat, 1, 5));
+        assert_eq!(estimate(&a, &b).unwrap_err(), OffsetError::OneDirection { participants: 1 });
+        assert_eq!(estimate(&a, &KeyTimes::with_limit(1)).unwrap_err(), OffsetError::NoCommonTraffic);
+    }
+}
