@@ -10,9 +10,9 @@
 
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
-          "usage: %s --node NAME --host HOST --truth FILE [--content pattern|zeros|random]\n"
+          "usage: %s --node NAME --host HOST --truth FILE [--content pattern|zeros|random] [--domain N]\n"
           "          [--pub SPEC]... [--sub SPEC]... [--relay SPEC]... [--check] [--ready-timeout S]\n"
-          "          [--iface-ip ADDR] | --list-types\n"
+          "          [--iface-ip ADDR] | --list-types | --version\n"
           "SPEC: comma-separated key=value (see lab/common/nodecfg.h and docs/lab.md)\n",
           prog);
 }
@@ -97,6 +97,11 @@ int nodecfg_parse(node_config *cfg, int argc, char **argv) {
     else if (!strcmp(a, "--host")) snprintf(cfg->host, sizeof cfg->host, "%s", v);
     else if (!strcmp(a, "--truth")) snprintf(cfg->truth, sizeof cfg->truth, "%s", v);
     else if (!strcmp(a, "--iface-ip")) snprintf(cfg->iface_ip, sizeof cfg->iface_ip, "%s", v);
+    else if (!strcmp(a, "--domain")) {
+      uint64_t d;
+      if (parse_u64(v, &d) || d > 232) { fprintf(stderr, "error: bad --domain %s\n", v); return -1; }
+      cfg->domain = (int)d;
+    }
     else if (!strcmp(a, "--run-id")) { /* only tags the command line so a run's processes can be found */ }
     else if (!strcmp(a, "--ready-timeout")) {
       if (parse_f64(v, &cfg->ready_timeout_s) || cfg->ready_timeout_s <= 0) { fprintf(stderr, "error: bad --ready-timeout %s\n", v); return -1; }

@@ -1,8 +1,9 @@
 /* Command line of the lab's workload nodes (shared by the Cyclone DDS and the
  * Fast DDS node) and the ground-truth writer.
  *
- *   ddslab-cyclone --node NAME --host HOST --truth FILE [--content pattern|zeros|random]
+ *   ddslab-cyclone --node NAME --host HOST --truth FILE [--content pattern|zeros|random] [--domain N]
  *                  [--pub SPEC]... [--sub SPEC]... [--relay SPEC]... [--check] [--ready-timeout S]
+ *   ddslab-cyclone --version | --list-types
  *
  * SPEC is a comma-separated key=value list:
  *   --pub   topic=/image,type=sensor_msgs/msg/Image,bytes=2764852,rate=10,reliability=reliable,depth=10,readers=1
@@ -59,6 +60,7 @@ typedef struct {
   char host[128];
   char truth[1024];
   char iface_ip[64];        /* Fast DDS: address of the host interface to bind to */
+  int domain;               /* DDS domain id (ROS_DOMAIN_ID) */
   rosmsg_content content;
   int check_only;
   double ready_timeout_s;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dds/dds.h"
+#include "dds/version.h"
 #include "nodecfg.h"
 #include "rawtype.h"
 
@@ -228,6 +229,10 @@ static int all_matched(int report) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--version")) {
+    printf("ddslab-cyclone cyclonedds %s\n", DDS_VERSION);
+    return 0;
+  }
   int r = nodecfg_parse(&g_cfg, argc, argv);
   if (r) return r > 0 ? 0 : 2;
   if (nodecfg_build(&g_cfg)) return 2;
@@ -256,7 +261,7 @@ int main(int argc, char **argv) {
   dds_qos_t *pq = dds_create_qos();
   const char *ud = "enclave=/;";
   dds_qset_userdata(pq, ud, strlen(ud));
-  dds_entity_t pp = dds_create_participant(DDS_DOMAIN_DEFAULT, pq, NULL);
+  dds_entity_t pp = dds_create_participant((dds_domainid_t)g_cfg.domain, pq, NULL);
   dds_delete_qos(pq);
   if (pp < 0) {
     fprintf(stderr, "%s: error: cannot create participant: %s (check CYCLONEDDS_URI)\n", die_prefix(), dds_strretcode(pp));

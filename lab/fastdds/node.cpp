@@ -19,6 +19,7 @@
 #include <fastdds/dds/topic/TypeSupport.hpp>
 #include <fastdds/rtps/common/WriteParams.h>
 #include <fastdds/rtps/transport/UDPv4TransportDescriptor.h>
+#include <fastrtps/config.h>
 
 #include <atomic>
 #include <cmath>
@@ -180,6 +181,10 @@ void pub_loop(Outlet* o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && !std::strcmp(argv[1], "--version")) {
+    std::printf("ddslab-fastdds fastdds %d.%d.%d\n", FASTRTPS_VERSION_MAJOR, FASTRTPS_VERSION_MINOR, FASTRTPS_VERSION_MICRO);
+    return 0;
+  }
   int r = nodecfg_parse(&g_cfg, argc, argv);
   if (r) return r > 0 ? 0 : 2;
   if (nodecfg_build(&g_cfg)) return 2;
@@ -212,7 +217,7 @@ int main(int argc, char** argv) {
   udp->sendBufferSize = 4 * 1024 * 1024;
   udp->receiveBufferSize = 4 * 1024 * 1024;
   pq.transport().user_transports.push_back(udp);
-  DomainParticipant* pp = DomainParticipantFactory::get_instance()->create_participant(0, pq);
+  DomainParticipant* pp = DomainParticipantFactory::get_instance()->create_participant(g_cfg.domain, pq);
   if (!pp) {
     std::fprintf(stderr, "%s: error: cannot create Fast DDS participant\n", g_cfg.node);
     return 3;

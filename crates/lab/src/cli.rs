@@ -1,7 +1,210 @@
-//! `ddscope lab …` — placeholder until the lab issue lands its subcommands.
-#[derive(clap::Args, Debug)]
-pub struct LabArgs {}
+//! `ddscope lab …`: emulated multi-host lab with real DDS workloads.
 
-pub fn run(_args: LabArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("ddscope lab is not built yet")
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use ddscope_traffic::{Nanos, Percent};
+use std::path::PathBuf;
+
+use crate::net::{self, Lab};
+use crate::run::{self, RunOptions};
+use crate::scenario::{self, Vendor};
+use crate::workload::{self, NodeBins};
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Emulated multi-host lab with real DDS workloads",
+    long_about = "Creates the scenario's hosts as network namespaces joined by veth (a bridge for more than two), runs \
+real Cyclone DDS / Fast DDS workload nodes that look like ROS 2 on the wire, adds iperf3 interference, captures every \
+host's interface with nanosecond timestamps and records application ground truth. Needs root. Scenario format and \
+output files: docs/lab.md.",
+    after_help = "Examples:\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --duration 5s --out /tmp/simple\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --vendor filter=fastdds --vendor sensor=fastdds\n  \
+ddscope lab check examples/lab/autoware-sensing.toml\n  \
+sudo ddscope lab up examples/lab/simple-robotic.toml\n  \
+sudo ddscope lab down --all"
+)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a scenario end to end: hosts, workload, interference, captures, ground truth, run.json
+    #[command(after_help = "Examples:\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --load 40% --duration 10s --out /tmp/run40\n  \
+sudo ddscope lab run examples/lab/param-topologies.toml --gzip")]
+    Run(RunArgs),
+    /// Check a scenario (types, sizes, topology) without running it; no root needed
+    Check(CheckArgs),
+    /// Create a scenario's hosts and leave them up for manual use
+    Up(UpArgs),
+    /// Remove hosts left by `lab up` (or by a run that was killed)
+    Down(DownArgs),
+    /// List the ROS 2 message types the workload nodes can publish
+    Types,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Scenario TOML file
+    scenario: PathBuf,
+    /// Publication time (overrides the scenario's duration), e.g. 10s, 500ms
+    #[arg(long)]
+    duration: Option<Nanos>,
+    /// Output directory (default: lab-out/<scenario>-<UTC time>)
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run NODE on another DDS implementation: NODE=fastdds or NODE=cyclone (repeatable)
+    #[arg(long = "vendor", value_name = "NODE=VENDOR")]
+    vendors: Vec<String>,
+    /// Offered load of every interference flow as a share of the link rate (thesis Table 4.3: 0%, 40%, 95%)
+    #[arg(long)]
+    load: Option<Percent>,
+    /// Write the captures gzip-compressed (HOST.pcapng.gz)
+    #[arg(long)]
+    gzip: bool,
+    /// Reuse an output directory that already holds a run
+    #[arg(long)]
+    force: bool,
+    /// Only the summary and errors
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    scenario: PathBuf,
+    #[arg(long = "vendor", value_name = "NODE=VENDOR")]
+    vendors: Vec<String>,
+    /// Print the resolved scenario (TOML)
+    #[arg(long)]
+    resolved: bool,
+}
+
+#[derive(Args, Debug)]
+struct UpArgs {
+    scenario: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct DownArgs {
+    /// Run ids printed by `lab up` (the part after "ddsl-")
+    ids: Vec<String>,
+    /// Every lab namespace whose creating process is gone (never a run in progress)
+    #[arg(long)]
+    all: bool,
+}
+
+fn parse_vendors(v: &[String]) -> Result<Vec<(String, Vendor)>> {
+    v.iter()
+        .map(|s| {
+            let (n, vendor) = s.split_once('=').ok_or_else(|| anyhow!("--vendor {s}: write NODE=VENDOR"))?;
+            Ok((n.to_string(), vendor.parse()?))
+        })
+        .collect()
+}
+
+pub fn run(args: LabArgs) -> Result<i32> {
+    match args.cmd {
+        Cmd::Run(a) => run::run(&RunOptions {
+            overrides: scenario::Overrides { duration: a.duration, vendors: parse_vendors(&a.vendors)?, load: a.load },
+            scenario: a.scenario,
+            out: a.out,
+            gzip: a.gzip,
+            force: a.force,
+            quiet: a.quiet,
+        }),
+        Cmd::Check(a) => check(a),
+        Cmd::Up(a) => up(a),
+        Cmd::Down(a) => down(a),
+        Cmd::Types => {
+            let bins = NodeBins::find()?;
+            let out = std::process::Command::new(bins.path(Vendor::Cyclone)?).arg("--list-types").output()?;
+            println!("{:<58} {:<10} knobs", "type", "min bytes");
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let f: Vec<&str> = line.split('\t').collect();
+                if f.len() == 4 {
+                    println!("{:<58} {:<10} {}", f[0], f[2].trim_start_matches("min ").trim_end_matches(" bytes"), f[3]);
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn check(a: CheckArgs) -> Result<i32> {
+    let sc = scenario::load(&a.scenario)?
+        .resolve(None, &parse_vendors(&a.vendors)?)
+        .map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    let bins = NodeBins::find()?;
+    workload::check_nodes(&sc, &bins).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    if a.resolved {
+        print!("{}", sc.to_toml()?);
+        return Ok(0);
+    }
+    println!("{}: {} hosts, {} nodes, duration {}", sc.name, sc.hosts.len(), sc.nodes.len(), sc.duration);
+    let rates = sc.nominal_rates()?;
+    let mut total = 0.0;
+    println!("{:<60} {:>10} {:>10} {:>14}  writers -> readers", "topic", "bytes", "rate_hz", "payload bit/s");
+    let writers = sc.writers();
+    let readers = sc.readers();
+    for (topic, rate) in &rates {
+        let w = writers.iter().find(|w| &w.flow.topic == topic).unwrap();
+        let bps = w.flow.sample_bytes.0 as f64 * 8.0 * rate;
+        total += bps;
+        let ws: Vec<String> = writers.iter().filter(|x| &x.flow.topic == topic).map(|x| format!("{}@{}", x.node, x.host)).collect();
+        let rs: Vec<String> = readers.iter().filter(|x| &x.topic == topic).map(|x| format!("{}@{}", x.node, x.host)).collect();
+        println!("{topic:<60} {:>10} {rate:>10} {bps:>14.0}  {} -> {}", w.flow.sample_bytes.0, ws.join(","), rs.join(","));
+    }
+    println!("total payload {:.1} Mbit/s", total / 1e6);
+    for it in &sc.interference {
+        println!("interference {} -> {}: {} in {}-byte datagrams every {}", it.from, it.to, it.flow.rate, it.flow.payload_bytes, it.flow.pacing);
+    }
+    println!("ok");
+    Ok(0)
+}
+
+fn up(a: UpArgs) -> Result<i32> {
+    let sc = scenario::load(&a.scenario)?.resolve(None, &[]).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    if !net::is_root() {
+        bail!("ddscope lab up needs root to create network namespaces (run it with sudo)");
+    }
+    let id = net::new_run_id();
+    let lab = Lab::up(&sc, &id)?;
+    println!("lab {id} is up ({} hosts); remove it with: ddscope lab down {id}", lab.hosts.len());
+    for h in &lab.hosts {
+        println!("  {:<12} {:<28} {} {}/{} {}", h.name, h.netns, h.iface, h.ip, lab.prefix_len, h.mac);
+    }
+    println!("run a shell on a host:   ip netns exec {} bash", lab.hosts[0].netns);
+    println!("DDS configuration used by the lab's nodes:");
+    println!("  export CYCLONEDDS_URI='{}'", workload::cyclone_config(&sc, net::HOST_IF));
+    let _ = lab.keep();
+    Ok(0)
+}
+
+fn down(a: DownArgs) -> Result<i32> {
+    if !net::is_root() {
+        bail!("ddscope lab down needs root to delete network namespaces (run it with sudo)");
+    }
+    if a.ids.is_empty() && !a.all {
+        bail!("give the ids printed by `lab up`, or --all");
+    }
+    let mut removed = 0;
+    for (ns, _pid, alive) in net::list_lab_namespaces()? {
+        let id_match = a.ids.iter().any(|id| ns.starts_with(&format!("{}{id}-", net::NS_PREFIX)));
+        if id_match || (a.all && !alive) {
+            net::delete_netns(&ns)?;
+            println!("removed {ns}");
+            removed += 1;
+        } else if a.all && alive {
+            println!("kept {ns} (its run is still in progress)");
+        }
+    }
+    if removed == 0 && !a.ids.is_empty() {
+        bail!("no lab namespaces match {}", a.ids.join(", "));
+    }
+    Ok(0)
 }

@@ -1,2 +1,11 @@
-//! Emulated multi-host lab (work in progress by the lab issue).
+//! Emulated multi-host lab: network namespaces joined by veth, real DDS
+//! workload nodes (lab/), iperf3 interference, tcpdump capture on every host
+//! and application ground truth. See docs/lab.md.
 pub mod cli;
+pub mod net;
+pub mod pcapng;
+pub mod procs;
+pub mod run;
+pub mod scenario;
+pub mod truth;
+pub mod workload;

@@ -1,0 +1,926 @@
+//! Scenario files: hosts, link, DDS workload, interference, capture and the
+//! fidelity the run must reach. The format is documented in `docs/lab.md`;
+//! topic and interference descriptions are the shared [`TopicFlow`] and
+//! [`BurstFlow`] (the TSN simulator reads the same ones).
+//!
+//! Loading happens in two steps: [`load`] parses and checks the file, then
+//! [`Scenario::resolve`] expands generated workloads, fills in subscriber
+//! types, QoS and the number of peers every endpoint must discover, and
+//! applies command-line overrides. The resolved scenario is what a run uses
+//! and what it writes next to its captures.
+
+use anyhow::{anyhow, bail, Result};
+use ddscope_traffic::{BurstFlow, Bytes, Nanos, Percent, Rate, Reliability, TopicFlow};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// How long periodic publishers publish (`--duration` overrides).
+    #[serde(default = "default_duration")]
+    pub duration: Nanos,
+    /// Time every node gets to discover its peers before the run starts.
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout: Nanos,
+    /// Time after the last periodic publication for samples in flight to arrive.
+    #[serde(default = "default_linger")]
+    pub linger: Nanos,
+    /// Synthetic payload bytes: a gradient (`pattern`, compresses well), `zeros` or `random`.
+    #[serde(default)]
+    pub content: Content,
+    #[serde(default)]
+    pub network: Network,
+    #[serde(default)]
+    pub dds: DdsConfig,
+    #[serde(default)]
+    pub capture: CaptureConfig,
+    #[serde(default)]
+    pub fidelity: FidelityConfig,
+    pub hosts: Vec<Host>,
+    #[serde(default)]
+    pub nodes: Vec<Node>,
+    /// Parameterised workloads, expanded into `nodes` by [`Scenario::resolve`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generate: Vec<Generate>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interference: Vec<Interference>,
+}
+
+fn default_duration() -> Nanos {
+    Nanos(10_000_000_000)
+}
+fn default_ready_timeout() -> Nanos {
+    Nanos(30_000_000_000)
+}
+fn default_linger() -> Nanos {
+    Nanos(1_000_000_000)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Content {
+    #[default]
+    Pattern,
+    Zeros,
+    Random,
+}
+
+impl Content {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Content::Pattern => "pattern",
+            Content::Zeros => "zeros",
+            Content::Random => "random",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// Link rate, enforced with a token bucket (TBF) on every egress of the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// TBF bucket size; default: 1 ms worth of `rate`, at least 16 full frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tbf_burst: Option<Bytes>,
+    /// TBF queue length in time at `rate`.
+    #[serde(default = "default_tbf_latency")]
+    pub tbf_latency: Nanos,
+    /// IPv4 subnet of the link; host i gets address .i+1.
+    #[serde(default = "default_subnet")]
+    pub subnet: String,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network { mtu: default_mtu(), rate: None, tbf_burst: None, tbf_latency: default_tbf_latency(), subnet: default_subnet() }
+    }
+}
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_tbf_latency() -> Nanos {
+    Nanos(50_000_000)
+}
+fn default_subnet() -> String {
+    "10.77.0.0/24".to_string()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Multicast {
+    /// Multicast for participant discovery only; user data and SEDP go unicast.
+    #[default]
+    Spdp,
+    /// Cyclone DDS decides (may send data to a multicast group).
+    Default,
+    /// No multicast at all (discovery then needs peers; not supported by the lab).
+    False,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DdsConfig {
+    #[serde(default)]
+    pub domain_id: u32,
+    /// Cyclone DDS `General/AllowMulticast`.
+    #[serde(default)]
+    pub multicast: Multicast,
+    /// Cyclone DDS `Internal/SocketReceiveBufferSize` (min); the kernel caps it at net.core.rmem_max.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_receive_buffer: Option<Bytes>,
+}
+
+impl Default for DdsConfig {
+    fn default() -> Self {
+        DdsConfig { domain_id: 0, multicast: Multicast::Spdp, socket_receive_buffer: None }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureConfig {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Kernel capture buffer (tcpdump -B); the default one drops at 2.76 MB x 10 Hz.
+    #[serde(default = "default_capture_buffer")]
+    pub buffer: Bytes,
+    #[serde(default = "default_snaplen")]
+    pub snaplen: u32,
+    /// A run whose captures lost packets in the kernel fails unless this is true.
+    #[serde(default)]
+    pub allow_drops: bool,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig { enabled: true, buffer: default_capture_buffer(), snaplen: default_snaplen(), allow_drops: false }
+    }
+}
+fn yes() -> bool {
+    true
+}
+fn default_capture_buffer() -> Bytes {
+    Bytes(64 * 1024 * 1024)
+}
+fn default_snaplen() -> u32 {
+    262_144
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FidelityConfig {
+    /// Largest relative deviation of a topic's achieved rate (from the capture) from nominal.
+    #[serde(default = "default_rate_tolerance")]
+    pub rate_tolerance: Percent,
+    /// Fail the run when a fidelity check fails (otherwise only report it).
+    #[serde(default = "yes")]
+    pub enforce: bool,
+    /// Reliable samples may be lost without failing the run.
+    #[serde(default)]
+    pub allow_loss: bool,
+}
+
+impl Default for FidelityConfig {
+    fn default() -> Self {
+        FidelityConfig { rate_tolerance: default_rate_tolerance(), enforce: true, allow_loss: false }
+    }
+}
+fn default_rate_tolerance() -> Percent {
+    Percent(0.02)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Vendor {
+    #[default]
+    Cyclone,
+    Fastdds,
+}
+
+impl Vendor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::Cyclone => "cyclone",
+            Vendor::Fastdds => "fastdds",
+        }
+    }
+    /// RTPS vendor id on the wire.
+    pub fn vendor_id(self) -> &'static str {
+        match self {
+            Vendor::Cyclone => "0x0110",
+            Vendor::Fastdds => "0x010f",
+        }
+    }
+}
+
+impl std::str::FromStr for Vendor {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cyclone" | "cyclonedds" => Ok(Vendor::Cyclone),
+            "fastdds" | "fastrtps" => Ok(Vendor::Fastdds),
+            _ => bail!("unknown DDS vendor {s:?} (use cyclone or fastdds)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    pub host: String,
+    #[serde(default)]
+    pub vendor: Vendor,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<TopicFlow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscribe: Vec<Subscribe>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relay: Vec<Relay>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subscribe {
+    pub topic: String,
+    /// Defaults to the type of the topic's publishers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_name: Option<String>,
+    /// Defaults to the publishers' reliability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_depth: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeMode {
+    /// The node sleeps for the compute time (does not load the CPU).
+    #[default]
+    Sleep,
+    /// The node busy-waits for the compute time (loads one CPU like real processing).
+    Spin,
+}
+
+/// Receives `input`, computes for `compute`, publishes the output topic. The
+/// output's `rate_hz` is what the relay achieves: at most the input's rate; a
+/// lower rate forwards that fraction of the input samples.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Relay {
+    pub input: String,
+    #[serde(default)]
+    pub compute: Nanos,
+    #[serde(default)]
+    pub compute_mode: ComputeMode,
+    #[serde(flatten)]
+    pub output: TopicFlow,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generate {
+    /// Topic name prefix; each generated topic is PREFIX/<size>B_<rate>hz_<qos>.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    #[serde(default = "default_gen_type")]
+    pub type_name: String,
+    pub sizes: Vec<Bytes>,
+    pub rates_hz: Vec<f64>,
+    #[serde(default = "default_reliabilities")]
+    pub reliability: Vec<Reliability>,
+    #[serde(default = "default_depth")]
+    pub history_depth: u32,
+    /// Publisher nodes; each publishes every generated topic (N-1 with N > 1).
+    #[serde(default = "one")]
+    pub publishers: u32,
+    /// Subscriber nodes; each subscribes to every generated topic (1-N with N > 1).
+    #[serde(default = "one")]
+    pub subscribers: u32,
+    /// Hosts the publisher nodes are placed on, round robin.
+    pub publisher_hosts: Vec<String>,
+    /// Hosts the subscriber nodes are placed on, round robin.
+    pub subscriber_hosts: Vec<String>,
+    #[serde(default)]
+    pub vendor: Vendor,
+}
+
+fn default_prefix() -> String {
+    "/bench".to_string()
+}
+fn default_gen_type() -> String {
+    "std_msgs/msg/UInt8MultiArray".to_string()
+}
+fn default_reliabilities() -> Vec<Reliability> {
+    vec![Reliability::Reliable]
+}
+fn default_depth() -> u32 {
+    10
+}
+fn one() -> u32 {
+    1
+}
+
+/// iperf3 UDP traffic from one host to another (thesis 4.2.2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interference {
+    pub from: String,
+    pub to: String,
+    /// Offered load as a share of `network.rate`; sets the flow's `rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Percent>,
+    #[serde(flatten)]
+    pub flow: BurstFlow,
+}
+
+/// Command-line overrides of a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub duration: Option<Nanos>,
+    pub vendors: Vec<(String, Vendor)>,
+    /// Offered load of every interference flow, as a share of network.rate.
+    pub load: Option<Percent>,
+}
+
+/// What one node publishes or relays, with what a run needs to know about it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Writer {
+    pub node: String,
+    pub host: String,
+    pub vendor: Vendor,
+    pub flow: TopicFlow,
+    /// `Some` for a relay: the input topic.
+    pub input: Option<String>,
+    /// Readers in the scenario that match this writer.
+    pub readers: usize,
+}
+
+/// A reader of one topic in one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reader {
+    pub node: String,
+    pub host: String,
+    pub topic: String,
+    pub type_name: String,
+    pub reliability: Reliability,
+    pub history_depth: u32,
+    pub writers: usize,
+}
+
+/// Reads and checks a scenario file. Errors are one line and name the file and the field.
+pub fn load(path: &Path) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+    parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// Parses scenario TOML (see [`load`]).
+pub fn parse(text: &str) -> Result<Scenario> {
+    let mut value: toml::Table = toml::from_str(text).map_err(|e| anyhow!("{}", toml_error(text, &e)))?;
+    fill_interference_rates(&mut value)?;
+    let sc: Scenario = Scenario::deserialize(toml::Value::Table(value)).map_err(|e| anyhow!("{}", one_line(&e.to_string())))?;
+    sc.check()?;
+    Ok(sc)
+}
+
+/// `load = "40%"` is a share of the link rate: compute the flow's `rate` before the
+/// shared BurstFlow type (which requires it) reads the table.
+fn fill_interference_rates(v: &mut toml::Table) -> Result<()> {
+    let link = match v.get("network").and_then(|n| n.get("rate")) {
+        Some(r) => Some(Rate::deserialize(r.clone()).map_err(|e| anyhow!("network.rate: {e}"))?),
+        None => None,
+    };
+    if let Some(toml::Value::Array(items)) = v.get_mut("interference") {
+        for (i, item) in items.iter_mut().enumerate() {
+            let Some(t) = item.as_table_mut() else { continue };
+            let Some(load) = t.get("load") else { continue };
+            let load = Percent::deserialize(load.clone()).map_err(|e| anyhow!("interference[{i}].load: {e}"))?;
+            let Some(link) = link else {
+                bail!("interference[{i}].load: a load needs network.rate (the link rate it is a share of)");
+            };
+            let rate = Rate((link.0 as f64 * load.0).round() as u64);
+            if let Some(given) = t.get("rate") {
+                // a resolved scenario carries both; they must agree
+                let given = Rate::deserialize(given.clone()).map_err(|e| anyhow!("interference[{i}].rate: {e}"))?;
+                if given.0.abs_diff(rate.0) > rate.0 / 1_000_000 + 1 {
+                    bail!("interference[{i}]: rate {given} is not load {load} of network.rate {link}; give one of them");
+                }
+            }
+            t.insert("rate".into(), toml::Value::String(rate.to_string()));
+        }
+    }
+    Ok(())
+}
+
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = one_line(e.message());
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// ROS 2 topic names: absolute, segments of letters, digits and underscores.
+fn valid_topic(s: &str) -> bool {
+    s.len() > 1
+        && s.starts_with('/')
+        && !s.ends_with('/')
+        && !s.contains("//")
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
+}
+
+impl Scenario {
+    fn check(&self) -> Result<()> {
+        if !valid_name(&self.name) {
+            bail!("name {:?}: use letters, digits, '-' and '_'", self.name);
+        }
+        if self.duration.0 == 0 || self.duration.0 > 3_600_000_000_000 {
+            bail!("duration {}: must lie between 0 and 1h", self.duration);
+        }
+        if self.hosts.len() < 2 {
+            bail!("hosts: a lab needs at least two hosts (it has {})", self.hosts.len());
+        }
+        if self.hosts.len() > 32 {
+            bail!("hosts: at most 32 hosts");
+        }
+        let mut hosts = BTreeSet::new();
+        for (i, h) in self.hosts.iter().enumerate() {
+            if !valid_name(&h.name) || h.name.len() > 12 {
+                bail!("hosts[{i}].name {:?}: use up to 12 letters, digits, '-' and '_'", h.name);
+            }
+            if !hosts.insert(h.name.as_str()) {
+                bail!("hosts[{i}].name {:?}: duplicate host", h.name);
+            }
+        }
+        if !(576..=65535).contains(&self.network.mtu) {
+            bail!("network.mtu {}: must lie between 576 and 65535", self.network.mtu);
+        }
+        if let Some(r) = self.network.rate {
+            if r.0 < 1_000_000 {
+                bail!("network.rate {r}: below 1 Mbit/s");
+            }
+        }
+        crate::net::parse_subnet(&self.network.subnet, self.hosts.len() + 1).map_err(|e| anyhow!("network.subnet: {e}"))?;
+        if self.dds.multicast == Multicast::False {
+            bail!("dds.multicast = false: the lab discovers peers by multicast SPDP; use spdp or default");
+        }
+        if self.dds.domain_id > 232 {
+            bail!("dds.domain_id {}: must be at most 232", self.dds.domain_id);
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !valid_name(&n.name) {
+                bail!("nodes[{i}].name {:?}: use letters, digits, '-' and '_'", n.name);
+            }
+            if !hosts.contains(n.host.as_str()) {
+                bail!("nodes[{i}] ({}): host {:?} is not in hosts", n.name, n.host);
+            }
+            for (j, p) in n.publish.iter().enumerate() {
+                check_flow(p).map_err(|e| anyhow!("nodes[{i}] ({}).publish[{j}]: {e}", n.name))?;
+            }
+            for (j, r) in n.relay.iter().enumerate() {
+                check_flow(&r.output).map_err(|e| anyhow!("nodes[{i}] ({}).relay[{j}]: {e}", n.name))?;
+                if !valid_topic(&r.input) {
+                    bail!("nodes[{i}] ({}).relay[{j}].input {:?}: not a ROS 2 topic name", n.name, r.input);
+                }
+                if r.compute.0 > 10_000_000_000 {
+                    bail!("nodes[{i}] ({}).relay[{j}].compute {}: at most 10s", n.name, r.compute);
+                }
+            }
+            for (j, s) in n.subscribe.iter().enumerate() {
+                if !valid_topic(&s.topic) {
+                    bail!("nodes[{i}] ({}).subscribe[{j}].topic {:?}: not a ROS 2 topic name", n.name, s.topic);
+                }
+            }
+            if n.publish.len() + n.subscribe.len() + 2 * n.relay.len() > 64 {
+                bail!("nodes[{i}] ({}): more than 64 endpoints in one node", n.name);
+            }
+        }
+        for (i, g) in self.generate.iter().enumerate() {
+            if g.sizes.is_empty() || g.rates_hz.is_empty() || g.reliability.is_empty() {
+                bail!("generate[{i}]: sizes, rates_hz and reliability must not be empty");
+            }
+            if g.publishers == 0 || g.subscribers == 0 || g.publishers > 32 || g.subscribers > 32 {
+                bail!("generate[{i}]: publishers and subscribers must lie between 1 and 32");
+            }
+            if !valid_topic(&g.prefix) {
+                bail!("generate[{i}].prefix {:?}: not a ROS 2 topic name", g.prefix);
+            }
+            for h in g.publisher_hosts.iter().chain(&g.subscriber_hosts) {
+                if !hosts.contains(h.as_str()) {
+                    bail!("generate[{i}]: host {h:?} is not in hosts");
+                }
+            }
+            if g.publisher_hosts.is_empty() || g.subscriber_hosts.is_empty() {
+                bail!("generate[{i}]: publisher_hosts and subscriber_hosts must not be empty");
+            }
+            for r in &g.rates_hz {
+                if !(r.is_finite() && *r > 0.0 && *r <= 100_000.0) {
+                    bail!("generate[{i}].rates_hz: {r} is not a rate between 0 and 100 kHz");
+                }
+            }
+        }
+        for (i, it) in self.interference.iter().enumerate() {
+            if !hosts.contains(it.from.as_str()) || !hosts.contains(it.to.as_str()) {
+                bail!("interference[{i}]: hosts {:?} -> {:?} must both be in hosts", it.from, it.to);
+            }
+            if it.from == it.to {
+                bail!("interference[{i}]: from and to are the same host");
+            }
+            if it.flow.payload_bytes.0 == 0 || it.flow.payload_bytes.0 > 65_507 {
+                bail!("interference[{i}].payload_bytes {}: must lie between 1 and 65507", it.flow.payload_bytes);
+            }
+            if it.flow.pacing.0 < 1_000 {
+                bail!("interference[{i}].pacing {}: at least 1us", it.flow.pacing);
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands `generate`, applies overrides and checks the workload as a whole.
+    pub fn resolve(self, duration: Option<Nanos>, vendors: &[(String, Vendor)]) -> Result<Scenario> {
+        self.resolve_with(&Overrides { duration, vendors: vendors.to_vec(), load: None })
+    }
+
+    /// [`Scenario::resolve`] with every command-line override.
+    pub fn resolve_with(mut self, o: &Overrides) -> Result<Scenario> {
+        let vendors = &o.vendors;
+        if let Some(d) = o.duration {
+            if d.0 == 0 || d.0 > 3_600_000_000_000 {
+                bail!("--duration {d}: must lie between 0 and 1h");
+            }
+            self.duration = d;
+        }
+        if let Some(load) = o.load {
+            if self.interference.is_empty() {
+                bail!("--load {load}: the scenario has no interference to set");
+            }
+            let Some(link) = self.network.rate else {
+                bail!("--load {load}: needs network.rate (the link rate it is a share of)");
+            };
+            for it in &mut self.interference {
+                it.load = Some(load);
+                it.flow.rate = Rate((link.0 as f64 * load.0).round() as u64);
+            }
+        }
+        let generated = std::mem::take(&mut self.generate);
+        for (gi, g) in generated.iter().enumerate() {
+            let mut topics = Vec::new();
+            for size in &g.sizes {
+                for rate in &g.rates_hz {
+                    for rel in &g.reliability {
+                        let rel_name = match rel {
+                            Reliability::Reliable => "reliable",
+                            Reliability::BestEffort => "best_effort",
+                        };
+                        let rate_name = format!("{rate}").replace('.', "p");
+                        topics.push(TopicFlow {
+                            topic: format!("{}/s{}B_{}hz_{}", g.prefix, size.0, rate_name, rel_name),
+                            type_name: g.type_name.clone(),
+                            sample_bytes: *size,
+                            rate_hz: *rate,
+                            pcp: None,
+                            reliability: *rel,
+                            dds_fragment_bytes: None,
+                            history_depth: g.history_depth,
+                        });
+                    }
+                }
+            }
+            for p in 0..g.publishers as usize {
+                self.nodes.push(Node {
+                    name: format!("gen{gi}_pub{p}"),
+                    host: g.publisher_hosts[p % g.publisher_hosts.len()].clone(),
+                    vendor: g.vendor,
+                    publish: topics.clone(),
+                    subscribe: vec![],
+                    relay: vec![],
+                });
+            }
+            for s in 0..g.subscribers as usize {
+                self.nodes.push(Node {
+                    name: format!("gen{gi}_sub{s}"),
+                    host: g.subscriber_hosts[s % g.subscriber_hosts.len()].clone(),
+                    vendor: Vendor::Cyclone,
+                    publish: vec![],
+                    subscribe: topics
+                        .iter()
+                        .map(|t| Subscribe { topic: t.topic.clone(), type_name: None, reliability: None, history_depth: None })
+                        .collect(),
+                    relay: vec![],
+                });
+            }
+        }
+        for (node, vendor) in vendors {
+            let n = self.nodes.iter_mut().find(|n| &n.name == node).ok_or_else(|| anyhow!("--vendor {node}: no node of that name"))?;
+            n.vendor = *vendor;
+        }
+        let mut names = BTreeSet::new();
+        for n in &self.nodes {
+            if !names.insert(n.name.clone()) {
+                bail!("nodes: duplicate node name {:?}", n.name);
+            }
+        }
+        if self.nodes.is_empty() {
+            bail!("nodes: the scenario has no workload (no nodes, no generate)");
+        }
+        // every relay input is subscribed
+        for n in &mut self.nodes {
+            for r in n.relay.clone() {
+                if !n.subscribe.iter().any(|s| s.topic == r.input) {
+                    n.subscribe.push(Subscribe { topic: r.input.clone(), type_name: None, reliability: None, history_depth: None });
+                }
+            }
+        }
+        // one type, size and reliability per topic
+        let mut by_topic: BTreeMap<String, (String, TopicFlow)> = BTreeMap::new();
+        for n in &self.nodes {
+            for f in n.publish.iter().chain(n.relay.iter().map(|r| &r.output)) {
+                if let Some((other, g)) = by_topic.get(&f.topic) {
+                    if g.type_name != f.type_name || g.sample_bytes != f.sample_bytes || g.reliability != f.reliability {
+                        bail!(
+                            "topic {}: nodes {other} and {} publish it with different type, size or reliability",
+                            f.topic,
+                            n.name
+                        );
+                    }
+                } else {
+                    by_topic.insert(f.topic.clone(), (n.name.clone(), f.clone()));
+                }
+            }
+        }
+        let resolved: Vec<(usize, usize, Subscribe)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| n.subscribe.iter().enumerate().map(move |(j, s)| (i, j, s.clone())))
+            .collect();
+        for (i, j, s) in resolved {
+            let node = self.nodes[i].name.clone();
+            let Some((_, w)) = by_topic.get(&s.topic) else {
+                bail!("node {node}: topic {} has no publisher in the scenario", s.topic);
+            };
+            if let Some(t) = &s.type_name {
+                if t != &w.type_name {
+                    bail!("node {node}: subscribes to {} as {t} but it is published as {}", s.topic, w.type_name);
+                }
+            }
+            if s.reliability == Some(Reliability::Reliable) && w.reliability == Reliability::BestEffort {
+                bail!("node {node}: a reliable reader of {} cannot match its best-effort writers", s.topic);
+            }
+            let sub = &mut self.nodes[i].subscribe[j];
+            sub.type_name = Some(w.type_name.clone());
+            sub.reliability = Some(s.reliability.unwrap_or(w.reliability));
+            sub.history_depth = Some(s.history_depth.unwrap_or(w.history_depth));
+        }
+        // relay rates: at most the rate of their input (relays of relays resolve in order)
+        let nominal = self.nominal_rates()?;
+        for n in &self.nodes {
+            for r in &n.relay {
+                let input = nominal.get(&r.input).copied().unwrap_or(0.0);
+                if r.output.rate_hz > input * (1.0 + 1e-9) {
+                    bail!(
+                        "node {}: relay {} -> {} at {} Hz exceeds its input rate {} Hz",
+                        n.name,
+                        r.input,
+                        r.output.topic,
+                        r.output.rate_hz,
+                        input
+                    );
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// Nominal publication rate of every topic: the sum over its writers.
+    pub fn nominal_rates(&self) -> Result<BTreeMap<String, f64>> {
+        let mut rates: BTreeMap<String, f64> = BTreeMap::new();
+        for n in &self.nodes {
+            for p in &n.publish {
+                *rates.entry(p.topic.clone()).or_default() += p.rate_hz;
+            }
+        }
+        // relays: their configured output rate (checked against the input by resolve)
+        for n in &self.nodes {
+            for r in &n.relay {
+                *rates.entry(r.output.topic.clone()).or_default() += r.output.rate_hz;
+            }
+        }
+        Ok(rates)
+    }
+
+    /// Every writer of the resolved scenario, with how many readers match it.
+    pub fn writers(&self) -> Vec<Writer> {
+        let readers_of = |topic: &str| self.nodes.iter().map(|n| n.subscribe.iter().filter(|s| s.topic == topic).count()).sum();
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            for p in &n.publish {
+                out.push(Writer {
+                    node: n.name.clone(),
+                    host: n.host.clone(),
+                    vendor: n.vendor,
+                    flow: p.clone(),
+                    input: None,
+                    readers: readers_of(&p.topic),
+                });
+            }
+            for r in &n.relay {
+                out.push(Writer {
+                    node: n.name.clone(),
+                    host: n.host.clone(),
+                    vendor: n.vendor,
+                    flow: r.output.clone(),
+                    input: Some(r.input.clone()),
+                    readers: readers_of(&r.output.topic),
+                });
+            }
+        }
+        out
+    }
+
+    /// Every reader of the resolved scenario, with how many writers match it.
+    pub fn readers(&self) -> Vec<Reader> {
+        let writers = self.writers();
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            for s in &n.subscribe {
+                out.push(Reader {
+                    node: n.name.clone(),
+                    host: n.host.clone(),
+                    topic: s.topic.clone(),
+                    type_name: s.type_name.clone().unwrap_or_default(),
+                    reliability: s.reliability.unwrap_or_default(),
+                    history_depth: s.history_depth.unwrap_or(10),
+                    writers: writers.iter().filter(|w| w.flow.topic == s.topic).count(),
+                })
+            }
+        }
+        out
+    }
+
+    pub fn host_index(&self, host: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h.name == host)
+    }
+
+    pub fn to_toml(&self) -> Result<String> {
+        Ok(toml::to_string_pretty(self)?)
+    }
+}
+
+fn check_flow(f: &TopicFlow) -> Result<()> {
+    if !valid_topic(&f.topic) {
+        bail!("topic {:?}: not a ROS 2 topic name (absolute, letters, digits, '_' and '/')", f.topic);
+    }
+    if !(f.rate_hz.is_finite() && f.rate_hz > 0.0 && f.rate_hz <= 100_000.0) {
+        bail!("{}: rate_hz {} must lie between 0 and 100 kHz", f.topic, f.rate_hz);
+    }
+    if f.sample_bytes.0 < 8 || f.sample_bytes.0 > 256 * 1024 * 1024 {
+        bail!("{}: sample_bytes {} must lie between 8 and 256 MiB", f.topic, f.sample_bytes);
+    }
+    if f.history_depth == 0 || f.history_depth > 100_000 {
+        bail!("{}: history_depth {} must lie between 1 and 100000", f.topic, f.history_depth);
+    }
+    if f.dds_fragment_bytes.is_some() {
+        bail!("{}: dds_fragment_bytes is not supported by the lab yet (Cyclone DDS sets it per process)", f.topic);
+    }
+    if f.pcp.is_some() {
+        bail!("{}: pcp is not supported by the lab (VLAN interfaces do not work on this kernel)", f.topic);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIMPLE: &str = r#"
+name = "t"
+duration = "2s"
+[network]
+rate = "1G"
+[[hosts]]
+name = "pc1"
+[[hosts]]
+name = "pc2"
+[[nodes]]
+name = "sensor_1"
+host = "pc1"
+[[nodes.publish]]
+topic = "/raw_image"
+type_name = "sensor_msgs/msg/Image"
+sample_bytes = 2764852
+rate_hz = 10
+[[nodes]]
+name = "filter"
+host = "pc1"
+[[nodes.relay]]
+input = "/raw_image"
+topic = "/image"
+type_name = "sensor_msgs/msg/Image"
+sample_bytes = 2764852
+rate_hz = 10
+[[nodes]]
+name = "msg_driven"
+host = "pc2"
+[[nodes.subscribe]]
+topic = "/image"
+[[interference]]
+from = "pc1"
+to = "pc2"
+load = "40%"
+"#;
+
+    #[test]
+    fn parses_and_resolves() {
+        let sc = parse(SIMPLE).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(sc.duration, Nanos(2_000_000_000));
+        assert_eq!(sc.interference[0].flow.rate, Rate(400_000_000));
+        let w = sc.writers();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].readers, 1); // filter's implicit subscription
+        assert_eq!(w[1].readers, 1);
+        let r = sc.readers();
+        assert_eq!(r.iter().find(|r| r.node == "filter").unwrap().type_name, "sensor_msgs/msg/Image");
+        assert_eq!(r.iter().find(|r| r.node == "msg_driven").unwrap().writers, 1);
+        // the resolved scenario reads back
+        let again = parse(&sc.to_toml().unwrap()).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(again.writers().len(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse(&SIMPLE.replace("rate_hz = 10\n[[nodes]]\nname = \"filter\"", "rate_hz = 10\nbogus = 1\n[[nodes]]\nname = \"filter\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus"), "{e}");
+        let e = parse(&SIMPLE.replace("host = \"pc2\"", "host = \"pc9\"")).unwrap_err().to_string();
+        assert!(e.contains("pc9") && e.contains("msg_driven"), "{e}");
+        let e = parse(&SIMPLE.replace("rate = \"1G\"", "")).unwrap_err().to_string();
+        assert!(e.contains("interference[0].load"), "{e}");
+        let e = parse("name = \"x\"\nhosts = 3").unwrap_err().to_string();
+        assert!(e.contains("hosts"), "{e}");
+        let e = parse(&SIMPLE.replace("input = \"/raw_image\"", "input = \"/nothing\"")).unwrap().resolve(None, &[]).unwrap_err().to_string();
+        assert!(e.contains("/nothing") && e.contains("no publisher"), "{e}");
+        let e = parse(&SIMPLE.replacen("rate_hz = 10\n[[nodes]]\nname = \"msg_driven\"", "rate_hz = 20\n[[nodes]]\nname = \"msg_driven\"", 1))
+            .unwrap()
+            .resolve(None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exceeds its input rate"), "{e}");
+    }
+
+    #[test]
+    fn generate_expands_topologies() {
+        let text = r#"
+name = "g"
+[[hosts]]
+name = "a"
+[[hosts]]
+name = "b"
+[[generate]]
+sizes = [64, "4KiB"]
+rates_hz = [10, 2.5]
+reliability = ["reliable", "best_effort"]
+publishers = 3
+subscribers = 1
+publisher_hosts = ["a"]
+subscriber_hosts = ["b"]
+"#;
+        let sc = parse(text).unwrap().resolve(None, &[("gen0_pub1".into(), Vendor::Fastdds)]).unwrap();
+        assert_eq!(sc.nodes.len(), 4);
+        assert_eq!(sc.nodes[1].vendor, Vendor::Fastdds);
+        let w = sc.writers();
+        assert_eq!(w.len(), 3 * 8);
+        assert!(w.iter().any(|w| w.flow.topic == "/bench/s4096B_2p5hz_best_effort"));
+        let r = sc.readers();
+        assert_eq!(r.len(), 8);
+        assert!(r.iter().all(|r| r.writers == 3));
+        let rates = sc.nominal_rates().unwrap();
+        assert_eq!(rates["/bench/s64B_10hz_reliable"], 30.0);
+    }
+}

@@ -1,0 +1,191 @@
+//! The workload node programs (`lab/`): where they are, how a scenario node
+//! becomes their command line, and the DDS configuration they run with.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::scenario::{ComputeMode, Multicast, Node, Scenario, Vendor};
+use ddscope_traffic::Reliability;
+
+pub const CYCLONE_NODE: &str = "ddslab-cyclone";
+pub const FASTDDS_NODE: &str = "ddslab-fastdds";
+
+#[derive(Debug, Clone)]
+pub struct NodeBins {
+    pub dir: PathBuf,
+}
+
+impl NodeBins {
+    /// Finds the node programs: `$DDSCOPE_LAB_NODES`, else `lab/build` in the
+    /// repository that holds the running `ddscope` (any ancestor of its
+    /// directory), else `lab/build` under the current directory or its ancestors,
+    /// else `lab/build` of the checkout the binary was built from.
+    pub fn find() -> Result<NodeBins> {
+        if let Ok(dir) = std::env::var("DDSCOPE_LAB_NODES") {
+            let dir = PathBuf::from(dir);
+            if !dir.join(CYCLONE_NODE).is_file() {
+                bail!("DDSCOPE_LAB_NODES={}: no {CYCLONE_NODE} there (build it with: cmake -S lab -B lab/build && cmake --build lab/build)", dir.display());
+            }
+            return Ok(NodeBins { dir });
+        }
+        let mut starts = vec![];
+        if let Ok(exe) = std::env::current_exe() {
+            if let Ok(exe) = exe.canonicalize() {
+                starts.push(exe);
+            }
+        }
+        if let Ok(cwd) = std::env::current_dir() {
+            starts.push(cwd);
+        }
+        // the checkout this binary was built from (a build with its own CARGO_TARGET_DIR)
+        starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        for s in starts {
+            for anc in s.ancestors() {
+                let dir = anc.join("lab").join("build");
+                if dir.join(CYCLONE_NODE).is_file() {
+                    return Ok(NodeBins { dir });
+                }
+            }
+        }
+        bail!(
+            "workload node {CYCLONE_NODE} not found: build it with `cmake -S lab -B lab/build && cmake --build lab/build` \
+             (scripts/setup.sh does) or point DDSCOPE_LAB_NODES at the directory holding it"
+        )
+    }
+
+    pub fn path(&self, vendor: Vendor) -> Result<PathBuf> {
+        let name = match vendor {
+            Vendor::Cyclone => CYCLONE_NODE,
+            Vendor::Fastdds => FASTDDS_NODE,
+        };
+        let p = self.dir.join(name);
+        if !p.is_file() {
+            bail!("workload node {} not found (Fast DDS nodes need libfastrtps-dev when lab/ is built)", p.display());
+        }
+        Ok(p)
+    }
+
+    /// `--version` of a node program, e.g. "cyclonedds 0.10.2".
+    pub fn version(&self, vendor: Vendor) -> Option<String> {
+        let out = Command::new(self.path(vendor).ok()?).arg("--version").output().ok()?;
+        let s = String::from_utf8_lossy(&out.stdout);
+        s.split_whitespace().skip(1).collect::<Vec<_>>().join(" ").into()
+    }
+}
+
+fn rel(r: Reliability) -> &'static str {
+    match r {
+        Reliability::Reliable => "reliable",
+        Reliability::BestEffort => "best_effort",
+    }
+}
+
+/// Command-line arguments of one node (see lab/common/nodecfg.h).
+pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_ip: Option<&str>) -> Result<Vec<String>> {
+    let writers = sc.writers();
+    let readers = sc.readers();
+    let nominal = sc.nominal_rates()?;
+    let mut a: Vec<String> = vec![
+        "--node".into(),
+        node.name.clone(),
+        "--host".into(),
+        node.host.clone(),
+        "--truth".into(),
+        truth.display().to_string(),
+        "--run-id".into(),
+        run_id.into(),
+        "--content".into(),
+        sc.content.as_str().into(),
+        "--domain".into(),
+        sc.dds.domain_id.to_string(),
+        "--ready-timeout".into(),
+        format!("{}", sc.ready_timeout.as_secs_f64()),
+    ];
+    if let (Vendor::Fastdds, Some(ip)) = (node.vendor, iface_ip) {
+        a.push("--iface-ip".into());
+        a.push(ip.into());
+    }
+    let readers_of = |topic: &str| writers.iter().find(|w| w.flow.topic == topic).map(|w| w.readers).unwrap_or(0);
+    for p in &node.publish {
+        a.push("--pub".into());
+        a.push(format!(
+            "topic={},type={},bytes={},rate={},reliability={},depth={},readers={}",
+            p.topic,
+            p.type_name,
+            p.sample_bytes.0,
+            p.rate_hz,
+            rel(p.reliability),
+            p.history_depth,
+            readers_of(&p.topic)
+        ));
+    }
+    for s in &node.subscribe {
+        let r = readers
+            .iter()
+            .find(|r| r.node == node.name && r.topic == s.topic)
+            .ok_or_else(|| anyhow!("internal: reader {} of {} not resolved", s.topic, node.name))?;
+        a.push("--sub".into());
+        a.push(format!(
+            "topic={},type={},reliability={},depth={},writers={}",
+            r.topic,
+            r.type_name,
+            rel(r.reliability),
+            r.history_depth,
+            r.writers
+        ));
+    }
+    for r in &node.relay {
+        let input = nominal.get(&r.input).copied().unwrap_or(0.0);
+        let ratio = if input > 0.0 { (r.output.rate_hz / input).min(1.0) } else { 1.0 };
+        a.push("--relay".into());
+        a.push(format!(
+            "input={},topic={},type={},bytes={},ratio={},delay_ns={},compute={},reliability={},depth={},readers={}",
+            r.input,
+            r.output.topic,
+            r.output.type_name,
+            r.output.sample_bytes.0,
+            ratio,
+            r.compute.0,
+            match r.compute_mode {
+                ComputeMode::Sleep => "sleep",
+                ComputeMode::Spin => "spin",
+            },
+            rel(r.output.reliability),
+            r.output.history_depth,
+            readers_of(&r.output.topic)
+        ));
+    }
+    Ok(a)
+}
+
+/// Cyclone DDS configuration (CYCLONEDDS_URI) of every node of a run.
+pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
+    let mc = match sc.dds.multicast {
+        Multicast::Spdp => "<AllowMulticast>spdp</AllowMulticast>",
+        Multicast::Default => "<AllowMulticast>default</AllowMulticast>",
+        Multicast::False => "<AllowMulticast>false</AllowMulticast>",
+    };
+    let internal = match sc.dds.socket_receive_buffer {
+        Some(b) => format!("<Internal><SocketReceiveBufferSize min=\"{}B\"/></Internal>", b.0),
+        None => String::new(),
+    };
+    format!(
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}</General>{internal}</Domain></CycloneDDS>"
+    )
+}
+
+/// Runs every node's program with `--check`: message types known, sizes reachable.
+pub fn check_nodes(sc: &Scenario, bins: &NodeBins) -> Result<()> {
+    for n in &sc.nodes {
+        let prog = bins.path(n.vendor)?;
+        let args = node_args(sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
+        let out = Command::new(&prog).args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let line = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed").trim_start_matches("error: ");
+            bail!("node {}: {line}", n.name);
+        }
+    }
+    Ok(())
+}
