@@ -29,6 +29,8 @@ enum Command {
     Topics(cmd::topics::TopicsArgs),
     /// Cross-capture latency per layer, loss, retransmission, jitter, clock offsets
     Latency(cmd::latency::LatencyArgs),
+    /// Self-contained HTML report: per-topic tables, box plots per layer, latency over time, CDF, sizes, bandwidth
+    Report(cmd::report::ReportArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Command::Dissect(a) => cmd::dissect::run(a),
         Command::Topics(a) => cmd::topics::run(a),
         Command::Latency(a) => cmd::latency::run(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };

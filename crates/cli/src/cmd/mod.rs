@@ -1,3 +1,4 @@
 pub mod dissect;
 pub mod latency;
+pub mod report;
 pub mod topics;

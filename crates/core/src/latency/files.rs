@@ -26,6 +26,7 @@ pub struct CaptureOutcome {
     pub summary: CaptureSummary,
     pub decode: DecodeStats,
     pub diagnostics: Vec<crate::decode::Diagnostic>,
+    pub bandwidth: Vec<crate::pipeline::BandwidthBin>,
 }
 
 const BATCH: usize = 2048;
@@ -90,6 +91,7 @@ pub fn correlate_files(
                 summary: r.summary,
                 decode: r.decoder.stats,
                 diagnostics: r.decoder.diagnostics,
+                bandwidth: r.bandwidth,
             });
             let _ = tx.send(Msg::Done(outcome));
         }));

@@ -131,6 +131,51 @@ impl Dist {
     }
 }
 
+/// What a box plot draws (ms): whiskers at p1/p99, box p25–p75, median, mean, extremes.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct BoxStats {
+    pub count: u64,
+    pub min: f64,
+    pub p1: f64,
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Dist {
+    pub fn box_stats(&self) -> BoxStats {
+        let q = |p: f64| self.percentile(p).unwrap_or(0.0) / 1e6;
+        if self.count == 0 {
+            return BoxStats::default();
+        }
+        BoxStats {
+            count: self.count,
+            min: self.min as f64 / 1e6,
+            p1: q(1.0),
+            p25: q(25.0),
+            p50: q(50.0),
+            p75: q(75.0),
+            p99: q(99.0),
+            max: self.max as f64 / 1e6,
+            mean: self.mean / 1e6,
+        }
+    }
+
+    /// Up to `n` points (latency ms, cumulative fraction) of the CDF.
+    pub fn cdf(&self, n: usize) -> Vec<(f64, f64)> {
+        if self.count == 0 {
+            return vec![];
+        }
+        (0..=n).map(|i| {
+            let q = i as f64 / n as f64 * 100.0;
+            (self.percentile(q).unwrap_or(0.0) / 1e6, q / 100.0)
+        }).collect()
+    }
+}
+
 /// Jitter of a flow: consecutive-sample latency differences.
 #[derive(Clone, Default)]
 pub struct Jitter {

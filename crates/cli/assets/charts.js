@@ -1,0 +1,197 @@
+// ddscope charts: small canvas charts for the HTML report and the live
+// dashboard (time series, box plots, CDFs). No dependencies, works offline.
+// Every chart canvas carries data-points = number of marks drawn, so tests
+// can check that a chart is not empty.
+(function () {
+  "use strict";
+  const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+  const FONT = "12px system-ui, sans-serif";
+
+  function niceStep(span, target) {
+    const raw = span / Math.max(1, target);
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const r = raw / mag;
+    return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+  }
+
+  function ticks(lo, hi, target) {
+    if (!isFinite(lo) || !isFinite(hi)) return [];
+    if (hi === lo) { hi = lo + 1; }
+    const step = niceStep(hi - lo, target);
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+    return out;
+  }
+
+  function fmt(v) {
+    const a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a >= 1e9) return (v / 1e9).toPrecision(3) + "G";
+    if (a >= 1e6) return (v / 1e6).toPrecision(3) + "M";
+    if (a >= 1e4) return (v / 1e3).toPrecision(3) + "k";
+    if (a >= 100) return v.toFixed(0);
+    if (a >= 1) return +v.toPrecision(3) + "";
+    return +v.toPrecision(2) + "";
+  }
+
+  function clock(sec) {
+    const d = new Date(sec * 1000);
+    const p = (n) => String(n).padStart(2, "0");
+    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
+  function setup(container, height) {
+    let canvas = container.querySelector("canvas.ddscope-chart");
+    if (!canvas) {
+      canvas = document.createElement("canvas");
+      canvas.className = "ddscope-chart";
+      container.appendChild(canvas);
+    }
+    const w = Math.max(320, container.clientWidth || 640);
+    const h = height || 280;
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = w * dpr;
+    canvas.height = h * dpr;
+    canvas.style.width = w + "px";
+    canvas.style.height = h + "px";
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    ctx.font = FONT;
+    return { canvas, ctx, w, h };
+  }
+
+  function frame(ctx, w, h, opt, xr, yr, xIsTime, categories) {
+    const m = { l: 62, r: 12, t: opt.title ? 26 : 10, b: 44 };
+    const pw = w - m.l - m.r, ph = h - m.t - m.b;
+    const X = (v) => m.l + (v - xr[0]) / (xr[1] - xr[0] || 1) * pw;
+    const Y = (v) => m.t + ph - (v - yr[0]) / (yr[1] - yr[0] || 1) * ph;
+    ctx.fillStyle = "#222";
+    if (opt.title) { ctx.font = "bold 13px system-ui, sans-serif"; ctx.fillText(opt.title, m.l, 16); ctx.font = FONT; }
+    ctx.strokeStyle = "#ddd"; ctx.lineWidth = 1;
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    for (const t of ticks(yr[0], yr[1], 5)) {
+      const y = Y(t);
+      ctx.beginPath(); ctx.moveTo(m.l, y); ctx.lineTo(m.l + pw, y); ctx.stroke();
+      ctx.fillText(fmt(t), m.l - 6, y);
+    }
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    if (categories) {
+      categories.forEach((c, i) => ctx.fillText(String(c), X(i + 0.5), m.t + ph + 6));
+    } else {
+      for (const t of ticks(xr[0], xr[1], Math.max(3, Math.floor(pw / 90)))) {
+        const x = X(t);
+        ctx.beginPath(); ctx.moveTo(x, m.t); ctx.lineTo(x, m.t + ph); ctx.stroke();
+        ctx.fillText(xIsTime ? clock(t) : fmt(t), x, m.t + ph + 6);
+      }
+    }
+    ctx.strokeStyle = "#888";
+    ctx.strokeRect(m.l, m.t, pw, ph);
+    ctx.fillStyle = "#444";
+    if (opt.xLabel) ctx.fillText(opt.xLabel, m.l + pw / 2, h - 16);
+    if (opt.yLabel) {
+      ctx.save(); ctx.translate(12, m.t + ph / 2); ctx.rotate(-Math.PI / 2);
+      ctx.textBaseline = "middle"; ctx.fillText(opt.yLabel, 0, 0); ctx.restore();
+    }
+    return { m, pw, ph, X, Y };
+  }
+
+  function legend(ctx, names, x0, y0, maxw) {
+    let x = x0, y = y0;
+    ctx.textAlign = "left"; ctx.textBaseline = "middle";
+    names.forEach((n, i) => {
+      const tw = ctx.measureText(n).width + 26;
+      if (x + tw > x0 + maxw) { x = x0; y += 16; }
+      ctx.fillStyle = PALETTE[i % PALETTE.length];
+      ctx.fillRect(x, y - 5, 12, 10);
+      ctx.fillStyle = "#222";
+      ctx.fillText(n, x + 16, y);
+      x += tw;
+    });
+  }
+
+  function range(vals, pad) {
+    let lo = Infinity, hi = -Infinity;
+    for (const v of vals) { if (isFinite(v)) { if (v < lo) lo = v; if (v > hi) hi = v; } }
+    if (!isFinite(lo)) return [0, 1];
+    if (lo === hi) { lo -= 0.5; hi += 0.5; }
+    const p = (hi - lo) * (pad || 0.05);
+    return [lo - p, hi + p];
+  }
+
+  // Time series / XY chart. opt.series = [{name, points: [[x, y], ...], mode: "line"|"points"}]
+  function line(container, opt) {
+    const { canvas, ctx, w, h } = setup(container, opt.height);
+    const xs = [], ys = [];
+    for (const s of opt.series) for (const p of s.points) { xs.push(p[0]); ys.push(p[1]); }
+    const xr = opt.xRange || range(xs, 0);
+    const yr = opt.yRange || (opt.yFromZero ? [Math.min(0, range(ys)[0]), range(ys)[1]] : range(ys));
+    const f = frame(ctx, w, h, opt, xr, yr, opt.xTime);
+    let marks = 0;
+    ctx.save();
+    ctx.beginPath(); ctx.rect(f.m.l, f.m.t, f.pw, f.ph); ctx.clip();
+    opt.series.forEach((s, i) => {
+      const color = s.color || PALETTE[i % PALETTE.length];
+      ctx.strokeStyle = color; ctx.fillStyle = color; ctx.lineWidth = 1.5;
+      if ((s.mode || "line") === "line") {
+        ctx.beginPath();
+        s.points.forEach((p, k) => { const x = f.X(p[0]), y = f.Y(p[1]); if (k === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y); });
+        ctx.stroke();
+      } else {
+        for (const p of s.points) ctx.fillRect(f.X(p[0]) - 1.5, f.Y(p[1]) - 1.5, 3, 3);
+      }
+      marks += s.points.length;
+    });
+    ctx.restore();
+    if (opt.series.length > 1 || opt.legend) legend(ctx, opt.series.map((s) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16);
+    if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
+    canvas.dataset.points = marks;
+    return canvas;
+  }
+
+  // Grouped box plots. opt.groups = [{name, boxes: [{name, count, min, p1, p25, p50, p75, p99, max, mean}]}]
+  // Whiskers span p1..p99; dots mark min and max; the diamond is the mean.
+  function box(container, opt) {
+    const { canvas, ctx, w, h } = setup(container, opt.height);
+    const vals = [];
+    for (const g of opt.groups) for (const b of g.boxes) if (b && b.count) vals.push(b.min, b.max);
+    const yr = opt.yRange || range(vals.concat(opt.yFromZero ? [0] : []));
+    const f = frame(ctx, w, h, opt, [0, opt.groups.length], yr, false, opt.groups.map((g) => g.name));
+    const names = [];
+    for (const g of opt.groups) for (const b of g.boxes) if (b && !names.includes(b.name)) names.push(b.name);
+    let marks = 0;
+    opt.groups.forEach((g, gi) => {
+      const slot = f.pw / opt.groups.length;
+      const bw = Math.min(48, slot * 0.8 / Math.max(1, names.length));
+      g.boxes.forEach((b) => {
+        if (!b || !b.count) return;
+        const si = names.indexOf(b.name);
+        const cx = f.m.l + gi * slot + slot / 2 + (si - (names.length - 1) / 2) * bw;
+        const color = PALETTE[si % PALETTE.length];
+        ctx.strokeStyle = color; ctx.fillStyle = color + "55"; ctx.lineWidth = 1.5;
+        ctx.beginPath(); ctx.moveTo(cx, f.Y(b.p1)); ctx.lineTo(cx, f.Y(b.p25)); ctx.moveTo(cx, f.Y(b.p75)); ctx.lineTo(cx, f.Y(b.p99)); ctx.stroke();
+        ctx.beginPath(); ctx.moveTo(cx - bw * 0.25, f.Y(b.p1)); ctx.lineTo(cx + bw * 0.25, f.Y(b.p1)); ctx.moveTo(cx - bw * 0.25, f.Y(b.p99)); ctx.lineTo(cx + bw * 0.25, f.Y(b.p99)); ctx.stroke();
+        const top = f.Y(b.p75), bot = f.Y(b.p25);
+        ctx.fillRect(cx - bw * 0.4, top, bw * 0.8, Math.max(1, bot - top));
+        ctx.strokeRect(cx - bw * 0.4, top, bw * 0.8, Math.max(1, bot - top));
+        ctx.beginPath(); ctx.moveTo(cx - bw * 0.4, f.Y(b.p50)); ctx.lineTo(cx + bw * 0.4, f.Y(b.p50)); ctx.lineWidth = 2.5; ctx.stroke();
+        ctx.fillStyle = color;
+        for (const v of [b.min, b.max]) { ctx.beginPath(); ctx.arc(cx, f.Y(v), 2, 0, 7); ctx.fill(); }
+        const my = f.Y(b.mean);
+        ctx.beginPath(); ctx.moveTo(cx, my - 4); ctx.lineTo(cx + 4, my); ctx.lineTo(cx, my + 4); ctx.lineTo(cx - 4, my); ctx.closePath(); ctx.fill();
+        marks += 1;
+      });
+    });
+    if (names.length) legend(ctx, names, f.m.l + 8, f.m.t + 10, f.pw - 16);
+    if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
+    canvas.dataset.points = marks;
+    return canvas;
+  }
+
+  // CDF: opt.series = [{name, points: [[latency, fraction], ...]}]
+  function cdf(container, opt) {
+    return line(container, Object.assign({ yRange: [0, 1.02], yLabel: "fraction of samples" }, opt));
+  }
+
+  window.DDSCharts = { line, box, cdf, palette: PALETTE, fmt };
+})();

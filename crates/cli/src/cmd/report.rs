@@ -1,0 +1,228 @@
+//! `ddscope report`: one self-contained HTML file (opens offline) with
+//! per-topic tables and charts — box plots per latency layer for each run side
+//! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
+//! bandwidth over time (thesis Fig. 4.10).
+
+use crate::cmd::latency::{check_correlated, expand_inputs, run_latency, RunOptions};
+use crate::common::{capture_name, TopicFilter};
+use anyhow::{bail, Context};
+use clap::Args;
+use ddscope_core::latency::{Level, LatencyRow};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  ddscope report out/run1 --html run1.html
+  ddscope report out/baseline-0 --compare load40=out/baseline-40 --compare load95=out/baseline-95 --html load.html
+  ddscope report pc1.pcapng pc2.pcapng --html report.html --topic /image
+
+Each run (the inputs, and every --compare NAME=DIR) is correlated like
+`ddscope latency`; the HTML holds its data and its chart code inline and needs
+no network. Box plots: box p25-p75, line = median, whiskers p1-p99, dots =
+min/max, diamond = mean.")]
+pub struct ReportArgs {
+    /// Lab run directory, or capture files of one run
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Another run to show side by side: NAME=DIR (repeatable)
+    #[arg(long = "compare", value_name = "NAME=DIR")]
+    pub compare: Vec<String>,
+    /// Output HTML file
+    #[arg(long)]
+    pub html: PathBuf,
+    /// Name of the main run (default: its directory name)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Report title
+    #[arg(long, default_value = "ddscope latency report")]
+    pub title: String,
+    /// Only topics matching (glob, repeatable)
+    #[arg(long = "topic")]
+    pub topics: Vec<String>,
+    /// Clock offsets, as for `ddscope latency` (apply to every run)
+    #[arg(long = "offset", value_name = "NAME=±DURATION")]
+    pub offsets: Vec<String>,
+    /// Estimate clock offsets from two-way traffic in every run
+    #[arg(long)]
+    pub estimate_offset: bool,
+    #[arg(long, default_value = "5s")]
+    pub window: String,
+}
+
+const MAX_POINTS: usize = 3000;
+const PAYLOAD_BIN_NS: i64 = 1_000_000_000;
+
+/// Deterministic reservoir of points per flow (uniform over the run).
+struct Reservoir {
+    seen: u64,
+    rng: u64,
+    points: Vec<(i64, f64, f64)>,
+}
+
+impl Reservoir {
+    fn new() -> Self {
+        Reservoir { seen: 0, rng: 0x9e37_79b9_7f4a_7c15, points: Vec::new() }
+    }
+    fn push(&mut self, p: (i64, f64, f64)) {
+        self.seen += 1;
+        if self.points.len() < MAX_POINTS {
+            self.points.push(p);
+            return;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let j = self.rng % self.seen;
+        if (j as usize) < MAX_POINTS {
+            self.points[j as usize] = p;
+        }
+    }
+}
+
+struct RunData {
+    name: String,
+    doc: Value,
+    start_ns: i64,
+    flows: BTreeMap<(String, String, String), Value>,
+}
+
+fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
+    let (captures, truth) = expand_inputs(inputs, &[])?;
+    let opts = RunOptions {
+        offsets: a.offsets.clone(),
+        estimate_offset: a.estimate_offset,
+        period: "auto".into(),
+        window: a.window.clone(),
+        message_rows: true,
+        submessage_rows: false,
+    };
+    let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
+    let mut payload: BTreeMap<(String, String, String), BTreeMap<i64, u64>> = BTreeMap::new();
+    let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
+    let run = run_latency(captures, &truth, &opts, &mut |r: LatencyRow| {
+        if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
+            return;
+        }
+        let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
+        let key = (topic, r.sender.to_string(), r.receiver.to_string());
+        if let Some(l) = r.latency_ns {
+            series.entry(key.clone()).or_insert_with(Reservoir::new).push((
+                r.sender_first_ts_ns,
+                l as f64 / 1e6,
+                r.sample_size.unwrap_or(0) as f64,
+            ));
+        }
+        // Payload bandwidth counts each sample once per flow.
+        let id = (r.writer_id, r.sn, r.receiver.to_string());
+        if last.as_ref() != Some(&id) {
+            let bin = r.sender_first_ts_ns.div_euclid(PAYLOAD_BIN_NS) * PAYLOAD_BIN_NS;
+            *payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
+            last = Some(id);
+        }
+    })?;
+    check_correlated(&run).with_context(|| format!("run {name}"))?;
+    let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
+    let rel = |t: i64| (t - start_ns) as f64 / 1e9;
+    let mut flows = BTreeMap::new();
+    for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows.iter()) {
+        if filter.is_active() && !filter.matches(s.names.as_deref()) {
+            continue;
+        }
+        let names = &run.correlator.capture_names();
+        let k = (key.0.clone(), names[key.1].to_string(), names[key.2].to_string());
+        let mut pts = series.remove(&k).map(|r| r.points).unwrap_or_default();
+        pts.sort_by_key(|p| p.0);
+        let boxes: serde_json::Map<String, Value> =
+            f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
+        let pb: Vec<Value> = payload
+            .remove(&k)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(bin, bytes)| json!([rel(bin), bytes as f64 * 8.0 / 1e6 / (PAYLOAD_BIN_NS as f64 / 1e9)]))
+            .collect();
+        flows.insert(
+            k,
+            json!({
+                "summary": s,
+                "boxes": boxes,
+                "cdf": f.layers.get("message").map(|d| d.cdf(200)).unwrap_or_default(),
+                "series": pts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
+                "sizes": pts.iter().map(|p| json!([rel(p.0), p.2])).collect::<Vec<_>>(),
+                "payload_bandwidth": pb,
+            }),
+        );
+    }
+    let doc = json!({
+        "name": name,
+        "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
+            "name": c.name, "path": c.path.display().to_string(), "frames": o.summary.frames,
+            "rtps_messages": o.decode.rtps_messages, "skipped": o.decode.summary_line(), "offset_ns": off,
+        })).collect::<Vec<_>>(),
+        "warnings": run.correlator.warnings(),
+        "bandwidth": run.captures.iter().zip(&run.outcomes).map(|(c, o)| json!({
+            "capture": c.name,
+            "points": o.bandwidth.iter().map(|b| json!([rel(b.start_ns), b.bytes as f64 * 8.0 / 1e6 / (ddscope_core::pipeline::BANDWIDTH_BIN_NS as f64 / 1e9)])).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    Ok(RunData { name: name.to_string(), doc, start_ns, flows })
+}
+
+/// Escapes a JSON document for a <script> element.
+fn script_safe(s: &str) -> String {
+    s.replace("</", "<\\/").replace("<!--", "<\\!--")
+}
+
+pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
+    let filter = TopicFilter::new(&a.topics)?;
+    let main_name = a.name.clone().unwrap_or_else(|| match a.inputs.as_slice() {
+        [one] if one.is_dir() => one.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into()),
+        [one] => capture_name(one),
+        _ => "run".into(),
+    });
+    let mut runs = vec![one_run(&main_name, &a.inputs, &a, &filter)?];
+    for spec in &a.compare {
+        let (name, dir) = spec.split_once('=').with_context(|| format!("--compare {spec:?}: write NAME=DIR"))?;
+        if runs.iter().any(|r| r.name == name) {
+            bail!("--compare {spec:?}: run name {name:?} is used twice");
+        }
+        runs.push(one_run(name, &[PathBuf::from(dir)], &a, &filter)?);
+    }
+    // Topics across runs, each with its flows per run.
+    let mut topics: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();
+    for r in &runs {
+        for ((topic, _, _), v) in &r.flows {
+            topics.entry(topic.clone()).or_default().entry(r.name.clone()).or_default().push(v.clone());
+        }
+    }
+    let doc = json!({
+        "title": a.title,
+        "generated_by": format!("ddscope {}", env!("CARGO_PKG_VERSION")),
+        "runs": runs.iter().map(|r| r.doc.clone()).collect::<Vec<_>>(),
+        "run_starts_ns": runs.iter().map(|r| r.start_ns).collect::<Vec<_>>(),
+        "topics": topics.into_iter().map(|(t, per_run)| json!({"topic": t, "runs": per_run})).collect::<Vec<_>>(),
+    });
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>{css}</style></head>\n\
+         <body><header><h1>{title}</h1><p>{gen} — runs: {runs}</p></header><main></main>\n\
+         <script>window.DDSCOPE_REPORT = {data};</script>\n<script>{charts}</script>\n<script>{report}</script>\n</body></html>\n",
+        title = html_escape(&a.title),
+        css = include_str!("../../assets/report.css"),
+        gen = html_escape(&format!("generated by ddscope {}", env!("CARGO_PKG_VERSION"))),
+        runs = html_escape(&runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")),
+        data = script_safe(&serde_json::to_string(&doc)?),
+        charts = include_str!("../../assets/charts.js"),
+        report = include_str!("../../assets/report.js"),
+    );
+    std::fs::write(&a.html, html).with_context(|| format!("cannot write {}", a.html.display()))?;
+    let n_topics = doc["topics"].as_array().map_or(0, |t| t.len());
+    eprintln!("report: wrote {} ({} runs, {} topics)", a.html.display(), runs.len(), n_topics);
+    Ok(0)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
