@@ -74,3 +74,27 @@ def require_tool(name: str) -> str:
     if not path:
         raise AssertionError(f"{name} is not installed: scripts/setup.sh installs it")
     return path
+
+
+def browser_inspect(url, screenshot, wait_ms=1500, texts=()):
+    """Loads `url` in Debian's headless Chromium (tests/browser/inspect.mjs,
+    playwright-core) and returns what the page shows: per chart canvas the
+    number of marks drawn and the share of inked pixels, page errors, and
+    whether each of `texts` appears."""
+    import json as _json
+    node = require_tool("node")
+    script = REPO / "tests" / "browser" / "inspect.mjs"
+    if not (REPO / "tests" / "browser" / "node_modules" / "playwright-core").is_dir():
+        raise AssertionError("playwright-core is not installed: scripts/setup.sh runs npm ci in tests/browser")
+    cp = subprocess.run([node, str(script), url, str(screenshot), str(wait_ms), *texts], capture_output=True, text=True, timeout=180)
+    if cp.returncode != 0:
+        raise AssertionError(f"browser inspection failed: {cp.stderr[-3000:]}")
+    return _json.loads(cp.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def artifacts():
+    """Directory for screenshots and reports the tests leave for humans."""
+    d = pathlib.Path(os.environ.get("DDSCOPE_TEST_ARTIFACTS", REPO / "target" / "test-artifacts"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -1,0 +1,44 @@
+"""`ddscope latency` on bad input: clear one-line reasons, no panics.
+Oracle: the public captures (independent Cyclone and Fast DDS systems)."""
+import shutil
+
+
+def test_single_capture_is_refused(ddscope, shared_captures):
+    cp = ddscope("latency", shared_captures / "cyclone-interop.pcapng", check=False)
+    assert cp.returncode == 1
+    assert "two or more capture points" in cp.stderr
+    assert "panicked" not in cp.stderr
+
+
+def test_same_file_twice_is_refused(ddscope, shared_captures):
+    f = shared_captures / "cyclone-interop.pcapng"
+    cp = ddscope("latency", f, f, check=False)
+    assert cp.returncode == 1 and "same file" in cp.stderr, cp.stderr
+
+
+def test_copies_of_one_capture_point_are_detected(ddscope, shared_captures, tmp_path):
+    a, b = tmp_path / "a.pcapng", tmp_path / "b.pcapng"
+    shutil.copy(shared_captures / "cyclone-datafrag.pcapng", a)
+    shutil.copy(shared_captures / "cyclone-datafrag.pcapng", b)
+    cp = ddscope("latency", a, b, check=False)
+    assert cp.returncode == 1, cp.stdout
+    assert "copies of one capture point" in cp.stderr, cp.stderr
+
+
+def test_captures_without_common_writers(ddscope, shared_captures):
+    cp = ddscope("latency", shared_captures / "cyclone-interop.pcapng", shared_captures / "fastdds-vlan-pcp-ipfrag.pcapng", check=False)
+    assert cp.returncode == 1
+    assert "no writer's samples were seen at two capture points" in cp.stderr, cp.stderr
+    assert "panicked" not in cp.stderr
+
+
+def test_missing_file_exits_2(ddscope, tmp_path):
+    cp = ddscope("latency", tmp_path / "nope.pcapng", tmp_path / "nope2.pcapng", check=False)
+    assert cp.returncode == 2 and len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_bad_offset_is_explained(ddscope, shared_captures, tmp_path):
+    a = tmp_path / "a.pcapng"
+    shutil.copy(shared_captures / "cyclone-datafrag.pcapng", a)
+    cp = ddscope("latency", a, shared_captures / "cyclone-interop.pcapng", "--offset", "pc9=+1s", check=False)
+    assert cp.returncode == 1 and "no capture point named" in cp.stderr, cp.stderr
