@@ -190,7 +190,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     fs::write(out.join("run.json"), serde_json::to_string_pretty(&report)? + "\n")?;
     print_summary(&report);
     if !failures.is_empty() {
-        bail!("run failed: {} (details in {})", failures.join("; "), out.join("run.json").display());
+        let shown: Vec<&str> = failures.iter().take(4).map(|s| s.as_str()).collect();
+        let more = if failures.len() > 4 { format!(" and {} more", failures.len() - 4) } else { String::new() };
+        bail!("run failed: {}{more} (all in {})", shown.join("; "), out.join("run.json").display());
     }
     Ok(0)
 }

@@ -137,11 +137,17 @@ pub struct DdsConfig {
     /// Cyclone DDS `Internal/SocketReceiveBufferSize` (min); the kernel caps it at net.core.rmem_max.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_receive_buffer: Option<Bytes>,
+    /// Cyclone DDS `General/FragmentSize`: DATA_FRAG payload (default 1344 B). The thesis used 64 KB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragment_size: Option<Bytes>,
+    /// Cyclone DDS `General/MaxMessageSize`: largest RTPS message in one UDP datagram (default 14720 B, at most 65500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_size: Option<Bytes>,
 }
 
 impl Default for DdsConfig {
     fn default() -> Self {
-        DdsConfig { domain_id: 0, multicast: Multicast::Spdp, socket_receive_buffer: None }
+        DdsConfig { domain_id: 0, multicast: Multicast::Spdp, socket_receive_buffer: None, fragment_size: None, max_message_size: None }
     }
 }
 
@@ -488,6 +494,17 @@ impl Scenario {
         crate::net::parse_subnet(&self.network.subnet, self.hosts.len() + 1).map_err(|e| anyhow!("network.subnet: {e}"))?;
         if self.dds.multicast == Multicast::False {
             bail!("dds.multicast = false: the lab discovers peers by multicast SPDP; use spdp or default");
+        }
+        if let Some(m) = self.dds.max_message_size {
+            if !(1024..=65500).contains(&m.0) {
+                bail!("dds.max_message_size {m}: must lie between 1024 and 65500 bytes");
+            }
+        }
+        if let Some(f) = self.dds.fragment_size {
+            let max = self.dds.max_message_size.map(|m| m.0).unwrap_or(14720);
+            if f.0 < 256 || f.0 + 100 > max {
+                bail!("dds.fragment_size {f}: must lie between 256 and max_message_size - 100 ({max} - 100); raise dds.max_message_size too");
+            }
         }
         if self.dds.domain_id > 232 {
             bail!("dds.domain_id {}: must be at most 232", self.dds.domain_id);

@@ -170,8 +170,15 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
         Some(b) => format!("<Internal><SocketReceiveBufferSize min=\"{}B\"/></Internal>", b.0),
         None => String::new(),
     };
+    let mut sizes = String::new();
+    if let Some(m) = sc.dds.max_message_size {
+        sizes.push_str(&format!("<MaxMessageSize>{}B</MaxMessageSize>", m.0));
+    }
+    if let Some(f) = sc.dds.fragment_size {
+        sizes.push_str(&format!("<FragmentSize>{}B</FragmentSize>", f.0));
+    }
     format!(
-        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}</General>{internal}</Domain></CycloneDDS>"
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}{sizes}</General>{internal}</Domain></CycloneDDS>"
     )
 }
 
