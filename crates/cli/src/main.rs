@@ -31,6 +31,8 @@ enum Command {
     Latency(cmd::latency::LatencyArgs),
     /// Self-contained HTML report: per-topic tables, box plots per layer, latency over time, CDF, sizes, bandwidth
     Report(cmd::report::ReportArgs),
+    /// What is on the wire right now, per topic (live capture)
+    Live(cmd::live::LiveArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Topics(a) => cmd::topics::run(a),
         Command::Latency(a) => cmd::latency::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Live(a) => cmd::live::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };

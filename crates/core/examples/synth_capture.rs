@@ -28,11 +28,11 @@ fn main() -> std::io::Result<()> {
         return seeds(std::path::Path::new(out));
     }
     let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
-    let mut w = PcapngWriter::new(file, 1)?;
+    let mut w = PcapngWriter::new(file, 1, None)?;
     match mode.as_str() {
         "features" => {
             for (ts, f) in synth::feature_frames() {
-                w.packet(ts, &f)?;
+                w.packet(ts, &f, f.len() as u32)?;
             }
         }
         "bench" => {
@@ -66,7 +66,7 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
     let mut emit = |w: &mut PcapngWriter<BufWriter<File>>, s: SocketAddr, d: SocketAddr, payload: &[u8], ts: &mut i64, written: &mut u64| -> std::io::Result<()> {
         ident = ident.wrapping_add(1);
         for f in synth::udp_frames(s, d, ident, payload, &opts) {
-            w.packet(*ts, &f)?;
+            w.packet(*ts, &f, f.len() as u32)?;
             *ts += 2_000;
             *written += f.len() as u64 + 32;
         }
@@ -146,9 +146,9 @@ fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
         all.extend(enc(f));
     }
     std::fs::write(df.join("all-frames"), all)?;
-    let mut w = PcapngWriter::new(Vec::new(), 1)?;
+    let mut w = PcapngWriter::new(Vec::new(), 1, None)?;
     for (ts, f) in &frames {
-        w.packet(*ts, f)?;
+        w.packet(*ts, f, f.len() as u32)?;
     }
     std::fs::write(rc.join("features.pcapng"), w.into_inner())?;
     Ok(())

@@ -14,3 +14,4 @@ pub mod topics;
 pub mod pipeline;
 pub mod synth;
 pub mod latency;
+pub mod pcapng_out;

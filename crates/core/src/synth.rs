@@ -4,7 +4,7 @@
 //! tags, and pcapng files. Nothing here is used on the decode path.
 
 use ddscope_wire::{EntityId, Guid, GuidPrefix};
-use std::io::{self, Write};
+
 use std::net::{IpAddr, SocketAddr};
 
 /// An RTPS message under construction.
@@ -371,59 +371,8 @@ pub fn udp_frames(src: SocketAddr, dst: SocketAddr, ident: u32, payload: &[u8], 
     frames
 }
 
-/// Writes a pcapng file (one Ethernet interface, nanosecond timestamps).
-pub struct PcapngWriter<W: Write> {
-    out: W,
-}
-
-impl<W: Write> PcapngWriter<W> {
-    pub fn new(mut out: W, linktype: u16) -> io::Result<Self> {
-        // Section header block.
-        let mut shb = vec![];
-        shb.extend_from_slice(&0x0a0d0d0au32.to_le_bytes());
-        shb.extend_from_slice(&28u32.to_le_bytes());
-        shb.extend_from_slice(&0x1a2b3c4du32.to_le_bytes());
-        shb.extend_from_slice(&1u16.to_le_bytes());
-        shb.extend_from_slice(&0u16.to_le_bytes());
-        shb.extend_from_slice(&(-1i64).to_le_bytes());
-        shb.extend_from_slice(&28u32.to_le_bytes());
-        out.write_all(&shb)?;
-        // Interface description block with if_tsresol = 9.
-        let mut idb = vec![];
-        idb.extend_from_slice(&1u32.to_le_bytes());
-        idb.extend_from_slice(&32u32.to_le_bytes());
-        idb.extend_from_slice(&linktype.to_le_bytes());
-        idb.extend_from_slice(&0u16.to_le_bytes());
-        idb.extend_from_slice(&262144u32.to_le_bytes());
-        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0]); // if_tsresol option, padded
-        idb.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
-        idb.extend_from_slice(&32u32.to_le_bytes());
-        out.write_all(&idb)?;
-        Ok(PcapngWriter { out })
-    }
-
-    pub fn packet(&mut self, ts_ns: i64, data: &[u8]) -> io::Result<()> {
-        let padded = data.len().div_ceil(4) * 4;
-        let total = 32 + padded;
-        let mut b = Vec::with_capacity(total);
-        b.extend_from_slice(&6u32.to_le_bytes());
-        b.extend_from_slice(&(total as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        let ts = ts_ns as u64;
-        b.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-        b.extend_from_slice(&(ts as u32).to_le_bytes());
-        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        b.extend_from_slice(data);
-        b.resize(28 + padded, 0);
-        b.extend_from_slice(&(total as u32).to_le_bytes());
-        self.out.write_all(&b)
-    }
-
-    pub fn into_inner(self) -> W {
-        self.out
-    }
-}
+/// pcapng output, re-exported for the generators.
+pub use crate::pcapng_out::PcapngWriter;
 
 #[cfg(test)]
 mod tests {

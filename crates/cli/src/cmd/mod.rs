@@ -1,4 +1,5 @@
 pub mod dissect;
 pub mod latency;
+pub mod live;
 pub mod report;
 pub mod topics;

@@ -1,0 +1,294 @@
+//! `ddscope live`: what is on the wire right now, per topic.
+
+use crate::common::capture_name;
+use anyhow::Context;
+use clap::Args;
+use crossterm::event::{self, Event, KeyCode, KeyModifiers};
+use crossterm::{cursor, execute, terminal};
+use ddscope_core::decode::{Decoder, DecoderConfig};
+use ddscope_core::pcapng_out::PcapngWriter;
+use ddscope_core::samples::{SampleConfig, SampleTracker};
+use ddscope_monitor::capture::{drop_privileges, CaptureCounters, LiveCapture, LiveConfig, Tstamp};
+use ddscope_monitor::view::{LiveRow, LiveTopics, WINDOW_S};
+use ddscope_traffic::units::Nanos;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  sudo ddscope live -i eth0
+  sudo ddscope live -i eth0 --filter 'udp portrange 7400-7600' --write now.pcapng
+  sudo ddscope live -i eth0 --snaplen 200          # header-only: see docs/online.md for what stays exact
+  sudo setcap cap_net_raw,cap_net_admin=eip $(command -v ddscope); ddscope live -i eth0
+
+Keys: q or Ctrl-C quits. Without a terminal (piped output) a table is printed
+every 2 s and at the end. Kernel drop counters are always shown: `dropped` is
+the ring buffer overflowing (raise --buffer-mb), `if_dropped` the driver.")]
+pub struct LiveArgs {
+    /// Interface to capture on
+    #[arg(short = 'i', long = "interface")]
+    pub interface: String,
+    /// BPF capture filter (tcpdump syntax)
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Bytes captured per frame (0 = whole frames). Small values give header-only mode.
+    #[arg(long, default_value_t = 0)]
+    pub snaplen: i32,
+    /// Timestamp source: host, adapter (NIC hardware, synchronised) or adapter_unsynced
+    #[arg(long, default_value = "host")]
+    pub tstamp: String,
+    /// Kernel ring buffer size
+    #[arg(long, default_value_t = 64)]
+    pub buffer_mb: i32,
+    /// Stop after this long (e.g. 30s)
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Also write every captured frame to this pcapng file
+    #[arg(long)]
+    pub write: Option<PathBuf>,
+}
+
+#[derive(Default, Clone)]
+struct Snapshot {
+    rows: Vec<LiveRow>,
+    counters: CaptureCounters,
+    frames: u64,
+    events: u64,
+    skipped: String,
+    notes: Vec<String>,
+}
+
+fn fmt_bps(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} Gb/s", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} Mb/s", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kb/s", b / 1e3)
+    } else {
+        format!("{:.0} b/s", b)
+    }
+}
+
+fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<String> {
+    let c = &s.counters;
+    let mut out = vec![
+        format!(
+            "ddscope live — {iface} — {:.0} s — {} frames, {} submessages — kernel: received {}, dropped {}, if_dropped {}{}",
+            elapsed.as_secs_f64(),
+            s.frames,
+            s.events,
+            c.received,
+            c.dropped,
+            c.if_dropped,
+            if c.reopened > 0 { format!(", reopened {}", c.reopened) } else { String::new() }
+        ),
+        format!("{note}; rates over the last {WINDOW_S} s; q quits"),
+        String::new(),
+        format!(
+            "{:<36} {:>7} {:>11} {:>10} {:>9} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
+            "topic", "Hz", "bandwidth", "mean B", "max B", "frags", "ipfrg", "samples", "incompl", "retx", "gaps", "HB", "ACKNACK", "NACKF", "GAP"
+        ),
+    ];
+    for r in &s.rows {
+        let t = &r.totals;
+        let mut name = t.topic_name.clone();
+        if name.chars().count() > 36 {
+            name = format!("…{}", name.chars().rev().take(35).collect::<Vec<_>>().into_iter().rev().collect::<String>());
+        }
+        out.push(format!(
+            "{:<36} {:>7.2} {:>11} {:>10.0} {:>9} {:>6.1} {:>6.1} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
+            name,
+            r.rate_now_hz,
+            fmt_bps(r.bandwidth_now_bps),
+            t.mean_sample_size,
+            t.max_sample_size,
+            t.rtps_frags_per_sample,
+            t.ip_frags_per_sample,
+            t.samples,
+            t.incomplete_samples,
+            t.retransmitted_fragments,
+            t.sn_gaps,
+            t.heartbeats,
+            t.acknacks,
+            t.nack_frags,
+            t.gaps
+        ));
+    }
+    if s.rows.is_empty() {
+        out.push("(no DDS user traffic seen yet)".into());
+    }
+    out.push(String::new());
+    out.push(s.skipped.clone());
+    for n in s.notes.iter().rev().take(3) {
+        out.push(n.clone());
+    }
+    out
+}
+
+pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
+    let tstamp: Tstamp = a.tstamp.parse()?;
+    let duration = match &a.duration {
+        Some(d) => Some(d.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--duration: {e}"))?.as_duration()),
+        None => None,
+    };
+    let mut cap = LiveCapture::open(LiveConfig {
+        interface: a.interface.clone(),
+        filter: a.filter.clone(),
+        snaplen: a.snaplen,
+        tstamp,
+        buffer_mb: a.buffer_mb,
+    })?;
+    let mut writer = match &a.write {
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+            Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), cap.link().linktype() as u16, Some(&a.interface))?)
+        }
+        None => None,
+    };
+    let priv_note = drop_privileges()?;
+    let note = cap.timestamp_note.clone();
+    let name = capture_name(std::path::Path::new(&a.interface));
+    let stop = Arc::new(AtomicBool::new(false));
+    let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+    let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    if !tty {
+        let s = stop.clone();
+        ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    }
+    let started = Instant::now();
+    // Capture and decode on this thread's helper; render on this one.
+    let worker = {
+        let stop = stop.clone();
+        let snapshot = snapshot.clone();
+        let name = name.clone();
+        std::thread::spawn(move || -> anyhow::Result<(Decoder, LiveTopics, CaptureCounters, Option<u64>)> {
+            let mut dec = Decoder::new(&name, DecoderConfig::default());
+            let mut tracker = SampleTracker::new(SampleConfig::default());
+            let mut view = LiveTopics::default();
+            let mut notes: Vec<String> = priv_note.into_iter().collect();
+            let mut last_pub = Instant::now();
+            let mut write_err: Option<std::io::Error> = None;
+            let keep = || !stop.load(Ordering::Relaxed);
+            while keep() {
+                let got = cap.next(
+                    |p| {
+                        if let Some(w) = writer.as_mut() {
+                            if let Err(e) = w.packet(p.ts_ns, p.data, p.orig_len) {
+                                write_err.get_or_insert(e);
+                            }
+                        }
+                        dec.packet(p, &mut |e| {
+                            view.on_event(e);
+                            tracker.on_event(e, &mut |r| view.on_sample(&r));
+                        });
+                    },
+                    &mut |n| notes.push(n),
+                    &keep,
+                )?;
+                if let Some(e) = write_err.take() {
+                    notes.push(format!("writing the capture file failed: {e}; no longer writing"));
+                    writer = None;
+                }
+                if got.is_none() || last_pub.elapsed() >= Duration::from_millis(500) {
+                    last_pub = Instant::now();
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                    let snap = Snapshot {
+                        rows: view.rows(&name, &dec, now),
+                        counters: cap.counters(),
+                        frames: dec.stats.frames,
+                        events: view.events,
+                        skipped: dec.stats.summary_line(),
+                        notes: notes.clone(),
+                    };
+                    *snapshot.lock().expect("snapshot lock") = snap;
+                }
+            }
+            dec.finish();
+            tracker.finish(&mut |r| view.on_sample(&r));
+            let counters = cap.counters();
+            let mut written = None;
+            if let Some(mut w) = writer {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                w.statistics(now, counters.received, counters.dropped + counters.if_dropped)?;
+                w.flush()?;
+                written = Some(w.packets());
+            }
+            Ok((dec, view, counters, written))
+        })
+    };
+    let mut last_print = Instant::now();
+    if tty {
+        terminal::enable_raw_mode()?;
+        execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+    }
+    let ui = (|| -> anyhow::Result<()> {
+        while !stop.load(Ordering::Relaxed) && !worker.is_finished() {
+            if duration.is_some_and(|d| started.elapsed() >= d) {
+                break;
+            }
+            if tty {
+                if event::poll(Duration::from_millis(250))? {
+                    if let Event::Key(k) = event::read()? {
+                        let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                        if k.code == KeyCode::Char('q') || k.code == KeyCode::Esc || ctrl_c {
+                            break;
+                        }
+                    }
+                }
+                let s = snapshot.lock().expect("snapshot lock").clone();
+                let (w, h) = terminal::size().unwrap_or((160, 40));
+                let mut out = std::io::stdout();
+                execute!(out, cursor::MoveTo(0, 0), terminal::Clear(terminal::ClearType::All))?;
+                for (i, line) in render(&s, &a.interface, &note, started.elapsed()).iter().enumerate().take(h as usize) {
+                    let line: String = line.chars().take(w as usize).collect();
+                    execute!(out, cursor::MoveTo(0, i as u16))?;
+                    write!(out, "{line}")?;
+                }
+                out.flush()?;
+            } else {
+                std::thread::sleep(Duration::from_millis(200));
+                if last_print.elapsed() >= Duration::from_secs(2) {
+                    last_print = Instant::now();
+                    let s = snapshot.lock().expect("snapshot lock").clone();
+                    println!("{}\n", render(&s, &a.interface, &note, started.elapsed()).join("\n"));
+                }
+            }
+        }
+        Ok(())
+    })();
+    stop.store(true, Ordering::Relaxed);
+    if tty {
+        let _ = execute!(std::io::stdout(), cursor::Show, terminal::LeaveAlternateScreen);
+        let _ = terminal::disable_raw_mode();
+    }
+    ui?;
+    let (dec, view, counters, written) = worker.join().map_err(|_| anyhow::anyhow!("capture thread panicked"))??;
+    let now = view.now_ns.max(1);
+    let final_snap = Snapshot {
+        rows: view.rows(&name, &dec, now + 1_000_000_000),
+        counters,
+        frames: dec.stats.frames,
+        events: view.events,
+        skipped: dec.stats.summary_line(),
+        notes: vec![],
+    };
+    println!("{}", render(&final_snap, &a.interface, &note, started.elapsed()).join("\n"));
+    if let (Some(p), Some(n)) = (&a.write, written) {
+        eprintln!("live: wrote {n} frames to {}", p.display());
+    }
+    eprintln!(
+        "live: {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
+        a.interface,
+        dec.stats.frames,
+        counters.received,
+        counters.dropped,
+        counters.if_dropped,
+        dec.stats.summary_line()
+    );
+    Ok(0)
+}

@@ -1,0 +1,213 @@
+//! Live capture with libpcap: a large ring buffer in immediate mode,
+//! nanosecond timestamps (adapter timestamps when the NIC offers them, with a
+//! clear fallback message), kernel drop counters, an optional BPF filter and
+//! snap length (header-only mode), and reopening when the interface goes
+//! down and comes back.
+
+use anyhow::{bail, Context};
+use ddscope_core::capture::Packet;
+use ddscope_wire::link::LinkType;
+use pcap::{Capture, Precision, TimestampType};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tstamp {
+    Host,
+    Adapter,
+    AdapterUnsynced,
+}
+
+impl std::str::FromStr for Tstamp {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Tstamp> {
+        Ok(match s {
+            "host" => Tstamp::Host,
+            "adapter" => Tstamp::Adapter,
+            "adapter_unsynced" => Tstamp::AdapterUnsynced,
+            _ => bail!("--tstamp {s:?}: use host, adapter or adapter_unsynced"),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    pub interface: String,
+    pub filter: Option<String>,
+    /// 0 = whole frames.
+    pub snaplen: i32,
+    pub tstamp: Tstamp,
+    pub buffer_mb: i32,
+}
+
+/// Kernel and libpcap counters (cumulative since the capture opened, over reopenings).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CaptureCounters {
+    pub received: u64,
+    /// Dropped because the ring buffer was full (the counter users must watch).
+    pub dropped: u64,
+    /// Dropped by the interface or driver.
+    pub if_dropped: u64,
+    pub reopened: u64,
+}
+
+pub struct LiveCapture {
+    cfg: LiveConfig,
+    cap: Capture<pcap::Active>,
+    link: LinkType,
+    frame: u64,
+    base: CaptureCounters,
+    last: CaptureCounters,
+    /// What timestamping is in effect, for the user.
+    pub timestamp_note: String,
+}
+
+fn open(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, String)> {
+    let base = || -> anyhow::Result<Capture<pcap::Inactive>> {
+        let mut c = Capture::from_device(cfg.interface.as_str())
+            .with_context(|| format!("cannot capture on {}", cfg.interface))?
+            .immediate_mode(true)
+            .timeout(100)
+            .buffer_size(cfg.buffer_mb.saturating_mul(1 << 20))
+            .precision(Precision::Nano)
+            .promisc(false);
+        if cfg.snaplen > 0 {
+            c = c.snaplen(cfg.snaplen);
+        }
+        Ok(c)
+    };
+    let wanted = match cfg.tstamp {
+        Tstamp::Host => None,
+        Tstamp::Adapter => Some(TimestampType::Adapter),
+        Tstamp::AdapterUnsynced => Some(TimestampType::AdapterUnsynced),
+    };
+    let (cap, note) = match wanted {
+        None => (base()?.open(), "host timestamps (kernel, software)".to_string()),
+        Some(t) => match base()?.tstamp_type(t).open() {
+            Ok(c) => (Ok(c), format!("hardware timestamps from the NIC ({:?})", cfg.tstamp)),
+            Err(e) => (
+                base()?.open(),
+                format!("{} offers no hardware timestamps ({e}); falling back to host timestamps", cfg.interface),
+            ),
+        },
+    };
+    let mut cap = cap.map_err(|e| explain_open_error(&cfg.interface, e))?;
+    if let Some(f) = &cfg.filter {
+        cap.filter(f, true).with_context(|| format!("bad --filter {f:?}"))?;
+    }
+    Ok((cap, note))
+}
+
+fn explain_open_error(iface: &str, e: pcap::Error) -> anyhow::Error {
+    let s = e.to_string();
+    if s.contains("ermission") || s.contains("Operation not permitted") {
+        anyhow::anyhow!(
+            "cannot capture on {iface}: {s}. Run as root, or give the binary CAP_NET_RAW once: \
+             sudo setcap cap_net_raw,cap_net_admin=eip $(command -v ddscope)"
+        )
+    } else if s.contains("No such device") || s.contains("doesn't exist") {
+        anyhow::anyhow!("cannot capture on {iface}: no such interface (see `ip link`)")
+    } else {
+        anyhow::anyhow!("cannot capture on {iface}: {s}")
+    }
+}
+
+impl LiveCapture {
+    pub fn open(cfg: LiveConfig) -> anyhow::Result<LiveCapture> {
+        let (cap, timestamp_note) = open(&cfg)?;
+        let link = LinkType::from_linktype(cap.get_datalink().0 as u32);
+        Ok(LiveCapture { cfg, cap, link, frame: 0, base: CaptureCounters::default(), last: CaptureCounters::default(), timestamp_note })
+    }
+
+    pub fn link(&self) -> LinkType {
+        self.link
+    }
+
+    /// Counters so far (libpcap's and the kernel's), across reopenings.
+    pub fn counters(&mut self) -> CaptureCounters {
+        if let Ok(s) = self.cap.stats() {
+            self.last = CaptureCounters {
+                received: self.base.received + s.received as u64,
+                dropped: self.base.dropped + s.dropped as u64,
+                if_dropped: self.base.if_dropped + s.if_dropped as u64,
+                reopened: self.base.reopened,
+            };
+        }
+        self.last
+    }
+
+    /// Waits up to ~100 ms for one packet; `Ok(None)` on timeout. When the
+    /// interface goes away the capture is reopened (every second, until
+    /// `deadline`), and the gap is reported through `on_note`.
+    pub fn next<F: FnOnce(&Packet<'_>)>(
+        &mut self,
+        on_packet: F,
+        on_note: &mut dyn FnMut(String),
+        keep_going: &dyn Fn() -> bool,
+    ) -> anyhow::Result<Option<()>> {
+        match self.cap.next_packet() {
+            Ok(p) => {
+                self.frame += 1;
+                let ts = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
+                let pkt = Packet {
+                    frame: self.frame,
+                    ts_ns: ts,
+                    interface: 0,
+                    link: self.link,
+                    data: p.data,
+                    orig_len: p.header.len,
+                };
+                on_packet(&pkt);
+                Ok(Some(()))
+            }
+            Err(pcap::Error::TimeoutExpired) => Ok(None),
+            Err(e) => {
+                on_note(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
+                let c = self.counters();
+                let started = Instant::now();
+                loop {
+                    if !keep_going() {
+                        return Ok(None);
+                    }
+                    std::thread::sleep(Duration::from_millis(1000));
+                    match open(&self.cfg) {
+                        Ok((cap, _)) => {
+                            self.base = CaptureCounters { reopened: c.reopened + 1, ..c };
+                            self.cap = cap;
+                            on_note(format!(
+                                "capture on {} reopened after {:.1} s",
+                                self.cfg.interface,
+                                started.elapsed().as_secs_f64()
+                            ));
+                            return Ok(None);
+                        }
+                        Err(err) if started.elapsed() > Duration::from_secs(3600) => return Err(err),
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// When running as root: become `nobody` but keep CAP_NET_RAW (and
+/// CAP_NET_ADMIN, which libpcap needs to set up the ring again on reopen), so
+/// that a compromised decoder cannot do more than read packets.
+pub fn drop_privileges() -> anyhow::Result<Option<String>> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    use caps::{CapSet, Capability};
+    let keep: caps::CapsHashSet = [Capability::CAP_NET_RAW, Capability::CAP_NET_ADMIN].into_iter().collect();
+    unsafe {
+        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+            bail!("prctl(PR_SET_KEEPCAPS): {}", std::io::Error::last_os_error());
+        }
+        let nobody: libc::uid_t = 65534;
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(nobody) != 0 || libc::setuid(nobody) != 0 {
+            bail!("cannot drop root privileges: {}", std::io::Error::last_os_error());
+        }
+    }
+    caps::set(None, CapSet::Permitted, &keep).context("keeping CAP_NET_RAW")?;
+    caps::set(None, CapSet::Effective, &keep).context("keeping CAP_NET_RAW")?;
+    Ok(Some("running as nobody with CAP_NET_RAW and CAP_NET_ADMIN only".into()))
+}

@@ -1,0 +1,5 @@
+//! Online monitoring: live capture, the per-host agent, the central
+//! correlation server and its web dashboard.
+
+pub mod capture;
+pub mod view;

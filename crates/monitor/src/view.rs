@@ -1,0 +1,182 @@
+//! What `ddscope live` shows per topic: totals since start (from the same
+//! `TopicsAnalysis` as `ddscope topics`) and current rate and bandwidth over a
+//! sliding window of one-second buckets.
+
+use ddscope_core::decode::Decoder;
+use ddscope_core::events::{SubmsgEvent, TrafficType};
+use ddscope_core::samples::SampleRecord;
+use ddscope_core::topics::{TopicRow, TopicsAnalysis};
+use std::collections::{BTreeMap, VecDeque};
+
+const BUCKET_NS: i64 = 1_000_000_000;
+/// Seconds the current rate is averaged over.
+pub const WINDOW_S: usize = 5;
+
+#[derive(Default, Clone)]
+struct Buckets {
+    /// (second, samples, bytes)
+    b: VecDeque<(i64, u64, u64)>,
+}
+
+impl Buckets {
+    fn add(&mut self, ts: i64, bytes: u64) {
+        let s = ts.div_euclid(BUCKET_NS);
+        match self.b.back_mut() {
+            Some(last) if last.0 == s => {
+                last.1 += 1;
+                last.2 += bytes;
+            }
+            Some(last) if last.0 > s => {
+                if let Some(x) = self.b.iter_mut().find(|x| x.0 == s) {
+                    x.1 += 1;
+                    x.2 += bytes;
+                }
+            }
+            _ => self.b.push_back((s, 1, bytes)),
+        }
+        while self.b.len() > WINDOW_S + 2 {
+            self.b.pop_front();
+        }
+    }
+
+    /// Rate (Hz) and bandwidth (bit/s) over the last full WINDOW_S seconds before `now`.
+    fn rates(&self, now: i64) -> (f64, f64) {
+        let cur = now.div_euclid(BUCKET_NS);
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for (s, c, b) in &self.b {
+            if *s < cur && *s >= cur - WINDOW_S as i64 {
+                n += c;
+                bytes += b;
+            }
+        }
+        (n as f64 / WINDOW_S as f64, bytes as f64 * 8.0 / WINDOW_S as f64)
+    }
+}
+
+/// Per-topic live statistics of one capture point.
+#[derive(Default)]
+pub struct LiveTopics {
+    pub analysis: TopicsAnalysis,
+    window: BTreeMap<String, Buckets>,
+    pub now_ns: i64,
+    pub events: u64,
+}
+
+/// One line of the live table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LiveRow {
+    #[serde(flatten)]
+    pub totals: TopicRowJson,
+    pub rate_now_hz: f64,
+    pub bandwidth_now_bps: f64,
+}
+
+/// The totals of a topic as plain JSON-able values.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TopicRowJson {
+    pub topic_name: String,
+    pub type_name: String,
+    pub vendors: Vec<String>,
+    pub writers: u64,
+    pub readers: u64,
+    pub samples: u64,
+    pub incomplete_samples: u64,
+    pub bytes: u64,
+    pub mean_sample_size: f64,
+    pub max_sample_size: u32,
+    pub rtps_frags_per_sample: f64,
+    pub ip_frags_per_sample: f64,
+    pub retransmitted_fragments: u64,
+    pub sn_gaps: u64,
+    pub heartbeats: u64,
+    pub acknacks: u64,
+    pub nack_frags: u64,
+    pub gaps: u64,
+}
+
+impl TopicRowJson {
+    pub fn of(r: &TopicRow) -> Self {
+        let per = |x: u64| if r.samples > 0 { x as f64 / r.samples as f64 } else { 0.0 };
+        TopicRowJson {
+            topic_name: r.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| match r.writer_id {
+                // Discovery was not captured: name the writer by a short GUID.
+                Some(w) => {
+                    let g = w.to_string();
+                    format!("? writer {}…{}", &g[..8], &g[24..])
+                }
+                None => "?".into(),
+            }),
+            type_name: r.names.as_ref().map(|n| n.type_name.clone()).unwrap_or_default(),
+            vendors: r.vendors.clone(),
+            writers: r.writers,
+            readers: r.readers,
+            samples: r.samples,
+            incomplete_samples: r.incomplete_samples,
+            bytes: r.bytes,
+            mean_sample_size: per(r.bytes),
+            max_sample_size: r.max_sample_size,
+            rtps_frags_per_sample: per(r.rtps_frags),
+            ip_frags_per_sample: per(r.ip_frags),
+            retransmitted_fragments: r.retransmitted_fragments,
+            sn_gaps: r.sn_gaps,
+            heartbeats: r.heartbeats,
+            acknacks: r.acknacks,
+            nack_frags: r.nack_frags,
+            gaps: r.gaps,
+        }
+    }
+}
+
+impl LiveTopics {
+    pub fn on_event(&mut self, e: &SubmsgEvent) {
+        self.events += 1;
+        self.now_ns = self.now_ns.max(e.ts_ns);
+        self.analysis.on_event(e);
+    }
+
+    pub fn on_sample(&mut self, r: &SampleRecord) {
+        self.analysis.on_sample(r);
+        if r.traffic_type == TrafficType::User {
+            let key = match &r.topic {
+                Some(t) => t.topic_name.clone(),
+                None => {
+                    let g = r.writer_id.to_string();
+                    format!("? writer {}…{}", &g[..8], &g[24..])
+                }
+            };
+            self.window.entry(key).or_default().add(r.first_ts_ns, r.sample_size as u64);
+        }
+    }
+
+    /// Rows for user topics, with the current window rates (time `now_ns`: wall clock or capture time).
+    pub fn rows(&self, capture: &str, decoder: &Decoder, now_ns: i64) -> Vec<LiveRow> {
+        self.analysis
+            .rows(capture, &decoder.discovery, false, &[TrafficType::User])
+            .iter()
+            // Writers of unknown topics that only showed HEARTBEATs/ACKNACKs are noise here.
+            .filter(|r| r.names.is_some() || r.samples > 0)
+            .map(|r| {
+                let t = TopicRowJson::of(r);
+                let (rate, bw) = self.window.get(&t.topic_name).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
+                LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_rate() {
+        let mut b = Buckets::default();
+        for i in 0..100 {
+            // 10 Hz of 1000-byte samples over 10 s.
+            b.add(i * 100_000_000, 1000);
+        }
+        let (hz, bps) = b.rates(10 * BUCKET_NS + 1);
+        assert!((hz - 10.0).abs() < 1e-9, "{hz}");
+        assert!((bps - 80_000.0).abs() < 1e-6, "{bps}");
+    }
+}
