@@ -40,6 +40,15 @@ for m in ("pytest", "polars", "duckdb", "pyarrow"):
     importlib.import_module(m)
 PY
 
+# The browser tests drive Debian's Chromium with playwright-core (no browser download).
+if ! command -v node >/dev/null; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  (cd tests/browser && npm ci --silent --no-audit --no-fund)
+fi
+
 # The lab's workload nodes (C against Cyclone DDS, C++ against Fast DDS).
 if [ -f lab/CMakeLists.txt ]; then
   cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release >/dev/null
