@@ -123,7 +123,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
         Cmd::Types => {
             let bins = NodeBins::find()?;
             let out = std::process::Command::new(bins.path(Vendor::Cyclone)?).arg("--list-types").output()?;
-            println!("{:<58} {:<10} knobs", "type", "min bytes");
+            println!("{:<58} {:<10} knobs (size at n = 0 and the default m)", "type", "bytes");
             for line in String::from_utf8_lossy(&out.stdout).lines() {
                 let f: Vec<&str> = line.split('\t').collect();
                 if f.len() == 4 {

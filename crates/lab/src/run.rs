@@ -617,8 +617,17 @@ fn analyse(
         let client = d.iperf.iter().find(|v| v["index"] == json!(k)).map(|v| v["client"].clone()).unwrap_or(Value::Null);
         let sum = &client["end"]["sum"];
         let achieved = sum["bits_per_second"].as_f64();
-        if it.flow.rate.0 > 0 && achieved.is_none() {
-            failures.push(format!("interference[{k}]: iperf3 reported no result (logs/iperf3-{k}-client.json)"));
+        if it.flow.rate.0 > 0 {
+            match achieved {
+                None => failures.push(format!("interference[{k}]: iperf3 reported no result (logs/iperf3-{k}-client.json)")),
+                // iperf3 paces by the interval it actually ran; below target means the machine could not offer the load
+                Some(a) if a < it.flow.rate.0 as f64 * (1.0 - sc.fidelity.rate_tolerance.0.max(0.05)) => fidelity_fail(
+                    sc,
+                    &mut failures,
+                    format!("interference[{k}]: iperf3 offered {:.0} of {:.0} Mbit/s", a / 1e6, it.flow.rate.0 as f64 / 1e6),
+                ),
+                _ => {}
+            }
         }
         interference.push(json!({
             "from": it.from, "to": it.to, "load": it.load.map(|l| l.to_string()), "rate_bps": it.flow.rate.0,
