@@ -1,0 +1,786 @@
+//! Prometheus exposition: a thread-safe registry the agent updates from
+//! events, sample records and latency rows, rendered in the text format
+//! 0.0.4 and served at `/metrics` by [`MetricsServer`].
+//!
+//! Every per-topic series carries the labels `capture`, `topic`, `type`,
+//! `traffic_type`, `vendor`, `pcp` (and `writer_id` when
+//! [`RegistryConfig::per_writer`] is set). The number of label sets is capped
+//! ([`RegistryConfig::max_series`]); updates for label sets beyond the cap are
+//! counted in `ddscope_export_dropped_series_total` /
+//! `ddscope_export_dropped_updates_total`, never silently lost.
+
+use crate::delivery::SinkStats;
+use crate::health::CaptureHealth;
+use crate::promtext::{self, write_header, write_value, Family, Kind};
+use ddscope_core::discovery::TopicNames;
+use ddscope_core::events::{SubmsgEvent, TrafficType};
+use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::samples::SampleRecord;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::Guid;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Default exposition address (the OpenTelemetry Prometheus exporter's port).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// Cap on per-topic label sets.
+    pub max_series: usize,
+    /// Cap on (topic, sender, receiver) latency label sets.
+    pub max_latency_series: usize,
+    /// Add a `writer_id` label (one series per writer instead of per topic).
+    pub per_writer: bool,
+    /// Upper bounds of `ddscope_sample_size_bytes` buckets.
+    pub sample_size_buckets: Vec<f64>,
+    /// Upper bounds of `ddscope_latency_seconds` buckets.
+    pub latency_buckets: Vec<f64>,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            max_series: 5000,
+            max_latency_series: 2000,
+            per_writer: false,
+            // 64 B … 16 MiB in powers of four.
+            sample_size_buckets: (0..10).map(|i| 64.0 * 4f64.powi(i)).collect(),
+            // 10 µs … 10 s: 1-2.5-5 steps.
+            latency_buckets: vec![
+                1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ],
+        }
+    }
+}
+
+impl RegistryConfig {
+    fn validate(&self) -> Result<(), String> {
+        for (name, b) in [("sample_size_buckets", &self.sample_size_buckets), ("latency_buckets", &self.latency_buckets)] {
+            if b.is_empty() || b.iter().any(|v| !v.is_finite()) || b.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("{name} must be finite and strictly increasing"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Histogram {
+    bounds: Arc<[f64]>,
+    /// Per bucket (not cumulative); the last one is +Inf.
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: Arc<[f64]>) -> Self {
+        let n = bounds.len() + 1;
+        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0 }
+    }
+
+    fn observe(&mut self, v: f64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cum = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cum += c;
+            out.push_str(name);
+            out.push_str("_bucket{");
+            out.push_str(labels);
+            if !labels.is_empty() {
+                out.push(',');
+            }
+            out.push_str("le=\"");
+            match self.bounds.get(i) {
+                Some(b) => write_value(out, *b),
+                None => out.push_str("+Inf"),
+            }
+            let _ = writeln!(out, "\"}} {cum}");
+        }
+        let _ = write!(out, "{name}_sum{{{labels}}} ");
+        write_value(out, self.sum);
+        let _ = writeln!(out, "\n{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+/// Identity of a per-topic series.
+#[derive(Clone)]
+struct SeriesKey {
+    capture: Arc<str>,
+    topic: Option<Arc<TopicNames>>,
+    traffic: TrafficType,
+    vendor: u16,
+    pcp: Option<u8>,
+    writer: Option<Guid>,
+}
+
+impl SeriesKey {
+    fn names(&self) -> (&str, &str) {
+        self.topic.as_deref().map_or(("", ""), |t| (t.topic_name.as_str(), t.type_name.as_str()))
+    }
+}
+
+impl PartialEq for SeriesKey {
+    fn eq(&self, o: &Self) -> bool {
+        self.capture == o.capture
+            && self.names() == o.names()
+            && self.traffic == o.traffic
+            && self.vendor == o.vendor
+            && self.pcp == o.pcp
+            && self.writer == o.writer
+    }
+}
+impl Eq for SeriesKey {}
+impl Hash for SeriesKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.capture.hash(h);
+        self.names().hash(h);
+        self.traffic.hash(h);
+        self.vendor.hash(h);
+        self.pcp.hash(h);
+        self.writer.hash(h);
+    }
+}
+
+const KINDS: [SubmsgKind; 18] = [
+    SubmsgKind::Pad,
+    SubmsgKind::AckNack,
+    SubmsgKind::Heartbeat,
+    SubmsgKind::Gap,
+    SubmsgKind::InfoTs,
+    SubmsgKind::InfoSrc,
+    SubmsgKind::InfoReplyIp4,
+    SubmsgKind::InfoDst,
+    SubmsgKind::InfoReply,
+    SubmsgKind::NackFrag,
+    SubmsgKind::HeartbeatFrag,
+    SubmsgKind::Data,
+    SubmsgKind::DataFrag,
+    SubmsgKind::SecBody,
+    SubmsgKind::SecPrefix,
+    SubmsgKind::SecPostfix,
+    SubmsgKind::SrtpsPrefix,
+    SubmsgKind::SrtpsPostfix,
+];
+
+fn kind_slot(k: SubmsgKind) -> Option<usize> {
+    KINDS.iter().position(|x| *x == k)
+}
+
+struct TopicSeries {
+    /// Rendered label pairs, without braces.
+    labels: String,
+    /// Traffic of a writer (not only INFO_* and friends): all counters are exposed, zeros included.
+    has_writer: bool,
+    submsgs: [u64; KINDS.len()],
+    /// Vendor and unknown submessage ids.
+    other_kinds: Vec<(SubmsgKind, u64)>,
+    payload_bytes: u64,
+    rtps_fragments: u64,
+    heartbeats: u64,
+    acknacks: u64,
+    nack_frags: u64,
+    gaps: u64,
+    samples: u64,
+    incomplete_samples: u64,
+    sample_bytes: u64,
+    ip_fragments: u64,
+    retransmitted_fragments: u64,
+    retransmitted_bytes: u64,
+    sample_size: Histogram,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct FlowKey {
+    topic: String,
+    sender: Arc<str>,
+    receiver: Arc<str>,
+}
+
+/// Latency layers exported as the `layer` label.
+const LAYERS: [&str; 4] = ["message", "first_first", "last_last", "submessage"];
+const STATUSES: [&str; 3] = ["delivered", "lost", "incomplete"];
+
+struct FlowSeries {
+    labels: String,
+    layers: [Histogram; 4],
+    negative: [u64; 4],
+    status: [u64; 3],
+    repaired: u64,
+}
+
+#[derive(Default)]
+struct Overflow {
+    /// Hashes of refused label sets (bounded), to count each once.
+    refused: FxHashSet<u64>,
+    dropped_series: u64,
+    dropped_updates: u64,
+}
+
+/// Refused label sets remembered to count each once; beyond this every refusal counts.
+const REFUSED_MEMORY: usize = 100_000;
+
+impl Overflow {
+    fn refuse(&mut self, h: u64) {
+        self.dropped_updates += 1;
+        if self.refused.len() < REFUSED_MEMORY {
+            if self.refused.insert(h) {
+                self.dropped_series += 1;
+            }
+        } else if !self.refused.contains(&h) {
+            self.dropped_series += 1;
+        }
+    }
+}
+
+struct Inner {
+    cfg: RegistryConfig,
+    size_bounds: Arc<[f64]>,
+    lat_bounds: Arc<[f64]>,
+    series: Vec<TopicSeries>,
+    index: FxHashMap<SeriesKey, usize>,
+    /// Fast path: (writer, pcp) → series, valid while capture and topic are the same Arcs.
+    by_writer: FxHashMap<(Guid, Option<u8>), (Arc<str>, Option<Arc<TopicNames>>, usize)>,
+    topic_overflow: Overflow,
+    flows: BTreeMap<FlowKey, FlowSeries>,
+    flow_overflow: Overflow,
+    health: BTreeMap<String, CaptureHealth>,
+    /// Families from the system sampler or a node_exporter, per source.
+    system: BTreeMap<String, Vec<Family>>,
+    sinks: Vec<(String, Arc<SinkStats>)>,
+}
+
+/// The metrics of one agent. Cheap to share (`Arc<Registry>`); every method takes `&self`.
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+fn push_label(out: &mut String, k: &str, v: &str) {
+    if !out.is_empty() {
+        out.push(',');
+    }
+    out.push_str(k);
+    out.push_str("=\"");
+    promtext::escape_label_value(out, v);
+    out.push('"');
+}
+
+fn hash_of<T: Hash>(t: &T) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    t.hash(&mut h);
+    h.finish()
+}
+
+impl Inner {
+    fn series_for(&mut self, capture: &Arc<str>, topic: &Option<Arc<TopicNames>>, traffic: TrafficType, vendor: u16, pcp: Option<u8>, writer: Option<Guid>) -> Option<usize> {
+        if let Some(w) = writer {
+            if let Some((c, t, i)) = self.by_writer.get(&(w, pcp)) {
+                let same_topic = match (t, topic) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if Arc::ptr_eq(c, capture) && same_topic {
+                    return Some(*i);
+                }
+            }
+        }
+        let key = SeriesKey {
+            capture: capture.clone(),
+            topic: topic.clone(),
+            traffic,
+            vendor,
+            pcp,
+            writer: if self.cfg.per_writer { writer } else { None },
+        };
+        let idx = match self.index.get(&key) {
+            Some(i) => *i,
+            None => {
+                if self.series.len() >= self.cfg.max_series {
+                    self.topic_overflow.refuse(hash_of(&key));
+                    return None;
+                }
+                let mut labels = String::new();
+                let (topic_name, type_name) = key.names();
+                push_label(&mut labels, "capture", &key.capture);
+                push_label(&mut labels, "topic", topic_name);
+                push_label(&mut labels, "type", type_name);
+                push_label(&mut labels, "traffic_type", traffic.as_str());
+                push_label(&mut labels, "vendor", &format!("0x{vendor:04x}"));
+                push_label(&mut labels, "pcp", &pcp.map(|p| p.to_string()).unwrap_or_default());
+                if let Some(w) = key.writer {
+                    push_label(&mut labels, "writer_id", &w.to_string());
+                }
+                let i = self.series.len();
+                self.series.push(TopicSeries {
+                    labels,
+                    has_writer: false,
+                    submsgs: [0; KINDS.len()],
+                    other_kinds: vec![],
+                    payload_bytes: 0,
+                    rtps_fragments: 0,
+                    heartbeats: 0,
+                    acknacks: 0,
+                    nack_frags: 0,
+                    gaps: 0,
+                    samples: 0,
+                    incomplete_samples: 0,
+                    sample_bytes: 0,
+                    ip_fragments: 0,
+                    retransmitted_fragments: 0,
+                    retransmitted_bytes: 0,
+                    sample_size: Histogram::new(self.size_bounds.clone()),
+                });
+                self.index.insert(key, i);
+                i
+            }
+        };
+        if let Some(w) = writer {
+            self.series[idx].has_writer = true;
+            if self.by_writer.len() < 4 * self.cfg.max_series {
+                self.by_writer.insert((w, pcp), (capture.clone(), topic.clone(), idx));
+            }
+        }
+        Some(idx)
+    }
+
+    fn on_event(&mut self, e: &SubmsgEvent) {
+        let Some(i) = self.series_for(&e.capture, &e.topic, e.traffic_type, e.vendor_id, e.pcp, e.writer_id) else { return };
+        let s = &mut self.series[i];
+        match kind_slot(e.kind) {
+            Some(k) => s.submsgs[k] += 1,
+            None => match s.other_kinds.iter_mut().find(|(k, _)| *k == e.kind) {
+                Some((_, n)) => *n += 1,
+                None => s.other_kinds.push((e.kind, 1)),
+            },
+        }
+        match e.kind {
+            SubmsgKind::Data => s.payload_bytes += e.payload_size.unwrap_or(0) as u64,
+            SubmsgKind::DataFrag => {
+                s.payload_bytes += e.payload_size.unwrap_or(0) as u64;
+                s.rtps_fragments += e.frags_in_submsg.unwrap_or(1) as u64;
+            }
+            SubmsgKind::Heartbeat | SubmsgKind::HeartbeatFrag => s.heartbeats += 1,
+            SubmsgKind::AckNack => s.acknacks += 1,
+            SubmsgKind::NackFrag => s.nack_frags += 1,
+            SubmsgKind::Gap => s.gaps += 1,
+            _ => {}
+        }
+    }
+
+    fn on_sample(&mut self, r: &SampleRecord) {
+        let Some(i) = self.series_for(&r.capture, &r.topic, r.traffic_type, r.vendor_id, r.pcp, Some(r.writer_id)) else { return };
+        let s = &mut self.series[i];
+        s.samples += 1;
+        if !r.complete {
+            s.incomplete_samples += 1;
+        }
+        s.sample_bytes += r.sample_size as u64;
+        s.ip_fragments += r.ip_frags as u64;
+        s.retransmitted_fragments += r.retransmitted_frags as u64;
+        s.retransmitted_bytes += r.retransmitted_bytes;
+        s.sample_size.observe(r.sample_size as f64);
+    }
+
+    fn on_latency(&mut self, row: &LatencyRow) {
+        let topic = row.topic.as_deref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", row.writer_id));
+        let key = FlowKey { topic, sender: row.sender.clone(), receiver: row.receiver.clone() };
+        if !self.flows.contains_key(&key) {
+            if self.flows.len() >= self.cfg.max_latency_series {
+                self.flow_overflow.refuse(hash_of(&key));
+                return;
+            }
+            let mut labels = String::new();
+            push_label(&mut labels, "topic", &key.topic);
+            push_label(&mut labels, "sender", &key.sender);
+            push_label(&mut labels, "receiver", &key.receiver);
+            let h = || Histogram::new(self.lat_bounds.clone());
+            self.flows.insert(key.clone(), FlowSeries { labels, layers: [h(), h(), h(), h()], negative: [0; 4], status: [0; 3], repaired: 0 });
+        }
+        let f = self.flows.get_mut(&key).expect("inserted above");
+        let mut observe = |layer: usize, ns: Option<i64>| {
+            if let Some(ns) = ns {
+                if ns < 0 {
+                    // A negative observation would make _sum decrease (rate() breaks):
+                    // count it instead (a clock offset between the capture points).
+                    f.negative[layer] += 1;
+                } else {
+                    f.layers[layer].observe(ns as f64 / 1e9);
+                }
+            }
+        };
+        match row.level {
+            Level::Message => {
+                observe(0, row.latency_ns);
+                observe(1, row.first_first_ns);
+                observe(2, row.last_last_ns);
+                if let Some(i) = STATUSES.iter().position(|s| *s == row.status) {
+                    f.status[i] += 1;
+                }
+                if row.repaired {
+                    f.repaired += 1;
+                }
+            }
+            Level::Submessage => observe(3, row.latency_ns),
+        }
+    }
+}
+
+impl Registry {
+    pub fn new(cfg: RegistryConfig) -> Result<Self, String> {
+        cfg.validate()?;
+        Ok(Registry {
+            inner: Mutex::new(Inner {
+                size_bounds: cfg.sample_size_buckets.clone().into(),
+                lat_bounds: cfg.latency_buckets.clone().into(),
+                cfg,
+                series: vec![],
+                index: FxHashMap::default(),
+                by_writer: FxHashMap::default(),
+                topic_overflow: Overflow::default(),
+                flows: BTreeMap::new(),
+                flow_overflow: Overflow::default(),
+                health: BTreeMap::new(),
+                system: BTreeMap::new(),
+                sinks: vec![],
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one submessage.
+    pub fn on_event(&self, e: &SubmsgEvent) {
+        self.lock().on_event(e);
+    }
+
+    /// Counts a batch of submessages under one lock.
+    pub fn on_events<'a>(&self, es: impl IntoIterator<Item = &'a SubmsgEvent>) {
+        let mut g = self.lock();
+        for e in es {
+            g.on_event(e);
+        }
+    }
+
+    /// Counts one closed sample record (samples, sizes, IP fragments, retransmissions).
+    pub fn on_sample(&self, r: &SampleRecord) {
+        self.lock().on_sample(r);
+    }
+
+    /// Observes one correlated latency row.
+    pub fn on_latency(&self, row: &LatencyRow) {
+        self.lock().on_latency(row);
+    }
+
+    /// Replaces the capture-health counters of `h.capture`.
+    pub fn set_capture_health(&self, h: &CaptureHealth) {
+        self.lock().health.insert(h.capture.clone(), h.clone());
+    }
+
+    /// Replaces the system families of `source` (the sampler's or a node_exporter's).
+    pub fn set_system(&self, source: &str, families: Vec<Family>) {
+        self.lock().system.insert(source.to_string(), families);
+    }
+
+    /// Exposes a push sink's counters as `ddscope_export_*{sink=name}`.
+    pub fn register_sink(&self, name: &str, stats: Arc<SinkStats>) {
+        let mut g = self.lock();
+        g.sinks.retain(|(n, _)| n != name);
+        g.sinks.push((name.to_string(), stats));
+    }
+
+    /// Label sets refused because a cap was hit: (topic series, latency series).
+    pub fn dropped_series(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.topic_overflow.dropped_series, g.flow_overflow.dropped_series)
+    }
+
+    /// Everything as metric families (for the OTLP sink).
+    pub fn families(&self) -> Vec<Family> {
+        // The text is the one representation every family has; parsing it
+        // back keeps the OTLP metrics identical to what Prometheus scrapes.
+        promtext::parse(&self.render()).unwrap_or_default()
+    }
+
+    /// The exposition in the text format 0.0.4.
+    pub fn render(&self) -> String {
+        let g = self.lock();
+        let mut out = String::with_capacity(4096 + g.series.len() * 1024);
+        g.render(&mut out);
+        out
+    }
+}
+
+type Getter = fn(&TopicSeries) -> u64;
+
+impl Inner {
+    fn render(&self, out: &mut String) {
+        // Per-topic counters.
+        write_header(out, "ddscope_submessages_total", "RTPS submessages seen, by kind.", Kind::Counter);
+        for s in &self.series {
+            for (i, n) in s.submsgs.iter().enumerate() {
+                if *n > 0 {
+                    let _ = writeln!(out, "ddscope_submessages_total{{{},kind=\"{}\"}} {n}", s.labels, KINDS[i].name());
+                }
+            }
+            for (k, n) in &s.other_kinds {
+                let _ = writeln!(out, "ddscope_submessages_total{{{},kind=\"{}\"}} {n}", s.labels, k.name());
+            }
+        }
+        let counters: [(&str, &str, Getter); 12] = [
+            ("ddscope_payload_bytes_total", "Serialized payload bytes of DATA and DATA_FRAG submessages on the wire, retransmissions included.", |s| s.payload_bytes),
+            ("ddscope_rtps_fragments_total", "DDS fragments carried by DATA_FRAG submessages, retransmissions included.", |s| s.rtps_fragments),
+            ("ddscope_heartbeats_total", "HEARTBEAT and HEARTBEAT_FRAG submessages.", |s| s.heartbeats),
+            ("ddscope_acknacks_total", "ACKNACK submessages (towards the writer of the series).", |s| s.acknacks),
+            ("ddscope_nack_frags_total", "NACK_FRAG submessages (towards the writer of the series).", |s| s.nack_frags),
+            ("ddscope_gaps_total", "GAP submessages.", |s| s.gaps),
+            ("ddscope_samples_total", "DDS samples (writer, sequence number) closed at this capture point.", |s| s.samples),
+            ("ddscope_incomplete_samples_total", "Samples closed without every fragment seen.", |s| s.incomplete_samples),
+            ("ddscope_sample_bytes_total", "Serialized sizes of the closed samples.", |s| s.sample_bytes),
+            ("ddscope_ip_fragments_total", "IP fragments of the datagrams that carried the closed samples.", |s| s.ip_fragments),
+            ("ddscope_retransmitted_fragments_total", "DDS fragments seen again towards the same destination.", |s| s.retransmitted_fragments),
+            ("ddscope_retransmitted_bytes_total", "Bytes of the retransmitted fragments.", |s| s.retransmitted_bytes),
+        ];
+        for (name, help, get) in counters {
+            write_header(out, name, help, Kind::Counter);
+            for s in self.series.iter().filter(|s| s.has_writer || get(s) > 0) {
+                let _ = writeln!(out, "{name}{{{}}} {}", s.labels, get(s));
+            }
+        }
+        write_header(out, "ddscope_sample_size_bytes", "Serialized size of the closed samples.", Kind::Histogram);
+        for s in self.series.iter().filter(|s| s.samples > 0) {
+            s.sample_size.render(out, "ddscope_sample_size_bytes", &s.labels);
+        }
+
+        // Latency between capture points.
+        write_header(
+            out,
+            "ddscope_latency_seconds",
+            "DDS latency between two capture points: message (first DATA at the sender to sample complete at the receiver), first_first, last_last, submessage (first IP fragment at the sender to last at the receiver).",
+            Kind::Histogram,
+        );
+        for f in self.flows.values() {
+            for (i, h) in f.layers.iter().enumerate() {
+                if h.count > 0 {
+                    let labels = format!("{},layer=\"{}\"", f.labels, LAYERS[i]);
+                    h.render(out, "ddscope_latency_seconds", &labels);
+                }
+            }
+        }
+        write_header(out, "ddscope_latency_negative_total", "Latency observations below zero (clock offset between the capture points), not put in the histogram.", Kind::Counter);
+        for f in self.flows.values() {
+            for (i, n) in f.negative.iter().enumerate() {
+                if *n > 0 {
+                    let _ = writeln!(out, "ddscope_latency_negative_total{{{},layer=\"{}\"}} {n}", f.labels, LAYERS[i]);
+                }
+            }
+        }
+        write_header(out, "ddscope_latency_samples_total", "Samples judged between a sender and a receiver capture point, by status.", Kind::Counter);
+        for f in self.flows.values() {
+            for (i, n) in f.status.iter().enumerate() {
+                let _ = writeln!(out, "ddscope_latency_samples_total{{{},status=\"{}\"}} {n}", f.labels, STATUSES[i]);
+            }
+        }
+        write_header(out, "ddscope_latency_repaired_samples_total", "Judged samples that needed retransmitted fragments.", Kind::Counter);
+        for f in self.flows.values() {
+            let _ = writeln!(out, "ddscope_latency_repaired_samples_total{{{}}} {}", f.labels, f.repaired);
+        }
+
+        // Capture health.
+        let health: [(&str, &str, fn(&CaptureHealth) -> u64); 4] = [
+            ("ddscope_capture_packets_total", "Packets the capture delivered.", |h| h.packets_received),
+            ("ddscope_capture_kernel_dropped_total", "Packets dropped because the capture buffer was full.", |h| h.kernel_dropped),
+            ("ddscope_capture_interface_dropped_total", "Packets dropped by the interface or its driver.", |h| h.interface_dropped),
+            ("ddscope_capture_bytes_total", "Bytes captured.", |h| h.bytes),
+        ];
+        for (name, help, get) in health {
+            write_header(out, name, help, Kind::Counter);
+            for h in self.health.values() {
+                let mut l = String::new();
+                push_label(&mut l, "capture", &h.capture);
+                let _ = writeln!(out, "{name}{{{l}}} {}", get(h));
+            }
+        }
+        write_header(out, "ddscope_decode_skipped_total", "Frames, datagrams or submessages the decoder skipped, by reason.", Kind::Counter);
+        for h in self.health.values() {
+            for (reason, n) in &h.decode_skipped {
+                let mut l = String::new();
+                push_label(&mut l, "capture", &h.capture);
+                push_label(&mut l, "reason", reason);
+                let _ = writeln!(out, "ddscope_decode_skipped_total{{{l}}} {n}");
+            }
+        }
+        write_header(out, "ddscope_state_evicted_total", "State dropped to stay within a memory cap, by what.", Kind::Counter);
+        for h in self.health.values() {
+            for (what, n) in &h.evicted {
+                let mut l = String::new();
+                push_label(&mut l, "capture", &h.capture);
+                push_label(&mut l, "what", what);
+                let _ = writeln!(out, "ddscope_state_evicted_total{{{l}}} {n}");
+            }
+        }
+
+        // The exporter itself.
+        write_header(out, "ddscope_export_series", "Label sets held, by kind (topic or latency).", Kind::Gauge);
+        let _ = writeln!(out, "ddscope_export_series{{kind=\"topic\"}} {}", self.series.len());
+        let _ = writeln!(out, "ddscope_export_series{{kind=\"latency\"}} {}", self.flows.len());
+        write_header(out, "ddscope_export_dropped_series_total", "Label sets refused because the series cap was reached.", Kind::Counter);
+        let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_series);
+        let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_series);
+        write_header(out, "ddscope_export_dropped_updates_total", "Updates lost because their label set was refused.", Kind::Counter);
+        let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_updates);
+        let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_updates);
+        write_header(out, "ddscope_export_records_total", "Records handed to a push sink, by outcome.", Kind::Counter);
+        for (name, st) in &self.sinks {
+            let s = st.snapshot();
+            for (outcome, v) in [
+                ("accepted", s.accepted),
+                ("delivered", s.delivered),
+                ("dropped_queue_full", s.dropped_queue_full),
+                ("rejected", s.rejected),
+                ("dropped_at_shutdown", s.dropped_at_shutdown),
+                ("unencodable", s.unencodable),
+            ] {
+                let mut l = String::new();
+                push_label(&mut l, "sink", name);
+                let _ = writeln!(out, "ddscope_export_records_total{{{l},outcome=\"{outcome}\"}} {v}");
+            }
+        }
+        let sink_metrics: [(&str, &str, Kind, fn(&SinkStats) -> u64); 4] = [
+            ("ddscope_export_failed_attempts_total", "Failed delivery attempts (each is retried with backoff).", Kind::Counter, |s| s.failed_attempts.load(Relaxed)),
+            ("ddscope_export_sent_bytes_total", "Request body bytes delivered.", Kind::Counter, |s| s.bytes_sent.load(Relaxed)),
+            ("ddscope_export_queued_bytes", "Encoded bytes waiting for delivery.", Kind::Gauge, |s| s.queued_bytes.load(Relaxed)),
+            ("ddscope_export_up", "1 when the last delivery attempt succeeded.", Kind::Gauge, |s| s.up.load(Relaxed) as u64),
+        ];
+        for (name, help, kind, get) in sink_metrics {
+            write_header(out, name, help, kind);
+            for (sink, st) in &self.sinks {
+                let mut l = String::new();
+                push_label(&mut l, "sink", sink);
+                let _ = writeln!(out, "{name}{{{l}}} {}", get(st));
+            }
+        }
+
+        // System metrics (node_exporter names), merged across sources by family name.
+        let mut merged: BTreeMap<&str, (&Family, Vec<&promtext::Sample>)> = BTreeMap::new();
+        for fams in self.system.values() {
+            for f in fams {
+                merged.entry(f.name.as_str()).or_insert_with(|| (f, vec![])).1.extend(f.samples.iter());
+            }
+        }
+        for (f, samples) in merged.values() {
+            promtext::write_family(out, &Family { name: f.name.clone(), help: f.help.clone(), kind: f.kind, samples: samples.iter().map(|s| (*s).clone()).collect() });
+        }
+    }
+}
+
+/// Serves a registry at `http://ADDR/metrics` on its own thread.
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve metrics on {addr}: {source}")]
+pub struct ServeError {
+    pub addr: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (port 0 picks a free port; see [`MetricsServer::addr`]).
+    /// With `token`, requests need `Authorization: Bearer TOKEN` (Prometheus:
+    /// `authorization: {credentials: TOKEN}`); an address other than loopback
+    /// is refused without a token.
+    pub fn start(addr: &str, registry: Arc<Registry>, token: Option<&str>) -> Result<Self, ServeError> {
+        let parsed: Option<SocketAddr> = addr.parse().ok();
+        if token.is_none() && !parsed.is_some_and(|a| a.ip().is_loopback()) {
+            return Err(ServeError {
+                addr: addr.to_string(),
+                source: "listening on an address other than loopback (127.0.0.1, ::1) needs a token".into(),
+            });
+        }
+        let server = tiny_http::Server::http(addr).map_err(|e| ServeError { addr: addr.to_string(), source: e })?;
+        let bound = match server.server_addr() {
+            tiny_http::ListenAddr::IP(a) => a,
+            #[allow(unreachable_patterns)]
+            _ => return Err(ServeError { addr: addr.to_string(), source: "not an IP listener".into() }),
+        };
+        let server = Arc::new(server);
+        let s2 = server.clone();
+        let thread = std::thread::Builder::new()
+            .name("ddscope-metrics".into())
+            .spawn({
+                let token = token.map(|t| format!("Bearer {t}"));
+                move || serve(&s2, &registry, token.as_deref())
+            })
+            .map_err(|e| ServeError { addr: addr.to_string(), source: Box::new(e) })?;
+        Ok(MetricsServer { server, thread: Some(thread), addr: bound })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Compares without an early exit (the token must not leak through timing).
+fn ct_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn header(k: &str, v: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("static header is valid")
+}
+
+fn serve(server: &tiny_http::Server, registry: &Registry, auth: Option<&str>) {
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("");
+        if let Some(want) = auth {
+            let ok = req.headers().iter().any(|h| h.field.equiv("Authorization") && ct_eq(h.value.as_str(), want));
+            if !ok {
+                let _ = req.respond(
+                    tiny_http::Response::from_string("unauthorized\n").with_status_code(401).with_header(header("WWW-Authenticate", "Bearer")),
+                );
+                continue;
+            }
+        }
+        let resp = match (req.method(), path) {
+            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
+                tiny_http::Response::from_string(registry.render()).with_header(header("Content-Type", promtext::CONTENT_TYPE))
+            }
+            (tiny_http::Method::Get, "/") => tiny_http::Response::from_string(
+                "<html><body><h1>ddscope</h1><a href=\"/metrics\">/metrics</a></body></html>",
+            )
+            .with_header(header("Content-Type", "text/html; charset=utf-8")),
+            (tiny_http::Method::Get | tiny_http::Method::Head, _) => tiny_http::Response::from_string("not found: try /metrics\n").with_status_code(404),
+            _ => tiny_http::Response::from_string("method not allowed\n").with_status_code(405),
+        };
+        // A client that went away is not our problem.
+        let _ = req.respond(resp);
+    }
+}
