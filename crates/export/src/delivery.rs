@@ -237,27 +237,39 @@ impl<E: Encoder> Delivery<E> {
     /// `f` returns how many records it accepted.
     pub fn with_encoder<R>(&self, f: impl FnOnce(&mut E) -> (u64, R)) -> R {
         let mut sealed = vec![];
-        let r;
+        let r = {
+            let mut b = lock(&self.shared.encoder);
+            let (n, r) = f(&mut b.enc);
+            self.after_add(&mut b, n, &mut sealed);
+            r
+        };
+        self.shared.enqueue(sealed);
+        r
+    }
+
+    /// Adds many items under one lock, sealing whenever a batch is full.
+    pub fn add_each<I>(&self, items: impl IntoIterator<Item = I>, mut f: impl FnMut(&mut E, I) -> u64) {
+        let mut sealed = vec![];
         {
             let mut b = lock(&self.shared.encoder);
-            let (n, res) = f(&mut b.enc);
-            r = res;
-            if n == 0 {
-                return r;
-            }
-            self.shared.stats.accepted.fetch_add(n, Relaxed);
-            b.since.get_or_insert_with(Instant::now);
-            if b.enc.pending_bytes() >= self.shared.cfg.batch_max_bytes
-                || b.enc.pending_records() >= self.shared.cfg.batch_max_records as u64
-            {
-                b.enc.seal(&mut sealed);
-                b.since = None;
+            for it in items {
+                let n = f(&mut b.enc, it);
+                self.after_add(&mut b, n, &mut sealed);
             }
         }
-        if !sealed.is_empty() {
-            self.shared.enqueue(sealed);
+        self.shared.enqueue(sealed);
+    }
+
+    fn after_add(&self, b: &mut Buffered<E>, n: u64, sealed: &mut Vec<Batch>) {
+        if n == 0 {
+            return;
         }
-        r
+        self.shared.stats.accepted.fetch_add(n, Relaxed);
+        b.since.get_or_insert_with(Instant::now);
+        if b.enc.pending_bytes() >= self.shared.cfg.batch_max_bytes || b.enc.pending_records() >= self.shared.cfg.batch_max_records as u64 {
+            b.enc.seal(sealed);
+            b.since = None;
+        }
     }
 
     /// Seals what is buffered and waits until every accepted record was

@@ -706,7 +706,7 @@ impl InfluxSink {
     }
 
     pub fn on_events<'a>(&self, es: impl IntoIterator<Item = &'a SubmsgEvent>) {
-        self.delivery.with_encoder(|enc| (es.into_iter().map(|e| enc.event(e)).sum(), ()));
+        self.delivery.add_each(es, |enc, e| enc.event(e));
     }
 
     pub fn on_sample(&self, r: &SampleRecord) {
@@ -719,7 +719,7 @@ impl InfluxSink {
 
     /// Writes a per-topic snapshot (`ddscope topics` rows) at `ts_ns`.
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
-        self.delivery.with_encoder(|enc| (rows.iter().map(|r| enc.topic_row(r, ts_ns)).sum(), ()));
+        self.delivery.add_each(rows, |enc, r| enc.topic_row(r, ts_ns));
     }
 
     pub fn on_capture_health(&self, h: &CaptureHealth, ts_ns: i64) {
@@ -727,7 +727,8 @@ impl InfluxSink {
     }
 
     pub fn on_system(&self, s: &SystemSnapshot) {
-        self.delivery.with_encoder(|enc| (enc.families(&s.host, &s.families_with_errors(), s.ts_ns), ()));
+        let fams = s.families_with_errors();
+        self.delivery.add_each(&fams, |enc, f| enc.families(&s.host, std::slice::from_ref(f), s.ts_ns));
     }
 
     /// Data events skipped for `ddscope_data` because no INFO_TS was in force.

@@ -167,6 +167,7 @@ fn span_of(e: &SubmsgEvent) -> Span {
     }
     a.push(kv_str("vendor_id", format!("0x{:04x}", e.vendor_id)));
     a.push(kv_int("frame", e.frame as i64));
+    a.push(kv_int("submsg_index", e.submsg_index as i64));
     Span {
         trace_id: trace_id.to_vec(),
         span_id: span_id.to_vec(),
@@ -420,7 +421,7 @@ impl OtlpSink {
 
     pub fn on_events<'a>(&self, es: impl IntoIterator<Item = &'a SubmsgEvent>) {
         if self.spans {
-            self.delivery.with_encoder(|enc| (es.into_iter().map(|e| enc.add_span(e)).sum(), ()));
+            self.delivery.add_each(es, |enc, e| enc.add_span(e));
         }
     }
 

@@ -784,3 +784,145 @@ fn serve(server: &tiny_http::Server, registry: &Registry, auth: Option<&str>) {
         let _ = req.respond(resp);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_wire::{EntityId, GuidPrefix};
+
+    fn event(topic: &str, w: u8, kind: SubmsgKind) -> SubmsgEvent {
+        let mut e = SubmsgEvent::blank(Arc::from("pc1"));
+        e.kind = kind;
+        e.writer_id = Some(Guid::new(GuidPrefix([w; 12]), EntityId([0, 0, 1, 3])));
+        e.topic = Some(Arc::new(TopicNames::new(topic, "T")));
+        e.payload_size = Some(10);
+        e
+    }
+
+    fn value(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        fams.iter().flat_map(|f| f.samples.iter()).find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(*v))).map(|s| s.value)
+    }
+
+    #[test]
+    fn series_cap_counts_what_it_refuses() {
+        let r = Registry::new(RegistryConfig { max_series: 3, ..Default::default() }).unwrap();
+        for i in 0..10u8 {
+            for _ in 0..2 {
+                r.on_event(&event(&format!("rt/t{i}"), i, SubmsgKind::Data));
+            }
+        }
+        let f = r.families();
+        let n = f.iter().find(|f| f.name == "ddscope_payload_bytes_total").unwrap().samples.len();
+        assert_eq!(n, 3);
+        assert_eq!(value(&f, "ddscope_export_dropped_series_total", &[("kind", "topic")]), Some(7.0));
+        assert_eq!(value(&f, "ddscope_export_dropped_updates_total", &[("kind", "topic")]), Some(14.0));
+        assert_eq!(r.dropped_series(), (7, 0));
+    }
+
+    #[test]
+    fn per_writer_labels_split_series() {
+        let r = Registry::new(RegistryConfig { per_writer: true, ..Default::default() }).unwrap();
+        r.on_event(&event("rt/a", 1, SubmsgKind::Data));
+        r.on_event(&event("rt/a", 2, SubmsgKind::Data));
+        r.on_event(&event("rt/a", 2, SubmsgKind::Heartbeat));
+        let f = r.families();
+        let s = &f.iter().find(|f| f.name == "ddscope_payload_bytes_total").unwrap().samples;
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|s| s.label("writer_id").is_some_and(|w| w.len() == 32)));
+        assert_eq!(value(&f, "ddscope_heartbeats_total", &[("writer_id", &Guid::new(GuidPrefix([2; 12]), EntityId([0, 0, 1, 3])).to_string())]), Some(1.0));
+    }
+
+    fn row(level: Level, status: &'static str, lat: Option<i64>) -> LatencyRow {
+        LatencyRow {
+            level,
+            topic: Some(Arc::new(TopicNames::new("rt/image", "T"))),
+            writer_id: Guid::default(),
+            sn: 1,
+            fragment_starting_num: None,
+            sender: Arc::from("pc1"),
+            receiver: Arc::from("pc2"),
+            sample_size: Some(10),
+            frags_expected: Some(1),
+            status,
+            sender_first_ts_ns: 0,
+            sender_first_ip_ts_ns: 0,
+            sender_last_ts_ns: None,
+            receiver_first_ts_ns: None,
+            receiver_last_ts_ns: None,
+            latency_ns: lat,
+            first_first_ns: lat,
+            last_last_ns: lat,
+            jitter_ns: None,
+            sender_retransmitted_frags: 0,
+            receiver_duplicate_frags: 0,
+            repaired: status == "delivered" && lat == Some(3_000_000),
+            timing: None,
+            period_ns: None,
+            app_publish_ts_ns: None,
+            app_receive_ts_ns: None,
+            app_latency_ns: None,
+            sender_stack_ns: None,
+            receiver_stack_ns: None,
+        }
+    }
+
+    #[test]
+    fn latency_rows_fill_histograms_and_status_counters() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        r.on_latency(&row(Level::Message, "delivered", Some(2_000_000)));
+        r.on_latency(&row(Level::Message, "delivered", Some(3_000_000)));
+        r.on_latency(&row(Level::Message, "delivered", Some(-5)));
+        r.on_latency(&row(Level::Message, "lost", None));
+        r.on_latency(&row(Level::Submessage, "delivered", Some(700_000)));
+        let f = r.families();
+        let l = [("topic", "/image"), ("sender", "pc1"), ("receiver", "pc2")];
+        let with = |extra: (&'static str, &'static str)| {
+            let mut v = l.to_vec();
+            v.push(extra);
+            v
+        };
+        assert_eq!(value(&f, "ddscope_latency_seconds_count", &with(("layer", "message"))), Some(2.0));
+        assert_eq!(value(&f, "ddscope_latency_seconds_sum", &with(("layer", "message"))), Some(0.005));
+        let mut b = with(("layer", "message"));
+        b.push(("le", "0.0025"));
+        assert_eq!(value(&f, "ddscope_latency_seconds_bucket", &b), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_seconds_count", &with(("layer", "submessage"))), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_negative_total", &with(("layer", "message"))), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_samples_total", &with(("status", "delivered"))), Some(3.0));
+        assert_eq!(value(&f, "ddscope_latency_samples_total", &with(("status", "lost"))), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_repaired_samples_total", &l), Some(1.0));
+    }
+
+    #[test]
+    fn exposition_is_well_formed() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        let mut e = event("rt/a", 1, SubmsgKind::Vendor(0x80));
+        r.on_event(&e);
+        e.kind = SubmsgKind::DataFrag;
+        e.frags_in_submsg = Some(10);
+        r.on_event(&e);
+        let mut info = SubmsgEvent::blank(Arc::from("pc1"));
+        info.kind = SubmsgKind::InfoTs;
+        r.on_event(&info);
+        r.set_capture_health(&CaptureHealth { kernel_dropped: 3, ..CaptureHealth::new("pc1") });
+        let text = r.render();
+        let fams = promtext::parse(&text).unwrap();
+        for f in &fams {
+            assert!(f.name.starts_with("ddscope_"), "{}", f.name);
+            assert!(!f.help.is_empty(), "{} has help", f.name);
+            assert!(text.contains(&format!("# TYPE {} ", f.name)));
+        }
+        assert_eq!(value(&fams, "ddscope_submessages_total", &[("kind", "VENDOR(0x80)")]), Some(1.0));
+        assert_eq!(value(&fams, "ddscope_rtps_fragments_total", &[("topic", "/a")]), Some(10.0));
+        assert_eq!(value(&fams, "ddscope_submessages_total", &[("kind", "INFO_TS"), ("topic", "")]), Some(1.0));
+        // INFO_TS alone (no writer) does not create zero series in the per-topic families.
+        assert_eq!(fams.iter().find(|f| f.name == "ddscope_samples_total").unwrap().samples.len(), 1);
+        assert_eq!(value(&fams, "ddscope_capture_kernel_dropped_total", &[("capture", "pc1")]), Some(3.0));
+    }
+
+    #[test]
+    fn bad_buckets_are_refused() {
+        assert!(Registry::new(RegistryConfig { latency_buckets: vec![1.0, 0.5], ..Default::default() }).is_err());
+        assert!(Registry::new(RegistryConfig { sample_size_buckets: vec![], ..Default::default() }).is_err());
+    }
+}
