@@ -617,14 +617,17 @@ fn analyse(
         let client = d.iperf.iter().find(|v| v["index"] == json!(k)).map(|v| v["client"].clone()).unwrap_or(Value::Null);
         let sum = &client["end"]["sum"];
         let achieved = sum["bits_per_second"].as_f64();
+        // Below target is reported, not failed: iperf3 writes as fast as its socket lets it, so a
+        // saturated link (the point of the 95 % level) slows it just like a machine that cannot
+        // generate the load; run.json and the warning give the number.
+        let below_target = achieved.map(|a| a < it.flow.rate.0 as f64 * 0.95);
         if it.flow.rate.0 > 0 {
             match achieved {
                 None => failures.push(format!("interference[{k}]: iperf3 reported no result (logs/iperf3-{k}-client.json)")),
-                // iperf3 paces by the interval it actually ran; below target means the machine could not offer the load
-                Some(a) if a < it.flow.rate.0 as f64 * (1.0 - sc.fidelity.rate_tolerance.0.max(0.05)) => fidelity_fail(
-                    sc,
-                    &mut failures,
-                    format!("interference[{k}]: iperf3 offered {:.0} of {:.0} Mbit/s", a / 1e6, it.flow.rate.0 as f64 / 1e6),
+                Some(a) if below_target == Some(true) => eprintln!(
+                    "lab: warning: interference[{k}]: iperf3 offered {:.0} of {:.0} Mbit/s (link saturated or machine too slow)",
+                    a / 1e6,
+                    it.flow.rate.0 as f64 / 1e6
                 ),
                 _ => {}
             }
@@ -632,7 +635,7 @@ fn analyse(
         interference.push(json!({
             "from": it.from, "to": it.to, "load": it.load.map(|l| l.to_string()), "rate_bps": it.flow.rate.0,
             "payload_bytes": it.flow.payload_bytes.0, "pacing_ns": it.flow.pacing.0, "datagrams_per_burst": it.flow.datagrams_per_burst(),
-            "achieved_bps": achieved, "packets": sum["packets"], "lost_packets": sum["lost_packets"], "jitter_ms": sum["jitter_ms"],
+            "achieved_bps": achieved, "below_target": below_target, "packets": sum["packets"], "lost_packets": sum["lost_packets"], "jitter_ms": sum["jitter_ms"],
             "log": format!("logs/iperf3-{k}-client.json"),
         }));
     }
