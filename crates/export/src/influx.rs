@@ -172,13 +172,15 @@ pub struct Line<'a> {
     start: usize,
     fields: usize,
     in_fields: bool,
+    /// For values formatted before escaping (one allocation per line at most).
+    scratch: String,
 }
 
 impl<'a> Line<'a> {
     pub fn new(out: &'a mut String, measurement: &str) -> Self {
         let start = out.len();
         escape_measurement(out, measurement);
-        Line { out, start, fields: 0, in_fields: false }
+        Line { out, start, fields: 0, in_fields: false, scratch: String::new() }
     }
 
     /// Adds a tag (skipped when the value is empty: InfluxDB has no empty tags).
@@ -190,6 +192,26 @@ impl<'a> Line<'a> {
             self.out.push('=');
             escape_key(self.out, v);
         }
+        self
+    }
+
+    /// A tag from any `Display` value (GUIDs, numbers, addresses).
+    pub fn tag_fmt(&mut self, k: &str, v: impl std::fmt::Display) -> &mut Self {
+        let mut s = std::mem::take(&mut self.scratch);
+        s.clear();
+        let _ = write!(s, "{v}");
+        self.tag(k, &s);
+        self.scratch = s;
+        self
+    }
+
+    /// A string field from any `Display` value.
+    pub fn string_fmt(&mut self, k: &str, v: impl std::fmt::Display) -> &mut Self {
+        let mut s = std::mem::take(&mut self.scratch);
+        s.clear();
+        let _ = write!(s, "{v}");
+        self.string(k, &s);
+        self.scratch = s;
         self
     }
 
@@ -375,10 +397,10 @@ impl LineEncoder {
             l.tag("topic_name", t);
         }
         if let Some(w) = e.writer_id {
-            l.tag("writer_id", &w.to_string());
+            l.tag_fmt("writer_id", w);
         }
         if let Some(p) = e.pcp {
-            l.tag("pcp", &p.to_string());
+            l.tag_fmt("pcp", p);
         }
         let ts = self.times.get(l.series_hash(), e.ts_ns);
         l.opt_int("sn", e.sn)
@@ -391,9 +413,9 @@ impl LineEncoder {
             .int("ip_frags", e.ip_frags as i64)
             .int("frame", e.frame as i64)
             .int("submsg_index", e.submsg_index as i64)
-            .string("src", &e.src.to_string())
-            .string("dst", &e.dst.to_string())
-            .string("vendor_id", &format!("0x{:04x}", e.vendor_id))
+            .string_fmt("src", e.src)
+            .string_fmt("dst", e.dst)
+            .string_fmt("vendor_id", format_args!("0x{:04x}", e.vendor_id))
             .opt_int("vlan_id", e.vlan_id)
             .opt_int("source_ts_ns", e.source_ts_ns)
             .opt_int("hb_first_sn", e.hb_first_sn)
@@ -404,7 +426,7 @@ impl LineEncoder {
             .opt_int("gap_start", e.gap_start)
             .opt_int("last_fragment_num", e.last_fragment_num.map(i64::from));
         if let Some(r) = e.reader_id {
-            l.string("reader_id", &r.to_string());
+            l.string_fmt("reader_id", r);
         }
         if let Some(t) = e.topic.as_deref() {
             l.string("type_name", &t.type_name);
@@ -427,11 +449,11 @@ impl LineEncoder {
         if let Some(t) = e.topic_name() {
             l.tag("topic_name", t);
         }
-        l.tag("writer_id", &w.to_string());
+        l.tag_fmt("writer_id", w);
         if let Some(f) = frag {
-            l.tag("frag", &f.to_string());
+            l.tag_fmt("frag", f);
         }
-        l.tag("copy", &copy.to_string());
+        l.tag_fmt("copy", copy);
         l.int("sn", sn)
             .int("ts_ns", e.ts_ns)
             .int("ip_first_ts_ns", e.ip_first_ts_ns)
@@ -449,7 +471,7 @@ impl LineEncoder {
         if let Some(t) = r.topic.as_deref() {
             l.tag("topic_name", &t.topic_name);
         }
-        l.tag("writer_id", &r.writer_id.to_string()).tag("complete", if r.complete { "true" } else { "false" });
+        l.tag_fmt("writer_id", r.writer_id).tag("complete", if r.complete { "true" } else { "false" });
         let ts = self.times.get(l.series_hash(), r.first_ts_ns);
         l.int("sn", r.sn)
             .int("sample_size", r.sample_size as i64)
@@ -484,7 +506,7 @@ impl LineEncoder {
             })
             .tag("status", r.status);
         let ts = self.times.get(l.series_hash(), r.sender_first_ts_ns);
-        l.string("writer_id", &r.writer_id.to_string())
+        l.string_fmt("writer_id", r.writer_id)
             .int("sn", r.sn)
             .opt_int("fragment_starting_num", r.fragment_starting_num.map(i64::from))
             .opt_int("latency_ns", r.latency_ns)
@@ -512,7 +534,7 @@ impl LineEncoder {
             l.tag("topic_name", &n.topic_name).tag("type_name", &n.type_name);
         }
         if let Some(w) = r.writer_id {
-            l.tag("writer_id", &w.to_string());
+            l.tag_fmt("writer_id", w);
         }
         l.int("writers", r.writers as i64)
             .int("readers", r.readers as i64)

@@ -251,8 +251,8 @@ struct Inner {
     lat_bounds: Arc<[f64]>,
     series: Vec<TopicSeries>,
     index: FxHashMap<SeriesKey, usize>,
-    /// Fast path: (writer, pcp) → series, valid while capture and topic are the same Arcs.
-    by_writer: FxHashMap<(Guid, Option<u8>), (Arc<str>, Option<Arc<TopicNames>>, usize)>,
+    /// Fast path: (writer, pcp, vendor, traffic) → series, valid while capture and topic are the same Arcs.
+    by_writer: FxHashMap<(Guid, Option<u8>, u16, TrafficType), (Arc<str>, Option<Arc<TopicNames>>, usize)>,
     topic_overflow: Overflow,
     flows: BTreeMap<FlowKey, FlowSeries>,
     flow_overflow: Overflow,
@@ -286,7 +286,7 @@ fn hash_of<T: Hash>(t: &T) -> u64 {
 impl Inner {
     fn series_for(&mut self, capture: &Arc<str>, topic: &Option<Arc<TopicNames>>, traffic: TrafficType, vendor: u16, pcp: Option<u8>, writer: Option<Guid>) -> Option<usize> {
         if let Some(w) = writer {
-            if let Some((c, t, i)) = self.by_writer.get(&(w, pcp)) {
+            if let Some((c, t, i)) = self.by_writer.get(&(w, pcp, vendor, traffic)) {
                 let same_topic = match (t, topic) {
                     (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                     (None, None) => true,
@@ -350,7 +350,7 @@ impl Inner {
         if let Some(w) = writer {
             self.series[idx].has_writer = true;
             if self.by_writer.len() < 4 * self.cfg.max_series {
-                self.by_writer.insert((w, pcp), (capture.clone(), topic.clone(), idx));
+                self.by_writer.insert((w, pcp, vendor, traffic), (capture.clone(), topic.clone(), idx));
             }
         }
         Some(idx)

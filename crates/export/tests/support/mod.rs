@@ -223,11 +223,16 @@ pub fn otelcol_binary() -> PathBuf {
 
 /// An OpenTelemetry Collector: OTLP/HTTP receiver on a free port, debug exporter (detailed) into the log.
 pub fn otelcol() -> Server {
+    otelcol_with("detailed")
+}
+
+/// Same with another debug-exporter verbosity (`basic` for benchmarks).
+pub fn otelcol_with(verbosity: &str) -> Server {
     let bin = otelcol_binary();
     let dir = TempDir::new("otelcol");
     let port = free_port();
     let cfg = format!(
-        "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\nexporters:\n  debug:\n    verbosity: detailed\nservice:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n    metrics:\n      receivers: [otlp]\n      exporters: [debug]\n"
+        "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\nexporters:\n  debug:\n    verbosity: {verbosity}\nservice:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n    metrics:\n      receivers: [otlp]\n      exporters: [debug]\n"
     );
     std::fs::write(dir.path().join("otelcol.yaml"), cfg).expect("write config");
     Server::launch(
