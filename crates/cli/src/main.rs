@@ -33,6 +33,10 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// What is on the wire right now, per topic (live capture)
     Live(cmd::live::LiveArgs),
+    /// Per-host capture agent: exporters (Prometheus, InfluxDB, OTLP) and a stream to `serve`
+    Agent(cmd::agent::AgentArgs),
+    /// Central view: correlates the agents and serves the live dashboard
+    Serve(cmd::serve::ServeArgs),
     /// TSN models, simulator and configuration generators
     Tsn(ddscope_tsn::cli::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
@@ -47,6 +51,8 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd::latency::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Live(a) => cmd::live::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Tsn(a) => ddscope_tsn::cli::run(a),
         Command::Lab(a) => ddscope_lab::cli::run(a),
     };

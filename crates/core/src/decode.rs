@@ -60,6 +60,8 @@ pub struct DecodeStats {
     pub rtps_other_version: u64,
     /// Datagrams only partly captured (snap length): decoded as far as they go.
     pub snapped_datagrams: u64,
+    /// Submessages cut by the snap length before their fixed fields ended (not decoded).
+    pub snapped_submessages: u64,
     /// Submessages whose length runs past the end of the message (decoding of that message stops).
     pub truncated_submessages: u64,
     /// Submessages whose content violates the protocol (skipped, decoding continues).
@@ -112,6 +114,7 @@ impl DecodeStats {
         add(self.unsupported_link_frames, "frames of an unsupported link type");
         add(self.bad_headers, "bad link/IP/UDP headers");
         add(self.snapped_datagrams, "datagrams cut by the snap length");
+        add(self.snapped_submessages, "submessages cut before their fixed fields");
         add(self.truncated_submessages, "truncated submessages");
         add(self.malformed_submessages, "malformed submessages");
         let vendor: u64 = self.vendor_submessages.values().sum();
@@ -239,19 +242,25 @@ impl Decoder {
         }
         let meta = FrameMeta { interface: pkt.interface, vlan: net.outer_vlan };
         if ipp.is_fragment {
-            if ipp.missing > 0 {
-                // A fragment cut by the snap length can never be reassembled.
-                self.stats.snapped_datagrams += 1;
-                return;
-            }
+            // A fragment cut by the snap length still counts by its declared
+            // length (header-only capture): timing and fragment counts stay exact.
             let key = FragKey { src: ipp.src, dst: ipp.dst, protocol: ipp.protocol, ident: ipp.ident };
-            if let Some(d) =
-                self.ipfrag.push(key, ipp.frag_offset, ipp.more_fragments, ipp.payload, pkt.ts_ns, pkt.frame, meta)
-            {
+            let declared = ipp.payload.len() + ipp.missing;
+            if let Some(d) = self.ipfrag.push_declared(
+                key,
+                ipp.frag_offset,
+                ipp.more_fragments,
+                ipp.payload,
+                declared,
+                pkt.ts_ns,
+                pkt.frame,
+                meta,
+            ) {
                 self.stats.ip = self.ipfrag.stats;
                 let src = ipp.src;
                 let dst = ipp.dst;
-                self.udp(&d.data, src, dst, ipp.ident, d.fragments, d.first_ts_ns, d.last_ts_ns, pkt, d.meta, 0, emit);
+                let missing = d.total_len as usize - d.data.len();
+                self.udp(&d.data, src, dst, ipp.ident, d.fragments, d.first_ts_ns, d.last_ts_ns, pkt, d.meta, missing, emit);
                 self.ipfrag.recycle(d.data);
             }
             self.stats.ip = self.ipfrag.stats;
@@ -277,11 +286,10 @@ impl Decoder {
     ) {
         let (sport, dport, payload) = if missing > 0 {
             // Snapped: take what the capture holds.
+            self.stats.snapped_datagrams += 1;
             if datagram.len() < 8 {
-                self.stats.snapped_datagrams += 1;
                 return;
             }
-            self.stats.snapped_datagrams += 1;
             let sp = u16::from_be_bytes([datagram[0], datagram[1]]);
             let dp = u16::from_be_bytes([datagram[2], datagram[3]]);
             (sp, dp, &datagram[8..])
@@ -316,7 +324,7 @@ impl Decoder {
             e.ip_frags = ip_frags;
             e.ip_first_ts_ns = first_ts;
             e.ip_last_ts_ns = last_ts;
-            e.rtps_len = payload.len() as u32;
+            e.rtps_len = (payload.len() + missing) as u32;
             e
         };
         self.rtps(payload, base, missing > 0, emit);
@@ -340,7 +348,8 @@ impl Decoder {
         };
         let frame = base.frame;
         self.msg_events.clear();
-        for (index, raw) in SubmessageIter::new(msg).enumerate() {
+        let iter = if snapped { SubmessageIter::new_cut(msg) } else { SubmessageIter::new(msg) };
+        for (index, raw) in iter.enumerate() {
             let raw = match raw {
                 Ok(r) => r,
                 Err(e) => {
@@ -365,6 +374,10 @@ impl Decoder {
             }
             let sm = match raw.parse() {
                 Ok(s) => s,
+                Err(_) if raw.is_cut() => {
+                    self.stats.snapped_submessages += 1;
+                    continue;
+                }
                 Err(e) => {
                     self.stats.malformed_submessages += 1;
                     self.diag(frame, || format!("submessage {index} ({}): {e}", kind.name()));
@@ -376,7 +389,7 @@ impl Decoder {
             ev.submsg_index = index as u16;
             ev.kind = kind;
             ev.flags = raw.flags;
-            ev.submsg_len = raw.body.len() as u32;
+            ev.submsg_len = raw.declared_len as u32;
             self.fill(&mut ev, &sm, &mut ctx, raw.little_endian());
             self.msg_events.push(ev);
         }
@@ -441,7 +454,7 @@ impl Decoder {
                 ev.reader_id = Some(r);
                 ev.traffic_type = Self::classify(&d.writer_id);
                 ev.sn = Some(d.writer_sn);
-                let psize = d.payload.map_or(0, |p| p.len() as u32);
+                let psize = d.payload_len as u32;
                 ev.payload_size = Some(psize);
                 ev.sample_size = Some(psize);
                 let mut key_guid = None;
@@ -459,7 +472,10 @@ impl Decoder {
                             self.announce(ev, Announcement::Disposed(g));
                         }
                     } else if let Some(p) = d.payload {
-                        if !d.key_flag {
+                        if p.len() < d.payload_len {
+                            // Cut by the snap length: the announcement cannot be read.
+                            self.stats.bad_discovery_samples += 1;
+                        } else if !d.key_flag {
                             self.discovery_sample(ev, d.writer_id, ctx.src_prefix, p, key_guid);
                         }
                     }
@@ -477,7 +493,7 @@ impl Decoder {
                 ev.frags_in_submsg = Some(d.fragments_in_submessage);
                 ev.fragment_size = Some(d.fragment_size);
                 ev.sample_size = Some(d.sample_size);
-                ev.payload_size = Some(d.payload.len() as u32);
+                ev.payload_size = Some(d.payload_len as u32);
                 let mut key_guid = None;
                 if let Some(q) = d.inline_qos {
                     let (status, key) = discovery::inline_status(q, le);
@@ -485,7 +501,9 @@ impl Decoder {
                     ev.key_hash = key;
                     key_guid = key.and_then(|k| Guid::from_slice(&k));
                 }
-                if ev.traffic_type == TrafficType::Discovery && !d.key_flag {
+                if ev.traffic_type == TrafficType::Discovery && !d.key_flag && d.payload.len() < d.payload_len {
+                    self.stats.discovery_fragments_dropped += 1;
+                } else if ev.traffic_type == TrafficType::Discovery && !d.key_flag {
                     if let Some(sample) = self.discovery_fragment(ev, w, &d) {
                         self.discovery_sample(ev, d.writer_id, ctx.src_prefix, &sample, key_guid);
                     }

@@ -57,7 +57,11 @@ pub struct ReassemblyStats {
 /// A datagram put back together.
 #[derive(Debug)]
 pub struct Reassembled<M> {
+    /// The datagram's bytes from offset 0 as far as the capture holds them
+    /// (all of it unless fragments were cut by a snap length).
     pub data: Vec<u8>,
+    /// The datagram's length on the wire.
+    pub total_len: u32,
     pub fragments: u16,
     pub first_ts_ns: i64,
     pub last_ts_ns: i64,
@@ -68,8 +72,10 @@ pub struct Reassembled<M> {
 
 struct Pending<M> {
     data: Vec<u8>,
-    /// Received byte ranges, sorted and disjoint.
+    /// Received byte ranges (as the IP headers declare them), sorted and disjoint.
     have: Vec<(u32, u32)>,
+    /// Byte ranges whose bytes the capture holds.
+    captured: Vec<(u32, u32)>,
     total: Option<u32>,
     fragments: u16,
     first_ts_ns: i64,
@@ -118,20 +124,30 @@ impl<M: Copy> Reassembler<M> {
     }
 
     /// Adds one fragment; returns the datagram when it is complete.
+    pub fn push(&mut self, key: FragKey, offset: u32, more: bool, data: &[u8], ts_ns: i64, frame: u64, meta: M) -> Option<Reassembled<M>> {
+        self.push_declared(key, offset, more, data, data.len(), ts_ns, frame, meta)
+    }
+
+    /// Like [`push`](Self::push) for a fragment the capture may have cut:
+    /// `declared_len` is its data length per the IP header, `data` what was
+    /// captured. Completion follows the declared lengths, so timing and
+    /// fragment counts stay exact in header-only captures.
     #[allow(clippy::too_many_arguments)]
-    pub fn push(
+    pub fn push_declared(
         &mut self,
         key: FragKey,
         offset: u32,
         more: bool,
         data: &[u8],
+        declared_len: usize,
         ts_ns: i64,
         frame: u64,
         meta: M,
     ) -> Option<Reassembled<M>> {
         self.stats.fragments += 1;
         self.expire(ts_ns);
-        let end = offset as u64 + data.len() as u64;
+        let data = &data[..data.len().min(declared_len)];
+        let end = offset as u64 + declared_len as u64;
         if end > MAX_DATAGRAM as u64 {
             self.stats.oversized_fragments += 1;
             return None;
@@ -146,6 +162,7 @@ impl<M: Copy> Reassembler<M> {
                 Pending {
                     data: buf,
                     have: Vec::with_capacity(4),
+                    captured: Vec::with_capacity(4),
                     total: None,
                     fragments: 0,
                     first_ts_ns: ts_ns,
@@ -170,19 +187,21 @@ impl<M: Copy> Reassembler<M> {
         // Classify against what we have.
         let covered = p.have.iter().any(|&(a, b)| a <= offset && end <= b);
         let overlaps = p.have.iter().any(|&(a, b)| offset < b && a < end);
-        if covered && !data.is_empty() {
+        if covered && declared_len > 0 {
             self.stats.duplicate_fragments += 1;
             return None;
         }
         if overlaps {
             self.stats.overlapping_fragments += 1;
         }
-        if p.data.len() < end as usize {
-            self.bytes += end as usize - p.data.len();
-            p.data.resize(end as usize, 0);
+        let cap_end = offset as usize + data.len();
+        if p.data.len() < cap_end {
+            self.bytes += cap_end - p.data.len();
+            p.data.resize(cap_end, 0);
         }
-        p.data[offset as usize..end as usize].copy_from_slice(data);
+        p.data[offset as usize..cap_end].copy_from_slice(data);
         insert_range(&mut p.have, offset, end);
+        insert_range(&mut p.captured, offset, cap_end as u32);
         p.fragments = p.fragments.saturating_add(1);
         p.last_ts_ns = p.last_ts_ns.max(ts_ns);
         p.first_ts_ns = p.first_ts_ns.min(ts_ns);
@@ -193,10 +212,17 @@ impl<M: Copy> Reassembler<M> {
         let p = self.pending.remove(&key).expect("present");
         self.bytes -= p.data.len();
         self.stats.datagrams_completed += 1;
+        let total = p.total.expect("complete");
+        // Keep the bytes captured contiguously from the start.
+        let prefix = match p.captured.first() {
+            Some(&(0, e)) => e.min(total),
+            _ => 0,
+        };
         let mut data = p.data;
-        data.truncate(p.total.expect("complete") as usize);
+        data.truncate(prefix as usize);
         Some(Reassembled {
             data,
+            total_len: total,
             fragments: p.fragments,
             first_ts_ns: p.first_ts_ns,
             last_ts_ns: p.last_ts_ns,
@@ -318,6 +344,18 @@ mod tests {
         assert_eq!(r.stats.datagrams_incomplete_at_end, 1);
         // A late fragment of an expired datagram starts a new, incomplete one.
         assert!(r.push(key(1), 8, false, &[0; 8], 600, 5, ()).is_none());
+    }
+
+    #[test]
+    fn header_only_fragments_complete_by_declared_length() {
+        let mut r: Reassembler<()> = Reassembler::new(ReassemblyLimits::default());
+        // Three 1480-byte fragments of which the capture holds 100, 0 and 0 bytes.
+        assert!(r.push_declared(key(7), 0, true, &[1; 100], 1480, 10, 1, ()).is_none());
+        assert!(r.push_declared(key(7), 1480, true, &[], 1480, 20, 2, ()).is_none());
+        let d = r.push_declared(key(7), 2960, false, &[], 500, 30, 3, ()).unwrap();
+        assert_eq!(d.total_len, 3460);
+        assert_eq!(d.data.len(), 100);
+        assert_eq!((d.fragments, d.first_ts_ns, d.last_ts_ns), (3, 10, 30));
     }
 
     #[test]

@@ -141,6 +141,15 @@ impl SampleTracker {
         }
     }
 
+    /// Moves the tracker's clock without an event (live capture during a
+    /// quiet period), so lingering and timed-out samples are still emitted.
+    pub fn advance(&mut self, now_ns: i64, out: &mut dyn FnMut(SampleRecord)) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.now_ns.saturating_sub(self.last_sweep_ns) >= SWEEP_EVERY_NS {
+            self.sweep(out);
+        }
+    }
+
     fn on_data(&mut self, e: &SubmsgEvent, out: &mut dyn FnMut(SampleRecord)) {
         let (Some(writer), Some(sn)) = (e.writer_id, e.sn) else { return };
         let key = (writer, sn);

@@ -53,12 +53,45 @@ pub struct CaptureCounters {
 pub struct LiveCapture {
     cfg: LiveConfig,
     cap: Capture<pcap::Active>,
+    /// Header-only mode: discovery traffic in full on a second handle.
+    disc: Option<Capture<pcap::Active>>,
     link: LinkType,
     frame: u64,
     base: CaptureCounters,
     last: CaptureCounters,
     /// What timestamping is in effect, for the user.
     pub timestamp_note: String,
+}
+
+/// RTPS's default port mapping sends discovery (metatraffic) to even UDP
+/// ports and user data to odd ones. libpcap's `udp[…]` only matches the first
+/// fragment of a datagram, so later fragments always go to the main handle.
+const DISCOVERY_BPF: &str = "udp and udp[2:2] & 1 = 0";
+
+fn combine(user: &Option<String>, ours: &str) -> String {
+    match user {
+        Some(u) => format!("({u}) and ({ours})"),
+        None => ours.to_string(),
+    }
+}
+
+/// Header-only mode: a snap length shorter than any DDS datagram.
+fn header_only(cfg: &LiveConfig) -> bool {
+    cfg.snaplen > 0 && cfg.snaplen < 1500
+}
+
+fn open_pair(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, Option<Capture<pcap::Active>>, String)> {
+    if !header_only(cfg) {
+        let (c, note) = open(cfg)?;
+        return Ok((c, None, note));
+    }
+    let main_cfg = LiveConfig { filter: Some(combine(&cfg.filter, &format!("not ({DISCOVERY_BPF})"))), ..cfg.clone() };
+    let disc_cfg = LiveConfig { filter: Some(combine(&cfg.filter, DISCOVERY_BPF)), snaplen: 0, ..cfg.clone() };
+    let (main, note) = open(&main_cfg)?;
+    let (disc, _) = open(&disc_cfg)?;
+    let main = main.setnonblock().context("non-blocking capture")?;
+    let disc = disc.setnonblock().context("non-blocking capture")?;
+    Ok((main, Some(disc), format!("{note}; header-only: {} bytes per frame, discovery (even RTPS ports) in full", cfg.snaplen)))
 }
 
 fn open(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, String)> {
@@ -113,9 +146,9 @@ fn explain_open_error(iface: &str, e: pcap::Error) -> anyhow::Error {
 
 impl LiveCapture {
     pub fn open(cfg: LiveConfig) -> anyhow::Result<LiveCapture> {
-        let (cap, timestamp_note) = open(&cfg)?;
+        let (cap, disc, timestamp_note) = open_pair(&cfg)?;
         let link = LinkType::from_linktype(cap.get_datalink().0 as u32);
-        Ok(LiveCapture { cfg, cap, link, frame: 0, base: CaptureCounters::default(), last: CaptureCounters::default(), timestamp_note })
+        Ok(LiveCapture { cfg, cap, disc, link, frame: 0, base: CaptureCounters::default(), last: CaptureCounters::default(), timestamp_note })
     }
 
     pub fn link(&self) -> LinkType {
@@ -125,14 +158,32 @@ impl LiveCapture {
     /// Counters so far (libpcap's and the kernel's), across reopenings.
     pub fn counters(&mut self) -> CaptureCounters {
         if let Ok(s) = self.cap.stats() {
+            let d = self.disc.as_mut().and_then(|d| d.stats().ok());
+            let (dr, dd, di) = d.map_or((0, 0, 0), |d| (d.received as u64, d.dropped as u64, d.if_dropped as u64));
             self.last = CaptureCounters {
-                received: self.base.received + s.received as u64,
-                dropped: self.base.dropped + s.dropped as u64,
-                if_dropped: self.base.if_dropped + s.if_dropped as u64,
+                received: self.base.received + s.received as u64 + dr,
+                dropped: self.base.dropped + s.dropped as u64 + dd,
+                if_dropped: self.base.if_dropped + s.if_dropped as u64 + di,
                 reopened: self.base.reopened,
             };
         }
         self.last
+    }
+
+    /// Header-only mode: waits until one of the two handles has a packet.
+    fn wait_either(&mut self) -> usize {
+        use std::os::unix::io::AsRawFd;
+        let Some(disc) = &self.disc else { return 0 };
+        let mut fds = [
+            libc::pollfd { fd: self.cap.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: disc.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
+        if fds[1].revents != 0 && fds[0].revents == 0 {
+            1
+        } else {
+            0
+        }
     }
 
     /// Waits up to ~100 ms for one packet; `Ok(None)` on timeout. When the
@@ -144,23 +195,38 @@ impl LiveCapture {
         on_note: &mut dyn FnMut(String),
         keep_going: &dyn Fn() -> bool,
     ) -> anyhow::Result<Option<()>> {
-        match self.cap.next_packet() {
-            Ok(p) => {
-                self.frame += 1;
-                let ts = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
-                let pkt = Packet {
-                    frame: self.frame,
-                    ts_ns: ts,
-                    interface: 0,
-                    link: self.link,
-                    data: p.data,
-                    orig_len: p.header.len,
-                };
-                on_packet(&pkt);
-                Ok(Some(()))
+        let first = self.wait_either();
+        let order: [usize; 2] = if first == 1 { [1, 0] } else { [0, 1] };
+        let mut failure: Option<pcap::Error> = None;
+        let mut on_packet = Some(on_packet);
+        for h in order {
+            let cap = match h {
+                0 => &mut self.cap,
+                _ => match self.disc.as_mut() {
+                    Some(d) => d,
+                    None => continue,
+                },
+            };
+            match cap.next_packet() {
+                Ok(p) => {
+                    self.frame += 1;
+                    let ts = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
+                    let pkt = Packet { frame: self.frame, ts_ns: ts, interface: 0, link: self.link, data: p.data, orig_len: p.header.len };
+                    if let Some(f) = on_packet.take() {
+                        f(&pkt);
+                    }
+                    return Ok(Some(()));
+                }
+                Err(pcap::Error::TimeoutExpired) => continue,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
-            Err(pcap::Error::TimeoutExpired) => Ok(None),
-            Err(e) => {
+        }
+        match failure {
+            None => Ok(None),
+            Some(e) => {
                 on_note(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
                 let c = self.counters();
                 let started = Instant::now();
@@ -169,10 +235,11 @@ impl LiveCapture {
                         return Ok(None);
                     }
                     std::thread::sleep(Duration::from_millis(1000));
-                    match open(&self.cfg) {
-                        Ok((cap, _)) => {
+                    match open_pair(&self.cfg) {
+                        Ok((cap, disc, _)) => {
                             self.base = CaptureCounters { reopened: c.reopened + 1, ..c };
                             self.cap = cap;
+                            self.disc = disc;
                             on_note(format!(
                                 "capture on {} reopened after {:.1} s",
                                 self.cfg.interface,

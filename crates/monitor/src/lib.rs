@@ -3,3 +3,6 @@
 
 pub mod capture;
 pub mod view;
+pub mod protocol;
+pub mod serve;
+pub mod agent;

@@ -60,6 +60,8 @@ pub struct LiveTopics {
     window: BTreeMap<String, Buckets>,
     pub now_ns: i64,
     pub events: u64,
+    /// Frame bytes captured (on the wire).
+    pub bytes: u64,
 }
 
 /// One line of the live table.
@@ -128,6 +130,11 @@ impl TopicRowJson {
 }
 
 impl LiveTopics {
+    /// Counts a captured frame's wire length.
+    pub fn on_frame(&mut self, orig_len: u32) {
+        self.bytes += orig_len as u64;
+    }
+
     pub fn on_event(&mut self, e: &SubmsgEvent) {
         self.events += 1;
         self.now_ns = self.now_ns.max(e.ts_ns);

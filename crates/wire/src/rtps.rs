@@ -176,8 +176,11 @@ pub struct RawSubmessage<'a> {
     pub flags: u8,
     /// Byte offset of the submessage header within the RTPS message.
     pub offset: usize,
-    /// Submessage body (after the 4-byte header).
+    /// Submessage body (after the 4-byte header); shorter than
+    /// `declared_len` when the capture cut the message (snap length).
     pub body: &'a [u8],
+    /// Body length the header announces (octetsToNextHeader, resolved).
+    pub declared_len: usize,
 }
 
 impl<'a> RawSubmessage<'a> {
@@ -186,6 +189,10 @@ impl<'a> RawSubmessage<'a> {
     }
     pub fn little_endian(&self) -> bool {
         self.flags & FLAG_E != 0
+    }
+    /// True when the capture holds only part of this submessage.
+    pub fn is_cut(&self) -> bool {
+        self.body.len() < self.declared_len
     }
     fn reader(&self) -> CdrReader<'a> {
         CdrReader::new(self.body, self.little_endian())
@@ -204,12 +211,21 @@ pub struct SubmessageIter<'a> {
     msg: &'a [u8],
     pos: usize,
     done: bool,
+    /// The message was cut by the capture: a submessage running past the end
+    /// is returned as cut instead of as an error.
+    cut: bool,
 }
 
 impl<'a> SubmessageIter<'a> {
     /// `msg` is the whole RTPS message including its 20-byte header.
     pub fn new(msg: &'a [u8]) -> Self {
-        SubmessageIter { msg, pos: HEADER_LEN, done: msg.len() < HEADER_LEN }
+        SubmessageIter { msg, pos: HEADER_LEN, done: msg.len() < HEADER_LEN, cut: false }
+    }
+
+    /// For a message the capture cut short (snap length): the submessage that
+    /// runs past the end is returned with its available bytes (`is_cut`).
+    pub fn new_cut(msg: &'a [u8]) -> Self {
+        SubmessageIter { msg, pos: HEADER_LEN, done: msg.len() < HEADER_LEN, cut: true }
     }
 }
 
@@ -236,9 +252,12 @@ impl<'a> Iterator for SubmessageIter<'a> {
         let len = if raw_len == 0 && id != PAD && id != INFO_TS { rest.len() - 4 } else { raw_len };
         if 4 + len > rest.len() {
             self.done = true;
+            if self.cut {
+                return Some(Ok(RawSubmessage { id, flags, offset: self.pos, body: &rest[4..], declared_len: len }));
+            }
             return Some(Err(WireError::truncated("submessage body", 4 + len, rest.len())));
         }
-        let sm = RawSubmessage { id, flags, offset: self.pos, body: &rest[4..4 + len] };
+        let sm = RawSubmessage { id, flags, offset: self.pos, body: &rest[4..4 + len], declared_len: len };
         self.pos += 4 + len;
         Some(Ok(sm))
     }
@@ -310,8 +329,10 @@ pub struct Data<'a> {
     pub writer_id: EntityId,
     pub writer_sn: i64,
     pub inline_qos: Option<&'a [u8]>,
-    /// Serialized payload (data or key), if the D or K flag is set.
+    /// Serialized payload (data or key), if the D or K flag is set (as captured).
     pub payload: Option<&'a [u8]>,
+    /// Payload length on the wire (larger than `payload` when the capture cut it).
+    pub payload_len: usize,
     pub key_flag: bool,
 }
 
@@ -325,8 +346,10 @@ pub struct DataFrag<'a> {
     pub fragment_size: u16,
     pub sample_size: u32,
     pub inline_qos: Option<&'a [u8]>,
-    /// The fragment bytes carried by this submessage.
+    /// The fragment bytes carried by this submessage (as captured).
     pub payload: &'a [u8],
+    /// Fragment bytes on the wire (larger than `payload` when the capture cut them).
+    pub payload_len: usize,
     pub key_flag: bool,
 }
 
@@ -443,7 +466,8 @@ fn parse_body<'a>(sm: &RawSubmessage<'a>) -> Result<Submessage<'a>, WireError> {
             let (q, d, k) = (f & 0x02 != 0, f & 0x04 != 0, f & 0x08 != 0);
             let (inline_qos, at) = inline_qos_and_payload(sm.body, otiq, q, le, 20, W)?;
             let payload = if d || k { Some(&sm.body[at..]) } else { None };
-            Submessage::Data(Data { reader_id, writer_id, writer_sn, inline_qos, payload, key_flag: k })
+            let payload_len = if d || k { sm.declared_len.saturating_sub(at) } else { 0 };
+            Submessage::Data(Data { reader_id, writer_id, writer_sn, inline_qos, payload, payload_len, key_flag: k })
         }
         DATA_FRAG => {
             const W: &str = "DATA_FRAG submessage";
@@ -471,6 +495,7 @@ fn parse_body<'a>(sm: &RawSubmessage<'a>) -> Result<Submessage<'a>, WireError> {
                 sample_size,
                 inline_qos,
                 payload: &sm.body[at..],
+                payload_len: sm.declared_len.saturating_sub(at),
                 key_flag: k,
             })
         }
@@ -798,6 +823,33 @@ pub(crate) mod tests {
         let m = message(0x0110, [1; 12], &[(ACKNACK, 1, an)]);
         let sm = SubmessageIter::new(&m).next().unwrap().unwrap();
         assert!(matches!(sm.parse(), Err(WireError::Malformed { .. })));
+    }
+
+    #[test]
+    fn cut_message_keeps_fixed_fields() {
+        let mut body = vec![0, 0, 28, 0];
+        body.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 2]);
+        body.extend(sn_le(9));
+        body.extend_from_slice(&21u32.to_le_bytes());
+        body.extend_from_slice(&10u16.to_le_bytes());
+        body.extend_from_slice(&1344u16.to_le_bytes());
+        body.extend_from_slice(&100_000u32.to_le_bytes());
+        body.extend_from_slice(&[7; 13440]);
+        let m = message(0x0110, [1; 12], &[(DATA_FRAG, 1, body)]);
+        let cut = &m[..20 + 4 + 32 + 10];
+        assert!(SubmessageIter::new(cut).next().unwrap().is_err());
+        let sm = SubmessageIter::new_cut(cut).next().unwrap().unwrap();
+        assert!(sm.is_cut());
+        match sm.parse().unwrap() {
+            Submessage::DataFrag(d) => {
+                assert_eq!((d.writer_sn, d.fragment_starting_num, d.fragments_in_submessage, d.sample_size), (9, 21, 10, 100_000));
+                assert_eq!((d.payload.len(), d.payload_len), (10, 13440));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Cut inside the fixed fields: a truncation error, not a wrong value.
+        let sm = SubmessageIter::new_cut(&m[..20 + 4 + 20]).next().unwrap().unwrap();
+        assert!(matches!(sm.parse(), Err(WireError::Truncated { .. })));
     }
 
     #[test]

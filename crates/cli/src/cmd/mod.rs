@@ -1,5 +1,7 @@
+pub mod agent;
 pub mod dissect;
 pub mod latency;
 pub mod live;
 pub mod report;
+pub mod serve;
 pub mod topics;

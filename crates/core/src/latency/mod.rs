@@ -262,6 +262,36 @@ impl Correlator {
         &self.names
     }
 
+    /// Adds a capture point at run time (a live agent that connected); returns its index.
+    pub fn add_capture(&mut self, name: &str, offset_ns: i64) -> usize {
+        if let Some(i) = self.names.iter().position(|n| &**n == name) {
+            return i;
+        }
+        assert!(self.names.len() < 64, "at most 64 capture points");
+        self.names.push(Arc::from(name));
+        self.cfg.captures.push(name.to_string());
+        self.cfg.offsets_ns.push(offset_ns);
+        self.watermarks.push(i64::MIN);
+        self.spans.push((i64::MAX, i64::MIN));
+        self.ended.push(false);
+        self.names.len() - 1
+    }
+
+    /// Marks a capture point as stopped (it no longer holds back judgement) or running again.
+    pub fn set_ended(&mut self, c: usize, ended: bool, out: &mut dyn FnMut(LatencyRow)) {
+        if c < self.ended.len() && self.ended[c] != ended {
+            self.ended[c] = ended;
+            if ended {
+                self.judge_due(out);
+            }
+        }
+    }
+
+    /// Samples and submessages waiting for judgement.
+    pub fn pending(&self) -> (usize, usize) {
+        (self.pending.len(), self.frags.len())
+    }
+
     fn corr(&self, c: usize, t: i64) -> i64 {
         t - self.cfg.offsets_ns[c]
     }

@@ -1,0 +1,145 @@
+//! `ddscope agent`: per-host capture agent for online monitoring.
+
+use anyhow::Context;
+use clap::Args;
+use ddscope_export::system::SystemSource;
+use ddscope_export::{ExportOptions, ExportSpec, Exporters};
+use ddscope_monitor::agent::{self, AgentConfig, Upstream};
+use ddscope_monitor::capture::{drop_privileges, LiveCapture, LiveConfig, Tstamp};
+use ddscope_traffic::units::Nanos;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  sudo ddscope agent -i eth0 --name pc1 --export prometheus=127.0.0.1:9464
+  sudo ddscope agent -i eth0 --name pc1 --export influx=http://127.0.0.1:8086/ddscope --export otlp=http://127.0.0.1:4318
+  sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 --token $TOKEN
+
+The agent decodes every RTPS submessage on IFACE and
+  - exports per-topic metrics, capture health and system metrics (node_exporter
+    names) for Prometheus, per-submessage events and per-sample records as
+    InfluxDB line protocol and OTLP (see docs/export.md);
+  - with --send-to, streams its sample records, DATA_FRAG sightings, topic
+    table, system metrics and counters to `ddscope serve`, which correlates
+    the agents (docs/online.md).
+Capture never waits for an exporter or the server: queues are bounded, drops
+are counted, connections are retried with backoff. Ctrl-C flushes.")]
+pub struct AgentArgs {
+    /// Interface to capture on
+    #[arg(short = 'i', long = "interface")]
+    pub interface: String,
+    /// Capture-point name (host name in the central view and in exports)
+    #[arg(long)]
+    pub name: String,
+    /// Exporter: prometheus=ADDR, influx=URL, otlp=URL (repeatable)
+    #[arg(long = "export", value_name = "KIND=WHERE")]
+    pub exports: Vec<String>,
+    /// URL of the central `ddscope serve`
+    #[arg(long)]
+    pub send_to: Option<String>,
+    /// Token for the central server (also from $DDSCOPE_TOKEN)
+    #[arg(long, env = "DDSCOPE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read system metrics from this node_exporter URL instead of /proc
+    #[arg(long)]
+    pub node_exporter: Option<String>,
+    /// BPF capture filter
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Bytes captured per frame (0 = whole frames)
+    #[arg(long, default_value_t = 0)]
+    pub snaplen: i32,
+    /// host, adapter or adapter_unsynced
+    #[arg(long, default_value = "host")]
+    pub tstamp: String,
+    #[arg(long, default_value_t = 64)]
+    pub buffer_mb: i32,
+    /// Stop after this long
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Correlation items kept while the server is unreachable
+    #[arg(long, default_value_t = 200_000)]
+    pub max_queued_items: usize,
+}
+
+pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
+    let tstamp: Tstamp = a.tstamp.parse()?;
+    let specs: Vec<ExportSpec> = a
+        .exports
+        .iter()
+        .map(|s| s.parse::<ExportSpec>().map_err(|e| anyhow::anyhow!("--export {s:?}: {e}")))
+        .collect::<anyhow::Result<_>>()?;
+    let duration = match &a.duration {
+        Some(d) => Some(d.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--duration: {e}"))?.as_duration()),
+        None => None,
+    };
+    let cap = LiveCapture::open(LiveConfig {
+        interface: a.interface.clone(),
+        filter: a.filter.clone(),
+        snaplen: a.snaplen,
+        tstamp,
+        buffer_mb: a.buffer_mb,
+    })?;
+    eprintln!("agent {}: capturing on {} ({})", a.name, a.interface, cap.timestamp_note);
+    if let Some(n) = drop_privileges()? {
+        eprintln!("agent {}: {n}", a.name);
+    }
+    let exporters = if specs.is_empty() {
+        None
+    } else {
+        let mut opts = ExportOptions::default();
+        if let Some(url) = &a.node_exporter {
+            opts.system = Some(SystemSource::node_exporter(url));
+        }
+        let ex = Exporters::start(&a.name, &specs, opts).context("starting exporters")?;
+        if let Some(addr) = ex.metrics_addr() {
+            eprintln!("agent {}: Prometheus metrics on http://{addr}/metrics", a.name);
+        }
+        Some(ex)
+    };
+    let system = match &a.node_exporter {
+        Some(u) => SystemSource::node_exporter(u),
+        None => SystemSource::proc(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let s = stop.clone();
+        ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    }
+    let cfg = AgentConfig {
+        name: a.name.clone(),
+        upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items }),
+        system,
+        duration,
+    };
+    let name = a.name.clone();
+    let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;
+    if let Some(ex) = exporters {
+        for (sink, s) in ex.shutdown(Duration::from_secs(5)) {
+            eprintln!(
+                "agent {}: {sink}: {} records accepted, {} delivered, {} dropped (queue full), {} rejected, {} dropped at shutdown{}",
+                a.name,
+                s.accepted,
+                s.delivered,
+                s.dropped_queue_full,
+                s.rejected,
+                s.dropped_at_shutdown,
+                s.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+            );
+        }
+    }
+    eprintln!(
+        "agent {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
+        a.name, report.frames, report.counters.received, report.counters.dropped, report.counters.if_dropped, report.decode_summary
+    );
+    if a.send_to.is_some() {
+        eprintln!(
+            "agent {}: sent {} items to the server, dropped {}, {} failed sends",
+            a.name, report.items_sent, report.items_dropped, report.send_failures
+        );
+    }
+    Ok(0)
+}

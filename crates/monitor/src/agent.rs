@@ -1,0 +1,342 @@
+//! The per-host agent: live capture → decode → exporters (Prometheus,
+//! InfluxDB, OTLP) and, with `--send-to`, a stream of correlation items,
+//! topic tables, system metrics and counters to the central `ddscope serve`.
+//! Capture never waits for the network: batches go through a bounded queue to
+//! a sender thread that reconnects with backoff; what does not fit is dropped
+//! and counted.
+
+use crate::capture::{CaptureCounters, LiveCapture};
+use crate::protocol::{Batch, MetricSample, WireItem, INGEST_PATH};
+use crate::view::LiveTopics;
+use ddscope_core::decode::{Decoder, DecoderConfig};
+use ddscope_core::latency::FragSighting;
+use ddscope_core::samples::{SampleConfig, SampleTracker};
+use ddscope_export::system::SystemSource;
+use ddscope_export::{CaptureHealth, Exporters};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the agent talks to the central server.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// `http://host:port` of `ddscope serve`.
+    pub url: String,
+    pub token: Option<String>,
+    /// Items kept while the server is unreachable.
+    pub max_queued_items: usize,
+}
+
+/// Counters of the upstream link.
+#[derive(Debug, Default)]
+pub struct UpstreamStats {
+    pub batches_sent: AtomicU64,
+    pub items_sent: AtomicU64,
+    pub items_dropped: AtomicU64,
+    pub send_failures: AtomicU64,
+    pub connected: AtomicBool,
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+/// The sender thread: keeps batches in order, retries with exponential backoff.
+fn sender(up: Upstream, rx: Receiver<Batch>, stats: Arc<UpstreamStats>) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build().into();
+    let url = format!("{}{}", up.url.trim_end_matches('/'), INGEST_PATH);
+    let mut queue: std::collections::VecDeque<Batch> = Default::default();
+    let mut queued_items = 0usize;
+    let mut backoff = Duration::from_millis(250);
+    let mut next_try = Instant::now();
+    let mut closed = false;
+    loop {
+        // Take everything that is waiting (block briefly when idle).
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(b) => {
+                queued_items += b.items.len();
+                queue.push_back(b);
+                while let Ok(b) = rx.try_recv() {
+                    queued_items += b.items.len();
+                    queue.push_back(b);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => closed = true,
+        }
+        // Bound memory: drop the oldest batches' items (keep their counters).
+        while queued_items > up.max_queued_items && queue.len() > 1 {
+            let b = queue.pop_front().expect("non-empty");
+            queued_items -= b.items.len();
+            stats.items_dropped.fetch_add(b.items.len() as u64, Ordering::Relaxed);
+        }
+        while let Some(b) = queue.front_mut() {
+            if Instant::now() < next_try && !closed {
+                break;
+            }
+            b.dropped_items = stats.items_dropped.load(Ordering::Relaxed);
+            let body = match serde_json::to_vec(&*b) {
+                Ok(v) => v,
+                Err(_) => {
+                    queue.pop_front();
+                    continue;
+                }
+            };
+            let mut req = agent.post(&url).header("Content-Type", "application/json");
+            if let Some(t) = &up.token {
+                req = req.header("Authorization", &format!("Bearer {t}"));
+            }
+            match req.send(&body[..]) {
+                Ok(_) => {
+                    let b = queue.pop_front().expect("non-empty");
+                    queued_items -= b.items.len();
+                    stats.batches_sent.fetch_add(1, Ordering::Relaxed);
+                    stats.items_sent.fetch_add(b.items.len() as u64, Ordering::Relaxed);
+                    stats.connected.store(true, Ordering::Relaxed);
+                    backoff = Duration::from_millis(250);
+                }
+                Err(ureq::Error::StatusCode(code)) if (400..500).contains(&code) && code != 408 && code != 429 => {
+                    // The server refused this batch for good (bad token, too large): drop it.
+                    let b = queue.pop_front().expect("non-empty");
+                    queued_items -= b.items.len();
+                    stats.items_dropped.fetch_add(b.items.len() as u64, Ordering::Relaxed);
+                    stats.send_failures.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    stats.send_failures.fetch_add(1, Ordering::Relaxed);
+                    stats.connected.store(false, Ordering::Relaxed);
+                    if closed {
+                        // Shutting down: one last try was made; give up on the rest.
+                        let lost: usize = queue.iter().map(|b| b.items.len()).sum();
+                        stats.items_dropped.fetch_add(lost as u64, Ordering::Relaxed);
+                        return;
+                    }
+                    next_try = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    break;
+                }
+            }
+        }
+        if closed && queue.is_empty() {
+            return;
+        }
+    }
+}
+
+pub struct AgentConfig {
+    pub name: String,
+    pub upstream: Option<Upstream>,
+    /// Where system metrics come from (`/proc` or a node_exporter URL).
+    pub system: SystemSource,
+    pub duration: Option<Duration>,
+}
+
+/// What the agent did, for its closing lines.
+pub struct AgentReport {
+    pub frames: u64,
+    pub counters: CaptureCounters,
+    pub decode_summary: String,
+    pub items_sent: u64,
+    pub items_dropped: u64,
+    pub send_failures: u64,
+    pub notes: Vec<String>,
+}
+
+/// Runs the agent until `stop` is set or the duration ends.
+pub fn run(
+    cfg: AgentConfig,
+    mut cap: LiveCapture,
+    exporters: Option<Exporters>,
+    stop: Arc<AtomicBool>,
+    on_note: &mut dyn FnMut(&str),
+) -> anyhow::Result<(AgentReport, Option<Exporters>)> {
+    let mut dec = Decoder::new(&cfg.name, DecoderConfig::default());
+    let mut tracker = SampleTracker::new(SampleConfig::default());
+    let mut view = LiveTopics::default();
+    let stats = Arc::new(UpstreamStats::default());
+    let (tx, sender_thread): (Option<SyncSender<Batch>>, _) = match &cfg.upstream {
+        Some(up) => {
+            let (tx, rx) = sync_channel::<Batch>(64);
+            let (up, st) = (up.clone(), stats.clone());
+            (Some(tx), Some(std::thread::spawn(move || sender(up, rx, st))))
+        }
+        None => (None, None),
+    };
+    let mut items: Vec<WireItem> = Vec::with_capacity(4096);
+    let mut seq = 0u64;
+    let mut local_dropped = 0u64;
+    let started = Instant::now();
+    let mut last_flush = Instant::now();
+    let mut last_system = Instant::now() - Duration::from_secs(10);
+    let mut last_wm = i64::MIN;
+    let mut notes: Vec<String> = vec![];
+    let keep = || !stop.load(Ordering::Relaxed) && cfg.duration.map_or(true, |d| started.elapsed() < d);
+    let send_batch = |items: &mut Vec<WireItem>, seq: &mut u64, local_dropped: &mut u64, extra: Batch| {
+        if let Some(tx) = &tx {
+            *seq += 1;
+            let mut b = extra;
+            b.seq = *seq;
+            b.items = std::mem::take(items);
+            let n = b.items.len() as u64;
+            match tx.try_send(b) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    *local_dropped += n;
+                    stats.items_dropped.fetch_add(n, Ordering::Relaxed);
+                }
+            }
+        } else {
+            items.clear();
+        }
+    };
+    loop {
+        let running = keep();
+        if running {
+            let got = cap.next(
+                |p| {
+                    view.on_frame(p.orig_len);
+                    dec.packet(p, &mut |e| {
+                        view.on_event(e);
+                        if let Some(x) = &exporters {
+                            x.on_event(e);
+                        }
+                        if tx.is_some() {
+                            if let Some(f) = FragSighting::of(e) {
+                                items.push(WireItem::frag(&f));
+                            }
+                            if e.ts_ns.saturating_sub(last_wm) >= 10_000_000 {
+                                last_wm = e.ts_ns;
+                                items.push(WireItem::Watermark { t: e.ts_ns });
+                            }
+                        }
+                        tracker.on_event(e, &mut |r| {
+                            view.on_sample(&r);
+                            if let Some(x) = &exporters {
+                                x.on_sample(&r);
+                            }
+                            if tx.is_some() {
+                                items.push(WireItem::sample(&r));
+                            }
+                        });
+                    });
+                },
+                &mut |n| {
+                    on_note(&n);
+                    notes.push(n);
+                },
+                &keep,
+            )?;
+            if got.is_none() {
+                // Quiet: move the clocks on with the wall clock.
+                let now = now_ns();
+                tracker.advance(now, &mut |r| {
+                    view.on_sample(&r);
+                    if let Some(x) = &exporters {
+                        x.on_sample(&r);
+                    }
+                    if tx.is_some() {
+                        items.push(WireItem::sample(&r));
+                    }
+                });
+                if tx.is_some() && now.saturating_sub(last_wm) >= 100_000_000 {
+                    last_wm = now;
+                    items.push(WireItem::Watermark { t: now });
+                }
+            }
+        } else {
+            dec.finish();
+            tracker.finish(&mut |r| {
+                view.on_sample(&r);
+                if let Some(x) = &exporters {
+                    x.on_sample(&r);
+                }
+                if tx.is_some() {
+                    items.push(WireItem::sample(&r));
+                }
+            });
+        }
+        let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || items.len() >= 4096 || !running;
+        if flush_due {
+            last_flush = Instant::now();
+            let counters = cap.counters();
+            let mut system: Vec<MetricSample> = vec![];
+            let mut topics = None;
+            if last_system.elapsed() >= Duration::from_secs(1) || !running {
+                last_system = Instant::now();
+                let now = now_ns();
+                let rows = view.rows(&cfg.name, &dec, now);
+                topics = Some(serde_json::to_value(&rows).unwrap_or_default());
+                if let Some(x) = &exporters {
+                    let mut h = CaptureHealth::new(cfg.name.clone()).with_decode_stats(&dec.stats);
+                    h.packets_received = counters.received;
+                    h.kernel_dropped = counters.dropped;
+                    h.interface_dropped = counters.if_dropped;
+                    h.bytes = view.bytes;
+                    h.evicted.insert("samples".into(), tracker.stats.evicted);
+                    x.set_capture_health(&h);
+                    let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
+                    x.on_topic_rows(&trows, now);
+                }
+                if tx.is_some() {
+                    match cfg.system.sample(Duration::from_millis(500)) {
+                        Ok(fams) => {
+                            for f in fams {
+                                for s in f.samples {
+                                    system.push(MetricSample { name: s.name, labels: s.labels, value: s.value });
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            let n = format!("system metrics unavailable: {e}");
+                            if notes.last() != Some(&n) {
+                                on_note(&n);
+                                notes.push(n);
+                            }
+                        }
+                    }
+                }
+            }
+            let extra = Batch {
+                agent: cfg.name.clone(),
+                seq: 0,
+                sent_ns: now_ns(),
+                items: vec![],
+                dropped_items: local_dropped,
+                topics,
+                system,
+                counters: Some(json!({
+                    "frames": dec.stats.frames,
+                    "kernel": counters,
+                    "skipped": dec.stats.summary_line(),
+                    "decode": dec.stats,
+                    "samples": tracker.stats,
+                    "timestamps": cap.timestamp_note,
+                })),
+                last: !running,
+            };
+            send_batch(&mut items, &mut seq, &mut local_dropped, extra);
+        }
+        if !running {
+            break;
+        }
+    }
+    drop(tx);
+    if let Some(h) = sender_thread {
+        let _ = h.join();
+    }
+    let counters = cap.counters();
+    Ok((
+        AgentReport {
+            frames: dec.stats.frames,
+            counters,
+            decode_summary: dec.stats.summary_line(),
+            items_sent: stats.items_sent.load(Ordering::Relaxed),
+            items_dropped: stats.items_dropped.load(Ordering::Relaxed),
+            send_failures: stats.send_failures.load(Ordering::Relaxed),
+            notes,
+        },
+        exporters,
+    ))
+}

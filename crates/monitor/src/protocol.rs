@@ -1,0 +1,256 @@
+//! What agents send to the central `ddscope serve`: batches of correlation
+//! items (sample records, DATA_FRAG sightings, watermarks) — exactly what the
+//! offline correlator consumes — plus the agent's topic table, system metrics
+//! and capture counters. JSON over HTTP POST to `/api/v1/ingest`.
+
+use ddscope_core::discovery::TopicNames;
+use ddscope_core::events::TrafficType;
+use ddscope_core::latency::{FragSighting, Item};
+use ddscope_core::samples::SampleRecord;
+use ddscope_wire::Guid;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+pub const INGEST_PATH: &str = "/api/v1/ingest";
+
+/// A sample record on the wire between agent and server.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireSample {
+    pub w: String,
+    pub sn: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<(String, String)>,
+    pub tt: u8,
+    pub first: i64,
+    pub first_ip: i64,
+    pub last: i64,
+    pub complete: bool,
+    pub size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsize: Option<u16>,
+    pub fexp: u32,
+    pub fseen: u32,
+    pub ipf: u32,
+    pub retx: u32,
+    pub retx_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcp: Option<u8>,
+    pub vendor: u16,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireFrag {
+    pub w: String,
+    pub sn: i64,
+    pub frag: u32,
+    pub first_ip: i64,
+    pub last: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum WireItem {
+    Sample(WireSample),
+    Frag(WireFrag),
+    Watermark { t: i64 },
+}
+
+fn tt_code(t: TrafficType) -> u8 {
+    match t {
+        TrafficType::Discovery => 0,
+        TrafficType::User => 1,
+        TrafficType::Builtin => 2,
+        TrafficType::Security => 3,
+    }
+}
+
+fn tt_of(c: u8) -> TrafficType {
+    match c {
+        0 => TrafficType::Discovery,
+        2 => TrafficType::Builtin,
+        3 => TrafficType::Security,
+        _ => TrafficType::User,
+    }
+}
+
+impl WireItem {
+    pub fn sample(r: &SampleRecord) -> WireItem {
+        WireItem::Sample(WireSample {
+            w: r.writer_id.to_string(),
+            sn: r.sn,
+            topic: r.topic.as_ref().map(|t| (t.topic_raw.clone(), t.type_raw.clone())),
+            tt: tt_code(r.traffic_type),
+            first: r.first_ts_ns,
+            first_ip: r.first_ip_ts_ns,
+            last: r.last_ts_ns,
+            complete: r.complete,
+            size: r.sample_size,
+            fsize: r.fragment_size,
+            fexp: r.frags_expected,
+            fseen: r.frags_seen,
+            ipf: r.ip_frags,
+            retx: r.retransmitted_frags,
+            retx_bytes: r.retransmitted_bytes,
+            pcp: r.pcp,
+            vendor: r.vendor_id,
+        })
+    }
+
+    pub fn frag(f: &FragSighting) -> WireItem {
+        WireItem::Frag(WireFrag {
+            w: f.writer.to_string(),
+            sn: f.sn,
+            frag: f.fragment_starting_num,
+            first_ip: f.first_ip_ts_ns,
+            last: f.last_ts_ns,
+        })
+    }
+}
+
+/// Turns wire items back into correlator items, sharing topic names.
+#[derive(Default)]
+pub struct Decoder {
+    names: FxHashMap<(String, String), Arc<TopicNames>>,
+    topic_of: FxHashMap<Guid, Arc<TopicNames>>,
+}
+
+impl Decoder {
+    pub fn item(&mut self, capture: &Arc<str>, w: WireItem) -> Result<Item, String> {
+        let guid = |s: &str| Guid::parse_hex(s).ok_or_else(|| format!("bad writer GUID {s:?}"));
+        Ok(match w {
+            WireItem::Watermark { t } => Item::Watermark(t),
+            WireItem::Frag(f) => {
+                let writer = guid(&f.w)?;
+                Item::Frag(FragSighting {
+                    writer,
+                    sn: f.sn,
+                    fragment_starting_num: f.frag,
+                    first_ip_ts_ns: f.first_ip,
+                    last_ts_ns: f.last,
+                    topic: self.topic_of.get(&writer).cloned(),
+                })
+            }
+            WireItem::Sample(s) => {
+                let writer = guid(&s.w)?;
+                let topic = match s.topic {
+                    Some(k) => {
+                        let t = self.names.entry(k.clone()).or_insert_with(|| Arc::new(TopicNames::new(&k.0, &k.1))).clone();
+                        self.topic_of.insert(writer, t.clone());
+                        Some(t)
+                    }
+                    None => self.topic_of.get(&writer).cloned(),
+                };
+                Item::Sample(SampleRecord {
+                    capture: capture.clone(),
+                    writer_id: writer,
+                    sn: s.sn,
+                    topic,
+                    traffic_type: tt_of(s.tt),
+                    first_ts_ns: s.first,
+                    first_ip_ts_ns: s.first_ip,
+                    last_ts_ns: s.last,
+                    complete: s.complete,
+                    first_frame: 0,
+                    last_frame: 0,
+                    sample_size: s.size,
+                    fragment_size: s.fsize,
+                    frags_expected: s.fexp,
+                    frags_seen: s.fseen,
+                    submsgs: 0,
+                    ip_frags: s.ipf,
+                    bytes: 0,
+                    retransmitted_frags: s.retx,
+                    retransmitted_bytes: s.retx_bytes,
+                    destinations: 1,
+                    nack_frags: 0,
+                    pcp: s.pcp,
+                    vendor_id: s.vendor,
+                    closed_by: "agent",
+                })
+            }
+        })
+    }
+}
+
+/// One metric sample (node_exporter style): name, labels, value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricSample {
+    pub name: String,
+    #[serde(default)]
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+/// One POST from an agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Batch {
+    /// Capture-point name (`--name`).
+    pub agent: String,
+    /// Batch number, from 1; a jump means batches were lost.
+    pub seq: u64,
+    /// The agent's wall clock when it sent the batch (ns).
+    pub sent_ns: i64,
+    pub items: Vec<WireItem>,
+    /// Items the agent dropped because its queue was full.
+    pub dropped_items: u64,
+    /// The agent's per-topic table (`ddscope live` rows), when it changed.
+    #[serde(default)]
+    pub topics: Option<serde_json::Value>,
+    /// System metrics with node_exporter names.
+    #[serde(default)]
+    pub system: Vec<MetricSample>,
+    /// Capture and decode counters.
+    #[serde(default)]
+    pub counters: Option<serde_json::Value>,
+    /// The agent is shutting down.
+    #[serde(default)]
+    pub last: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_round_trip() {
+        let r = SampleRecord {
+            capture: Arc::from("pc1"),
+            writer_id: Guid::parse_hex("0110aaaa0102030405060708000012 03".replace(' ', "").as_str()).unwrap(),
+            sn: 7,
+            topic: Some(Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"))),
+            traffic_type: TrafficType::User,
+            first_ts_ns: 10,
+            first_ip_ts_ns: 9,
+            last_ts_ns: 20,
+            complete: true,
+            first_frame: 1,
+            last_frame: 2,
+            sample_size: 100,
+            fragment_size: Some(10),
+            frags_expected: 10,
+            frags_seen: 10,
+            submsgs: 1,
+            ip_frags: 3,
+            bytes: 100,
+            retransmitted_frags: 1,
+            retransmitted_bytes: 10,
+            destinations: 1,
+            nack_frags: 0,
+            pcp: Some(5),
+            vendor_id: 0x0110,
+            closed_by: "complete",
+        };
+        let json = serde_json::to_string(&WireItem::sample(&r)).unwrap();
+        let back: WireItem = serde_json::from_str(&json).unwrap();
+        let mut d = Decoder::default();
+        match d.item(&Arc::from("pc1"), back).unwrap() {
+            Item::Sample(s) => {
+                assert_eq!((s.writer_id, s.sn, s.last_ts_ns, s.sample_size, s.pcp), (r.writer_id, 7, 20, 100, Some(5)));
+                assert_eq!(s.topic.unwrap().topic_name, "/image");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(d.item(&Arc::from("pc1"), WireItem::Frag(WireFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0 })).is_err());
+    }
+}
