@@ -269,7 +269,8 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         let log = out.join("logs").join(format!("{}.log", n.name));
         let prog = bins.path(n.vendor)?;
         let args = workload::node_args(sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
-        let mut cmd = in_netns(&h.netns, prog.to_str().unwrap());
+        let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
+        let mut cmd = in_netns(&h.netns, prog);
         cmd.args(&args)
             .env("CYCLONEDDS_URI", workload::cyclone_config(sc, &h.iface))
             .stdin(Stdio::piped())
@@ -427,7 +428,9 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
 fn topics_of(capture: &Path) -> Result<Value> {
     let exe = std::env::var_os("DDSCOPE_BIN").map(PathBuf::from).unwrap_or(std::env::current_exe()?);
     let out = std::process::Command::new(&exe)
-        .args(["topics", capture.to_str().unwrap(), "--format", "json"])
+        .arg("topics")
+        .arg(capture)
+        .args(["--format", "json"])
         .output()
         .with_context(|| format!("cannot run {} topics", exe.display()))?;
     if !out.status.success() {
@@ -490,7 +493,8 @@ fn analyse(
     for h in &sc.hosts {
         let parts: Vec<PathBuf> = d.nodes.iter().filter(|n| n.1 == h.name).map(|n| n.3.clone()).collect();
         let file = format!("{}.truth.jsonl", h.name);
-        let recs = truth::merge(&parts, &out.join(&file))?;
+        let (recs, problems) = truth::merge(&parts, &out.join(&file))?;
+        failures.extend(problems);
         truth_files.push(json!({"host": h.name, "file": file, "records": recs.len()}));
         records.extend(recs);
     }

@@ -32,17 +32,34 @@ pub struct Record {
 }
 
 /// Merges the per-node files (`parts`) into `dst`, ordered by `t_ns`
-/// (stable: equal times keep file order). Returns the records.
-pub fn merge(parts: &[std::path::PathBuf], dst: &Path) -> Result<Vec<Record>> {
+/// (stable: equal times keep file order). Returns the records and what was
+/// wrong with the parts: a missing file (the node died before writing) or an
+/// unterminated last line (the node was killed mid-write) is skipped and reported.
+pub fn merge(parts: &[std::path::PathBuf], dst: &Path) -> Result<(Vec<Record>, Vec<String>)> {
     let mut lines: Vec<(i64, String)> = vec![];
+    let mut problems = vec![];
     for p in parts {
-        let f = File::open(p).with_context(|| format!("ground truth {} missing", p.display()))?;
-        for (i, line) in BufReader::new(f).lines().enumerate() {
-            let line = line?;
+        let Ok(f) = File::open(p) else {
+            problems.push(format!("ground truth {} missing", p.display()));
+            continue;
+        };
+        let mut r = BufReader::new(f);
+        let mut i = 0;
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).with_context(|| format!("cannot read {}", p.display()))? == 0 {
+                break;
+            }
+            i += 1;
+            if !line.ends_with('\n') {
+                problems.push(format!("ground truth {} ends in an unterminated line {i}", p.display()));
+                break;
+            }
+            let line = line.trim_end().to_string();
             if line.is_empty() {
                 continue;
             }
-            let t = t_of(&line).ok_or_else(|| anyhow!("{}:{}: not a ground-truth record", p.display(), i + 1))?;
+            let t = t_of(&line).ok_or_else(|| anyhow!("{}:{i}: not a ground-truth record", p.display()))?;
             lines.push((t, line));
         }
     }
@@ -54,7 +71,7 @@ pub fn merge(parts: &[std::path::PathBuf], dst: &Path) -> Result<Vec<Record>> {
         out.push(serde_json::from_str::<Record>(line).map_err(|e| anyhow!("{}: bad record {line:?}: {e}", dst.display()))?);
     }
     w.flush()?;
-    Ok(out)
+    Ok((out, problems))
 }
 
 fn t_of(line: &str) -> Option<i64> {
@@ -264,6 +281,26 @@ mod tests {
     fn reads_time_without_parsing() {
         assert_eq!(t_of(r#"{"event":"publish","t_ns":1795325589173423640,"host":"pc1"}"#), Some(1795325589173423640));
         assert_eq!(t_of(r#"{"event":"x"}"#), None);
+    }
+
+    #[test]
+    fn merge_orders_by_time_and_reports_broken_parts() {
+        let dir = std::env::temp_dir().join(format!("ddscope-truth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = |t: i64, seq: i64| {
+            format!(r#"{{"event":"publish","t_ns":{t},"host":"h","node":"n","topic":"/x","writer_guid":"00","seq":{seq},"size":8}}"#)
+        };
+        std::fs::write(dir.join("a"), format!("{}\n{}\n", line(30, 2), line(10, 1))).unwrap();
+        std::fs::write(dir.join("b"), format!("{}\n{{\"event\":\"pub", line(20, 1))).unwrap();
+        let (recs, problems) =
+            merge(&[dir.join("a"), dir.join("b"), dir.join("missing")], &dir.join("out.jsonl")).unwrap();
+        assert_eq!(recs.iter().map(|r| r.t_ns).collect::<Vec<_>>(), vec![10, 20, 30]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("unterminated") && problems[1].contains("missing"));
+        assert_eq!(std::fs::read_to_string(dir.join("out.jsonl")).unwrap().lines().count(), 3);
+        std::fs::write(dir.join("c"), "garbage\n").unwrap();
+        assert!(merge(&[dir.join("c")], &dir.join("out2.jsonl")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
