@@ -188,6 +188,24 @@ def test_capture_drops_read_from_tcpdump(simple_run):
         assert cap["tcpdump"]["dropped_by_kernel"] == int(m.group(1))
 
 
+def test_capture_drops_fail_the_run_unless_allowed(ddscope, tmp_path):
+    """A 1 KiB capture buffer drops packets at 2.76 MB x 10 Hz: oracle is tcpdump's own counter."""
+    text = SIMPLE.read_text().replace("[network]", '[capture]\nbuffer = "1KiB"\n\n[network]', 1)
+    strict, lenient = tmp_path / "strict.toml", tmp_path / "lenient.toml"
+    strict.write_text(text)
+    lenient.write_text(text.replace('buffer = "1KiB"', 'buffer = "1KiB"\nallow_drops = true'))
+    cp, _, _ = lab_run(ddscope, tmp_path / "s", strict, "--duration", "2s", expect_ok=False)
+    assert cp.returncode != 0 and "packets dropped by the kernel" in cp.stderr, cp.stderr
+    report = json.loads((tmp_path / "s" / "run.json").read_text())
+    drops = {c["host"]: c["tcpdump"]["dropped_by_kernel"] for c in report["captures"]}
+    log = (tmp_path / "s" / "logs" / "tcpdump-pc1.log").read_text()
+    assert drops["pc1"] == int(re.search(r"(\d+) packets dropped by kernel", log).group(1)) > 0
+    assert report["ok"] is False
+    cp, _, _ = lab_run(ddscope, tmp_path / "l", lenient, "--duration", "2s")
+    report = json.loads((tmp_path / "l" / "run.json").read_text())
+    assert report["ok"] is True and report["wire_checks_skipped"], report
+
+
 def test_captures_are_nanosecond_pcapng(simple_run):
     out, *_ = simple_run
     cap = out / "pc1.pcapng"
