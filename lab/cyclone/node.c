@@ -174,6 +174,11 @@ static void drain(inlet *in) {
 static void *rx_thread(void *arg) {
   dds_entity_t ws = *(dds_entity_t *)arg;
   while (!g_rx_stop) {
+    if (g_nin == 0) {
+      /* a waitset with nothing attached returns at once: do not spin */
+      usleep(100000);
+      continue;
+    }
     dds_waitset_wait(ws, NULL, 0, DDS_MSECS(100));
     for (int i = 0; i < g_nin; i++) drain(&g_in[i]);
   }
