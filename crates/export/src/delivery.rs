@@ -619,6 +619,23 @@ mod tests {
     }
 
     #[test]
+    fn bulk_adds_respect_the_batch_limits() {
+        let fake = Fake::default();
+        let d = Delivery::start(DeliveryConfig { queue_max_bytes: 1 << 20, ..cfg() }, Lines { buf: vec![], n: 0 }, fake.clone(), "t").unwrap();
+        d.add_each(0..95, |e, i| {
+            e.buf.extend_from_slice(format!("{i:04}\n").as_bytes());
+            e.n += 1;
+            1
+        });
+        assert!(d.flush(Duration::from_secs(5)));
+        let got = fake.got.lock().unwrap();
+        // 10 records per batch: nine full batches and the rest.
+        assert_eq!(got.len(), 10);
+        assert!(got[..9].iter().all(|b| b.len() == 50));
+        assert_eq!(d.stats().snapshot().delivered, 95);
+    }
+
+    #[test]
     fn config_is_validated() {
         let mut c = cfg();
         c.queue_max_bytes = 10;

@@ -265,7 +265,7 @@ impl<'a> Line<'a> {
     pub fn series_hash(&self) -> u64 {
         debug_assert!(!self.in_fields, "series_hash before the fields");
         let mut h = FxHasher::default();
-        h.write(self.out[self.start..].as_bytes());
+        h.write(&self.out.as_bytes()[self.start..]);
         h.finish()
     }
 

@@ -204,7 +204,9 @@ pub fn families_to_metrics(fams: &[Family], start_ns: i64, ts_ns: i64) -> Vec<Me
             Kind::Gauge | Kind::Untyped => metric::Data::Gauge(Gauge { data_points: f.samples.iter().map(|s| point(&s.labels, s.value)).collect() }),
             Kind::Histogram => {
                 // Group _bucket/_sum/_count by label set (without le).
-                let mut groups: BTreeMap<Vec<(String, String)>, (Vec<(f64, f64)>, f64, f64)> = BTreeMap::new();
+                // (cumulative buckets (le, count), sum, count) per label set.
+                type Parts = (Vec<(f64, f64)>, f64, f64);
+                let mut groups: BTreeMap<Vec<(String, String)>, Parts> = BTreeMap::new();
                 for s in &f.samples {
                     let key: Vec<(String, String)> = s.labels.iter().filter(|(k, _)| k != "le").cloned().collect();
                     let g = groups.entry(key).or_insert((vec![], 0.0, 0.0));

@@ -245,6 +245,13 @@ impl Overflow {
     }
 }
 
+type WriterKey = (Guid, Option<u8>, u16, TrafficType);
+/// Capture and topic the entry was made for, and the series index.
+type WriterEntry = (Arc<str>, Option<Arc<TopicNames>>, usize);
+/// Name, help and value of a per-capture or per-sink family.
+type HealthMetric = (&'static str, &'static str, fn(&CaptureHealth) -> u64);
+type SinkMetric = (&'static str, &'static str, Kind, fn(&SinkStats) -> u64);
+
 struct Inner {
     cfg: RegistryConfig,
     size_bounds: Arc<[f64]>,
@@ -252,7 +259,7 @@ struct Inner {
     series: Vec<TopicSeries>,
     index: FxHashMap<SeriesKey, usize>,
     /// Fast path: (writer, pcp, vendor, traffic) → series, valid while capture and topic are the same Arcs.
-    by_writer: FxHashMap<(Guid, Option<u8>, u16, TrafficType), (Arc<str>, Option<Arc<TopicNames>>, usize)>,
+    by_writer: FxHashMap<WriterKey, WriterEntry>,
     topic_overflow: Overflow,
     flows: BTreeMap<FlowKey, FlowSeries>,
     flow_overflow: Overflow,
@@ -601,7 +608,7 @@ impl Inner {
         }
 
         // Capture health.
-        let health: [(&str, &str, fn(&CaptureHealth) -> u64); 4] = [
+        let health: [HealthMetric; 4] = [
             ("ddscope_capture_packets_total", "Packets the capture delivered.", |h| h.packets_received),
             ("ddscope_capture_kernel_dropped_total", "Packets dropped because the capture buffer was full.", |h| h.kernel_dropped),
             ("ddscope_capture_interface_dropped_total", "Packets dropped by the interface or its driver.", |h| h.interface_dropped),
@@ -660,7 +667,7 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_export_records_total{{{l},outcome=\"{outcome}\"}} {v}");
             }
         }
-        let sink_metrics: [(&str, &str, Kind, fn(&SinkStats) -> u64); 4] = [
+        let sink_metrics: [SinkMetric; 4] = [
             ("ddscope_export_failed_attempts_total", "Failed delivery attempts (each is retried with backoff).", Kind::Counter, |s| s.failed_attempts.load(Relaxed)),
             ("ddscope_export_sent_bytes_total", "Request body bytes delivered.", Kind::Counter, |s| s.bytes_sent.load(Relaxed)),
             ("ddscope_export_queued_bytes", "Encoded bytes waiting for delivery.", Kind::Gauge, |s| s.queued_bytes.load(Relaxed)),

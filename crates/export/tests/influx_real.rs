@@ -41,7 +41,9 @@ fn fast_delivery() -> DeliveryConfig {
 }
 
 /// `(tags, columns, values)` of every series in the first statement's result.
-fn series(v: &Value) -> Vec<(BTreeMap<String, String>, Vec<String>, Vec<Vec<Value>>)> {
+type Series = (BTreeMap<String, String>, Vec<String>, Vec<Vec<Value>>);
+
+fn series(v: &Value) -> Vec<Series> {
     let r = &v["results"][0];
     assert!(r.get("error").is_none(), "query error: {r}");
     r["series"]

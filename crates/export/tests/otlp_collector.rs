@@ -1,6 +1,6 @@
 //! The OTLP sink against a real OpenTelemetry Collector v0.150.0 (built by
 //! tests/servers/build-otelcol.sh with the collector builder: OTLP receiver
-//! + debug exporter), started by each test on 127.0.0.1 with a free port.
+//! and debug exporter), started by each test on 127.0.0.1 with a free port.
 //! Oracle: the collector's own decoding of the protobuf requests, read back
 //! from its debug exporter's detailed output (the contrib file exporter is
 //! not available from the Go module proxy here).

@@ -77,13 +77,16 @@ pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Builds the command that starts a server in its directory on its port.
+type StartFn = Box<dyn Fn(&Path, u16) -> Command + Send>;
+
 pub struct Server {
     pub name: &'static str,
     pub port: u16,
     child: Option<Child>,
     pub dir: TempDir,
     pub log: PathBuf,
-    start: Box<dyn Fn(&Path, u16) -> Command + Send>,
+    start: StartFn,
     ready: Box<dyn Fn(u16) -> bool + Send>,
 }
 
