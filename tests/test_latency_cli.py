@@ -42,3 +42,28 @@ def test_bad_offset_is_explained(ddscope, shared_captures, tmp_path):
     shutil.copy(shared_captures / "cyclone-datafrag.pcapng", a)
     cp = ddscope("latency", a, shared_captures / "cyclone-interop.pcapng", "--offset", "pc9=+1s", check=False)
     assert cp.returncode == 1 and "no capture point named" in cp.stderr, cp.stderr
+
+
+def test_header_only_captures_give_the_same_latencies(ddscope, repo, tmp_path):
+    """Header-only mode: the lab's example captures cut to 192 bytes per frame
+    (editcap -s, Wireshark's tool: the oracle for what a snap length keeps)
+    give exactly the same per-sample DDS message latencies as the full ones."""
+    import csv
+    import subprocess
+
+    from conftest import require_tool
+
+    editcap = require_tool("editcap")
+    run = repo / "examples" / "captures" / "simple-robotic-cyclone"
+    for host in ("pc1", "pc2"):
+        subprocess.run([editcap, "-s", "192", str(run / f"{host}.pcapng.gz"), str(tmp_path / f"{host}.pcapng")], check=True)
+    full, cut = tmp_path / "full.csv", tmp_path / "cut.csv"
+    ddscope("latency", run, "--format", "csv", "-o", full)
+    cp = ddscope("latency", tmp_path / "pc1.pcapng", tmp_path / "pc2.pcapng", "--format", "csv", "-o", cut)
+    assert "datagrams cut by the snap length" in cp.stderr
+    rows = lambda p: {(r["writer_id"], r["sn"]): r for r in csv.DictReader(open(p))}
+    a, b = rows(full), rows(cut)
+    assert len(a) >= 30 and a.keys() == b.keys()
+    for k in a:
+        for col in ("latency_ns", "first_first_ns", "last_last_ns", "sample_size", "frags_expected", "status"):
+            assert a[k][col] == b[k][col], f"{k} {col}: full {a[k][col]}, header-only {b[k][col]}"

@@ -395,27 +395,20 @@ impl Decoder {
         }
         // INFO_* submessages belong to the traffic they qualify: take the type of
         // the next entity-bearing submessage, else of the previous one.
-        let n = self.msg_events.len();
+        let has_entity = |e: &SubmsgEvent| e.writer_id.is_some() || e.reader_id.is_some() || e.kind.is_security();
         let mut next: Option<TrafficType> = None;
-        let mut has_entity = vec![false; n];
-        for (i, e) in self.msg_events.iter().enumerate() {
-            has_entity[i] = e.writer_id.is_some() || e.reader_id.is_some() || e.kind.is_security();
-        }
-        for i in (0..n).rev() {
-            if has_entity[i] {
-                next = Some(self.msg_events[i].traffic_type);
+        for e in self.msg_events.iter_mut().rev() {
+            if has_entity(e) {
+                next = Some(e.traffic_type);
             } else if let Some(t) = next {
-                self.msg_events[i].traffic_type = t;
+                e.traffic_type = t;
             }
         }
-        let mut prev: Option<TrafficType> = None;
-        for i in 0..n {
-            if has_entity[i] {
-                prev = Some(self.msg_events[i].traffic_type);
-            } else if next_entity_after(&has_entity, i).is_none() {
-                if let Some(t) = prev {
-                    self.msg_events[i].traffic_type = t;
-                }
+        // Trailing INFO_* (nothing after them): the previous entity's type.
+        if let Some(last_entity) = self.msg_events.iter().rposition(has_entity) {
+            let t = self.msg_events[last_entity].traffic_type;
+            for e in &mut self.msg_events[last_entity + 1..] {
+                e.traffic_type = t;
             }
         }
         for e in &self.msg_events {
@@ -708,10 +701,6 @@ impl Decoder {
         self.stats.discovery_fragments_dropped += self.discovery_frags.len() as u64;
         self.discovery_frags.clear();
     }
-}
-
-fn next_entity_after(has_entity: &[bool], i: usize) -> Option<usize> {
-    (i + 1..has_entity.len()).find(|&j| has_entity[j])
 }
 
 fn bits_of(set: &ddscope_wire::rtps::NumberSet<'_>) -> [u32; 8] {

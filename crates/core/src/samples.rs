@@ -13,8 +13,9 @@ use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
-use rustc_hash::FxHashMap;
 use serde::Serialize;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -78,13 +79,15 @@ impl SampleRecord {
 
 struct DestState {
     dst: SocketAddr,
-    have: Vec<u64>,
+    /// Fragments seen towards this destination (inline up to 128 fragments).
+    have: SmallVec<[u64; 2]>,
     count: u32,
 }
 
 struct SampleState {
     rec: SampleRecord,
-    dests: Vec<DestState>,
+    /// Usually one destination: kept inline.
+    dests: SmallVec<[DestState; 1]>,
     tracked: bool,
     complete_ts: Option<i64>,
     last_activity: i64,
@@ -103,9 +106,17 @@ pub struct SampleStats {
     pub untracked_large_samples: u64,
 }
 
+type Key = (Guid, i64);
+
 pub struct SampleTracker {
     cfg: SampleConfig,
-    open: FxHashMap<(Guid, i64), SampleState>,
+    /// Open samples. aHash: the keys differ mostly in consecutive sequence
+    /// numbers, which FxHash spreads poorly under heavy insert/remove churn.
+    open: ahash::AHashMap<Key, Box<SampleState>>,
+    /// Samples by (last known) activity time, oldest first: timeouts and eviction.
+    by_activity: VecDeque<(i64, Key)>,
+    /// Complete samples by completion time: the end of their linger.
+    completed: VecDeque<(i64, Key)>,
     last_sweep_ns: i64,
     now_ns: i64,
     pub stats: SampleStats,
@@ -115,7 +126,15 @@ const SWEEP_EVERY_NS: i64 = 100_000_000;
 
 impl SampleTracker {
     pub fn new(cfg: SampleConfig) -> Self {
-        SampleTracker { cfg, open: FxHashMap::default(), last_sweep_ns: i64::MIN, now_ns: i64::MIN, stats: SampleStats::default() }
+        SampleTracker {
+            cfg,
+            open: ahash::AHashMap::default(),
+            by_activity: VecDeque::new(),
+            completed: VecDeque::new(),
+            last_sweep_ns: i64::MIN,
+            now_ns: i64::MIN,
+            stats: SampleStats::default(),
+        }
     }
 
     pub fn open_samples(&self) -> usize {
@@ -159,7 +178,8 @@ impl SampleTracker {
             (SubmsgKind::DataFrag, Some(fs)) if fs > 0 => (sample_size as u64).div_ceil(fs as u64).max(1),
             _ => 1,
         };
-        if !self.open.contains_key(&key) {
+        // One lookup for the common case (a sample already open).
+        if self.open.get(&key).is_none() {
             if self.open.len() >= self.cfg.max_samples {
                 self.evict_oldest(out);
             }
@@ -168,9 +188,15 @@ impl SampleTracker {
                 self.stats.untracked_large_samples += 1;
             }
             self.stats.samples += 1;
+            self.by_activity.push_back((e.ts_ns, key));
+            if self.by_activity.len() > 4 * self.cfg.max_samples + 1024 {
+                // Entries of closed samples pile up until they age out: drop them now.
+                let open = &self.open;
+                self.by_activity.retain(|(_, k)| open.contains_key(k));
+            }
             self.open.insert(
                 key,
-                SampleState {
+                Box::new(SampleState {
                     rec: SampleRecord {
                         capture: e.capture.clone(),
                         writer_id: writer,
@@ -198,12 +224,12 @@ impl SampleTracker {
                         vendor_id: e.vendor_id,
                         closed_by: "",
                     },
-                    dests: Vec::with_capacity(1),
+                    dests: SmallVec::new(),
                     tracked,
                     complete_ts: None,
                     last_activity: e.ts_ns,
                     last_datagram: (0, e.dst),
-                },
+                }),
             );
         }
         let s = self.open.get_mut(&key).expect("inserted");
@@ -238,7 +264,7 @@ impl SampleTracker {
         let di = match s.dests.iter().position(|d| d.dst == e.dst) {
             Some(i) => i,
             None => {
-                s.dests.push(DestState { dst: e.dst, have: vec![0; words], count: 0 });
+                s.dests.push(DestState { dst: e.dst, have: SmallVec::from_elem(0, words), count: 0 });
                 r.destinations = s.dests.len() as u16;
                 s.dests.len() - 1
             }
@@ -266,6 +292,7 @@ impl SampleTracker {
             r.complete = true;
             r.last_ts_ns = e.ts_ns;
             r.last_frame = e.frame;
+            self.completed.push_back((e.ts_ns, key));
         }
     }
 
@@ -282,9 +309,12 @@ impl SampleTracker {
     }
 
     fn evict_oldest(&mut self, out: &mut dyn FnMut(SampleRecord)) {
-        if let Some(key) = self.open.iter().min_by_key(|(_, s)| s.last_activity).map(|(k, _)| *k) {
-            self.stats.evicted += 1;
-            self.close(key, "evicted", out);
+        while let Some((_, key)) = self.by_activity.pop_front() {
+            if self.open.contains_key(&key) {
+                self.stats.evicted += 1;
+                self.close(key, "evicted", out);
+                return;
+            }
         }
     }
 
@@ -292,18 +322,34 @@ impl SampleTracker {
         self.last_sweep_ns = self.now_ns;
         let now = self.now_ns;
         let (linger, timeout) = (self.cfg.linger_ns, self.cfg.timeout_ns);
-        let mut due: Vec<((Guid, i64), &'static str)> = self
-            .open
-            .iter()
-            .filter_map(|(k, s)| match s.complete_ts {
-                Some(t) if now.saturating_sub(t) > linger && now.saturating_sub(s.last_activity) > linger => Some((*k, "complete")),
-                None if now.saturating_sub(s.last_activity) > timeout => Some((*k, "timeout")),
-                _ => None,
-            })
-            .collect();
-        due.sort_by_key(|(k, _)| (self.open[k].rec.first_ts_ns, k.1));
-        for (k, why) in due {
-            self.close(k, why, out);
+        // Complete samples whose linger is over (unless a late repair moved them on).
+        while let Some(&(t, key)) = self.completed.front() {
+            if now.saturating_sub(t) <= linger {
+                break;
+            }
+            self.completed.pop_front();
+            let Some(s) = self.open.get(&key) else { continue };
+            if now.saturating_sub(s.last_activity) > linger {
+                self.close(key, "complete", out);
+            } else {
+                self.completed.push_back((s.last_activity, key));
+            }
+        }
+        // Incomplete samples that went quiet.
+        while let Some(&(t, key)) = self.by_activity.front() {
+            if now.saturating_sub(t) <= timeout {
+                break;
+            }
+            self.by_activity.pop_front();
+            let Some(s) = self.open.get(&key) else { continue };
+            if s.complete_ts.is_some() {
+                // The completed queue closes it; keep it evictable meanwhile.
+                self.by_activity.push_back((now, key));
+            } else if now.saturating_sub(s.last_activity) > timeout {
+                self.close(key, "timeout", out);
+            } else {
+                self.by_activity.push_back((s.last_activity, key));
+            }
         }
     }
 
@@ -311,6 +357,8 @@ impl SampleTracker {
     pub fn finish(&mut self, out: &mut dyn FnMut(SampleRecord)) {
         let mut keys: Vec<_> = self.open.iter().map(|(k, s)| (s.rec.first_ts_ns, *k)).collect();
         keys.sort();
+        self.by_activity.clear();
+        self.completed.clear();
         for (_, k) in keys {
             let why = if self.open[&k].rec.complete { "complete" } else { "end" };
             self.close(k, why, out);

@@ -86,23 +86,21 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     let mut skipped_json: Vec<String> = vec![];
     for path in &a.captures {
         let name = common::capture_name(path);
-        let mut analysis = TopicsAnalysis::new();
+        // Events and sample records stream into one analysis (the two callbacks never overlap).
+        let analysis = std::cell::RefCell::new(TopicsAnalysis::new());
         let progress = Progress::start(&name, common::file_size(path));
-        let mut samples = vec![];
         let res = analyse_file(
             path,
             &name,
             DecoderConfig::default(),
             SampleConfig::default(),
             Some(progress.counter.clone()),
-            &mut |e| analysis.on_event(e),
-            &mut |r| samples.push(r),
+            &mut |e| analysis.borrow_mut().on_event(e),
+            &mut |r| analysis.borrow_mut().on_sample(&r),
         );
         progress.finish();
         let res = res.map_err(common::input_error)?;
-        for s in &samples {
-            analysis.on_sample(s);
-        }
+        let analysis = analysis.into_inner();
         let rows: Vec<TopicRow> = analysis
             .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
             .into_iter()
