@@ -67,3 +67,34 @@ def test_header_only_captures_give_the_same_latencies(ddscope, repo, tmp_path):
     for k in a:
         for col in ("latency_ns", "first_first_ns", "last_last_ns", "sample_size", "frags_expected", "status"):
             assert a[k][col] == b[k][col], f"{k} {col}: full {a[k][col]}, header-only {b[k][col]}"
+
+
+def test_estimated_offset_recovers_a_37_second_shift(ddscope, repo, tmp_path):
+    """pc2's capture shifted by +37 s (TAI vs UTC) with editcap -t (Wireshark's tool).
+    Oracle: the shift we applied, and the latencies of the unshifted captures."""
+    import json
+    import subprocess
+
+    from conftest import require_tool
+
+    editcap = require_tool("editcap")
+    run = repo / "examples" / "captures" / "simple-robotic-cyclone"
+    pc1, pc2 = tmp_path / "pc1.pcapng", tmp_path / "pc2.pcapng"
+    subprocess.run([editcap, str(run / "pc1.pcapng.gz"), str(pc1)], check=True)
+    subprocess.run([editcap, "-t", "37", str(run / "pc2.pcapng.gz"), str(pc2)], check=True)
+    ref = json.loads(ddscope("latency", run, "--format", "json").stdout)
+    # Without any correction the two captures do not even overlap in time
+    # (37 s apart, the window is 5 s): the warning names the shift and the cure.
+    raw = json.loads(ddscope("latency", pc1, pc2, "--format", "json").stdout)
+    assert any("hardly overlap" in w and "+37" in w and "--estimate-offset" in w for w in raw["warnings"]), raw["warnings"]
+    msg = lambda doc, t: dict(next(f for f in doc["flows"] if f["topic"] == t)["layers"])["message"]
+    # ...the estimate recovers the shift within its stated uncertainty...
+    est = json.loads(ddscope("latency", pc1, pc2, "--estimate-offset", "--format", "json").stdout)
+    e = est["offset_estimates"][0]["estimate"]
+    assert abs(e["offset_ns"] - 37_000_000_000) <= e["uncertainty_ns"] + 1_000_000, e
+    assert e["uncertainty_ns"] < 5_000_000, e
+    # ...and --offset pc2=+37s gives exactly the reference latencies.
+    fixed = json.loads(ddscope("latency", pc1, pc2, "--offset", "pc2=+37s", "--format", "json").stdout)
+    for t in ("/image", "/drive"):
+        a, b = msg(ref, t), msg(fixed, t)
+        assert abs(a["mean_ms"] - b["mean_ms"]) < 1e-6 and a["count"] == b["count"], (t, a, b)

@@ -137,8 +137,7 @@ pub fn read_capture_while(
     let n = file.read(&mut magic).map_err(open_err)?;
     drop(file);
     let file = File::open(path).map_err(open_err)?;
-    let count = progress.unwrap_or_default();
-    let counted = Counting { inner: file, count };
+    let counted = Counting { inner: file, count: progress.unwrap_or_default() };
     let compressed = n == 2 && magic == [0x1f, 0x8b];
     let source: Box<dyn Read> = if compressed {
         Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, counted)))
@@ -148,6 +147,118 @@ pub fn read_capture_while(
     let mut summary = read_capture_from(source, path, on_packet)?;
     summary.compressed = compressed;
     Ok(summary)
+}
+
+/// Block-by-block state of a capture being read.
+struct Blocks {
+    summary: CaptureSummary,
+    interfaces: Vec<InterfaceInfo>,
+    legacy_link: LinkType,
+    legacy_units: u64,
+    drops_by_if: Vec<Option<u64>>,
+}
+
+impl Blocks {
+    fn new(path: &Path) -> Self {
+        Blocks {
+            summary: CaptureSummary { path: path.display().to_string(), ..Default::default() },
+            interfaces: Vec::new(),
+            legacy_link: LinkType::Other(u32::MAX),
+            legacy_units: 1_000_000,
+            drops_by_if: Vec::new(),
+        }
+    }
+
+    /// Handles one block; false when `on_packet` asked to stop.
+    fn block(&mut self, block: PcapBlockOwned<'_>, on_packet: &mut impl FnMut(&Packet<'_>) -> bool) -> bool {
+        let summary = &mut self.summary;
+        let mut deliver = |frame_data: &[u8], ts_ns: i64, interface: u32, link: LinkType, orig_len: u32| {
+            summary.frames += 1;
+            summary.bytes += frame_data.len() as u64;
+            if (orig_len as usize) > frame_data.len() {
+                summary.snapped_frames += 1;
+            }
+            summary.first_ts_ns.get_or_insert(ts_ns);
+            summary.last_ts_ns = Some(ts_ns);
+            on_packet(&Packet { frame: summary.frames, ts_ns, interface, link, data: frame_data, orig_len })
+        };
+        match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                self.summary.format = "pcap";
+                self.legacy_link = LinkType::from_linktype(h.network.0 as u32);
+                self.legacy_units = if h.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 };
+            }
+            PcapBlockOwned::Legacy(b) => {
+                let ts = to_ns(b.ts_sec as u64 * self.legacy_units + b.ts_usec as u64, self.legacy_units, 0);
+                let caplen = (b.caplen as usize).min(b.data.len());
+                return deliver(&b.data[..caplen], ts, 0, self.legacy_link, b.origlen);
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                self.summary.format = "pcapng";
+                // Interface ids are per section.
+                self.interfaces.clear();
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                let name = idb
+                    .options
+                    .iter()
+                    .find(|o| o.code.0 == IDB_NAME)
+                    .map(|o| String::from_utf8_lossy(&o.value).trim_end_matches('\0').to_string());
+                self.interfaces.push(InterfaceInfo {
+                    link: LinkType::from_linktype(idb.linktype.0 as u32),
+                    name,
+                    units_per_sec: units_per_sec(idb.if_tsresol).unwrap_or(1_000_000),
+                    offset_sec: idb.if_tsoffset,
+                    snaplen: idb.snaplen,
+                });
+                self.summary.interfaces += 1;
+                self.drops_by_if.push(None);
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => match self.interfaces.get(epb.if_id as usize) {
+                Some(ifc) => {
+                    let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                    let ts = to_ns(ticks, ifc.units_per_sec, ifc.offset_sec);
+                    let caplen = (epb.caplen as usize).min(epb.data.len());
+                    let link = ifc.link;
+                    return deliver(&epb.data[..caplen], ts, epb.if_id, link, epb.origlen);
+                }
+                None => self.summary.frames_unknown_interface += 1,
+            },
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                // No timestamp in a simple packet block; it belongs to interface 0.
+                if let Some(ifc) = self.interfaces.first() {
+                    let snap = if ifc.snaplen == 0 { usize::MAX } else { ifc.snaplen as usize };
+                    let caplen = (spb.origlen as usize).min(snap).min(spb.data.len());
+                    let link = ifc.link;
+                    return deliver(&spb.data[..caplen], 0, 0, link, spb.origlen);
+                }
+                self.summary.frames_unknown_interface += 1;
+            }
+            PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
+                if let Some(o) = isb.options.iter().find(|o| o.code.0 == ISB_IFDROP) {
+                    if o.value.len() >= 8 {
+                        let v = u64::from_le_bytes(o.value[..8].try_into().expect("8 bytes"));
+                        if let Some(slot) = self.drops_by_if.get_mut(isb.if_id as usize) {
+                            // Statistics blocks are cumulative: keep the latest per interface.
+                            *slot = Some(v);
+                        }
+                    }
+                }
+            }
+            PcapBlockOwned::NG(_) => {}
+        }
+        true
+    }
+
+    fn finish(mut self) -> CaptureSummary {
+        if self.drops_by_if.iter().any(Option::is_some) {
+            self.summary.kernel_drops = Some(self.drops_by_if.iter().flatten().sum());
+        }
+        if self.summary.format.is_empty() {
+            self.summary.format = "pcap";
+        }
+        self.summary
+    }
 }
 
 /// Reads a pcap or pcapng stream (already decompressed); `path` names it in
@@ -164,132 +275,47 @@ pub fn read_capture_from(
         }
         Err(e) => return Err(CaptureError::Format { path: path.to_path_buf(), detail: e.to_string() }),
     };
-
-    let mut summary = CaptureSummary { path: path.display().to_string(), ..Default::default() };
-    let mut interfaces: Vec<InterfaceInfo> = Vec::new();
-    let mut legacy_link = LinkType::Other(u32::MAX);
-    let mut legacy_units = 1_000_000u64;
-    let mut drops_by_if: Vec<Option<u64>> = Vec::new();
+    let mut st = Blocks::new(path);
     let mut buffer_size = INITIAL_BUFFER;
-    let mut stop = false;
-
-    while !stop {
+    loop {
         match reader.next() {
             Ok((offset, block)) => {
-                let mut deliver = |frame_data: &[u8], ts_ns: i64, interface: u32, link: LinkType, orig_len: u32| {
-                    summary.frames += 1;
-                    summary.bytes += frame_data.len() as u64;
-                    if (orig_len as usize) > frame_data.len() {
-                        summary.snapped_frames += 1;
-                    }
-                    summary.first_ts_ns.get_or_insert(ts_ns);
-                    summary.last_ts_ns = Some(ts_ns);
-                    if !on_packet(&Packet { frame: summary.frames, ts_ns, interface, link, data: frame_data, orig_len }) {
-                        stop = true;
-                    }
-                };
-                match block {
-                    PcapBlockOwned::LegacyHeader(h) => {
-                        summary.format = "pcap";
-                        legacy_link = LinkType::from_linktype(h.network.0 as u32);
-                        legacy_units = if h.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 };
-                    }
-                    PcapBlockOwned::Legacy(b) => {
-                        let ts = to_ns(b.ts_sec as u64 * legacy_units + b.ts_usec as u64, legacy_units, 0);
-                        deliver(b.data, ts, 0, legacy_link, b.origlen);
-                    }
-                    PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                        summary.format = "pcapng";
-                        // Interface ids are per section.
-                        interfaces.clear();
-                    }
-                    PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                        let name = idb
-                            .options
-                            .iter()
-                            .find(|o| o.code.0 == IDB_NAME)
-                            .map(|o| String::from_utf8_lossy(&o.value).trim_end_matches('\0').to_string());
-                        interfaces.push(InterfaceInfo {
-                            link: LinkType::from_linktype(idb.linktype.0 as u32),
-                            name,
-                            units_per_sec: units_per_sec(idb.if_tsresol).unwrap_or(1_000_000),
-                            offset_sec: idb.if_tsoffset,
-                            snaplen: idb.snaplen,
-                        });
-                        summary.interfaces += 1;
-                        drops_by_if.push(None);
-                    }
-                    PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => match interfaces.get(epb.if_id as usize) {
-                        Some(ifc) => {
-                            let ticks = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                            let ts = to_ns(ticks, ifc.units_per_sec, ifc.offset_sec);
-                            let caplen = (epb.caplen as usize).min(epb.data.len());
-                            let link = ifc.link;
-                            deliver(&epb.data[..caplen], ts, epb.if_id, link, epb.origlen);
-                        }
-                        None => summary.frames_unknown_interface += 1,
-                    },
-                    PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                        // No timestamp in a simple packet block; it belongs to interface 0.
-                        if let Some(ifc) = interfaces.first() {
-                            let snap = if ifc.snaplen == 0 { usize::MAX } else { ifc.snaplen as usize };
-                            let caplen = (spb.origlen as usize).min(snap).min(spb.data.len());
-                            let link = ifc.link;
-                            deliver(&spb.data[..caplen], 0, 0, link, spb.origlen);
-                        } else {
-                            summary.frames_unknown_interface += 1;
-                        }
-                    }
-                    PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
-                        if let Some(o) = isb.options.iter().find(|o| o.code.0 == ISB_IFDROP) {
-                            if o.value.len() >= 8 {
-                                let v = u64::from_le_bytes(o.value[..8].try_into().expect("8 bytes"));
-                                if let Some(slot) = drops_by_if.get_mut(isb.if_id as usize) {
-                                    // Statistics blocks are cumulative: keep the latest per interface.
-                                    *slot = Some(v);
-                                }
-                            }
-                        }
-                    }
-                    PcapBlockOwned::NG(_) => {}
-                }
+                let go_on = st.block(block, &mut on_packet);
                 reader.consume(offset);
+                if !go_on {
+                    break;
+                }
             }
             Err(PcapError::Eof) => break,
             Err(PcapError::Incomplete(_)) => {
                 if reader.refill().is_err() {
-                    summary.error = Some(format!("read error after frame {}", summary.frames));
+                    st.summary.error = Some(format!("read error after frame {}", st.summary.frames));
                     break;
                 }
             }
             Err(PcapError::BufferTooSmall) => {
                 if buffer_size >= MAX_BUFFER || !reader.grow(buffer_size * 2) {
-                    summary.error = Some(format!("block after frame {} is larger than {} MiB", summary.frames, MAX_BUFFER >> 20));
+                    st.summary.error =
+                        Some(format!("block after frame {} is larger than {} MiB", st.summary.frames, MAX_BUFFER >> 20));
                     break;
                 }
                 buffer_size *= 2;
                 if reader.refill().is_err() {
-                    summary.error = Some(format!("read error after frame {}", summary.frames));
+                    st.summary.error = Some(format!("read error after frame {}", st.summary.frames));
                     break;
                 }
             }
             Err(PcapError::UnexpectedEof) => {
-                summary.error = Some(format!("file is truncated: the block after frame {} ends early", summary.frames));
+                st.summary.error = Some(format!("file is truncated: the block after frame {} ends early", st.summary.frames));
                 break;
             }
             Err(e) => {
-                summary.error = Some(format!("corrupt block after frame {}: {e}", summary.frames));
+                st.summary.error = Some(format!("corrupt block after frame {}: {e}", st.summary.frames));
                 break;
             }
         }
     }
-    if drops_by_if.iter().any(Option::is_some) {
-        summary.kernel_drops = Some(drops_by_if.iter().flatten().sum());
-    }
-    if summary.format.is_empty() {
-        summary.format = "pcap";
-    }
-    Ok(summary)
+    Ok(st.finish())
 }
 
 #[cfg(test)]

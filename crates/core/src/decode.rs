@@ -384,14 +384,17 @@ impl Decoder {
                     continue;
                 }
             };
-            let mut ev = base.clone();
+            // Built in place: events are a few hundred bytes, copies add up.
+            let mut events = std::mem::take(&mut self.msg_events);
+            events.push(base.clone());
+            let ev = events.last_mut().expect("just pushed");
             ev.vendor_id = ctx.vendor_id;
             ev.submsg_index = index as u16;
             ev.kind = kind;
             ev.flags = raw.flags;
             ev.submsg_len = raw.declared_len as u32;
-            self.fill(&mut ev, &sm, &mut ctx, raw.little_endian());
-            self.msg_events.push(ev);
+            self.fill(ev, &sm, &mut ctx, raw.little_endian());
+            self.msg_events = events;
         }
         // INFO_* submessages belong to the traffic they qualify: take the type of
         // the next entity-bearing submessage, else of the previous one.

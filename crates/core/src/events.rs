@@ -307,3 +307,4 @@ mod tests {
         assert!(matches!(e.value(16), Value::Kind(SubmsgKind::Pad)));
     }
 }
+

@@ -4,9 +4,13 @@
 //! repair analysis works on.
 //!
 //! A sample is complete when every fragment has been seen towards one
-//! destination. Its record is emitted after a linger time (so that late
-//! retransmissions are still counted) or, if it never completes, after a
-//! timeout; state is capped and evictions are counted.
+//! destination. A fragmented sample's record is emitted after a linger time
+//! (so that late retransmissions are still counted) or, if it never
+//! completes, after a timeout; state is capped and evictions are counted.
+//! An unfragmented sample (DATA) is complete when first seen: its record is
+//! emitted at once, and only a compact entry is kept for the linger time; if
+//! the sample is sent again towards the same destination, a correction record
+//! (`closed_by = "retransmission"`) reports the retransmission.
 
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
@@ -15,6 +19,7 @@ use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
 use serde::Serialize;
 use smallvec::SmallVec;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,9 +76,18 @@ pub struct SampleRecord {
     pub closed_by: &'static str,
 }
 
+/// `closed_by` of a correction record: an unfragmented sample whose record was
+/// already emitted was sent again towards the same destination.
+pub const CLOSED_RETRANSMISSION: &str = "retransmission";
+
 impl SampleRecord {
     pub fn is_fragmented(&self) -> bool {
         self.fragment_size.is_some()
+    }
+
+    /// A correction, not a sample: count its retransmission, not the sample again.
+    pub fn is_retransmission_only(&self) -> bool {
+        self.closed_by == CLOSED_RETRANSMISSION
     }
 }
 
@@ -104,6 +118,8 @@ pub struct SampleStats {
     /// DATA_FRAG whose fragment fields contradict the sample's first fragment.
     pub inconsistent_fragments: u64,
     pub untracked_large_samples: u64,
+    /// Correction records: unfragmented samples sent again after their record was emitted.
+    pub retransmissions_after_emit: u64,
 }
 
 type Key = (Guid, i64);
@@ -117,12 +133,22 @@ pub struct SampleTracker {
     by_activity: VecDeque<(i64, Key)>,
     /// Complete samples by completion time: the end of their linger.
     completed: VecDeque<(i64, Key)>,
+    /// Unfragmented samples already emitted: destinations seen, for the linger time.
+    recent: ahash::AHashMap<Key, SmallVec<[u64; 2]>>,
+    recent_order: VecDeque<(i64, Key)>,
     last_sweep_ns: i64,
     now_ns: i64,
     pub stats: SampleStats,
 }
 
 const SWEEP_EVERY_NS: i64 = 100_000_000;
+
+fn dst_hash(a: &SocketAddr) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    a.hash(&mut h);
+    h.finish()
+}
 
 impl SampleTracker {
     pub fn new(cfg: SampleConfig) -> Self {
@@ -131,6 +157,8 @@ impl SampleTracker {
             open: ahash::AHashMap::default(),
             by_activity: VecDeque::new(),
             completed: VecDeque::new(),
+            recent: ahash::AHashMap::default(),
+            recent_order: VecDeque::new(),
             last_sweep_ns: i64::MIN,
             now_ns: i64::MIN,
             stats: SampleStats::default(),
@@ -173,66 +201,70 @@ impl SampleTracker {
         let (Some(writer), Some(sn)) = (e.writer_id, e.sn) else { return };
         let key = (writer, sn);
         let sample_size = e.sample_size.unwrap_or(0);
+        if e.kind == SubmsgKind::Data && !self.open.contains_key(&key) {
+            self.on_unfragmented(e, writer, sn, sample_size, out);
+            return;
+        }
         let (frag_start, nfrags) = e.fragment_range();
         let expected = match (e.kind, e.fragment_size) {
             (SubmsgKind::DataFrag, Some(fs)) if fs > 0 => (sample_size as u64).div_ceil(fs as u64).max(1),
             _ => 1,
         };
-        // One lookup for the common case (a sample already open).
-        if self.open.get(&key).is_none() {
-            if self.open.len() >= self.cfg.max_samples {
-                self.evict_oldest(out);
-            }
-            let tracked = expected <= self.cfg.max_fragments as u64;
+        if self.open.len() >= self.cfg.max_samples && !self.open.contains_key(&key) {
+            self.evict_oldest(out);
+        }
+        if self.by_activity.len() > 4 * self.cfg.max_samples + 1024 {
+            // Entries of closed samples pile up until they age out: drop them now.
+            let open = &self.open;
+            self.by_activity.retain(|(_, k)| open.contains_key(k));
+        }
+        let tracked = expected <= self.cfg.max_fragments as u64;
+        let mut created = false;
+        // One probe: the sample's state, created on its first submessage.
+        let s = self.open.entry(key).or_insert_with(|| {
+            created = true;
+            Box::new(SampleState {
+                rec: SampleRecord {
+                    capture: e.capture.clone(),
+                    writer_id: writer,
+                    sn,
+                    topic: e.topic.clone(),
+                    traffic_type: e.traffic_type,
+                    first_ts_ns: e.ts_ns,
+                    first_ip_ts_ns: e.ip_first_ts_ns,
+                    last_ts_ns: e.ts_ns,
+                    complete: false,
+                    first_frame: e.frame,
+                    last_frame: e.frame,
+                    sample_size,
+                    fragment_size: if e.kind == SubmsgKind::DataFrag { e.fragment_size } else { None },
+                    frags_expected: expected.min(u32::MAX as u64) as u32,
+                    frags_seen: 0,
+                    submsgs: 0,
+                    ip_frags: 0,
+                    bytes: 0,
+                    retransmitted_frags: 0,
+                    retransmitted_bytes: 0,
+                    destinations: 0,
+                    nack_frags: 0,
+                    pcp: e.pcp,
+                    vendor_id: e.vendor_id,
+                    closed_by: "",
+                },
+                dests: SmallVec::new(),
+                tracked,
+                complete_ts: None,
+                last_activity: e.ts_ns,
+                last_datagram: (0, e.dst),
+            })
+        });
+        if created {
+            self.stats.samples += 1;
             if !tracked {
                 self.stats.untracked_large_samples += 1;
             }
-            self.stats.samples += 1;
             self.by_activity.push_back((e.ts_ns, key));
-            if self.by_activity.len() > 4 * self.cfg.max_samples + 1024 {
-                // Entries of closed samples pile up until they age out: drop them now.
-                let open = &self.open;
-                self.by_activity.retain(|(_, k)| open.contains_key(k));
-            }
-            self.open.insert(
-                key,
-                Box::new(SampleState {
-                    rec: SampleRecord {
-                        capture: e.capture.clone(),
-                        writer_id: writer,
-                        sn,
-                        topic: e.topic.clone(),
-                        traffic_type: e.traffic_type,
-                        first_ts_ns: e.ts_ns,
-                        first_ip_ts_ns: e.ip_first_ts_ns,
-                        last_ts_ns: e.ts_ns,
-                        complete: false,
-                        first_frame: e.frame,
-                        last_frame: e.frame,
-                        sample_size,
-                        fragment_size: if e.kind == SubmsgKind::DataFrag { e.fragment_size } else { None },
-                        frags_expected: expected.min(u32::MAX as u64) as u32,
-                        frags_seen: 0,
-                        submsgs: 0,
-                        ip_frags: 0,
-                        bytes: 0,
-                        retransmitted_frags: 0,
-                        retransmitted_bytes: 0,
-                        destinations: 0,
-                        nack_frags: 0,
-                        pcp: e.pcp,
-                        vendor_id: e.vendor_id,
-                        closed_by: "",
-                    },
-                    dests: SmallVec::new(),
-                    tracked,
-                    complete_ts: None,
-                    last_activity: e.ts_ns,
-                    last_datagram: (0, e.dst),
-                }),
-            );
         }
-        let s = self.open.get_mut(&key).expect("inserted");
         let r = &mut s.rec;
         if r.topic.is_none() {
             r.topic = e.topic.clone();
@@ -308,6 +340,63 @@ impl SampleTracker {
         }
     }
 
+    fn on_unfragmented(&mut self, e: &SubmsgEvent, writer: Guid, sn: i64, size: u32, out: &mut dyn FnMut(SampleRecord)) {
+        let key = (writer, sn);
+        let dst = dst_hash(&e.dst);
+        let payload = e.payload_size.unwrap_or(0) as u64;
+        let record = |complete: bool, retx: u32, closed_by: &'static str| SampleRecord {
+            capture: e.capture.clone(),
+            writer_id: writer,
+            sn,
+            topic: e.topic.clone(),
+            traffic_type: e.traffic_type,
+            first_ts_ns: e.ts_ns,
+            first_ip_ts_ns: e.ip_first_ts_ns,
+            last_ts_ns: e.ts_ns,
+            complete,
+            first_frame: e.frame,
+            last_frame: e.frame,
+            sample_size: size,
+            fragment_size: None,
+            frags_expected: 1,
+            frags_seen: if complete { 1 } else { 0 },
+            submsgs: 1,
+            ip_frags: e.ip_frags as u32,
+            bytes: payload,
+            retransmitted_frags: retx,
+            retransmitted_bytes: retx as u64 * payload,
+            destinations: 1,
+            nack_frags: 0,
+            pcp: e.pcp,
+            vendor_id: e.vendor_id,
+            closed_by,
+        };
+        if let Some(dsts) = self.recent.get_mut(&key) {
+            if dsts.contains(&dst) {
+                self.stats.retransmissions_after_emit += 1;
+                out(record(false, 1, CLOSED_RETRANSMISSION));
+            } else {
+                // The same sample towards another reader: not a new sample.
+                dsts.push(dst);
+            }
+            return;
+        }
+        if self.recent.len() >= self.cfg.max_samples * 4 {
+            // Capacity: forget the oldest (a later repeat of it would count as a new sample).
+            while let Some((_, k)) = self.recent_order.pop_front() {
+                if self.recent.remove(&k).is_some() {
+                    self.stats.evicted += 1;
+                    break;
+                }
+            }
+        }
+        self.stats.samples += 1;
+        self.stats.complete += 1;
+        self.recent.insert(key, smallvec::smallvec![dst]);
+        self.recent_order.push_back((e.ts_ns, key));
+        out(record(true, 0, "complete"));
+    }
+
     fn evict_oldest(&mut self, out: &mut dyn FnMut(SampleRecord)) {
         while let Some((_, key)) = self.by_activity.pop_front() {
             if self.open.contains_key(&key) {
@@ -322,6 +411,13 @@ impl SampleTracker {
         self.last_sweep_ns = self.now_ns;
         let now = self.now_ns;
         let (linger, timeout) = (self.cfg.linger_ns, self.cfg.timeout_ns);
+        while let Some(&(t, key)) = self.recent_order.front() {
+            if now.saturating_sub(t) <= linger {
+                break;
+            }
+            self.recent_order.pop_front();
+            self.recent.remove(&key);
+        }
         // Complete samples whose linger is over (unless a late repair moved them on).
         while let Some(&(t, key)) = self.completed.front() {
             if now.saturating_sub(t) <= linger {
@@ -359,6 +455,8 @@ impl SampleTracker {
         keys.sort();
         self.by_activity.clear();
         self.completed.clear();
+        self.recent.clear();
+        self.recent_order.clear();
         for (_, k) in keys {
             let why = if self.open[&k].rec.complete { "complete" } else { "end" };
             self.close(k, why, out);
@@ -474,6 +572,37 @@ mod tests {
         assert_eq!((r.first_ts_ns, r.last_ts_ns, r.first_ip_ts_ns), (100, 300, 95));
         assert_eq!(r.retransmitted_frags, 3);
         assert_eq!(r.retransmitted_bytes, 300);
+    }
+
+    fn data(sn: i64, ts: i64, dst_port: u16) -> SubmsgEvent {
+        let mut e = frag(sn, 1, 1, ts, dst_port);
+        e.kind = SubmsgKind::Data;
+        e.fragment_starting_num = None;
+        e.frags_in_submsg = None;
+        e.fragment_size = None;
+        e.sample_size = Some(40);
+        e.payload_size = Some(40);
+        e
+    }
+
+    #[test]
+    fn unfragmented_samples_are_emitted_at_once_and_repairs_corrected() {
+        let mut t = SampleTracker::new(SampleConfig { linger_ns: 1000, ..Default::default() });
+        let mut out = vec![];
+        t.on_event(&data(1, 100, 7411), &mut |r| out.push(r));
+        assert_eq!(out.len(), 1, "emitted when first seen");
+        assert!(out[0].complete && out[0].frags_seen == 1 && !out[0].is_retransmission_only());
+        t.on_event(&data(1, 150, 7413), &mut |r| out.push(r)); // another reader: nothing new
+        assert_eq!(out.len(), 1);
+        t.on_event(&data(1, 200, 7411), &mut |r| out.push(r)); // sent again to the first reader
+        assert_eq!(out.len(), 2);
+        assert!(out[1].is_retransmission_only());
+        assert_eq!((out[1].retransmitted_frags, out[1].retransmitted_bytes), (1, 40));
+        // After the linger the sample is forgotten.
+        t.advance(10_000_000_000, &mut |r| out.push(r));
+        t.on_event(&data(2, 10_000_000_001, 7411), &mut |r| out.push(r));
+        assert_eq!(t.stats.samples, 2);
+        assert_eq!(t.stats.retransmissions_after_emit, 1);
     }
 
     #[test]

@@ -41,12 +41,31 @@ struct WriterStats {
 /// Aggregates events and sample records of one capture point.
 #[derive(Default)]
 pub struct TopicsAnalysis {
-    writers: FxHashMap<Guid, WriterStats>,
+    index: FxHashMap<Guid, usize>,
+    stats: Vec<(Guid, WriterStats)>,
+    /// The writer of the previous event: consecutive submessages mostly share it.
+    last: Option<(Guid, usize)>,
 }
 
 impl TopicsAnalysis {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn writer(&mut self, g: Guid) -> &mut WriterStats {
+        let i = match self.last {
+            Some((lg, i)) if lg == g => i,
+            _ => {
+                let n = self.stats.len();
+                let i = *self.index.entry(g).or_insert(n);
+                if i == n {
+                    self.stats.push((g, WriterStats::default()));
+                }
+                self.last = Some((g, i));
+                i
+            }
+        };
+        &mut self.stats[i].1
     }
 
     pub fn on_event(&mut self, e: &SubmsgEvent) {
@@ -59,7 +78,7 @@ impl TopicsAnalysis {
         if !is_writer_side && !is_reader_side {
             return;
         }
-        let s = self.writers.entry(w).or_default();
+        let s = self.writer(w);
         if s.topic.is_none() {
             s.topic = e.topic.clone();
         }
@@ -93,7 +112,12 @@ impl TopicsAnalysis {
     }
 
     pub fn on_sample(&mut self, r: &SampleRecord) {
-        let s = self.writers.entry(r.writer_id).or_default();
+        let s = self.writer(r.writer_id);
+        if r.is_retransmission_only() {
+            s.retransmitted_frags += r.retransmitted_frags as u64;
+            s.retransmitted_bytes += r.retransmitted_bytes;
+            return;
+        }
         if s.topic.is_none() {
             s.topic = r.topic.clone();
         }
@@ -117,7 +141,7 @@ impl TopicsAnalysis {
     /// (all when empty). Topic names come from discovery when events lacked them.
     pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
         let mut groups: BTreeMap<(String, String, String), Vec<(Guid, WriterStats)>> = BTreeMap::new();
-        for (g, s) in &self.writers {
+        for (g, s) in &self.stats {
             let mut s = s.clone();
             if s.topic.is_none() {
                 s.topic = discovery.endpoint(g).map(|e| e.names.clone());

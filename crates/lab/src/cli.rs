@@ -72,6 +72,13 @@ struct RunArgs {
     /// Only the summary and errors
     #[arg(long, short)]
     quiet: bool,
+    /// Also run `ddscope agent -i eth0 --name HOST ARGS` on every host, from before the workload
+    /// starts until it ends ({host}, {ip}, {mgmt_ip}, {gateway} are replaced per host); implies --management
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    agent: Option<String>,
+    /// Link every host to the root namespace (mgmt0, a /30 per host) for monitoring traffic
+    #[arg(long)]
+    management: bool,
 }
 
 #[derive(Args, Debug)]
@@ -116,6 +123,8 @@ pub fn run(args: LabArgs) -> Result<i32> {
             gzip: a.gzip,
             force: a.force,
             quiet: a.quiet,
+            agent_args: a.agent.map(|s| s.split_whitespace().map(str::to_string).collect()),
+            management: a.management,
         }),
         Cmd::Check(a) => check(a),
         Cmd::Up(a) => up(a),

@@ -27,7 +27,13 @@ pub struct HostNet {
     pub iface: String,
     pub ip: Ipv4Addr,
     pub mac: String,
+    /// Management link to the root namespace (monitoring traffic off the
+    /// workload link): this host's address and the root side's.
+    pub mgmt: Option<(Ipv4Addr, Ipv4Addr)>,
 }
+
+/// Name of the management interface inside each host.
+pub const MGMT_IF: &str = "mgmt0";
 
 /// The network of one lab; removed on drop.
 #[derive(Debug)]
@@ -94,6 +100,7 @@ impl Lab {
                 iface: HOST_IF.to_string(),
                 ip: Ipv4Addr::from(u32::from(base) + i as u32 + 1),
                 mac: String::new(),
+                mgmt: None,
             });
         }
         let mtu = sc.network.mtu.to_string();
@@ -142,6 +149,30 @@ impl Lab {
             }
         }
         Ok(lab)
+    }
+
+    /// Adds a management link from every host to the root namespace, as the
+    /// thesis kept monitoring data off the workload link (3.1.1): a veth pair
+    /// per host with a /30 out of a subnet derived from the run id, so that
+    /// parallel runs do not collide. Deleting a host namespace removes its link.
+    pub fn add_management(&mut self) -> Result<()> {
+        let h = self.id.bytes().fold(0xcbf29ce484222325u64, |a, b| (a ^ b as u64).wrapping_mul(0x100000001b3));
+        let (o2, o3) = (200 + (h % 50) as u8, (h >> 8) as u8);
+        for (i, host) in self.hosts.iter_mut().enumerate() {
+            if i >= 63 {
+                bail!("a management network supports at most 63 hosts");
+            }
+            let root_if = format!("dm{:06x}{i:02}", (h >> 16) & 0xff_ffff);
+            let gw = Ipv4Addr::new(10, o2, o3, (4 * i + 1) as u8);
+            let ip = Ipv4Addr::new(10, o2, o3, (4 * i + 2) as u8);
+            run_cmd(&["ip", "link", "add", &root_if, "type", "veth", "peer", "name", MGMT_IF, "netns", &host.netns])?;
+            run_cmd(&["ip", "addr", "add", &format!("{gw}/30"), "dev", &root_if])?;
+            run_cmd(&["ip", "link", "set", &root_if, "up"])?;
+            run_cmd(&["ip", "-n", &host.netns, "addr", "add", &format!("{ip}/30"), "dev", MGMT_IF])?;
+            run_cmd(&["ip", "-n", &host.netns, "link", "set", MGMT_IF, "up"])?;
+            host.mgmt = Some((ip, gw));
+        }
+        Ok(())
     }
 
     fn add_ns(&mut self, name: &str) -> Result<()> {

@@ -28,6 +28,12 @@ pub struct RunOptions {
     pub gzip: bool,
     pub force: bool,
     pub quiet: bool,
+    /// Start `ddscope agent -i eth0 --name HOST ARGS…` on every host before the
+    /// workload (online monitoring); `{host}`, `{ip}`, `{mgmt_ip}` and
+    /// `{gateway}` in ARGS are replaced per host.
+    pub agent_args: Option<Vec<String>>,
+    /// Add a management link from every host to the root namespace.
+    pub management: bool,
 }
 
 macro_rules! say {
@@ -172,6 +178,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
     // -------- everything below is undone by the guards' Drop, in reverse order --------
     let mut lab = Lab::up(&sc, &run_id)?;
+    if opts.management || opts.agent_args.is_some() {
+        lab.add_management()?;
+    }
     let mut procs = Procs::default();
     let result = drive(opts, &sc, &bins, &lab, &mut procs, &run_id, &out, &tmp);
     procs.terminate_all(Duration::from_secs(3));
@@ -217,6 +226,8 @@ struct DriveResult {
     nodes: Vec<(String, String, Vendor, PathBuf)>,
     /// CPU seconds per process (user + system), from wait4.
     cpu: BTreeMap<String, Option<f64>>,
+    /// Exit codes of the monitoring agents (`--agent`).
+    agent_exits: BTreeMap<String, Option<i32>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -239,6 +250,30 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             captures.push((h.name.clone(), i, pcap, log));
         }
         say!(opts, "capturing on {}", lab.hosts.iter().map(|h| format!("{}/{}", h.name, h.iface)).collect::<Vec<_>>().join(", "));
+    }
+
+    // 1b. monitoring agents (before the workload, so they see its discovery)
+    let mut agents = vec![];
+    if let Some(extra) = &opts.agent_args {
+        let exe = std::env::var_os("DDSCOPE_BIN").map(PathBuf::from).unwrap_or(std::env::current_exe()?);
+        let exe = exe.to_str().ok_or_else(|| anyhow!("the ddscope path is not UTF-8"))?.to_string();
+        for h in &lab.hosts {
+            let subst = |a: &str| {
+                let (mip, gw) = h.mgmt.map(|(m, g)| (m.to_string(), g.to_string())).unwrap_or_default();
+                a.replace("{host}", &h.name).replace("{ip}", &h.ip.to_string()).replace("{mgmt_ip}", &mip).replace("{gateway}", &gw)
+            };
+            let log = out.join("logs").join(format!("agent-{}.log", h.name));
+            let mut cmd = in_netns(&h.netns, &exe);
+            cmd.args(["agent", "-i", &h.iface, "--name", &h.name])
+                .args(extra.iter().map(|a| subst(a)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(File::create(&log)?);
+            let i = procs.spawn(&format!("agent on {}", h.name), cmd)?;
+            wait_for_text(&log, "capturing on", Duration::from_secs(10), procs.get(i))?;
+            agents.push((h.name.clone(), i, log));
+        }
+        say!(opts, "agents running on {}", lab.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "));
     }
 
     // 2. iperf3 servers
@@ -363,6 +398,12 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
                 bail!("tcpdump on {name} exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
             }
         }
+        for (name, i, log) in &agents {
+            if let Some(st) = procs.get(*i).poll() {
+                let log = fs::read_to_string(log).unwrap_or_default();
+                bail!("agent on {name} exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
+            }
+        }
         if last_note.elapsed() > Duration::from_secs(10) {
             say!(opts, "{:.0} s to go", (end - now_ns()) as f64 / 1e9);
             last_note = Instant::now();
@@ -401,8 +442,16 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         }
         p.wait_timeout(Duration::from_secs(3));
     }
-    // 7. captures off (a little later, for the last acknowledgements)
+    // 7. captures and agents off (a little later, for the last acknowledgements)
     std::thread::sleep(Duration::from_millis(200));
+    let mut agent_exits = BTreeMap::new();
+    for (name, i, _) in &agents {
+        let p = procs.get(*i);
+        p.signal(libc::SIGINT);
+        let st = p.wait_timeout(Duration::from_secs(15));
+        agent_exits.insert(name.clone(), st.code());
+        cpu.insert(format!("agent {name}"), p.cpu_s);
+    }
     let mut cap_out = vec![];
     for (name, i, pcap, log) in captures {
         let p = procs.get(i);
@@ -421,7 +470,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         );
     }
     let node_list = nodes.iter().map(|n| (n.name.clone(), n.host.clone(), n.vendor, n.truth_part.clone())).collect();
-    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, cpu })
+    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, cpu, agent_exits })
 }
 
 /// Runs `ddscope topics CAPTURE --format json` (this very binary).
@@ -508,6 +557,11 @@ fn analyse(
     for (name, code) in &d.node_exits {
         if *code != Some(0) {
             failures.push(format!("node {name} exited with {code:?}"));
+        }
+    }
+    for (host, code) in &d.agent_exits {
+        if *code != Some(0) {
+            failures.push(format!("agent on {host} exited with {code:?} (logs/agent-{host}.log)"));
         }
     }
 
@@ -688,6 +742,7 @@ fn analyse(
         "nodes": nodes,
         "topics": topics,
         "interference": interference,
+        "agents": d.agent_exits.iter().map(|(h, c)| json!({"host": h, "exit_code": c, "log": format!("logs/agent-{h}.log")})).collect::<Vec<_>>(),
         "cpu": cpu_report,
         "unknown_receptions": acc.unknown_receptions,
         "wire_checks_skipped": wire_skipped,

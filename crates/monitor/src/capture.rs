@@ -80,10 +80,13 @@ fn header_only(cfg: &LiveConfig) -> bool {
     cfg.snaplen > 0 && cfg.snaplen < 1500
 }
 
+/// Opens the capture handle(s), non-blocking: we wait with poll() ourselves.
+/// (libpcap's own read timeout does not return on an idle interface with
+/// TPACKET_V3, which would leave a stop request unnoticed.)
 fn open_pair(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, Option<Capture<pcap::Active>>, String)> {
     if !header_only(cfg) {
         let (c, note) = open(cfg)?;
-        return Ok((c, None, note));
+        return Ok((c.setnonblock().context("non-blocking capture")?, None, note));
     }
     let main_cfg = LiveConfig { filter: Some(combine(&cfg.filter, &format!("not ({DISCOVERY_BPF})"))), ..cfg.clone() };
     let disc_cfg = LiveConfig { filter: Some(combine(&cfg.filter, DISCOVERY_BPF)), snaplen: 0, ..cfg.clone() };
@@ -170,13 +173,12 @@ impl LiveCapture {
         self.last
     }
 
-    /// Header-only mode: waits until one of the two handles has a packet.
+    /// Waits up to 100 ms until a handle has a packet; returns which to read first.
     fn wait_either(&mut self) -> usize {
         use std::os::unix::io::AsRawFd;
-        let Some(disc) = &self.disc else { return 0 };
         let mut fds = [
             libc::pollfd { fd: self.cap.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: disc.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.disc.as_ref().map_or(-1, |d| d.as_raw_fd()), events: libc::POLLIN, revents: 0 },
         ];
         unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
         if fds[1].revents != 0 && fds[0].revents == 0 {

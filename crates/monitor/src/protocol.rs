@@ -37,6 +37,9 @@ pub struct WireSample {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcp: Option<u8>,
     pub vendor: u16,
+    /// A retransmission correction (`closed_by = "retransmission"`), not a sample.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retx_only: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -94,6 +97,7 @@ impl WireItem {
             retx_bytes: r.retransmitted_bytes,
             pcp: r.pcp,
             vendor: r.vendor_id,
+            retx_only: r.is_retransmission_only(),
         })
     }
 
@@ -166,7 +170,7 @@ impl Decoder {
                     nack_frags: 0,
                     pcp: s.pcp,
                     vendor_id: s.vendor,
-                    closed_by: "agent",
+                    closed_by: if s.retx_only { ddscope_core::samples::CLOSED_RETRANSMISSION } else { "agent" },
                 })
             }
         })

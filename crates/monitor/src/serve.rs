@@ -344,7 +344,8 @@ pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Res
             std::thread::spawn(move || {
                 for mut req in server.incoming_requests() {
                     let path = req.url().split('?').next().unwrap_or("/").to_string();
-                    if !authorized(&req, &token) {
+                    // The page and its scripts hold no data; everything under /api/ needs the token.
+                    if path.starts_with("/api/") && !authorized(&req, &token) {
                         respond(req, 401, "text/plain", "missing or wrong token\n");
                         continue;
                     }

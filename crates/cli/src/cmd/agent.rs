@@ -40,7 +40,7 @@ pub struct AgentArgs {
     /// URL of the central `ddscope serve`
     #[arg(long)]
     pub send_to: Option<String>,
-    /// Token for the central server (also from $DDSCOPE_TOKEN)
+    /// Token for the central server and for /metrics on a non-loopback address (also from $DDSCOPE_TOKEN)
     #[arg(long, env = "DDSCOPE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Read system metrics from this node_exporter URL instead of /proc
@@ -90,7 +90,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let exporters = if specs.is_empty() {
         None
     } else {
-        let mut opts = ExportOptions::default();
+        let mut opts = ExportOptions { metrics_token: a.token.clone(), ..ExportOptions::default() };
         if let Some(url) = &a.node_exporter {
             opts.system = Some(SystemSource::node_exporter(url));
         }

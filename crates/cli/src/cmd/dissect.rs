@@ -16,6 +16,7 @@ Examples:
   ddscope dissect examples/captures/simple/pc1.pcapng.gz
   ddscope dissect pc2.pcapng --topic /image --kind DATA_FRAG --format csv -o image.csv
   ddscope dissect pc1.pcapng --format parquet -o pc1.parquet   # read with polars/pandas/DuckDB
+  ddscope dissect pc2.pcapng --records samples --topic /image   # one row per sample: completion, fragments, repairs
 
 Columns (CSV/JSONL/Parquet carry all of them): capture, frame, ts_ns, interface,
 src, dst, vlan_id, pcp, ip_id, ip_frags, ip_first_ts_ns, ip_last_ts_ns, rtps_len,
@@ -49,7 +50,31 @@ pub struct DissectArgs {
     /// Capture-point name written in the `capture` column (default: file name)
     #[arg(long)]
     pub name: Option<String>,
+    /// What one row is: a submessage, or a sample (one completion record per writer and sequence number)
+    #[arg(long, value_enum, default_value = "submessages")]
+    pub records: Records,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Records {
+    Submessages,
+    Samples,
+}
+
+const SAMPLE_TABLE_COLUMNS: &[&str] = &[
+    "writer_id",
+    "sn",
+    "topic_name",
+    "first_ts_ns",
+    "last_ts_ns",
+    "complete",
+    "sample_size",
+    "frags_expected",
+    "frags_seen",
+    "ip_frags",
+    "retransmitted_frags",
+    "closed_by",
+];
 
 const TABLE_COLUMNS: &[&str] = &[
     "frame",
@@ -93,6 +118,12 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
         })
         .collect::<anyhow::Result<_>>()?;
     let filter = TopicFilter::new(&a.topics)?;
+    if a.records == Records::Samples {
+        if !kinds.is_empty() {
+            anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
+        }
+        return samples(&a, &filter, &traffic);
+    }
     let out = common::open_output(a.output.as_deref(), a.format)?;
     let mut writer: RecordWriter<SubmsgEvent> = RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?;
     let name = a.name.clone().unwrap_or_else(|| common::capture_name(&a.capture));
@@ -129,5 +160,50 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
         r => r.context("writing output")?,
     }
     crate::report::print_summary("dissect", &a.capture, &summary, &dec, &format!("{rows} rows written"));
+    Ok(0)
+}
+
+/// `--records samples`: one sample-completion record per (writer, sn).
+fn samples(a: &DissectArgs, filter: &TopicFilter, traffic: &[TrafficType]) -> anyhow::Result<i32> {
+    use ddscope_core::pipeline::analyse_file;
+    use ddscope_core::samples::{SampleConfig, SampleRecord};
+    let out = common::open_output(a.output.as_deref(), a.format)?;
+    let mut writer: RecordWriter<SampleRecord> = RecordWriter::new(a.format.into(), out, SAMPLE_TABLE_COLUMNS)?;
+    let name = a.name.clone().unwrap_or_else(|| common::capture_name(&a.capture));
+    let progress = Progress::start(&name, common::file_size(&a.capture));
+    let mut io_error: Option<std::io::Error> = None;
+    let result = analyse_file(
+        &a.capture,
+        &name,
+        DecoderConfig::default(),
+        SampleConfig::default(),
+        Some(progress.counter.clone()),
+        &mut |_| {},
+        &mut |r| {
+            if io_error.is_some()
+                || (!traffic.is_empty() && !traffic.contains(&r.traffic_type))
+                || (filter.is_active() && !filter.matches(r.topic.as_deref()))
+            {
+                return;
+            }
+            if let Err(e) = writer.write(&r) {
+                io_error = Some(e);
+            }
+        },
+    );
+    progress.finish();
+    let res = result.map_err(common::input_error)?;
+    if let Some(e) = io_error {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Ok(0);
+        }
+        return Err(e).context("writing output");
+    }
+    let rows = writer.rows();
+    match writer.finish() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+        r => r.context("writing output")?,
+    }
+    crate::report::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{rows} sample records written"));
     Ok(0)
 }

@@ -150,6 +150,8 @@ pub struct FlowStats {
     pub jitter_abs: Dist,
     pub repaired: Dist,
     pub clean: Dist,
+    /// The first lost sequence numbers (for a closer look with `dissect`).
+    pub lost_examples: Vec<i64>,
 }
 
 impl FlowStats {
@@ -209,6 +211,8 @@ pub struct CorrelationStats {
     pub submessages_judged: u64,
     pub max_pending_samples: usize,
     pub max_pending_submessages: usize,
+    /// Repairs reported after their sample was judged (not reflected in `repaired`).
+    pub late_repairs: u64,
 }
 
 pub struct Correlator {
@@ -307,6 +311,17 @@ impl Correlator {
         match item {
             Item::Sample(r) => {
                 if r.traffic_type != TrafficType::User {
+                    return;
+                }
+                if r.is_retransmission_only() {
+                    // A repair of an unfragmented sample already reported by this capture.
+                    match self.pending.get_mut(&(r.writer_id, r.sn)).and_then(|p| p.seen.iter_mut().find(|(cc, _)| *cc == c)) {
+                        Some((_, s)) => {
+                            s.retransmitted_frags += r.retransmitted_frags;
+                            s.retransmitted_bytes += r.retransmitted_bytes;
+                        }
+                        None => self.stats.late_repairs += 1,
+                    }
                     return;
                 }
                 let s = Sighting {
@@ -538,11 +553,17 @@ impl Correlator {
                 Some(rs) => {
                     flow.incomplete += 1;
                     flow.lost += 1;
+                    if flow.lost_examples.len() < 10 {
+                        flow.lost_examples.push(sn);
+                    }
                     row.status = "incomplete";
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                 }
                 None => {
                     flow.lost += 1;
+                    if flow.lost_examples.len() < 10 {
+                        flow.lost_examples.push(sn);
+                    }
                 }
             }
             if self.cfg.message_rows {
@@ -631,6 +652,7 @@ impl Correlator {
                     jitter_abs: f.jitter_abs.summary(),
                     repaired: f.repaired.summary(),
                     clean: f.clean.summary(),
+                    lost_examples: f.lost_examples.clone(),
                 }
             })
             .collect()
@@ -684,6 +706,29 @@ impl Correlator {
                 -worst as f64 / 1e6
             ));
         }
+        // Captures that do not overlap in time: clocks far apart (or not the same time).
+        for a in 0..self.names.len() {
+            for b in a + 1..self.names.len() {
+                let ((a0, a1), (b0, b1)) = (self.spans[a], self.spans[b]);
+                if a0 > a1 || b0 > b1 {
+                    continue;
+                }
+                let overlap = a1.min(b1) - a0.max(b0);
+                let shorter = (a1 - a0).min(b1 - b0).max(1);
+                if overlap < shorter / 2 {
+                    w.push(format!(
+                        "the capture times of {} and {} hardly overlap ({} starts {:+.3} s after {}): their clocks differ, or they \
+                         were not taken at the same time; give --offset {}=±DURATION or use --estimate-offset",
+                        self.names[a],
+                        self.names[b],
+                        self.names[b],
+                        (b0 - a0) as f64 / 1e9,
+                        self.names[a],
+                        self.names[b]
+                    ));
+                }
+            }
+        }
         if self.stats.sender_disagreements > 0 {
             w.push(format!(
                 "{} samples were first seen at a capture other than their writer's usual sender: the clocks may be offset (try --estimate-offset)",
@@ -727,6 +772,8 @@ pub struct FlowSummary {
     pub jitter_abs: DistSummary,
     pub repaired: DistSummary,
     pub clean: DistSummary,
+    /// The first lost sequence numbers.
+    pub lost_examples: Vec<i64>,
 }
 
 const ROW_COLUMNS: &[Column] = &[
