@@ -76,18 +76,24 @@ pub struct SampleRecord {
     pub closed_by: &'static str,
 }
 
-/// `closed_by` of a correction record: an unfragmented sample whose record was
+/// `closed_by` of a supplement record: an unfragmented sample whose record was
 /// already emitted was sent again towards the same destination.
 pub const CLOSED_RETRANSMISSION: &str = "retransmission";
+/// `closed_by` of a supplement record: an unfragmented sample whose record was
+/// already emitted was sent towards another destination (another unicast
+/// reader or locator). Not a retransmission; its datagram adds wire cost
+/// (`ip_frags`, `bytes`, `submsgs`) to the sample.
+pub const CLOSED_COPY: &str = "copy";
 
 impl SampleRecord {
     pub fn is_fragmented(&self) -> bool {
         self.fragment_size.is_some()
     }
 
-    /// A correction, not a sample: count its retransmission, not the sample again.
-    pub fn is_retransmission_only(&self) -> bool {
-        self.closed_by == CLOSED_RETRANSMISSION
+    /// A supplement, not a sample: add its wire cost (and retransmission),
+    /// never count the sample again.
+    pub fn is_supplement(&self) -> bool {
+        self.closed_by == CLOSED_RETRANSMISSION || self.closed_by == CLOSED_COPY
     }
 }
 
@@ -118,8 +124,11 @@ pub struct SampleStats {
     /// DATA_FRAG whose fragment fields contradict the sample's first fragment.
     pub inconsistent_fragments: u64,
     pub untracked_large_samples: u64,
-    /// Correction records: unfragmented samples sent again after their record was emitted.
+    /// Supplement records: unfragmented samples sent again towards the same
+    /// destination after their record was emitted.
     pub retransmissions_after_emit: u64,
+    /// Supplement records: unfragmented samples sent towards another destination.
+    pub copies_after_emit: u64,
 }
 
 type Key = (Guid, i64);
@@ -376,8 +385,11 @@ impl SampleTracker {
                 self.stats.retransmissions_after_emit += 1;
                 out(record(false, 1, CLOSED_RETRANSMISSION));
             } else {
-                // The same sample towards another reader: not a new sample.
+                // The same sample towards another reader: not a new sample,
+                // but its datagram is wire cost of the sample.
                 dsts.push(dst);
+                self.stats.copies_after_emit += 1;
+                out(record(true, 0, CLOSED_COPY));
             }
             return;
         }
@@ -591,18 +603,21 @@ mod tests {
         let mut out = vec![];
         t.on_event(&data(1, 100, 7411), &mut |r| out.push(r));
         assert_eq!(out.len(), 1, "emitted when first seen");
-        assert!(out[0].complete && out[0].frags_seen == 1 && !out[0].is_retransmission_only());
-        t.on_event(&data(1, 150, 7413), &mut |r| out.push(r)); // another reader: nothing new
-        assert_eq!(out.len(), 1);
-        t.on_event(&data(1, 200, 7411), &mut |r| out.push(r)); // sent again to the first reader
+        assert!(out[0].complete && out[0].frags_seen == 1 && !out[0].is_supplement());
+        t.on_event(&data(1, 150, 7413), &mut |r| out.push(r)); // another reader: a copy, not a sample
         assert_eq!(out.len(), 2);
-        assert!(out[1].is_retransmission_only());
-        assert_eq!((out[1].retransmitted_frags, out[1].retransmitted_bytes), (1, 40));
+        assert!(out[1].is_supplement());
+        assert_eq!((out[1].closed_by, out[1].retransmitted_frags, out[1].ip_frags, out[1].bytes), (CLOSED_COPY, 0, 1, 40));
+        t.on_event(&data(1, 200, 7411), &mut |r| out.push(r)); // sent again to the first reader
+        assert_eq!(out.len(), 3);
+        assert!(out[2].is_supplement());
+        assert_eq!(out[2].closed_by, CLOSED_RETRANSMISSION);
+        assert_eq!((out[2].retransmitted_frags, out[2].retransmitted_bytes), (1, 40));
         // After the linger the sample is forgotten.
         t.advance(10_000_000_000, &mut |r| out.push(r));
         t.on_event(&data(2, 10_000_000_001, 7411), &mut |r| out.push(r));
         assert_eq!(t.stats.samples, 2);
-        assert_eq!(t.stats.retransmissions_after_emit, 1);
+        assert_eq!((t.stats.retransmissions_after_emit, t.stats.copies_after_emit), (1, 1));
     }
 
     #[test]

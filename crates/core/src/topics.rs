@@ -113,7 +113,9 @@ impl TopicsAnalysis {
 
     pub fn on_sample(&mut self, r: &SampleRecord) {
         let s = self.writer(r.writer_id);
-        if r.is_retransmission_only() {
+        if r.is_supplement() {
+            // Another datagram of a sample already counted (repair or copy to another reader).
+            s.ip_frags += r.ip_frags as u64;
             s.retransmitted_frags += r.retransmitted_frags as u64;
             s.retransmitted_bytes += r.retransmitted_bytes;
             return;

@@ -390,8 +390,9 @@ impl Inner {
     fn on_sample(&mut self, r: &SampleRecord) {
         let Some(i) = self.series_for(&r.capture, &r.topic, r.traffic_type, r.vendor_id, r.pcp, Some(r.writer_id)) else { return };
         let s = &mut self.series[i];
-        if r.is_retransmission_only() {
-            // A correction for a sample already counted: only the repair.
+        if r.is_supplement() {
+            // Another datagram of a sample already counted (repair or copy to another reader).
+            s.ip_fragments += r.ip_frags as u64;
             s.retransmitted_fragments += r.retransmitted_frags as u64;
             s.retransmitted_bytes += r.retransmitted_bytes;
             return;

@@ -55,8 +55,8 @@ fn agent_path_feeds_every_sink_and_shuts_down_cleanly() {
         &mut |r| {
             ex.on_sample(&r);
             topics.borrow_mut().on_sample(&r);
-            // Corrections (repairs of samples already reported) are not samples.
-            samples += u64::from(!r.is_retransmission_only());
+            // Supplements (repairs or copies of samples already reported) are not samples.
+            samples += u64::from(!r.is_supplement());
             records += 1;
         },
     )
@@ -95,7 +95,7 @@ fn agent_path_feeds_every_sink_and_shuts_down_cleanly() {
         v["results"][0]["series"][0]["values"][0][1].as_u64().unwrap_or(0)
     };
     assert_eq!(count("SELECT count(\"frame\") FROM \"ddscope_submsg\""), events);
-    // ddscope_sample holds every record; corrections carry closed_by = "retransmission".
+    // ddscope_sample holds every record; supplements carry closed_by = "retransmission" or "copy".
     assert_eq!(count("SELECT count(\"sn\") FROM \"ddscope_sample\""), records);
     assert_eq!(count("SELECT count(\"samples\") FROM \"ddscope_topic\""), rows.len() as u64);
     assert!(count("SELECT count(\"value\") FROM \"node_cpu_seconds_total\" WHERE \"host\" = 'pc1'") > 0);

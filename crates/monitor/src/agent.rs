@@ -172,7 +172,18 @@ pub fn run(
     let mut last_system = Instant::now() - Duration::from_secs(10);
     let mut last_wm = i64::MIN;
     let mut notes: Vec<String> = vec![];
-    let keep = || !stop.load(Ordering::Relaxed) && cfg.duration.map_or(true, |d| started.elapsed() < d);
+    let asked_to_stop = || stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
+    // After a stop request, keep reading for a moment: in batched mode the
+    // last block of packets is handed over only when it is retired (<= 100 ms).
+    let drain_deadline = std::cell::Cell::new(None::<Instant>);
+    let keep = || match (asked_to_stop(), drain_deadline.get()) {
+        (false, _) => true,
+        (true, None) => {
+            drain_deadline.set(Some(Instant::now() + Duration::from_millis(250)));
+            true
+        }
+        (true, Some(d)) => Instant::now() < d,
+    };
     let send_batch = |items: &mut Vec<WireItem>, seq: &mut u64, local_dropped: &mut u64, extra: Batch| {
         if let Some(tx) = &tx {
             *seq += 1;

@@ -37,6 +37,9 @@ pub struct LiveConfig {
     pub snaplen: i32,
     pub tstamp: Tstamp,
     pub buffer_mb: i32,
+    /// Deliver every packet as it arrives (one wakeup per packet) instead of
+    /// in blocks retired every 100 ms: faster display, more load on the host.
+    pub immediate: bool,
 }
 
 /// Kernel and libpcap counters (cumulative since the capture opened, over reopenings).
@@ -101,7 +104,7 @@ fn open(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, String)> {
     let base = || -> anyhow::Result<Capture<pcap::Inactive>> {
         let mut c = Capture::from_device(cfg.interface.as_str())
             .with_context(|| format!("cannot capture on {}", cfg.interface))?
-            .immediate_mode(true)
+            .immediate_mode(cfg.immediate)
             .timeout(100)
             .buffer_size(cfg.buffer_mb.saturating_mul(1 << 20))
             .precision(Precision::Nano)

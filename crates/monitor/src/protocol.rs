@@ -37,9 +37,10 @@ pub struct WireSample {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcp: Option<u8>,
     pub vendor: u16,
-    /// A retransmission correction (`closed_by = "retransmission"`), not a sample.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retx_only: bool,
+    /// A supplement, not a sample: 1 = repair (`closed_by = "retransmission"`),
+    /// 2 = copy to another reader (`closed_by = "copy"`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub supp: u8,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -97,7 +98,11 @@ impl WireItem {
             retx_bytes: r.retransmitted_bytes,
             pcp: r.pcp,
             vendor: r.vendor_id,
-            retx_only: r.is_retransmission_only(),
+            supp: match r.closed_by {
+                ddscope_core::samples::CLOSED_RETRANSMISSION => 1,
+                ddscope_core::samples::CLOSED_COPY => 2,
+                _ => 0,
+            },
         })
     }
 
@@ -170,7 +175,11 @@ impl Decoder {
                     nack_frags: 0,
                     pcp: s.pcp,
                     vendor_id: s.vendor,
-                    closed_by: if s.retx_only { ddscope_core::samples::CLOSED_RETRANSMISSION } else { "agent" },
+                    closed_by: match s.supp {
+                        1 => ddscope_core::samples::CLOSED_RETRANSMISSION,
+                        2 => ddscope_core::samples::CLOSED_COPY,
+                        _ => "agent",
+                    },
                 })
             }
         })
@@ -257,4 +266,8 @@ mod tests {
         }
         assert!(d.item(&Arc::from("pc1"), WireItem::Frag(WireFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0 })).is_err());
     }
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }

@@ -143,7 +143,7 @@ impl LiveTopics {
 
     pub fn on_sample(&mut self, r: &SampleRecord) {
         self.analysis.on_sample(r);
-        if r.traffic_type == TrafficType::User && !r.is_retransmission_only() {
+        if r.traffic_type == TrafficType::User && !r.is_supplement() {
             let key = match &r.topic {
                 Some(t) => t.topic_name.clone(),
                 None => {

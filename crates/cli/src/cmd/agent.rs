@@ -63,6 +63,10 @@ pub struct AgentArgs {
     /// Correlation items kept while the server is unreachable
     #[arg(long, default_value_t = 200_000)]
     pub max_queued_items: usize,
+    /// Take every packet as it arrives (libpcap immediate mode) instead of in
+    /// blocks retired every 100 ms: one wakeup per packet, more load on the host
+    #[arg(long)]
+    pub immediate: bool,
 }
 
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
@@ -82,6 +86,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         snaplen: a.snaplen,
         tstamp,
         buffer_mb: a.buffer_mb,
+        immediate: a.immediate,
     })?;
     eprintln!("agent {}: capturing on {} ({})", a.name, a.interface, cap.timestamp_note);
     if let Some(n) = drop_privileges()? {

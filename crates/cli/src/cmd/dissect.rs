@@ -18,6 +18,11 @@ Examples:
   ddscope dissect pc1.pcapng --format parquet -o pc1.parquet   # read with polars/pandas/DuckDB
   ddscope dissect pc2.pcapng --records samples --topic /image   # one row per sample: completion, fragments, repairs
 
+With --records samples, an unfragmented sample's row is written as soon as it is
+seen; a later datagram carrying it again adds a supplement row (closed_by =
+\"retransmission\" towards the same destination, \"copy\" towards another reader)
+that is not a new sample. docs/events.md lists the sample columns.
+
 Columns (CSV/JSONL/Parquet carry all of them): capture, frame, ts_ns, interface,
 src, dst, vlan_id, pcp, ip_id, ip_frags, ip_first_ts_ns, ip_last_ts_ns, rtps_len,
 vendor_id, guid_prefix, submsg_index, kind, flags, submsg_len, traffic_type,
@@ -163,7 +168,8 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `--records samples`: one sample-completion record per (writer, sn).
+/// `--records samples`: one sample-completion record per (writer, sn), plus
+/// supplement records (`retransmission`, `copy`) for unfragmented samples seen again.
 fn samples(a: &DissectArgs, filter: &TopicFilter, traffic: &[TrafficType]) -> anyhow::Result<i32> {
     use ddscope_core::pipeline::analyse_file;
     use ddscope_core::samples::{SampleConfig, SampleRecord};

@@ -50,6 +50,10 @@ pub struct LiveArgs {
     /// Also write every captured frame to this pcapng file
     #[arg(long)]
     pub write: Option<PathBuf>,
+    /// Take packets in blocks (retired every 100 ms) instead of one by one:
+    /// less load on a busy host, the view lags by up to 100 ms
+    #[arg(long)]
+    pub batched: bool,
 }
 
 #[derive(Default, Clone)]
@@ -142,6 +146,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         snaplen: a.snaplen,
         tstamp,
         buffer_mb: a.buffer_mb,
+        immediate: !a.batched,
     })?;
     let mut writer = match &a.write {
         Some(p) => {

@@ -313,7 +313,11 @@ impl Correlator {
                 if r.traffic_type != TrafficType::User {
                     return;
                 }
-                if r.is_retransmission_only() {
+                if r.closed_by == crate::samples::CLOSED_COPY {
+                    // The same sample towards another reader: nothing for latency.
+                    return;
+                }
+                if r.is_supplement() {
                     // A repair of an unfragmented sample already reported by this capture.
                     match self.pending.get_mut(&(r.writer_id, r.sn)).and_then(|p| p.seen.iter_mut().find(|(cc, _)| *cc == c)) {
                         Some((_, s)) => {
