@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   # capture, oracle and lab
-  tshark tcpdump libpcap-dev iproute2 iperf3 procps linuxptp
+  tshark tcpdump libpcap-dev iproute2 iperf3 procps linuxptp curl ca-certificates
   # real DDS implementations used by the lab and the oracle tests
   cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
   # build tools for the lab's workload nodes
@@ -54,5 +54,10 @@ if [ -f lab/CMakeLists.txt ]; then
   cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build lab/build -j"$(nproc)" >/dev/null
 fi
+
+# The OTLP tests run a real OpenTelemetry Collector, built once with the
+# collector builder from the Go module proxy (minutes the first time; cached
+# under ~/.cache/ddscope, fetching a Go toolchain there too if needed).
+tests/servers/build-otelcol.sh >/dev/null
 
 cargo build --release --locked -q -p ddscope

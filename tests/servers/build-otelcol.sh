@@ -23,12 +23,52 @@ if [ -x "$BIN" ] && "$BIN" components >/dev/null 2>&1; then
   echo "$BIN"
   exit 0
 fi
-if ! command -v go >/dev/null; then
-  for g in /usr/local/go/bin/go /usr/lib/go/bin/go; do
-    [ -x "$g" ] && PATH="$(dirname "$g"):$PATH" && break
-  done
+# A Go >= 1.24: on PATH, in the usual places, or else the official toolchain
+# fetched from the Go module proxy (Debian 12's golang is 1.19).
+GO_FALLBACK=1.24.13
+go_ok() { # go binary new enough?
+  local v
+  v=$("$1" env GOVERSION 2>/dev/null) || return 1
+  v=${v#go}
+  [ "$(printf '%s\n' 1.24 "${v%%[-+ ]*}" | sort -V | head -1)" = 1.24 ]
+}
+GO=""
+for g in "$(command -v go || true)" /usr/local/go/bin/go /usr/lib/go/bin/go; do
+  if [ -n "$g" ] && [ -x "$g" ] && go_ok "$g"; then GO=$g; break; fi
+done
+if [ -z "$GO" ]; then
+  TC="${XDG_CACHE_HOME:-$HOME/.cache}/ddscope/go$GO_FALLBACK"
+  if [ ! -x "$TC/bin/go" ]; then
+    echo "build-otelcol: fetching Go $GO_FALLBACK from proxy.golang.org" >&2
+    mkdir -p "$TC.tmp"
+    curl -fsSL -o "$TC.tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$GO_FALLBACK.linux-amd64.zip"
+    python3 - "$TC.tmp" <<'PY'
+import os, sys, zipfile
+d = sys.argv[1]
+with zipfile.ZipFile(os.path.join(d, "go.zip")) as z:
+    for m in z.infolist():
+        # golang.org/toolchain@v0.0.1-goX.linux-amd64/<path>
+        parts = m.filename.split("/")
+        at = next((i for i, p in enumerate(parts) if "@" in p), None)
+        rel = "/".join(parts[at + 1:]) if at is not None else ""
+        if not rel or m.is_dir():
+            continue
+        dst = os.path.join(d, "root", rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with z.open(m) as src, open(dst, "wb") as out:
+            out.write(src.read())
+        if rel.startswith("bin/") or rel.startswith("pkg/tool/"):
+            os.chmod(dst, 0o755)
+PY
+    rm -rf "$TC"
+    mv "$TC.tmp/root" "$TC"
+    rm -rf "$TC.tmp"
+  fi
+  GO="$TC/bin/go"
+  go_ok "$GO" || { echo "build-otelcol: no usable Go >= 1.24 (tried $GO)" >&2; exit 1; }
 fi
-command -v go >/dev/null || { echo "build-otelcol: go not found (install Go >= 1.24)" >&2; exit 1; }
+PATH="$(dirname "$GO"):$PATH"
+export GOTOOLCHAIN=local
 
 mkdir -p "$OUT"
 export GOBIN="$OUT/bin"
