@@ -129,6 +129,30 @@ pub struct SampleStats {
     pub retransmissions_after_emit: u64,
     /// Supplement records: unfragmented samples sent towards another destination.
     pub copies_after_emit: u64,
+    /// Unfragmented samples forgotten before their linger ended because the
+    /// repeat window (`max_samples` entries) was full: a later repeat of one
+    /// of them counts as a new sample instead of a supplement.
+    pub repeat_window_full: u64,
+}
+
+impl SampleStats {
+    /// One line on what the tracker had to give up (bounded state), if anything.
+    pub fn problem_line(&self) -> Option<String> {
+        let mut parts = vec![];
+        if self.evicted > 0 {
+            parts.push(format!("{} samples closed early: too many samples open at once (closed_by = evicted)", self.evicted));
+        }
+        if self.untracked_large_samples > 0 {
+            parts.push(format!("{} samples too large to track per fragment (counted, not checked for completeness)", self.untracked_large_samples));
+        }
+        if self.inconsistent_fragments > 0 {
+            parts.push(format!("{} DATA_FRAGs ignored: fragment fields contradict the sample's first fragment", self.inconsistent_fragments));
+        }
+        if self.repeat_window_full > 0 {
+            parts.push(format!("{} unfragmented samples forgotten before their linger ended (repeat window full): a repeat of one would count as a new sample", self.repeat_window_full));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 type Key = (Guid, i64);
@@ -166,8 +190,11 @@ impl SampleTracker {
             open: ahash::AHashMap::default(),
             by_activity: VecDeque::new(),
             completed: VecDeque::new(),
-            recent: ahash::AHashMap::default(),
-            recent_order: VecDeque::new(),
+            // Sized once for the cap (twice over, so churn only ever rehashes
+            // in place): the table never grows, and pages are only resident
+            // once used, so a small capture stays small.
+            recent: ahash::AHashMap::with_capacity_and_hasher(2 * cfg.max_samples.min(1 << 20), Default::default()),
+            recent_order: VecDeque::with_capacity(cfg.max_samples.min(1 << 20)),
             last_sweep_ns: i64::MIN,
             now_ns: i64::MIN,
             stats: SampleStats::default(),
@@ -393,11 +420,11 @@ impl SampleTracker {
             }
             return;
         }
-        if self.recent.len() >= self.cfg.max_samples * 4 {
+        if self.recent.len() >= self.cfg.max_samples {
             // Capacity: forget the oldest (a later repeat of it would count as a new sample).
             while let Some((_, k)) = self.recent_order.pop_front() {
                 if self.recent.remove(&k).is_some() {
-                    self.stats.evicted += 1;
+                    self.stats.repeat_window_full += 1;
                     break;
                 }
             }
@@ -595,6 +622,21 @@ mod tests {
         e.sample_size = Some(40);
         e.payload_size = Some(40);
         e
+    }
+
+    #[test]
+    fn repeat_window_is_bounded_and_reported() {
+        let mut t = SampleTracker::new(SampleConfig { max_samples: 2, ..Default::default() });
+        let mut out = vec![];
+        for sn in 1..=3 {
+            t.on_event(&data(sn, 100 + sn, 7411), &mut |r| out.push(r));
+        }
+        assert_eq!(t.stats.repeat_window_full, 1);
+        assert!(t.recent.len() <= 2 && t.recent_order.len() <= 2);
+        // sn 1 was forgotten: its repeat is a new sample, not a supplement.
+        t.on_event(&data(1, 200, 7411), &mut |r| out.push(r));
+        assert!(!out.last().unwrap().is_supplement());
+        assert!(t.stats.problem_line().unwrap().contains("repeat window full"));
     }
 
     #[test]

@@ -67,9 +67,16 @@ pub struct AgentArgs {
     /// blocks retired every 100 ms: one wakeup per packet, more load on the host
     #[arg(long)]
     pub immediate: bool,
+    /// CPU scheduling of the agent's threads: normal, batch (SCHED_BATCH) or
+    /// idle (SCHED_IDLE: runs only when the workload leaves a core free; the
+    /// capture ring absorbs the wait, overflow shows as kernel drops)
+    #[arg(long, default_value = "normal", value_parser = ["normal", "batch", "idle"])]
+    pub sched: String,
 }
 
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
+    // Before any thread is spawned, so every thread of the agent inherits it.
+    set_scheduling(&a.sched)?;
     let tstamp: Tstamp = a.tstamp.parse()?;
     let specs: Vec<ExportSpec> = a
         .exports
@@ -147,4 +154,20 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// Linux scheduling policy for this thread (inherited by threads spawned later).
+fn set_scheduling(policy: &str) -> anyhow::Result<()> {
+    let p = match policy {
+        "normal" => return Ok(()),
+        "batch" => libc::SCHED_BATCH,
+        "idle" => libc::SCHED_IDLE,
+        other => anyhow::bail!("--sched: unknown policy {other:?} (normal, batch, idle)"),
+    };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscall on the calling thread with a valid parameter block.
+    if unsafe { libc::sched_setscheduler(0, p, &param) } != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("--sched {policy}: sched_setscheduler"));
+    }
+    Ok(())
 }

@@ -211,5 +211,8 @@ fn samples(a: &DissectArgs, filter: &TopicFilter, traffic: &[TrafficType]) -> an
         r => r.context("writing output")?,
     }
     crate::report::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{rows} sample records written"));
+    if let Some(l) = res.samples.problem_line() {
+        eprintln!("dissect: {}: {l}", a.capture.display());
+    }
     Ok(0)
 }

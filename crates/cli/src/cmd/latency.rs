@@ -315,6 +315,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         if let Some(e) = &o.summary.error {
             eprintln!("latency: {}: {e} (everything before it was analysed)", c.path.display());
         }
+        if let Some(l) = o.samples.problem_line() {
+            eprintln!("latency: {}: {l}", c.path.display());
+        }
     }
     for (name, e) in &run.estimates {
         if let Ok(e) = e {

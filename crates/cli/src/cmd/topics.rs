@@ -107,6 +107,9 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
             .filter(|r| !filter.is_active() || filter.matches(r.names.as_deref()))
             .collect();
         crate::report::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
+        if let Some(l) = res.samples.problem_line() {
+            eprintln!("topics: {}: {l}", path.display());
+        }
         let mut c = String::from("{\"name\":");
         json_string(&mut c, &name);
         c.push_str(",\"capture\":");

@@ -27,6 +27,7 @@ pub struct CaptureOutcome {
     pub decode: DecodeStats,
     pub diagnostics: Vec<crate::decode::Diagnostic>,
     pub bandwidth: Vec<crate::pipeline::BandwidthBin>,
+    pub samples: crate::samples::SampleStats,
 }
 
 const BATCH: usize = 2048;
@@ -92,6 +93,7 @@ pub fn correlate_files(
                 decode: r.decoder.stats,
                 diagnostics: r.decoder.diagnostics,
                 bandwidth: r.bandwidth,
+                samples: r.samples,
             });
             let _ = tx.send(Msg::Done(outcome));
         }));
