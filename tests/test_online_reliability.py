@@ -126,3 +126,26 @@ def test_agent_keeps_capturing_until_the_server_comes(ddsperf_pair, tmp_path):
     assert a["items"] == sent and a["lost_batches"] == 0, a
     assert any(t["topic_name"] == "DDSPerfRDataKS" and t["samples"] > 100 for t in a["topics"]), a["topics"]
     serve.send_signal(signal.SIGINT)
+
+
+def test_agent_with_idle_scheduling_still_captures(ddsperf_pair, tmp_path):
+    """`--sched idle`: every agent thread runs under SCHED_IDLE (oracle: the kernel's /proc/PID/task/*/sched),
+    and the agent still decodes the traffic."""
+    pair = ddsperf_pair
+    agent = start(pair, "b", ddscope_bin(), "agent", "-i", pair["ib"], "--name", "pcb", "--sched", "idle",
+                  "--export", "prometheus=127.0.0.1:0", "--duration", "6s",
+                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / "agent.err", "w"))
+    time.sleep(1)
+    traffic(pair)
+    time.sleep(2)
+    policies = {}
+    for task in os.listdir(f"/proc/{agent.pid}/task"):
+        with open(f"/proc/{agent.pid}/task/{task}/sched") as f:
+            policies[task] = next(int(l.split(":")[1]) for l in f if l.startswith("policy"))
+    assert len(policies) >= 2 and set(policies.values()) == {5}, policies  # 5 = SCHED_IDLE
+    assert agent.wait(30) == 0, (tmp_path / "agent.err").read_text()
+    err = (tmp_path / "agent.err").read_text()
+    line = next(l for l in err.splitlines() if " frames; kernel: received " in l)
+    frames = int(line.split(": ", 1)[1].split(" frames")[0])
+    dropped = int(line.split("dropped ")[1].split(",")[0])
+    assert frames > 200 and dropped == 0, line  # ddsperf sends 50 samples/s of 20 kB for 5 s
