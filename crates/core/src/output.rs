@@ -172,7 +172,9 @@ impl<R: Record> RecordWriter<R> {
                             // Tables are for reading: three decimals are plenty.
                             Value::F(v) if v.is_finite() => {
                                 let t = format!("{v:.3}");
-                                s.push_str(t.trim_end_matches('0').trim_end_matches('.'));
+                                let t = t.trim_end_matches('0').trim_end_matches('.');
+                                // A tiny negative value rounds to "-0": print 0.
+                                s.push_str(if t == "-0" { "0" } else { t });
                             }
                             v => v.write_text(&mut s),
                         }

@@ -183,6 +183,7 @@ impl Value<'_> {
 
 /// Up to 6 significant decimals after the point, trailing zeros trimmed.
 fn round_sig(v: f64) -> String {
+    let v = if v == 0.0 { 0.0 } else { v }; // no "-0"
     let s = if v.abs() >= 1e15 || (v != 0.0 && v.abs() < 1e-6) { format!("{v:e}") } else { format!("{v:.6}") };
     if s.contains('.') && !s.contains('e') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
