@@ -130,19 +130,19 @@ impl<R: Record> RecordWriter<R> {
         match self.format {
             Format::Csv => {
                 self.line.clear();
-                let mut cell = String::new();
                 for i in 0..R::columns().len() {
                     if i > 0 {
                         self.line.push(',');
                     }
-                    cell.clear();
-                    r.value(i).write_text(&mut cell);
-                    if cell.contains([',', '"', '\n']) {
+                    let start = self.line.len();
+                    let v = r.value(i);
+                    v.write_text(&mut self.line);
+                    // Only text cells can hold a comma, quote or newline.
+                    if v.may_need_quoting() && self.line[start..].contains([',', '"', '\n']) {
+                        let cell = self.line.split_off(start);
                         self.line.push('"');
                         self.line.push_str(&cell.replace('"', "\"\""));
                         self.line.push('"');
-                    } else {
-                        self.line.push_str(&cell);
                     }
                 }
                 self.line.push('\n');

@@ -54,16 +54,17 @@ impl Value<'_> {
         matches!(self, Value::Null)
     }
 
+    /// Text of this kind of value may hold a comma, quote or newline (CSV must quote it).
+    pub fn may_need_quoting(&self) -> bool {
+        matches!(self, Value::S(_) | Value::Strs(_))
+    }
+
     /// Appends the textual form (CSV / table) to `out`.
     pub fn write_text(&self, out: &mut String) {
         match *self {
             Value::Null => {}
-            Value::U(v) => {
-                let _ = write!(out, "{v}");
-            }
-            Value::I(v) => {
-                let _ = write!(out, "{v}");
-            }
+            Value::U(v) => out.push_str(itoa::Buffer::new().format(v)),
+            Value::I(v) => out.push_str(itoa::Buffer::new().format(v)),
             Value::F(v) => {
                 if v.is_finite() {
                     let _ = write!(out, "{}", round_sig(v));
@@ -72,10 +73,21 @@ impl Value<'_> {
             Value::B(v) => out.push_str(if v { "true" } else { "false" }),
             Value::S(s) => out.push_str(s),
             Value::Guid(g) => {
-                let _ = write!(out, "{g}");
+                push_hex(out, &g.prefix.0);
+                push_hex(out, &g.entity.0);
             }
-            Value::Prefix(p) => {
-                let _ = write!(out, "{p}");
+            Value::Prefix(p) => push_hex(out, &p.0),
+            Value::Addr(SocketAddr::V4(a)) => {
+                // Same text as SocketAddr's Display, without the formatting machinery.
+                let mut b = itoa::Buffer::new();
+                for (i, o) in a.ip().octets().iter().enumerate() {
+                    if i > 0 {
+                        out.push('.');
+                    }
+                    out.push_str(b.format(*o));
+                }
+                out.push(':');
+                out.push_str(b.format(a.port()));
             }
             Value::Addr(a) => {
                 let _ = write!(out, "{a}");
@@ -182,6 +194,15 @@ impl Value<'_> {
 }
 
 /// Up to 6 significant decimals after the point, trailing zeros trimmed.
+/// Lower-case hex of `bytes`, as the wire crate's Display prints GUIDs.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+}
+
 fn round_sig(v: f64) -> String {
     let v = if v == 0.0 { 0.0 } else { v }; // no "-0"
     let s = if v.abs() >= 1e15 || (v != 0.0 && v.abs() < 1e-6) { format!("{v:e}") } else { format!("{v:.6}") };
@@ -233,6 +254,34 @@ pub fn record_json<R: Record>(r: &R, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_paths_print_like_display() {
+        // Oracle: the standard library's and the wire crate's Display.
+        let g = Guid { prefix: GuidPrefix([0x01, 0x0f, 0xab, 0, 9, 0x10, 0xff, 0x7e, 1, 2, 3, 4]), entity: ddscope_wire::EntityId([0, 0, 0x12, 0xc2]) };
+        for v in [Value::Guid(g), Value::Prefix(g.prefix)] {
+            let mut s = String::new();
+            v.write_text(&mut s);
+            let want = match v {
+                Value::Guid(g) => g.to_string(),
+                Value::Prefix(p) => p.to_string(),
+                _ => unreachable!(),
+            };
+            assert_eq!(s, want);
+        }
+        for a in ["0.0.0.0:0", "255.255.255.255:65535", "10.1.20.3:7411", "[fe80::1]:7400", "[::ffff:10.0.0.1]:1"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let mut s = String::new();
+            Value::Addr(a).write_text(&mut s);
+            assert_eq!(s, a.to_string());
+        }
+        for (u, i) in [(0u64, 0i64), (u64::MAX, i64::MIN), (42, -7), (1_000_000, i64::MAX)] {
+            let (mut a, mut b) = (String::new(), String::new());
+            Value::U(u).write_text(&mut a);
+            Value::I(i).write_text(&mut b);
+            assert_eq!((a, b), (u.to_string(), i.to_string()));
+        }
+    }
 
     #[test]
     fn text_and_json() {
