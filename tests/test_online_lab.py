@@ -166,5 +166,8 @@ scrape_configs:
         assert f["lost"] == 0, f"{topic}: lost {f['lost']} (incomplete {f['incomplete']}), first lost sn {f['lost_examples']}; run dir {out}"
         if sent is not None:
             assert f["delivered"] == sent, f"{topic}: serve saw {f['delivered']} delivered, the lab published {sent}"
-        assert totals.get(topic, 0) >= f["delivered"] * 0.95
+        # Prometheus keeps what its last scrape (every 1 s) saw before the agent exited; the agent hands
+        # packets over in blocks (<= 100 ms). So at most ~1.1 s of samples may be missing; allow 2 s.
+        nominal = {"/image": 10, "/drive": 29}[topic]
+        assert f["delivered"] - 2 * nominal <= totals.get(topic, 0) <= f["delivered"], (topic, totals, f["delivered"])
     assert all(a["lost_batches"] == 0 and a["dropped_items"] == 0 for a in state["agents"]), state["agents"]
