@@ -54,9 +54,12 @@ def latency_rows(ddscope, run_dir, tmp_path, *extra):
 
 
 def tshark_sample_times(capture):
-    """{(writer guid hex, sn): [first, last] frame time in ns} for DATA/DATA_FRAG."""
+    """{(writer guid hex, sn): [first, complete]} in ns for DATA/DATA_FRAG: the first submessage's frame time,
+    and the time by which every fragment had been seen at least once (a repeat after that does not move it,
+    as docs/events.md defines a sample's last_ts_ns)."""
     tshark = require_tool("tshark")
-    fields = ["frame.time_epoch", "rtps.guidPrefix.src", "rtps.sm.id", "rtps.sm.wrEntityId", "rtps.sm.seqNumber"]
+    fields = ["frame.time_epoch", "rtps.guidPrefix.src", "rtps.sm.id", "rtps.sm.wrEntityId", "rtps.sm.seqNumber",
+              "rtps.data_frag.number", "rtps.data_frag.num_fragments"]
     cmd = [tshark, "-r", str(capture), "-Y", "rtps.sm.id == 0x15 || rtps.sm.id == 0x16", "-T", "fields",
            "-E", "occurrence=a", "-E", "aggregator=|", "-E", "separator=\t"]
     for f in fields:
@@ -65,25 +68,29 @@ def tshark_sample_times(capture):
     # How many writer entity ids and sequence numbers each kind contributes to the
     # flattened per-frame lists (tshark 4.0, see docs/oracle.md).
     takes = {0x15: (1, 1), 0x16: (1, 1), 0x07: (1, 2), 0x13: (1, 1), 0x06: (1, 1), 0x12: (1, 1), 0x08: (1, 2)}
-    times = {}
+    first, frag_seen = {}, defaultdict(dict)
     for line in out.splitlines():
-        t, prefixes, ids, wrs, sns = (line.split("\t") + [""] * 5)[:5]
+        t, prefixes, ids, wrs, sns, fnums, fcounts = (line.split("\t") + [""] * 7)[:7]
         t_ns = int(round(float(t) * 1e9)) if "." not in t else int(t.split(".")[0]) * 10**9 + int(t.split(".")[1].ljust(9, "0")[:9])
         prefix = prefixes.split("|")[0].replace(":", "").replace("0x", "")
         wr = [w for w in wrs.split("|") if w]
         sn = [s for s in sns.split("|") if s]
-        wi = si = 0
+        fn = [int(x) for x in fnums.split("|") if x]
+        fc = [int(x) for x in fcounts.split("|") if x]
+        wi = si = fi = 0
         for sid in (int(x, 16) for x in ids.split("|") if x):
             nw, ns = takes.get(sid, (0, 0))
             if sid in (0x15, 0x16):
                 key = (prefix + wr[wi].replace("0x", "").rjust(8, "0"), int(sn[si]))
-                first_last = times.setdefault(key, [t_ns, t_ns])
-                first_last[0] = min(first_last[0], t_ns)
-                first_last[1] = max(first_last[1], t_ns)
+                first[key] = min(first.get(key, t_ns), t_ns)
+                frags = range(fn[fi], fn[fi] + fc[fi]) if sid == 0x16 else [0]
+                fi += sid == 0x16
+                for f in frags:
+                    frag_seen[key].setdefault(f, t_ns)  # first sighting of each fragment
             wi += nw
             si += ns
-        assert wi == len(wr) and si == len(sn), f"{capture}: unexpected tshark field shape in line {line[:200]}"
-    return times
+        assert wi == len(wr) and si == len(sn) and fi == len(fn), f"{capture}: unexpected tshark field shape in line {line[:200]}"
+    return {k: [first[k], max(frag_seen[k].values())] for k in first}
 
 
 def test_every_sample_matched_and_inside_application_interval(ddscope, simple_run, tmp_path):
