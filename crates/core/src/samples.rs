@@ -86,6 +86,38 @@ pub const CLOSED_RETRANSMISSION: &str = "retransmission";
 pub const CLOSED_COPY: &str = "copy";
 
 impl SampleRecord {
+    /// A record opened by `e`, the sample's first submessage: identity, times and
+    /// frame from it, every counter zero (the caller fills in what it knows).
+    fn first_seen(e: &SubmsgEvent, writer: Guid, sn: i64, sample_size: u32) -> Self {
+        SampleRecord {
+            capture: e.capture.clone(),
+            writer_id: writer,
+            sn,
+            topic: e.topic.clone(),
+            traffic_type: e.traffic_type,
+            first_ts_ns: e.ts_ns,
+            first_ip_ts_ns: e.ip_first_ts_ns,
+            last_ts_ns: e.ts_ns,
+            complete: false,
+            first_frame: e.frame,
+            last_frame: e.frame,
+            sample_size,
+            fragment_size: None,
+            frags_expected: 0,
+            frags_seen: 0,
+            submsgs: 0,
+            ip_frags: 0,
+            bytes: 0,
+            retransmitted_frags: 0,
+            retransmitted_bytes: 0,
+            destinations: 0,
+            nack_frags: 0,
+            pcp: e.pcp,
+            vendor_id: e.vendor_id,
+            closed_by: "",
+        }
+    }
+
     pub fn is_fragmented(&self) -> bool {
         self.fragment_size.is_some()
     }
@@ -261,31 +293,9 @@ impl SampleTracker {
             created = true;
             Box::new(SampleState {
                 rec: SampleRecord {
-                    capture: e.capture.clone(),
-                    writer_id: writer,
-                    sn,
-                    topic: e.topic.clone(),
-                    traffic_type: e.traffic_type,
-                    first_ts_ns: e.ts_ns,
-                    first_ip_ts_ns: e.ip_first_ts_ns,
-                    last_ts_ns: e.ts_ns,
-                    complete: false,
-                    first_frame: e.frame,
-                    last_frame: e.frame,
-                    sample_size,
                     fragment_size: if e.kind == SubmsgKind::DataFrag { e.fragment_size } else { None },
                     frags_expected: expected.min(u32::MAX as u64) as u32,
-                    frags_seen: 0,
-                    submsgs: 0,
-                    ip_frags: 0,
-                    bytes: 0,
-                    retransmitted_frags: 0,
-                    retransmitted_bytes: 0,
-                    destinations: 0,
-                    nack_frags: 0,
-                    pcp: e.pcp,
-                    vendor_id: e.vendor_id,
-                    closed_by: "",
+                    ..SampleRecord::first_seen(e, writer, sn, sample_size)
                 },
                 dests: SmallVec::new(),
                 tracked,
@@ -381,31 +391,17 @@ impl SampleTracker {
         let dst = dst_hash(&e.dst);
         let payload = e.payload_size.unwrap_or(0) as u64;
         let record = |complete: bool, retx: u32, closed_by: &'static str| SampleRecord {
-            capture: e.capture.clone(),
-            writer_id: writer,
-            sn,
-            topic: e.topic.clone(),
-            traffic_type: e.traffic_type,
-            first_ts_ns: e.ts_ns,
-            first_ip_ts_ns: e.ip_first_ts_ns,
-            last_ts_ns: e.ts_ns,
             complete,
-            first_frame: e.frame,
-            last_frame: e.frame,
-            sample_size: size,
-            fragment_size: None,
             frags_expected: 1,
-            frags_seen: if complete { 1 } else { 0 },
+            frags_seen: u32::from(complete),
             submsgs: 1,
             ip_frags: e.ip_frags as u32,
             bytes: payload,
             retransmitted_frags: retx,
             retransmitted_bytes: retx as u64 * payload,
             destinations: 1,
-            nack_frags: 0,
-            pcp: e.pcp,
-            vendor_id: e.vendor_id,
             closed_by,
+            ..SampleRecord::first_seen(e, writer, sn, size)
         };
         if let Some(dsts) = self.recent.get_mut(&key) {
             if dsts.contains(&dst) {

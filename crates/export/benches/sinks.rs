@@ -18,8 +18,21 @@ use ddscope_core::samples::{SampleConfig, SampleRecord};
 use ddscope_export::influx::{InfluxConfig, InfluxSink};
 use ddscope_export::otlp::{OtlpConfig, OtlpSink};
 use ddscope_export::prometheus::{Registry, RegistryConfig};
-use ddscope_export::DeliveryConfig;
+use ddscope_export::{DeliveryConfig, SinkStatsSnapshot};
 use std::time::{Duration, Instant};
+
+/// Feeds a push sink `reps` times and waits until the server has everything:
+/// (time the caller spent, total time, bytes sent per record).
+fn push_all<S>(reps: usize, sink: S, feed: impl Fn(&S), shutdown: impl FnOnce(S) -> SinkStatsSnapshot) -> (Duration, Duration, f64) {
+    let t = Instant::now();
+    for _ in 0..reps {
+        feed(&sink);
+    }
+    let caller = t.elapsed();
+    let st = shutdown(sink);
+    assert_eq!(st.delivered, st.accepted, "{st:?}");
+    (caller, t.elapsed(), st.bytes_sent as f64 / st.accepted as f64)
+}
 
 fn main() {
     let path = support::shared_captures().join("cyclone-datafrag.pcapng");
@@ -61,15 +74,7 @@ fn main() {
     let (caller, total, bytes) = {
         let mut cfg = InfluxConfig::new(&server.url(), "bench");
         cfg.delivery = delivery.clone();
-        let sink = InfluxSink::start(cfg).unwrap();
-        let t = Instant::now();
-        for _ in 0..reps {
-            sink.on_events(events.iter());
-        }
-        let caller = t.elapsed();
-        let st = sink.shutdown(Duration::from_secs(600));
-        assert_eq!(st.delivered, st.accepted, "{st:?}");
-        (caller, t.elapsed(), st.bytes_sent as f64 / st.accepted as f64)
+        push_all(reps, InfluxSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |s| s.shutdown(Duration::from_secs(600)))
     };
     rows.push(format!(
         "| InfluxDB line protocol (`ddscope_submsg` + `ddscope_data`) | {n_events} | {:.0} | {:.2} | {:.0} events/s, {bytes:.0} B/point |",
@@ -84,15 +89,7 @@ fn main() {
     let (caller, total, bytes) = {
         let mut cfg = OtlpConfig::new(&collector.url(), "pc1");
         cfg.delivery = delivery.clone();
-        let sink = OtlpSink::start(cfg).unwrap();
-        let t = Instant::now();
-        for _ in 0..reps {
-            sink.on_events(events.iter());
-        }
-        let caller = t.elapsed();
-        let st = sink.shutdown(Duration::from_secs(600));
-        assert_eq!(st.delivered, st.accepted, "{st:?}");
-        (caller, t.elapsed(), st.bytes_sent as f64 / st.accepted as f64)
+        push_all(reps, OtlpSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |s| s.shutdown(Duration::from_secs(600)))
     };
     rows.push(format!(
         "| OTLP/HTTP spans (protobuf) | {n_events} | {:.0} | {:.2} | {:.0} events/s, {bytes:.0} B/span |",

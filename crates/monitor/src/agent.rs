@@ -10,7 +10,7 @@ use crate::protocol::{Batch, MetricSample, WireItem, INGEST_PATH};
 use crate::view::LiveTopics;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::latency::FragSighting;
-use ddscope_core::samples::{SampleConfig, SampleTracker};
+use ddscope_core::samples::{SampleConfig, SampleRecord, SampleTracker};
 use ddscope_export::system::SystemSource;
 use ddscope_export::{CaptureHealth, Exporters};
 use serde_json::json;
@@ -145,6 +145,18 @@ pub struct AgentReport {
 }
 
 /// Runs the agent until `stop` is set or the duration ends.
+/// A closed sample record goes to the live view, the exporters and (with a
+/// central server) the next batch.
+fn deliver_sample(r: &SampleRecord, view: &mut LiveTopics, exporters: Option<&Exporters>, batch: Option<&mut Vec<WireItem>>) {
+    view.on_sample(r);
+    if let Some(x) = exporters {
+        x.on_sample(r);
+    }
+    if let Some(b) = batch {
+        b.push(WireItem::sample(r));
+    }
+}
+
 pub fn run(
     cfg: AgentConfig,
     mut cap: LiveCapture,
@@ -222,15 +234,7 @@ pub fn run(
                                 items.push(WireItem::Watermark { t: e.ts_ns });
                             }
                         }
-                        tracker.on_event(e, &mut |r| {
-                            view.on_sample(&r);
-                            if let Some(x) = &exporters {
-                                x.on_sample(&r);
-                            }
-                            if tx.is_some() {
-                                items.push(WireItem::sample(&r));
-                            }
-                        });
+                        tracker.on_event(e, &mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
                     });
                 },
                 &mut |n| {
@@ -242,15 +246,7 @@ pub fn run(
             if got.is_none() {
                 // Quiet: move the clocks on with the wall clock.
                 let now = now_ns();
-                tracker.advance(now, &mut |r| {
-                    view.on_sample(&r);
-                    if let Some(x) = &exporters {
-                        x.on_sample(&r);
-                    }
-                    if tx.is_some() {
-                        items.push(WireItem::sample(&r));
-                    }
-                });
+                tracker.advance(now, &mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
                 if tx.is_some() && now.saturating_sub(last_wm) >= 100_000_000 {
                     last_wm = now;
                     items.push(WireItem::Watermark { t: now });
@@ -258,15 +254,7 @@ pub fn run(
             }
         } else {
             dec.finish();
-            tracker.finish(&mut |r| {
-                view.on_sample(&r);
-                if let Some(x) = &exporters {
-                    x.on_sample(&r);
-                }
-                if tx.is_some() {
-                    items.push(WireItem::sample(&r));
-                }
-            });
+            tracker.finish(&mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
         }
         let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || items.len() >= 4096 || !running;
         if flush_due {

@@ -1,12 +1,12 @@
 //! `ddscope agent`: per-host capture agent for online monitoring.
 
 use anyhow::Context;
+use super::capture_args::CaptureArgs;
 use clap::Args;
 use ddscope_export::system::SystemSource;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig, Upstream};
-use ddscope_monitor::capture::{drop_privileges, LiveCapture, LiveConfig, Tstamp};
-use ddscope_traffic::units::Nanos;
+use ddscope_monitor::capture::{drop_privileges, LiveCapture};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,9 +28,8 @@ The agent decodes every RTPS submessage on IFACE and
 Capture never waits for an exporter or the server: queues are bounded, drops
 are counted, connections are retried with backoff. Ctrl-C flushes.")]
 pub struct AgentArgs {
-    /// Interface to capture on
-    #[arg(short = 'i', long = "interface")]
-    pub interface: String,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
     /// Capture-point name (host name in the central view and in exports)
     #[arg(long)]
     pub name: String,
@@ -46,20 +45,6 @@ pub struct AgentArgs {
     /// Read system metrics from this node_exporter URL instead of /proc
     #[arg(long)]
     pub node_exporter: Option<String>,
-    /// BPF capture filter
-    #[arg(long)]
-    pub filter: Option<String>,
-    /// Bytes captured per frame (0 = whole frames)
-    #[arg(long, default_value_t = 0)]
-    pub snaplen: i32,
-    /// host, adapter or adapter_unsynced
-    #[arg(long, default_value = "host")]
-    pub tstamp: String,
-    #[arg(long, default_value_t = 64)]
-    pub buffer_mb: i32,
-    /// Stop after this long
-    #[arg(long)]
-    pub duration: Option<String>,
     /// Correlation items kept while the server is unreachable
     #[arg(long, default_value_t = 200_000)]
     pub max_queued_items: usize,
@@ -77,25 +62,14 @@ pub struct AgentArgs {
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread of the agent inherits it.
     set_scheduling(&a.sched)?;
-    let tstamp: Tstamp = a.tstamp.parse()?;
     let specs: Vec<ExportSpec> = a
         .exports
         .iter()
         .map(|s| s.parse::<ExportSpec>().map_err(|e| anyhow::anyhow!("--export {s:?}: {e}")))
         .collect::<anyhow::Result<_>>()?;
-    let duration = match &a.duration {
-        Some(d) => Some(d.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--duration: {e}"))?.as_duration()),
-        None => None,
-    };
-    let cap = LiveCapture::open(LiveConfig {
-        interface: a.interface.clone(),
-        filter: a.filter.clone(),
-        snaplen: a.snaplen,
-        tstamp,
-        buffer_mb: a.buffer_mb,
-        immediate: a.immediate,
-    })?;
-    eprintln!("agent {}: capturing on {} ({})", a.name, a.interface, cap.timestamp_note);
+    let duration = a.capture.duration()?;
+    let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
+    eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
     if let Some(n) = drop_privileges()? {
         eprintln!("agent {}: {n}", a.name);
     }

@@ -153,17 +153,9 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     });
     progress.finish();
     let (dec, summary) = result.map_err(common::input_error)?;
-    if let Some(e) = io_error {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Ok(0);
-        }
-        return Err(e).context("writing output");
-    }
-    let rows = writer.rows();
-    match writer.finish() {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
-        r => r.context("writing output")?,
-    }
+    let Some(rows) = finish_output(writer, io_error)? else {
+        return Ok(0); // the reader went away (e.g. `| head`)
+    };
     crate::report::print_summary("dissect", &a.capture, &summary, &dec, &format!("{rows} rows written"));
     Ok(0)
 }
@@ -199,20 +191,26 @@ fn samples(a: &DissectArgs, filter: &TopicFilter, traffic: &[TrafficType]) -> an
     );
     progress.finish();
     let res = result.map_err(common::input_error)?;
-    if let Some(e) = io_error {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Ok(0);
-        }
-        return Err(e).context("writing output");
-    }
-    let rows = writer.rows();
-    match writer.finish() {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
-        r => r.context("writing output")?,
-    }
+    let Some(rows) = finish_output(writer, io_error)? else {
+        return Ok(0); // the reader went away (e.g. `| head`)
+    };
     crate::report::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{rows} sample records written"));
     if let Some(l) = res.samples.problem_line() {
         eprintln!("dissect: {}: {l}", a.capture.display());
     }
     Ok(0)
+}
+
+/// Closes the output after the run: the number of rows written, or `None` when
+/// the reader closed the pipe (not an error for a command piped into `head`).
+fn finish_output<R: ddscope_core::record::Record>(writer: RecordWriter<R>, io_error: Option<std::io::Error>) -> anyhow::Result<Option<u64>> {
+    let broken = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+    if let Some(e) = io_error {
+        return if broken(&e) { Ok(None) } else { Err(e).context("writing output") };
+    }
+    let rows = writer.rows();
+    match writer.finish() {
+        Err(e) if broken(&e) => Ok(None),
+        r => r.map(|()| Some(rows)).context("writing output"),
+    }
 }

@@ -2,15 +2,15 @@
 
 use crate::common::capture_name;
 use anyhow::Context;
+use super::capture_args::CaptureArgs;
 use clap::Args;
 use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::pcapng_out::PcapngWriter;
 use ddscope_core::samples::{SampleConfig, SampleTracker};
-use ddscope_monitor::capture::{drop_privileges, CaptureCounters, LiveCapture, LiveConfig, Tstamp};
+use ddscope_monitor::capture::{drop_privileges, CaptureCounters, LiveCapture};
 use ddscope_monitor::view::{LiveRow, LiveTopics, WINDOW_S};
-use ddscope_traffic::units::Nanos;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,24 +29,8 @@ Keys: q or Ctrl-C quits. Without a terminal (piped output) a table is printed
 every 2 s and at the end. Kernel drop counters are always shown: `dropped` is
 the ring buffer overflowing (raise --buffer-mb), `if_dropped` the driver.")]
 pub struct LiveArgs {
-    /// Interface to capture on
-    #[arg(short = 'i', long = "interface")]
-    pub interface: String,
-    /// BPF capture filter (tcpdump syntax)
-    #[arg(long)]
-    pub filter: Option<String>,
-    /// Bytes captured per frame (0 = whole frames). Small values give header-only mode.
-    #[arg(long, default_value_t = 0)]
-    pub snaplen: i32,
-    /// Timestamp source: host, adapter (NIC hardware, synchronised) or adapter_unsynced
-    #[arg(long, default_value = "host")]
-    pub tstamp: String,
-    /// Kernel ring buffer size
-    #[arg(long, default_value_t = 64)]
-    pub buffer_mb: i32,
-    /// Stop after this long (e.g. 30s)
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
     /// Also write every captured frame to this pcapng file
     #[arg(long)]
     pub write: Option<PathBuf>,
@@ -135,29 +119,18 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
-    let tstamp: Tstamp = a.tstamp.parse()?;
-    let duration = match &a.duration {
-        Some(d) => Some(d.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--duration: {e}"))?.as_duration()),
-        None => None,
-    };
-    let mut cap = LiveCapture::open(LiveConfig {
-        interface: a.interface.clone(),
-        filter: a.filter.clone(),
-        snaplen: a.snaplen,
-        tstamp,
-        buffer_mb: a.buffer_mb,
-        immediate: !a.batched,
-    })?;
+    let duration = a.capture.duration()?;
+    let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
     let mut writer = match &a.write {
         Some(p) => {
             let f = std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), cap.link().linktype() as u16, Some(&a.interface))?)
+            Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), cap.link().linktype() as u16, Some(&a.capture.interface))?)
         }
         None => None,
     };
     let priv_note = drop_privileges()?;
     let note = cap.timestamp_note.clone();
-    let name = capture_name(std::path::Path::new(&a.interface));
+    let name = capture_name(std::path::Path::new(&a.capture.interface));
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
@@ -249,7 +222,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 let (w, h) = terminal::size().unwrap_or((160, 40));
                 let mut out = std::io::stdout();
                 execute!(out, cursor::MoveTo(0, 0), terminal::Clear(terminal::ClearType::All))?;
-                for (i, line) in render(&s, &a.interface, &note, started.elapsed()).iter().enumerate().take(h as usize) {
+                for (i, line) in render(&s, &a.capture.interface, &note, started.elapsed()).iter().enumerate().take(h as usize) {
                     let line: String = line.chars().take(w as usize).collect();
                     execute!(out, cursor::MoveTo(0, i as u16))?;
                     write!(out, "{line}")?;
@@ -260,7 +233,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 if last_print.elapsed() >= Duration::from_secs(2) {
                     last_print = Instant::now();
                     let s = snapshot.lock().expect("snapshot lock").clone();
-                    println!("{}\n", render(&s, &a.interface, &note, started.elapsed()).join("\n"));
+                    println!("{}\n", render(&s, &a.capture.interface, &note, started.elapsed()).join("\n"));
                 }
             }
         }
@@ -282,13 +255,13 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         skipped: dec.stats.summary_line(),
         notes: vec![],
     };
-    println!("{}", render(&final_snap, &a.interface, &note, started.elapsed()).join("\n"));
+    println!("{}", render(&final_snap, &a.capture.interface, &note, started.elapsed()).join("\n"));
     if let (Some(p), Some(n)) = (&a.write, written) {
         eprintln!("live: wrote {n} frames to {}", p.display());
     }
     eprintln!(
         "live: {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
-        a.interface,
+        a.capture.interface,
         dec.stats.frames,
         counters.received,
         counters.dropped,

@@ -1,4 +1,5 @@
 pub mod agent;
+pub mod capture_args;
 pub mod dissect;
 pub mod latency;
 pub mod live;
