@@ -69,6 +69,12 @@ def have_root() -> bool:
     return os.geteuid() == 0
 
 
+@pytest.fixture
+def needs_root():
+    """Fails (never skips) a test that needs root: namespaces, capture. CI runs as root."""
+    assert have_root(), "this test needs root (network namespaces, packet capture); run the tests as root, as CI does"
+
+
 def require_tool(name: str) -> str:
     path = shutil.which(name)
     if not path:

@@ -16,9 +16,9 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import have_root, require_tool
+from conftest import require_tool
 
-pytestmark = pytest.mark.skipif(not have_root(), reason="the lab needs root")  # CI runs as root
+pytestmark = pytest.mark.usefixtures("needs_root")
 
 
 def lab_run(ddscope, tmp_path_factory, scenario, name, *extra):

@@ -23,9 +23,9 @@ import urllib.request
 
 import pytest
 
-from conftest import browser_inspect, ddscope_bin, have_root, require_tool
+from conftest import browser_inspect, ddscope_bin, require_tool
 
-pytestmark = pytest.mark.skipif(not have_root(), reason="the lab needs root")  # CI runs as root
+pytestmark = pytest.mark.usefixtures("needs_root")
 
 TOKEN = "t0k3n-" + os.urandom(4).hex()
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from conftest import ddscope_bin, have_root, require_tool
+from conftest import ddscope_bin, require_tool
 
-pytestmark = pytest.mark.skipif(not have_root(), reason="network namespaces need root")  # CI runs as root
+pytestmark = pytest.mark.usefixtures("needs_root")
 
 
 def sh(*args):
