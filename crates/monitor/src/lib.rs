@@ -6,3 +6,5 @@ pub mod view;
 pub mod protocol;
 pub mod serve;
 pub mod agent;
+pub mod privileges;
+pub mod upstream;
