@@ -3,7 +3,7 @@
 //! Input: repeated [link selector u8][length u16 LE][frame bytes].
 #![no_main]
 
-use ddscope_core::capture::Packet;
+use ddscope_core::source::Packet;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::samples::{SampleConfig, SampleTracker};
 use ddscope_core::topics::TopicsAnalysis;

@@ -4,7 +4,14 @@ use anyhow::Context;
 use ddscope_core::output::Format;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+pub use ddscope_core::session::capture_name;
+use crate::progress::Progress;
+use ddscope_core::latency::files::CaptureInput;
+use ddscope_core::latency::LatencyRow;
+use ddscope_core::session::{self, LatencyOptions, LatencyRun};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutFormat {
@@ -42,35 +49,121 @@ impl std::fmt::Display for ExitError {
 
 impl std::error::Error for ExitError {}
 
-pub fn input_error(e: ddscope_core::capture::CaptureError) -> anyhow::Error {
+pub fn input_error(e: ddscope_core::source::CaptureError) -> anyhow::Error {
     anyhow::Error::new(ExitError { code: e.exit_code(), message: e.to_string() })
 }
 
-/// Opens `-o FILE` (or stdout). Parquet needs a file.
-pub fn open_output(path: Option<&Path>, format: OutFormat) -> anyhow::Result<Box<dyn Write + Send>> {
+pub fn session_error(e: ddscope_core::session::SessionError) -> anyhow::Error {
+    anyhow::Error::new(ExitError { code: e.exit_code(), message: e.to_string() })
+}
+
+/// Temporary files being written, removed if the process is interrupted.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// For the file commands: Ctrl-C removes the temporary files of outputs not
+/// yet complete (the final names never hold a partial file) and exits 130.
+pub fn remove_partial_outputs_on_interrupt() {
+    let _ = ctrlc::set_handler(|| {
+        for p in pending().drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+        std::process::exit(130);
+    });
+}
+
+/// An output file written under a temporary name next to its final name and
+/// renamed into place by [`Output::commit`]: an interrupted or failed run
+/// never leaves a partial Parquet/JSON file under the name the user gave.
+pub struct Output {
+    tmp: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    /// Renames the finished file into place (nothing to do for stdout).
+    pub fn commit(mut self) -> anyhow::Result<()> {
+        if let Some((tmp, fin)) = self.tmp.take() {
+            pending().retain(|p| p != &tmp);
+            std::fs::rename(&tmp, &fin).with_context(|| format!("cannot move {} to {}", tmp.display(), fin.display()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Not committed: the run failed; the partial file goes away.
+        if let Some((tmp, _)) = self.tmp.take() {
+            pending().retain(|p| p != &tmp);
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// True when `a` and `b` name the same existing file (device and inode).
+fn same_inode(a: &Path, b: &Path) -> bool {
+    ddscope_core::session::same_file(a, b)
+}
+
+/// The directory `path` would be created in, resolved.
+fn parent_dir(path: &Path) -> Option<PathBuf> {
+    let p = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    p.canonicalize().ok()
+}
+
+/// Refuses an output path that is one of the inputs (the same file, by
+/// inode), or a capture/ground-truth file inside an input run directory
+/// (the next run would read it as an input).
+pub fn check_not_input(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    let name = output.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let looks_like_input = [".pcapng", ".pcap", ".pcapng.gz", ".pcap.gz", ".truth.jsonl"].iter().any(|s| name.ends_with(s));
+    for i in inputs {
+        if same_inode(output, i) {
+            anyhow::bail!("{} is an input of this run: refusing to overwrite it (choose another output file)", output.display());
+        }
+        if i.is_dir() && looks_like_input && parent_dir(output).is_some() && parent_dir(output) == i.canonicalize().ok() {
+            anyhow::bail!("{} would be read as an input of {}: choose an output outside it", output.display(), i.display());
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` for writing (or stdout for none or `-`) after checking it is
+/// not one of `inputs`. Parquet needs a file.
+pub fn open_output(path: Option<&Path>, format: OutFormat, inputs: &[PathBuf]) -> anyhow::Result<(Box<dyn Write + Send>, Output)> {
     match path {
         Some(p) if p != Path::new("-") => {
-            let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            Ok(Box::new(BufWriter::with_capacity(1 << 20, f)))
+            let (f, out) = create_file(p, inputs)?;
+            Ok((Box::new(BufWriter::with_capacity(1 << 20, f)), out))
         }
         _ => {
             if format == OutFormat::Parquet {
                 anyhow::bail!("--format parquet needs an output file: add -o FILE.parquet");
             }
-            Ok(Box::new(BufWriter::with_capacity(1 << 16, io::stdout())))
+            Ok((Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), Output { tmp: None }))
         }
     }
 }
 
-/// Capture-point name: the file name without `.pcap`, `.pcapng`, `.gz`.
-pub fn capture_name(path: &Path) -> String {
-    let mut name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "capture".into());
-    for ext in [".gz", ".pcapng", ".pcap", ".cap"] {
-        if let Some(s) = name.strip_suffix(ext) {
-            name = s.to_string();
-        }
-    }
-    name
+/// Creates `path`'s temporary sibling; the returned [`Output`] renames it into place.
+pub fn create_file(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<(File, Output)> {
+    check_not_input(path, inputs)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "output".into());
+    let tmp = path.with_file_name(format!(".{name}.ddscope-{}.tmp", std::process::id()));
+    let f = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    pending().push(tmp.clone());
+    Ok((f, Output { tmp: Some((tmp, path.to_path_buf())) }))
+}
+
+/// Writes `bytes` to `path` through a temporary file (see [`Output`]).
+pub fn write_file(path: &Path, bytes: &[u8], inputs: &[PathBuf]) -> anyhow::Result<()> {
+    let (mut f, out) = create_file(path, inputs)?;
+    f.write_all(bytes).and_then(|_| f.flush()).with_context(|| format!("cannot write {}", path.display()))?;
+    drop(f);
+    out.commit()
 }
 
 pub fn file_size(path: &Path) -> u64 {
@@ -109,5 +202,26 @@ impl TopicFilter {
             (Some(s), Some(n)) => s.is_match(&n.topic_name) || s.is_match(&n.topic_raw),
         }
     }
+}
+
+/// Correlates a run with progress bars and the notes printed as `verb: …`
+/// (shared by `latency` and `report`).
+pub fn run_session(
+    verb: &str,
+    captures: Vec<CaptureInput>,
+    truth: &[PathBuf],
+    opts: &LatencyOptions,
+    out: &mut dyn FnMut(LatencyRow),
+) -> anyhow::Result<LatencyRun> {
+    let progress: Vec<Progress> = captures.iter().map(|c| Progress::start(&c.name, file_size(&c.path))).collect();
+    let counters: Vec<_> = progress.iter().map(|p| p.counter.clone()).collect();
+    let run = session::run_latency(captures, truth, opts, &counters, &mut |n| eprintln!("{verb}: {n}"), out);
+    for p in progress {
+        p.finish();
+    }
+    run.map_err(|e| match e {
+        session::SessionError::UnknownCapture { .. } => anyhow::anyhow!("--offset: {e}"),
+        e => session_error(e),
+    })
 }
 

@@ -3,7 +3,8 @@
 mod cmd;
 mod common;
 mod progress;
-mod report;
+mod closing;
+mod args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -44,7 +45,19 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors (a bad option value, a missing argument) exit with 1 like
+    // every other error; 2 is kept for inputs that cannot be read at all.
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(1);
+        }
+    };
+    if matches!(cli.command, Command::Dissect(_) | Command::Topics(_) | Command::Latency(_) | Command::Report(_)) {
+        common::remove_partial_outputs_on_interrupt();
+    }
     let result = match cli.command {
         Command::Dissect(a) => cmd::dissect::run(a),
         Command::Topics(a) => cmd::topics::run(a),

@@ -11,7 +11,7 @@
 //!       images as 64 KB DATA_FRAG datagrams fragmented at 1500 bytes,
 //!       `mixed` = both interleaved.
 
-use ddscope_core::synth::{self, feature, FrameOptions, PcapngWriter, RtpsBuilder};
+use ddscope_core::synth::{self, feature, FrameOptions, InterfaceOptions, PcapngWriter, RtpsBuilder};
 use ddscope_wire::{EntityId, Guid};
 use std::fs::File;
 use std::io::BufWriter;
@@ -28,7 +28,7 @@ fn main() -> std::io::Result<()> {
         return seeds(std::path::Path::new(out));
     }
     let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
-    let mut w = PcapngWriter::new(file, 1, None)?;
+    let mut w = PcapngWriter::new(file, &InterfaceOptions { linktype: 1, ..Default::default() })?;
     match mode.as_str() {
         "features" => {
             for (ts, f) in synth::feature_frames() {
@@ -146,7 +146,7 @@ fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
         all.extend(enc(f));
     }
     std::fs::write(df.join("all-frames"), all)?;
-    let mut w = PcapngWriter::new(Vec::new(), 1, None)?;
+    let mut w = PcapngWriter::new(Vec::new(), &InterfaceOptions { linktype: 1, ..Default::default() })?;
     for (ts, f) in &frames {
         w.packet(*ts, f, f.len() as u32)?;
     }

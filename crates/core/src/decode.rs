@@ -3,7 +3,7 @@
 //! with INFO_TS/INFO_SRC/INFO_DST context applied and discovery tracked so
 //! that user traffic is named by topic and type.
 
-use crate::capture::Packet;
+use crate::source::Packet;
 use crate::discovery::{self, Announcement, Discovery, EndpointKind};
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
@@ -714,20 +714,6 @@ fn bits_of(set: &ddscope_wire::rtps::NumberSet<'_>) -> [u32; 8] {
         }
     }
     out
-}
-
-/// Decodes a whole capture file with a fresh decoder, calling `emit` per event.
-pub fn decode_file(
-    path: &std::path::Path,
-    name: &str,
-    cfg: DecoderConfig,
-    progress: Option<Arc<std::sync::atomic::AtomicU64>>,
-    emit: &mut dyn FnMut(&SubmsgEvent),
-) -> Result<(Decoder, crate::capture::CaptureSummary), crate::capture::CaptureError> {
-    let mut dec = Decoder::new(name, cfg);
-    let summary = crate::capture::read_capture(path, progress, |p| dec.packet(p, emit))?;
-    dec.finish();
-    Ok((dec, summary))
 }
 
 impl From<WireError> for Diagnostic {

@@ -1,7 +1,7 @@
 //! ddscope's engine: capture reading, decoding (IP reassembly, RTPS,
 //! discovery), the event schema, analyses and sinks.
 
-pub mod capture;
+pub mod source;
 pub mod decode;
 pub mod discovery;
 pub mod events;
@@ -14,4 +14,4 @@ pub mod topics;
 pub mod pipeline;
 pub mod synth;
 pub mod latency;
-pub mod pcapng_out;
+pub mod session;

@@ -372,7 +372,7 @@ pub fn udp_frames(src: SocketAddr, dst: SocketAddr, ident: u32, payload: &[u8], 
 }
 
 /// pcapng output, re-exported for the generators.
-pub use crate::pcapng_out::PcapngWriter;
+pub use crate::source::{InterfaceOptions, PcapngWriter};
 
 #[cfg(test)]
 mod tests {

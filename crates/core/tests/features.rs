@@ -2,7 +2,7 @@
 //! Oracle: the values the frames were built with (the same capture also agrees
 //! with tshark 4.0 field by field in tests/test_oracle_tshark.py).
 
-use ddscope_core::capture::Packet;
+use ddscope_core::source::Packet;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::samples::{SampleConfig, SampleRecord, SampleTracker};

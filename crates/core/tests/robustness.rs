@@ -3,7 +3,7 @@
 //! (the synthetic feature capture) mutated by bit flips, truncation and
 //! splicing; floods of fake fragments and writers stay within the caps.
 
-use ddscope_core::capture::Packet;
+use ddscope_core::source::Packet;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::ipfrag::ReassemblyLimits;
 use ddscope_core::samples::{SampleConfig, SampleTracker};

@@ -297,3 +297,13 @@ mod tests {
         assert!(e.to_string().contains("needs a token"), "{e}");
     }
 }
+
+/// The exporters as a pipeline stage: every submessage and sample record.
+impl ddscope_core::pipeline::Analysis for Exporters {
+    fn event(&mut self, e: &SubmsgEvent) {
+        self.on_event(e);
+    }
+    fn sample(&mut self, r: &SampleRecord) {
+        self.on_sample(r);
+    }
+}

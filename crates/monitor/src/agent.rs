@@ -9,9 +9,12 @@ use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, WireItem};
 use crate::upstream::{now_ns, sender, Upstream, UpstreamStats};
 use crate::view::LiveTopics;
-use ddscope_core::decode::{Decoder, DecoderConfig};
-use ddscope_core::latency::FragSighting;
-use ddscope_core::samples::{SampleConfig, SampleRecord, SampleTracker};
+use ddscope_core::decode::DecoderConfig;
+use ddscope_core::latency::Item;
+use ddscope_core::pipeline::{CapturePoint, CorrelationFeed};
+use ddscope_core::session::{correlation_samples, DEFAULT_WINDOW_NS};
+use ddscope_core::source::PacketSource;
+use std::cell::RefCell;
 use ddscope_export::system::SystemSource;
 use ddscope_export::{CaptureHealth, Exporters};
 use serde_json::json;
@@ -19,6 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Items that trigger a batch before the 250 ms flush interval.
+const FLUSH_ITEMS: usize = 4096;
 
 pub struct AgentConfig {
     pub name: String,
@@ -39,28 +45,28 @@ pub struct AgentReport {
     pub notes: Vec<String>,
 }
 
-/// Runs the agent until `stop` is set or the duration ends.
-/// A closed sample record goes to the live view, the exporters and (with a
-/// central server) the next batch.
-fn deliver_sample(r: &SampleRecord, view: &mut LiveTopics, exporters: Option<&Exporters>, batch: Option<&mut Vec<WireItem>>) {
-    view.on_sample(r);
-    if let Some(x) = exporters {
-        x.on_sample(r);
-    }
-    if let Some(b) = batch {
-        b.push(WireItem::sample(r));
+/// Converts a correlation item into its form on the wire to `serve` (the
+/// end of the capture travels as the batch's `last` flag, not as an item).
+fn wire_item(item: &Item) -> Option<WireItem> {
+    match item {
+        Item::Sample(r) => Some(WireItem::sample(r)),
+        Item::Frag(f) => Some(WireItem::frag(f)),
+        Item::Watermark(t) => Some(WireItem::Watermark { t: *t }),
+        Item::End => None,
     }
 }
 
+/// Runs the agent until `stop` is set or the duration ends: the capture goes
+/// through the runner into the live view, the exporters and (with a central
+/// server) the correlation feed, whose items leave in batches every 250 ms.
 pub fn run(
     cfg: AgentConfig,
     mut cap: LiveCapture,
-    exporters: Option<Exporters>,
+    mut exporters: Option<Exporters>,
     stop: Arc<AtomicBool>,
     on_note: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(AgentReport, Option<Exporters>)> {
-    let mut dec = Decoder::new(&cfg.name, DecoderConfig::default());
-    let mut tracker = SampleTracker::new(SampleConfig::default());
+    let mut point = CapturePoint::new(&cfg.name, DecoderConfig::default(), Some(correlation_samples(DEFAULT_WINDOW_NS)));
     let mut view = LiveTopics::default();
     let stats = Arc::new(UpstreamStats::default());
     let (tx, sender_thread): (Option<SyncSender<Batch>>, _) = match &cfg.upstream {
@@ -71,96 +77,53 @@ pub fn run(
         }
         None => (None, None),
     };
-    let mut items: Vec<WireItem> = Vec::with_capacity(4096);
+    let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
+    let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
     let mut seq = 0u64;
     let mut local_dropped = 0u64;
     let started = Instant::now();
     let mut last_flush = Instant::now();
     let mut last_system = Instant::now() - Duration::from_secs(10);
-    let mut last_wm = i64::MIN;
     let mut notes: Vec<String> = vec![];
     let asked_to_stop = || stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
     // After a stop request, keep reading for a moment: in batched mode the
     // last block of packets is handed over only when it is retired (<= 100 ms).
-    let drain_deadline = std::cell::Cell::new(None::<Instant>);
-    let keep = || match (asked_to_stop(), drain_deadline.get()) {
-        (false, _) => true,
-        (true, None) => {
-            drain_deadline.set(Some(Instant::now() + Duration::from_millis(250)));
-            true
-        }
-        (true, Some(d)) => Instant::now() < d,
-    };
-    let send_batch = |items: &mut Vec<WireItem>, seq: &mut u64, local_dropped: &mut u64, extra: Batch| {
-        if let Some(tx) = &tx {
-            *seq += 1;
-            let mut b = extra;
-            b.seq = *seq;
-            b.items = std::mem::take(items);
-            let n = b.items.len() as u64;
-            match tx.try_send(b) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    *local_dropped += n;
-                    stats.items_dropped.fetch_add(n, Ordering::Relaxed);
-                }
-            }
-        } else {
-            items.clear();
-        }
-    };
+    let mut drain_deadline = None::<Instant>;
     loop {
-        let running = keep();
+        let running = match (asked_to_stop(), drain_deadline) {
+            (false, _) => true,
+            (true, None) => {
+                drain_deadline = Some(Instant::now() + Duration::from_millis(250));
+                true
+            }
+            (true, Some(d)) => Instant::now() < d,
+        };
         if running {
-            let got = cap.next(
-                |p| {
-                    view.on_frame(p.orig_len);
-                    dec.packet(p, &mut |e| {
-                        view.on_event(e);
-                        if let Some(x) = &exporters {
-                            x.on_event(e);
-                        }
-                        if tx.is_some() {
-                            if let Some(f) = FragSighting::of(e) {
-                                items.push(WireItem::frag(&f));
-                            }
-                            if e.ts_ns.saturating_sub(last_wm) >= 10_000_000 {
-                                last_wm = e.ts_ns;
-                                items.push(WireItem::Watermark { t: e.ts_ns });
-                            }
-                        }
-                        tracker.on_event(e, &mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
-                    });
-                },
-                &mut |n| {
-                    on_note(&n);
-                    notes.push(n);
-                },
-                &keep,
-            )?;
-            if got.is_none() {
-                // Quiet: move the clocks on with the wall clock.
-                let now = now_ns();
-                tracker.advance(now, &mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
-                if tx.is_some() && now.saturating_sub(last_wm) >= 100_000_000 {
-                    last_wm = now;
-                    items.push(WireItem::Watermark { t: now });
-                }
+            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed))?;
+            for n in cap.take_notes() {
+                on_note(&n);
+                notes.push(n);
             }
         } else {
-            dec.finish();
-            tracker.finish(&mut |r| deliver_sample(&r, &mut view, exporters.as_ref(), tx.is_some().then_some(&mut items)));
+            point.finish(&mut (&mut view, &mut exporters, &mut feed));
         }
-        let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || items.len() >= 4096 || !running;
+        let pending = ready.borrow().iter().map(Vec::len).sum::<usize>() + feed.as_ref().map_or(0, |f| f.pending());
+        let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || pending >= FLUSH_ITEMS || !running;
         if flush_due {
             last_flush = Instant::now();
+            if let Some(f) = feed.as_mut() {
+                f.flush();
+            }
+            let items: Vec<WireItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| wire_item(&i)).collect();
             let counters = cap.counters();
+            let dec = &point.decoder;
+            let tracker_stats = point.tracker.as_ref().map(|t| t.stats.clone()).unwrap_or_default();
             let mut system: Vec<MetricSample> = vec![];
             let mut topics = None;
             if last_system.elapsed() >= Duration::from_secs(1) || !running {
                 last_system = Instant::now();
                 let now = now_ns();
-                let rows = view.rows(&cfg.name, &dec, now);
+                let rows = view.rows(&cfg.name, dec, now);
                 topics = Some(serde_json::to_value(&rows).unwrap_or_default());
                 if let Some(x) = &exporters {
                     let mut h = CaptureHealth::new(cfg.name.clone()).with_decode_stats(&dec.stats);
@@ -168,7 +131,7 @@ pub fn run(
                     h.kernel_dropped = counters.dropped;
                     h.interface_dropped = counters.if_dropped;
                     h.bytes = view.bytes;
-                    h.evicted.insert("samples".into(), tracker.stats.evicted);
+                    h.evicted.insert("samples".into(), tracker_stats.evicted);
                     x.set_capture_health(&h);
                     let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
                     x.on_topic_rows(&trows, now);
@@ -192,30 +155,41 @@ pub fn run(
                     }
                 }
             }
-            let extra = Batch {
-                agent: cfg.name.clone(),
-                seq: 0,
-                sent_ns: now_ns(),
-                items: vec![],
-                dropped_items: local_dropped,
-                topics,
-                system,
-                counters: Some(json!({
-                    "frames": dec.stats.frames,
-                    "kernel": counters,
-                    "skipped": dec.stats.summary_line(),
-                    "decode": dec.stats,
-                    "samples": tracker.stats,
-                    "timestamps": cap.timestamp_note,
-                })),
-                last: !running,
-            };
-            send_batch(&mut items, &mut seq, &mut local_dropped, extra);
+            if let Some(tx) = &tx {
+                seq += 1;
+                let n = items.len() as u64;
+                let batch = Batch {
+                    agent: cfg.name.clone(),
+                    seq,
+                    sent_ns: now_ns(),
+                    items,
+                    dropped_items: local_dropped,
+                    topics,
+                    system,
+                    counters: Some(json!({
+                        "frames": dec.stats.frames,
+                        "kernel": counters,
+                        "skipped": dec.stats.summary_line(),
+                        "decode": dec.stats,
+                        "samples": tracker_stats,
+                        "timestamps": cap.timestamp_note,
+                    })),
+                    last: !running,
+                };
+                match tx.try_send(batch) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                        local_dropped += n;
+                        stats.items_dropped.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+            }
         }
         if !running {
             break;
         }
     }
+    drop(feed);
     drop(tx);
     if let Some(h) = sender_thread {
         let _ = h.join();
@@ -223,9 +197,9 @@ pub fn run(
     let counters = cap.counters();
     Ok((
         AgentReport {
-            frames: dec.stats.frames,
+            frames: point.decoder.stats.frames,
             counters,
-            decode_summary: dec.stats.summary_line(),
+            decode_summary: point.decoder.stats.summary_line(),
             items_sent: stats.items_sent.load(Ordering::Relaxed),
             items_dropped: stats.items_dropped.load(Ordering::Relaxed),
             send_failures: stats.send_failures.load(Ordering::Relaxed),

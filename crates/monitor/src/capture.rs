@@ -4,8 +4,8 @@
 //! snap length (header-only mode), and reopening when the interface goes
 //! down and comes back.
 
-use anyhow::{bail, Context};
-use ddscope_core::capture::Packet;
+use anyhow::Context;
+use ddscope_core::source::{Packet, PacketSource, Poll};
 use ddscope_wire::link::LinkType;
 use pcap::{Capture, Precision, TimestampType};
 use std::time::{Duration, Instant};
@@ -15,18 +15,6 @@ pub enum Tstamp {
     Host,
     Adapter,
     AdapterUnsynced,
-}
-
-impl std::str::FromStr for Tstamp {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Tstamp> {
-        Ok(match s {
-            "host" => Tstamp::Host,
-            "adapter" => Tstamp::Adapter,
-            "adapter_unsynced" => Tstamp::AdapterUnsynced,
-            _ => bail!("--tstamp {s:?}: use host, adapter or adapter_unsynced"),
-        })
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +52,10 @@ pub struct LiveCapture {
     last: CaptureCounters,
     /// What timestamping is in effect, for the user.
     pub timestamp_note: String,
+    /// Set while the interface is gone and being reopened.
+    down_since: Option<Instant>,
+    last_attempt: Instant,
+    notes: Vec<String>,
 }
 
 /// RTPS's default port mapping sends discovery (metatraffic) to even UDP
@@ -131,7 +123,7 @@ fn open(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, String)> {
     };
     let mut cap = cap.map_err(|e| explain_open_error(&cfg.interface, e))?;
     if let Some(f) = &cfg.filter {
-        cap.filter(f, true).with_context(|| format!("bad --filter {f:?}"))?;
+        cap.filter(f, true).with_context(|| format!("bad capture filter {f:?}"))?;
     }
     Ok((cap, note))
 }
@@ -154,7 +146,19 @@ impl LiveCapture {
     pub fn open(cfg: LiveConfig) -> anyhow::Result<LiveCapture> {
         let (cap, disc, timestamp_note) = open_pair(&cfg)?;
         let link = LinkType::from_linktype(cap.get_datalink().0 as u32);
-        Ok(LiveCapture { cfg, cap, disc, link, frame: 0, base: CaptureCounters::default(), last: CaptureCounters::default(), timestamp_note })
+        Ok(LiveCapture {
+            cfg,
+            cap,
+            disc,
+            link,
+            frame: 0,
+            base: CaptureCounters::default(),
+            last: CaptureCounters::default(),
+            timestamp_note,
+            down_since: None,
+            last_attempt: Instant::now(),
+            notes: vec![],
+        })
     }
 
     pub fn link(&self) -> LinkType {
@@ -176,87 +180,104 @@ impl LiveCapture {
         self.last
     }
 
-    /// Waits up to 100 ms until a handle has a packet; returns which to read first.
-    fn wait_either(&mut self) -> usize {
+    /// Waits up to 100 ms until a handle has a packet.
+    fn wait(&mut self) {
         use std::os::unix::io::AsRawFd;
         let mut fds = [
             libc::pollfd { fd: self.cap.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: self.disc.as_ref().map_or(-1, |d| d.as_raw_fd()), events: libc::POLLIN, revents: 0 },
         ];
+        // SAFETY: `fds` is a valid array of two pollfd structs for the duration of the call.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
-        if fds[1].revents != 0 && fds[0].revents == 0 {
-            1
-        } else {
-            0
-        }
     }
 
-    /// Waits up to ~100 ms for one packet; `Ok(None)` on timeout. When the
-    /// interface goes away the capture is reopened (every second, until
-    /// `deadline`), and the gap is reported through `on_note`.
-    pub fn next<F: FnOnce(&Packet<'_>)>(
-        &mut self,
-        on_packet: F,
-        on_note: &mut dyn FnMut(String),
-        keep_going: &dyn Fn() -> bool,
-    ) -> anyhow::Result<Option<()>> {
-        let first = self.wait_either();
-        let order: [usize; 2] = if first == 1 { [1, 0] } else { [0, 1] };
+    /// While the interface is gone: one reopening attempt per second.
+    fn try_reopen(&mut self) -> anyhow::Result<()> {
+        let Some(since) = self.down_since else { return Ok(()) };
+        std::thread::sleep(Duration::from_millis(100));
+        if self.last_attempt.elapsed() < Duration::from_secs(1) {
+            return Ok(());
+        }
+        self.last_attempt = Instant::now();
+        match open_pair(&self.cfg) {
+            Ok((cap, disc, _)) => {
+                let c = self.last;
+                self.base = CaptureCounters { reopened: c.reopened + 1, ..c };
+                self.cap = cap;
+                self.disc = disc;
+                self.down_since = None;
+                self.notes.push(format!("capture on {} reopened after {:.1} s", self.cfg.interface, since.elapsed().as_secs_f64()));
+                Ok(())
+            }
+            Err(err) if since.elapsed() > Duration::from_secs(3600) => Err(err),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Frames per poll of a live capture.
+const LIVE_BATCH: usize = 256;
+
+impl PacketSource for LiveCapture {
+    /// Hands over what the kernel has (up to a batch, alternating between the
+    /// main and the discovery handle in header-only mode), waiting up to
+    /// ~100 ms when nothing is there. When the interface goes away the
+    /// capture is reopened (every second, for up to an hour) and the gap is
+    /// reported as a note.
+    fn poll(&mut self, on_packet: &mut dyn FnMut(&Packet<'_>)) -> anyhow::Result<Poll> {
+        if self.down_since.is_some() {
+            self.try_reopen()?;
+            return Ok(Poll::Idle);
+        }
+        let mut delivered = 0;
         let mut failure: Option<pcap::Error> = None;
-        let mut on_packet = Some(on_packet);
-        for h in order {
-            let cap = match h {
-                0 => &mut self.cap,
-                _ => match self.disc.as_mut() {
-                    Some(d) => d,
-                    None => continue,
-                },
-            };
-            match cap.next_packet() {
-                Ok(p) => {
-                    self.frame += 1;
-                    let ts = p.header.ts.tv_sec as i64 * 1_000_000_000 + p.header.ts.tv_usec as i64;
-                    let pkt = Packet { frame: self.frame, ts_ns: ts, interface: 0, link: self.link, data: p.data, orig_len: p.header.len };
-                    if let Some(f) = on_packet.take() {
-                        f(&pkt);
+        let mut waited = false;
+        loop {
+            let mut got = false;
+            for h in 0..2 {
+                let cap = match h {
+                    0 => &mut self.cap,
+                    _ => match self.disc.as_mut() {
+                        Some(d) => d,
+                        None => continue,
+                    },
+                };
+                match cap.next_packet() {
+                    Ok(p) => {
+                        self.frame += 1;
+                        let ts = (p.header.ts.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(p.header.ts.tv_usec as i64);
+                        on_packet(&Packet { frame: self.frame, ts_ns: ts, interface: 0, link: self.link, data: p.data, orig_len: p.header.len });
+                        delivered += 1;
+                        got = true;
                     }
-                    return Ok(Some(()));
+                    Err(pcap::Error::TimeoutExpired) => {}
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
                 }
-                Err(pcap::Error::TimeoutExpired) => continue,
-                Err(e) => {
-                    failure = Some(e);
+            }
+            if failure.is_some() || delivered >= LIVE_BATCH {
+                break;
+            }
+            if !got {
+                if delivered > 0 || waited {
                     break;
                 }
+                self.wait();
+                waited = true;
             }
         }
-        match failure {
-            None => Ok(None),
-            Some(e) => {
-                on_note(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
-                let c = self.counters();
-                let started = Instant::now();
-                loop {
-                    if !keep_going() {
-                        return Ok(None);
-                    }
-                    std::thread::sleep(Duration::from_millis(1000));
-                    match open_pair(&self.cfg) {
-                        Ok((cap, disc, _)) => {
-                            self.base = CaptureCounters { reopened: c.reopened + 1, ..c };
-                            self.cap = cap;
-                            self.disc = disc;
-                            on_note(format!(
-                                "capture on {} reopened after {:.1} s",
-                                self.cfg.interface,
-                                started.elapsed().as_secs_f64()
-                            ));
-                            return Ok(None);
-                        }
-                        Err(err) if started.elapsed() > Duration::from_secs(3600) => return Err(err),
-                        Err(_) => {}
-                    }
-                }
-            }
+        if let Some(e) = failure {
+            self.notes.push(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
+            self.counters();
+            self.down_since = Some(Instant::now());
+            self.last_attempt = Instant::now();
         }
+        Ok(if delivered > 0 { Poll::Frames(delivered) } else { Poll::Idle })
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 }

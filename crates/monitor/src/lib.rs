@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod view;
+pub mod stages;
 pub mod protocol;
 pub mod serve;
 pub mod agent;

@@ -176,7 +176,11 @@ impl FromStr for Nanos {
         if v < 0.0 {
             return Err(err(s, W, "negative"));
         }
-        Ok(Nanos((v * mult).round() as u64))
+        let ns = (v * mult).round();
+        if !ns.is_finite() || ns >= u64::MAX as f64 {
+            return Err(err(s, W, "too large"));
+        }
+        Ok(Nanos(ns as u64))
     }
 }
 

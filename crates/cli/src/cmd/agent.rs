@@ -36,8 +36,8 @@ pub struct AgentArgs {
     #[arg(long)]
     pub name: String,
     /// Exporter: prometheus=ADDR, influx=URL, otlp=URL (repeatable)
-    #[arg(long = "export", value_name = "KIND=WHERE")]
-    pub exports: Vec<String>,
+    #[arg(long = "export", value_name = "KIND=WHERE", value_parser = export_spec)]
+    pub exports: Vec<ExportSpec>,
     /// URL of the central `ddscope serve`
     #[arg(long)]
     pub send_to: Option<String>,
@@ -57,19 +57,26 @@ pub struct AgentArgs {
     /// CPU scheduling of the agent's threads: normal, batch (SCHED_BATCH) or
     /// idle (SCHED_IDLE: runs only when the workload leaves a core free; the
     /// capture ring absorbs the wait, overflow shows as kernel drops)
-    #[arg(long, default_value = "normal", value_parser = ["normal", "batch", "idle"])]
-    pub sched: String,
+    #[arg(long, value_enum, default_value = "normal")]
+    pub sched: Sched,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sched {
+    Normal,
+    Batch,
+    Idle,
+}
+
+fn export_spec(s: &str) -> Result<ExportSpec, String> {
+    s.parse::<ExportSpec>().map_err(|e| e.to_string())
 }
 
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread of the agent inherits it.
-    set_scheduling(&a.sched)?;
-    let specs: Vec<ExportSpec> = a
-        .exports
-        .iter()
-        .map(|s| s.parse::<ExportSpec>().map_err(|e| anyhow::anyhow!("--export {s:?}: {e}")))
-        .collect::<anyhow::Result<_>>()?;
-    let duration = a.capture.duration()?;
+    set_scheduling(a.sched)?;
+    let specs: Vec<ExportSpec> = a.exports.clone();
+    let duration = a.capture.duration;
     let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
     eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
     if let Some(n) = drop_privileges()? {
@@ -133,17 +140,16 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
 }
 
 /// Linux scheduling policy for this thread (inherited by threads spawned later).
-fn set_scheduling(policy: &str) -> anyhow::Result<()> {
+fn set_scheduling(policy: Sched) -> anyhow::Result<()> {
     let p = match policy {
-        "normal" => return Ok(()),
-        "batch" => libc::SCHED_BATCH,
-        "idle" => libc::SCHED_IDLE,
-        other => anyhow::bail!("--sched: unknown policy {other:?} (normal, batch, idle)"),
+        Sched::Normal => return Ok(()),
+        Sched::Batch => libc::SCHED_BATCH,
+        Sched::Idle => libc::SCHED_IDLE,
     };
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: plain syscall on the calling thread with a valid parameter block.
     if unsafe { libc::sched_setscheduler(0, p, &param) } != 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("--sched {policy}: sched_setscheduler"));
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("--sched {policy:?}: sched_setscheduler"));
     }
     Ok(())
 }

@@ -1,9 +1,21 @@
 //! Live-capture options shared by `ddscope live` and `ddscope agent`.
 
-use clap::Args;
+use crate::args;
+use clap::{Args, ValueEnum};
 use ddscope_monitor::capture::{LiveConfig, Tstamp};
-use ddscope_traffic::units::Nanos;
 use std::time::Duration;
+
+/// Where capture timestamps come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum TstampArg {
+    /// The kernel's software timestamps
+    Host,
+    /// The NIC's hardware clock, synchronised to the system clock
+    Adapter,
+    /// The NIC's hardware clock as it runs
+    AdapterUnsynced,
+}
 
 #[derive(Args, Debug)]
 pub struct CaptureArgs {
@@ -16,21 +28,25 @@ pub struct CaptureArgs {
     /// Bytes captured per frame (0 = whole frames). Small values give header-only mode.
     #[arg(long, default_value_t = 0)]
     pub snaplen: i32,
-    /// Timestamp source: host, adapter (NIC hardware, synchronised) or adapter_unsynced
-    #[arg(long, default_value = "host")]
-    pub tstamp: String,
+    /// Timestamp source
+    #[arg(long, value_enum, default_value = "host")]
+    pub tstamp: TstampArg,
     /// Kernel ring buffer size
     #[arg(long, default_value_t = 64)]
     pub buffer_mb: i32,
     /// Stop after this long (e.g. 30s)
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = args::positive_duration)]
+    pub duration: Option<Duration>,
 }
 
 impl CaptureArgs {
     /// The capture configuration; `immediate` as the command decides.
     pub fn config(&self, immediate: bool) -> anyhow::Result<LiveConfig> {
-        let tstamp: Tstamp = self.tstamp.parse()?;
+        let tstamp = match self.tstamp {
+            TstampArg::Host => Tstamp::Host,
+            TstampArg::Adapter => Tstamp::Adapter,
+            TstampArg::AdapterUnsynced => Tstamp::AdapterUnsynced,
+        };
         Ok(LiveConfig {
             interface: self.interface.clone(),
             filter: self.filter.clone(),
@@ -39,12 +55,5 @@ impl CaptureArgs {
             buffer_mb: self.buffer_mb,
             immediate,
         })
-    }
-
-    pub fn duration(&self) -> anyhow::Result<Option<Duration>> {
-        self.duration
-            .as_deref()
-            .map(|d| d.parse::<Nanos>().map(|n| n.as_duration()).map_err(|e| anyhow::anyhow!("--duration: {e}")))
-            .transpose()
     }
 }

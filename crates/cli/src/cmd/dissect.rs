@@ -4,9 +4,12 @@ use crate::common::{self, OutFormat, TopicFilter};
 use crate::progress::Progress;
 use anyhow::Context;
 use clap::Args;
-use ddscope_core::decode::{decode_file, DecoderConfig};
+use ddscope_core::decode::DecoderConfig;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::output::RecordWriter;
+use ddscope_core::pipeline::{run_file, Analysis};
+use ddscope_core::record::Record;
+use ddscope_core::samples::{SampleConfig, SampleRecord};
 use ddscope_wire::rtps::SubmsgKind;
 use std::path::PathBuf;
 
@@ -47,17 +50,45 @@ pub struct DissectArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Only these submessage kinds (DATA, DATA_FRAG, HEARTBEAT, ACKNACK, …; comma-separated, repeatable)
-    #[arg(long = "kind", value_delimiter = ',')]
-    pub kinds: Vec<String>,
-    /// Only this traffic type: user, discovery, builtin, security (repeatable)
-    #[arg(long = "traffic")]
-    pub traffic: Vec<String>,
+    #[arg(long = "kind", value_delimiter = ',', value_parser = kind)]
+    pub kinds: Vec<SubmsgKind>,
+    /// Only this traffic type (repeatable)
+    #[arg(long = "traffic", value_enum)]
+    pub traffic: Vec<Traffic>,
     /// Capture-point name written in the `capture` column (default: file name)
     #[arg(long)]
     pub name: Option<String>,
     /// What one row is: a submessage, or a sample (one completion record per writer and sequence number)
     #[arg(long, value_enum, default_value = "submessages")]
     pub records: Records,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Traffic {
+    User,
+    Discovery,
+    Builtin,
+    Security,
+}
+
+impl From<Traffic> for TrafficType {
+    fn from(t: Traffic) -> TrafficType {
+        match t {
+            Traffic::User => TrafficType::User,
+            Traffic::Discovery => TrafficType::Discovery,
+            Traffic::Builtin => TrafficType::Builtin,
+            Traffic::Security => TrafficType::Security,
+        }
+    }
+}
+
+fn kind(k: &str) -> Result<SubmsgKind, String> {
+    SubmsgKind::parse_name(k).ok_or_else(|| {
+        format!(
+            "unknown kind {k:?}: use DATA, DATA_FRAG, HEARTBEAT, HEARTBEAT_FRAG, ACKNACK, NACK_FRAG, GAP, INFO_TS, INFO_SRC, \
+             INFO_DST, INFO_REPLY, INFO_REPLY_IP4, PAD, SEC_BODY, SEC_PREFIX, SEC_POSTFIX, SRTPS_PREFIX, SRTPS_POSTFIX or VENDOR(0xNN)"
+        )
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -97,113 +128,102 @@ const TABLE_COLUMNS: &[&str] = &[
     "topic_name",
 ];
 
-pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
-    let kinds: Vec<SubmsgKind> = a
-        .kinds
-        .iter()
-        .map(|k| {
-            SubmsgKind::parse_name(k).with_context(|| {
-                format!(
-                    "unknown --kind {k:?}: use DATA, DATA_FRAG, HEARTBEAT, HEARTBEAT_FRAG, ACKNACK, NACK_FRAG, GAP, \
-                     INFO_TS, INFO_SRC, INFO_DST, INFO_REPLY, INFO_REPLY_IP4, PAD, SEC_BODY, SEC_PREFIX, SEC_POSTFIX, \
-                     SRTPS_PREFIX, SRTPS_POSTFIX or VENDOR(0xNN)"
-                )
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let traffic: Vec<TrafficType> = a
-        .traffic
-        .iter()
-        .map(|t| match t.as_str() {
-            "user" => Ok(TrafficType::User),
-            "discovery" => Ok(TrafficType::Discovery),
-            "builtin" => Ok(TrafficType::Builtin),
-            "security" => Ok(TrafficType::Security),
-            other => anyhow::bail!("unknown --traffic {other:?}: use user, discovery, builtin or security"),
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let filter = TopicFilter::new(&a.topics)?;
-    if a.records == Records::Samples {
-        if !kinds.is_empty() {
-            anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
-        }
-        return samples(&a, &filter, &traffic);
+/// Which rows a dissection keeps.
+struct Selection {
+    kinds: Vec<SubmsgKind>,
+    traffic: Vec<TrafficType>,
+    topics: TopicFilter,
+}
+
+impl Selection {
+    fn event(&self, e: &SubmsgEvent) -> bool {
+        (self.kinds.is_empty() || self.kinds.contains(&e.kind))
+            && (self.traffic.is_empty() || self.traffic.contains(&e.traffic_type))
+            && (!self.topics.is_active() || self.topics.matches(e.topic.as_deref()))
     }
-    let out = common::open_output(a.output.as_deref(), a.format)?;
-    let mut writer: RecordWriter<SubmsgEvent> = RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?;
-    let name = a.name.clone().unwrap_or_else(|| common::capture_name(&a.capture));
-    let progress = Progress::start(&name, common::file_size(&a.capture));
-    let mut io_error: Option<std::io::Error> = None;
-    let result = decode_file(&a.capture, &name, DecoderConfig::default(), Some(progress.counter.clone()), &mut |e| {
-        if io_error.is_some() {
-            return;
+    fn sample(&self, r: &SampleRecord) -> bool {
+        (self.traffic.is_empty() || self.traffic.contains(&r.traffic_type)) && (!self.topics.is_active() || self.topics.matches(r.topic.as_deref()))
+    }
+}
+
+/// The row sink of `dissect`: selected submessages or sample records, written
+/// as they come; the first write error stops writing and is reported at the end.
+struct Rows<R: Record> {
+    select: Selection,
+    writer: RecordWriter<R>,
+    error: Option<std::io::Error>,
+}
+
+impl<R: Record> Rows<R> {
+    fn write(&mut self, r: &R) {
+        if self.error.is_none() {
+            if let Err(e) = self.writer.write(r) {
+                self.error = Some(e);
+            }
         }
-        if !kinds.is_empty() && !kinds.contains(&e.kind) {
-            return;
+    }
+}
+
+impl Analysis for Rows<SubmsgEvent> {
+    fn event(&mut self, e: &SubmsgEvent) {
+        if self.select.event(e) {
+            self.write(e);
         }
-        if !traffic.is_empty() && !traffic.contains(&e.traffic_type) {
-            return;
-        }
-        if filter.is_active() && !filter.matches(e.topic.as_deref()) {
-            return;
-        }
-        if let Err(err) = writer.write(e) {
-            io_error = Some(err);
-        }
-    });
-    progress.finish();
-    let (dec, summary) = result.map_err(common::input_error)?;
-    let Some(rows) = finish_output(writer, io_error)? else {
-        return Ok(0); // the reader went away (e.g. `| head`)
-    };
-    crate::report::print_summary("dissect", &a.capture, &summary, &dec, &format!("{rows} rows written"));
-    Ok(0)
+    }
 }
 
 /// `--records samples`: one sample-completion record per (writer, sn), plus
 /// supplement records (`retransmission`, `copy`) for unfragmented samples seen again.
-fn samples(a: &DissectArgs, filter: &TopicFilter, traffic: &[TrafficType]) -> anyhow::Result<i32> {
-    use ddscope_core::pipeline::analyse_file;
-    use ddscope_core::samples::{SampleConfig, SampleRecord};
-    let out = common::open_output(a.output.as_deref(), a.format)?;
-    let mut writer: RecordWriter<SampleRecord> = RecordWriter::new(a.format.into(), out, SAMPLE_TABLE_COLUMNS)?;
+impl Analysis for Rows<SampleRecord> {
+    fn sample(&mut self, r: &SampleRecord) {
+        if self.select.sample(r) {
+            self.write(r);
+        }
+    }
+}
+
+pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
+    let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: TopicFilter::new(&a.topics)? };
+    if a.records == Records::Samples && !a.kinds.is_empty() {
+        anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
+    }
+    let inputs = [a.capture.clone()];
+    let (out, output) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
     let name = a.name.clone().unwrap_or_else(|| common::capture_name(&a.capture));
     let progress = Progress::start(&name, common::file_size(&a.capture));
-    let mut io_error: Option<std::io::Error> = None;
-    let result = analyse_file(
-        &a.capture,
-        &name,
-        DecoderConfig::default(),
-        SampleConfig::default(),
-        Some(progress.counter.clone()),
-        &mut |_| {},
-        &mut |r| {
-            if io_error.is_some()
-                || (!traffic.is_empty() && !traffic.contains(&r.traffic_type))
-                || (filter.is_active() && !filter.matches(r.topic.as_deref()))
-            {
-                return;
+    let counter = Some(progress.counter.clone());
+    match a.records {
+        Records::Submessages => {
+            let mut rows = Rows::<SubmsgEvent> { select, writer: RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?, error: None };
+            let res = run_file(&a.capture, &name, DecoderConfig::default(), None, counter, &mut rows);
+            progress.finish();
+            let res = res.map_err(common::input_error)?;
+            let Some(n) = finish_output(rows.writer, rows.error, output)? else {
+                return Ok(0); // the reader went away (e.g. `| head`)
+            };
+            crate::closing::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{n} rows written"));
+        }
+        Records::Samples => {
+            let mut rows =
+                Rows::<SampleRecord> { select, writer: RecordWriter::new(a.format.into(), out, SAMPLE_TABLE_COLUMNS)?, error: None };
+            let res = run_file(&a.capture, &name, DecoderConfig::default(), Some(SampleConfig::default()), counter, &mut rows);
+            progress.finish();
+            let res = res.map_err(common::input_error)?;
+            let Some(n) = finish_output(rows.writer, rows.error, output)? else {
+                return Ok(0);
+            };
+            crate::closing::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{n} sample records written"));
+            if let Some(l) = res.samples.problem_line() {
+                eprintln!("dissect: {}: {l}", a.capture.display());
             }
-            if let Err(e) = writer.write(&r) {
-                io_error = Some(e);
-            }
-        },
-    );
-    progress.finish();
-    let res = result.map_err(common::input_error)?;
-    let Some(rows) = finish_output(writer, io_error)? else {
-        return Ok(0); // the reader went away (e.g. `| head`)
-    };
-    crate::report::print_summary("dissect", &a.capture, &res.summary, &res.decoder, &format!("{rows} sample records written"));
-    if let Some(l) = res.samples.problem_line() {
-        eprintln!("dissect: {}: {l}", a.capture.display());
+        }
     }
     Ok(0)
 }
 
 /// Closes the output after the run: the number of rows written, or `None` when
 /// the reader closed the pipe (not an error for a command piped into `head`).
-fn finish_output<R: ddscope_core::record::Record>(writer: RecordWriter<R>, io_error: Option<std::io::Error>) -> anyhow::Result<Option<u64>> {
+fn finish_output<R: Record>(writer: RecordWriter<R>, io_error: Option<std::io::Error>, output: common::Output) -> anyhow::Result<Option<u64>> {
     let broken = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     if let Some(e) = io_error {
         return if broken(&e) { Ok(None) } else { Err(e).context("writing output") };
@@ -211,6 +231,10 @@ fn finish_output<R: ddscope_core::record::Record>(writer: RecordWriter<R>, io_er
     let rows = writer.rows();
     match writer.finish() {
         Err(e) if broken(&e) => Ok(None),
-        r => r.map(|()| Some(rows)).context("writing output"),
+        Err(e) => Err(e).context("writing output"),
+        Ok(()) => {
+            output.commit()?;
+            Ok(Some(rows))
+        }
     }
 }

@@ -1,14 +1,15 @@
 //! `ddscope live`: what is on the wire right now, per topic.
 
-use crate::common::capture_name;
+use crate::common::{self, capture_name};
 use anyhow::Context;
 use super::capture_args::CaptureArgs;
 use clap::Args;
 use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use ddscope_core::decode::{Decoder, DecoderConfig};
-use ddscope_core::pcapng_out::PcapngWriter;
-use ddscope_core::samples::{SampleConfig, SampleTracker};
+use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, FrameWriter};
+use ddscope_core::samples::SampleConfig;
+use ddscope_core::source::{InterfaceOptions, PacketSource, PcapngWriter};
 use ddscope_monitor::capture::{CaptureCounters, LiveCapture};
 use ddscope_monitor::privileges::drop_privileges;
 use ddscope_monitor::view::{LiveRow, LiveTopics, WINDOW_S};
@@ -120,12 +121,15 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
-    let duration = a.capture.duration()?;
+    let duration = a.capture.duration;
     let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
-    let mut writer = match &a.write {
+    let mut output = None;
+    let writer = match &a.write {
         Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), cap.link().linktype() as u16, Some(&a.capture.interface))?)
+            let (f, o) = common::create_file(p, &[])?;
+            output = Some(o);
+            let iface = InterfaceOptions { linktype: cap.link().linktype() as u16, name: Some(&a.capture.interface), ..Default::default() };
+            Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), &iface)?)
         }
         None => None,
     };
@@ -140,64 +144,45 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     }
     let started = Instant::now();
-    // Capture and decode on this thread's helper; render on this one.
+    // Capture and decode on a worker thread; render on this one.
     let worker = {
         let stop = stop.clone();
         let snapshot = snapshot.clone();
         let name = name.clone();
         std::thread::spawn(move || -> anyhow::Result<(Decoder, LiveTopics, CaptureCounters, Option<u64>)> {
-            let mut dec = Decoder::new(&name, DecoderConfig::default());
-            let mut tracker = SampleTracker::new(SampleConfig::default());
+            let mut point = CapturePoint::new(&name, DecoderConfig::default(), Some(SampleConfig::default()));
             let mut view = LiveTopics::default();
+            let mut frames = FrameWriter::new(writer);
             let mut notes: Vec<String> = priv_note.into_iter().collect();
             let mut last_pub = Instant::now();
-            let mut write_err: Option<std::io::Error> = None;
-            let keep = || !stop.load(Ordering::Relaxed);
-            while keep() {
-                let got = cap.next(
-                    |p| {
-                        if let Some(w) = writer.as_mut() {
-                            if let Err(e) = w.packet(p.ts_ns, p.data, p.orig_len) {
-                                write_err.get_or_insert(e);
-                            }
-                        }
-                        dec.packet(p, &mut |e| {
-                            view.on_event(e);
-                            tracker.on_event(e, &mut |r| view.on_sample(&r));
-                        });
-                    },
-                    &mut |n| notes.push(n),
-                    &keep,
-                )?;
-                if let Some(e) = write_err.take() {
+            while !stop.load(Ordering::Relaxed) {
+                let poll = point.step(&mut cap, &mut (&mut view, &mut frames))?;
+                notes.extend(cap.take_notes());
+                if let Some(e) = frames.take_error() {
                     notes.push(format!("writing the capture file failed: {e}; no longer writing"));
-                    writer = None;
                 }
-                if got.is_none() || last_pub.elapsed() >= Duration::from_millis(500) {
+                if poll == ddscope_core::source::Poll::Idle || last_pub.elapsed() >= Duration::from_millis(500) {
                     last_pub = Instant::now();
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
                     let snap = Snapshot {
-                        rows: view.rows(&name, &dec, now),
+                        rows: view.rows(&name, &point.decoder, wall_clock_ns()),
                         counters: cap.counters(),
-                        frames: dec.stats.frames,
+                        frames: point.decoder.stats.frames,
                         events: view.events,
-                        skipped: dec.stats.summary_line(),
+                        skipped: point.decoder.stats.summary_line(),
                         notes: notes.clone(),
                     };
-                    *snapshot.lock().expect("snapshot lock") = snap;
+                    *snapshot.lock().unwrap_or_else(|p| p.into_inner()) = snap;
                 }
             }
-            dec.finish();
-            tracker.finish(&mut |r| view.on_sample(&r));
+            point.finish(&mut (&mut view, &mut frames));
             let counters = cap.counters();
             let mut written = None;
-            if let Some(mut w) = writer {
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
-                w.statistics(now, counters.received, counters.dropped + counters.if_dropped)?;
+            if let Some(mut w) = frames.writer.take() {
+                w.statistics(wall_clock_ns(), Some(counters.received), Some(counters.dropped + counters.if_dropped), None)?;
                 w.flush()?;
                 written = Some(w.packets());
             }
-            Ok((dec, view, counters, written))
+            Ok((point.decoder, view, counters, written))
         })
     };
     let mut last_print = Instant::now();
@@ -219,7 +204,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                         }
                     }
                 }
-                let s = snapshot.lock().expect("snapshot lock").clone();
+                let s = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let (w, h) = terminal::size().unwrap_or((160, 40));
                 let mut out = std::io::stdout();
                 execute!(out, cursor::MoveTo(0, 0), terminal::Clear(terminal::ClearType::All))?;
@@ -233,7 +218,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 std::thread::sleep(Duration::from_millis(200));
                 if last_print.elapsed() >= Duration::from_secs(2) {
                     last_print = Instant::now();
-                    let s = snapshot.lock().expect("snapshot lock").clone();
+                    let s = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     println!("{}\n", render(&s, &a.capture.interface, &note, started.elapsed()).join("\n"));
                 }
             }
@@ -257,7 +242,8 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         notes: vec![],
     };
     println!("{}", render(&final_snap, &a.capture.interface, &note, started.elapsed()).join("\n"));
-    if let (Some(p), Some(n)) = (&a.write, written) {
+    if let (Some(p), Some(n), Some(o)) = (&a.write, written, output) {
+        o.commit()?;
         eprintln!("live: wrote {n} frames to {}", p.display());
     }
     eprintln!(

@@ -3,11 +3,12 @@
 //! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
 //! bandwidth over time (thesis Fig. 4.10).
 
-use crate::cmd::latency::{check_correlated, expand_inputs, run_latency, RunOptions};
-use crate::common::{capture_name, TopicFilter};
+use crate::args::{self, NamedRun, Offset};
+use crate::common::{self, capture_name, TopicFilter};
 use anyhow::{bail, Context};
 use clap::Args;
 use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::session::{self, LatencyOptions};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,8 +29,8 @@ pub struct ReportArgs {
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// Another run to show side by side: NAME=DIR (repeatable)
-    #[arg(long = "compare", value_name = "NAME=DIR")]
-    pub compare: Vec<String>,
+    #[arg(long = "compare", value_name = "NAME=DIR", value_parser = args::named_run)]
+    pub compare: Vec<NamedRun>,
     /// Output HTML file
     #[arg(long)]
     pub html: PathBuf,
@@ -43,13 +44,14 @@ pub struct ReportArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Clock offsets, as for `ddscope latency` (apply to every run)
-    #[arg(long = "offset", value_name = "NAME=±DURATION")]
-    pub offsets: Vec<String>,
+    #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
+    pub offsets: Vec<Offset>,
     /// Estimate clock offsets from two-way traffic in every run
     #[arg(long)]
     pub estimate_offset: bool,
-    #[arg(long, default_value = "5s")]
-    pub window: String,
+    /// How long after a sample was sent it is judged, as for `ddscope latency`; 1ms to 1h
+    #[arg(long, default_value = "5s", value_parser = args::window_ns)]
+    pub window: i64,
 }
 
 const MAX_POINTS: usize = 3000;
@@ -90,19 +92,17 @@ struct RunData {
 }
 
 fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
-    let (captures, truth) = expand_inputs(inputs, &[])?;
-    let opts = RunOptions {
-        offsets: a.offsets.clone(),
+    let (captures, truth) = session::expand_inputs(inputs, &[]).map_err(common::session_error)?;
+    let opts = LatencyOptions {
+        offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
-        period: "auto".into(),
-        window: a.window.clone(),
-        message_rows: true,
-        submessage_rows: false,
+        window_ns: a.window,
+        ..LatencyOptions::default()
     };
     let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
     let mut payload: BTreeMap<(String, String, String), BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
-    let run = run_latency(captures, &truth, &opts, &mut |r: LatencyRow| {
+    let run = common::run_session("report", captures, &truth, &opts, &mut |r: LatencyRow| {
         if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
             return;
         }
@@ -123,7 +123,7 @@ fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter)
             last = Some(id);
         }
     })?;
-    check_correlated(&run).with_context(|| format!("run {name}"))?;
+    session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut flows = BTreeMap::new();
@@ -178,18 +178,20 @@ fn script_safe(s: &str) -> String {
 
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let filter = TopicFilter::new(&a.topics)?;
+    let mut inputs: Vec<PathBuf> = a.inputs.clone();
+    inputs.extend(a.compare.iter().map(|c| c.dir.clone()));
+    common::check_not_input(&a.html, &inputs)?;
     let main_name = a.name.clone().unwrap_or_else(|| match a.inputs.as_slice() {
         [one] if one.is_dir() => one.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into()),
         [one] => capture_name(one),
         _ => "run".into(),
     });
     let mut runs = vec![one_run(&main_name, &a.inputs, &a, &filter)?];
-    for spec in &a.compare {
-        let (name, dir) = spec.split_once('=').with_context(|| format!("--compare {spec:?}: write NAME=DIR"))?;
-        if runs.iter().any(|r| r.name == name) {
-            bail!("--compare {spec:?}: run name {name:?} is used twice");
+    for c in &a.compare {
+        if runs.iter().any(|r| r.name == c.name) {
+            bail!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name);
         }
-        runs.push(one_run(name, &[PathBuf::from(dir)], &a, &filter)?);
+        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &a, &filter)?);
     }
     // Topics across runs, each with its flows per run.
     let mut topics: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();
@@ -217,7 +219,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         charts = include_str!("../../assets/charts.js"),
         report = include_str!("../../assets/report.js"),
     );
-    std::fs::write(&a.html, html).with_context(|| format!("cannot write {}", a.html.display()))?;
+    common::write_file(&a.html, html.as_bytes(), &inputs)?;
     let n_topics = doc["topics"].as_array().map_or(0, |t| t.len());
     eprintln!("report: wrote {} ({} runs, {} topics)", a.html.display(), runs.len(), n_topics);
     Ok(0)

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::events::TrafficType;
 use ddscope_core::output::RecordWriter;
-use ddscope_core::pipeline::analyse_file;
+use ddscope_core::pipeline::run_file;
 use ddscope_core::record::{json_string, record_json};
 use ddscope_core::samples::SampleConfig;
 use ddscope_core::topics::{TopicRow, TopicsAnalysis};
@@ -80,33 +80,26 @@ const TABLE_COLUMNS: &[&str] = &[
 
 pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     let filter = TopicFilter::new(&a.topics)?;
+    if let Some(o) = &a.output {
+        common::check_not_input(o, &a.captures)?;
+    }
     let traffic: Vec<TrafficType> = if a.all { vec![] } else { vec![TrafficType::User] };
     let mut all_rows: Vec<TopicRow> = vec![];
     let mut captures_json: Vec<String> = vec![];
     let mut skipped_json: Vec<String> = vec![];
     for path in &a.captures {
         let name = common::capture_name(path);
-        // Events and sample records stream into one analysis (the two callbacks never overlap).
-        let analysis = std::cell::RefCell::new(TopicsAnalysis::new());
+        let mut analysis = TopicsAnalysis::new();
         let progress = Progress::start(&name, common::file_size(path));
-        let res = analyse_file(
-            path,
-            &name,
-            DecoderConfig::default(),
-            SampleConfig::default(),
-            Some(progress.counter.clone()),
-            &mut |e| analysis.borrow_mut().on_event(e),
-            &mut |r| analysis.borrow_mut().on_sample(&r),
-        );
+        let res = run_file(path, &name, DecoderConfig::default(), Some(SampleConfig::default()), Some(progress.counter.clone()), &mut analysis);
         progress.finish();
         let res = res.map_err(common::input_error)?;
-        let analysis = analysis.into_inner();
         let rows: Vec<TopicRow> = analysis
             .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
             .into_iter()
             .filter(|r| !filter.is_active() || filter.matches(r.names.as_deref()))
             .collect();
-        crate::report::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
+        crate::closing::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
         if let Some(l) = res.samples.problem_line() {
             eprintln!("topics: {}: {l}", path.display());
         }
@@ -137,7 +130,7 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         skipped_json.push(s);
         all_rows.extend(rows);
     }
-    let mut out = common::open_output(a.output.as_deref(), a.format)?;
+    let (mut out, output) = common::open_output(a.output.as_deref(), a.format, &a.captures)?;
     if a.format == OutFormat::Json {
         let mut doc = String::from("{\"captures\":[");
         doc.push_str(&captures_json.join(","));
@@ -154,6 +147,8 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         doc.push_str("}}\n");
         out.write_all(doc.as_bytes()).context("writing output")?;
         out.flush()?;
+        drop(out);
+        output.commit()?;
         return Ok(0);
     }
     let mut cols: Vec<&str> = vec![];
@@ -169,5 +164,6 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         w.write(r)?;
     }
     w.finish()?;
+    output.commit()?;
     Ok(0)
 }

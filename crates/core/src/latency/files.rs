@@ -1,13 +1,13 @@
-//! Correlating capture files: one decoding thread per capture point, merged
+//! Correlating capture files: one runner thread per capture point, merged
 //! by watermark (always reading from the capture that is furthest behind),
 //! so that no capture runs ahead of the window and memory stays bounded.
 
 use super::offset::{self, KeyTimes, OffsetEstimate};
-use super::{Correlator, FragSighting, Item, LatencyRow};
-use crate::capture::{read_capture_while, CaptureError, CaptureSummary};
-use crate::decode::{DecodeStats, Decoder, DecoderConfig};
-use crate::pipeline::analyse_file;
+use super::{Correlator, Item, LatencyRow};
+use crate::decode::{DecodeStats, DecoderConfig};
+use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed};
 use crate::samples::SampleConfig;
+use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -26,76 +26,61 @@ pub struct CaptureOutcome {
     pub summary: CaptureSummary,
     pub decode: DecodeStats,
     pub diagnostics: Vec<crate::decode::Diagnostic>,
-    pub bandwidth: Vec<crate::pipeline::BandwidthBin>,
+    pub bandwidth: Vec<BandwidthBin>,
     pub samples: crate::samples::SampleStats,
 }
 
+/// Items per batch handed from a decoding thread to the correlator.
 const BATCH: usize = 2048;
-/// Watermarks are sent at most every 10 ms of capture time.
-const WATERMARK_EVERY_NS: i64 = 10_000_000;
 
 enum Msg {
     Items(Vec<Item>),
     Done(Result<CaptureOutcome, CaptureError>),
 }
 
+/// How the capture files are decoded for correlation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileDecoding {
+    pub decoder: DecoderConfig,
+    pub samples: SampleConfig,
+}
+
 /// Runs the correlation over `inputs`; rows go to `out` as they are judged.
 pub fn correlate_files(
     inputs: &[CaptureInput],
+    decoding: FileDecoding,
     correlator: &mut Correlator,
     progress: &[Arc<AtomicU64>],
     out: &mut dyn FnMut(LatencyRow),
 ) -> Result<Vec<CaptureOutcome>, CaptureError> {
+    // Open every input before starting: a missing file fails the run at once.
+    let mut sources = vec![];
+    for (i, input) in inputs.iter().enumerate() {
+        sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
+    }
     let mut receivers: Vec<Receiver<Msg>> = vec![];
     let mut handles = vec![];
-    for (i, input) in inputs.iter().enumerate() {
+    for (input, mut src) in inputs.iter().cloned().zip(sources) {
         let (tx, rx) = sync_channel::<Msg>(8);
         receivers.push(rx);
-        let input = input.clone();
-        let prog = progress.get(i).cloned();
         handles.push(std::thread::spawn(move || {
-            // Events and sample records interleave in capture order; the two
-            // callbacks run one after the other, never at the same time.
-            let batch = std::cell::RefCell::new(Vec::<Item>::with_capacity(BATCH));
-            let mut last_wm = i64::MIN;
-            let flush = |b: &mut Vec<Item>| {
-                if !b.is_empty() {
-                    let _ = tx.send(Msg::Items(std::mem::replace(b, Vec::with_capacity(BATCH))));
-                }
-            };
-            let res = analyse_file(
-                &input.path,
-                &input.name,
-                DecoderConfig::default(),
-                SampleConfig { timeout_ns: 2_000_000_000, ..SampleConfig::default() },
-                prog,
-                &mut |e| {
-                    let mut b = batch.borrow_mut();
-                    if let Some(f) = FragSighting::of(e) {
-                        b.push(Item::Frag(f));
-                    }
-                    if e.ts_ns.saturating_sub(last_wm) >= WATERMARK_EVERY_NS {
-                        last_wm = e.ts_ns;
-                        b.push(Item::Watermark(e.ts_ns));
-                    }
-                    if b.len() >= BATCH {
-                        flush(&mut b);
-                    }
-                },
-                &mut |r| batch.borrow_mut().push(Item::Sample(r)),
-            );
-            let mut b = batch.into_inner();
-            b.push(Item::End);
-            flush(&mut b);
-            let outcome = res.map(|r| CaptureOutcome {
-                name: input.name.clone(),
-                summary: r.summary,
-                decode: r.decoder.stats,
-                diagnostics: r.decoder.diagnostics,
-                bandwidth: r.bandwidth,
-                samples: r.samples,
+            let mut point = CapturePoint::new(&input.name, decoding.decoder, Some(decoding.samples));
+            let mut feed = CorrelationFeed::new(BATCH, |items| {
+                let _ = tx.send(Msg::Items(items));
             });
-            let _ = tx.send(Msg::Done(outcome));
+            let mut bandwidth = Bandwidth::default();
+            // A file source ends on read errors (kept in its summary); it never fails a poll.
+            let _ = point.run(&mut src, &mut (&mut feed, &mut bandwidth), &mut || true);
+            drop(feed);
+            let outcome = CaptureOutcome {
+                name: input.name.clone(),
+                summary: src.into_summary(),
+                decode: point.decoder.stats.clone(),
+                diagnostics: std::mem::take(&mut point.decoder.diagnostics),
+                bandwidth: bandwidth.bins,
+                samples: point.tracker.map(|t| t.stats).unwrap_or_default(),
+            };
+            let _ = tx.send(Msg::Done(Ok(outcome)));
         }));
     }
     let n = inputs.len();
@@ -117,33 +102,76 @@ pub fn correlate_files(
                 }
             }
             Ok(Msg::Done(r)) => outcomes[c] = Some(r),
-            Err(_) => outcomes[c] = Some(Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() })),
+            Err(_) => {
+                outcomes[c] = Some(Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }))
+            }
         }
     }
     for h in handles {
         let _ = h.join();
     }
     correlator.finish(out);
-    outcomes.into_iter().map(|o| o.expect("every capture finished")).collect()
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(c, o)| {
+            o.unwrap_or_else(|| Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }))
+        })
+        .collect()
+}
+
+/// Offset-estimation keys from the first `span_ns` of a capture: every
+/// submessage up to and including the first frame past the span (or the
+/// frame that filled the key table), nothing after it.
+struct KeyWindow<'a> {
+    keys: &'a mut KeyTimes,
+    span_ns: i64,
+    start: Option<i64>,
+    stop_after_frame: bool,
+    closed: bool,
+}
+
+impl Analysis for KeyWindow<'_> {
+    fn frame(&mut self, p: &Packet<'_>) {
+        if self.stop_after_frame {
+            self.closed = true;
+        }
+        let start = *self.start.get_or_insert(p.ts_ns);
+        if p.ts_ns.saturating_sub(start) >= self.span_ns {
+            self.stop_after_frame = true;
+        }
+    }
+
+    fn event(&mut self, e: &crate::events::SubmsgEvent) {
+        if !self.closed {
+            self.keys.add(e);
+            if self.keys.is_full() {
+                self.stop_after_frame = true;
+            }
+        }
+    }
 }
 
 /// Reads the first `span_ns` of each capture (at most `max_keys` submessages)
 /// and estimates every capture's offset relative to the first one.
 pub fn estimate_offsets(
     inputs: &[CaptureInput],
+    decoder: DecoderConfig,
     span_ns: i64,
     max_keys: usize,
 ) -> Result<Vec<Result<OffsetEstimate, offset::OffsetError>>, CaptureError> {
     let mut keys = vec![];
     for input in inputs {
         let mut kt = KeyTimes::with_limit(max_keys);
-        let mut dec = Decoder::new(&input.name, DecoderConfig::default());
-        let mut start: Option<i64> = None;
-        read_capture_while(&input.path, None, |p| {
-            let s = *start.get_or_insert(p.ts_ns);
-            dec.packet(p, &mut |e| kt.add(e));
-            p.ts_ns - s < span_ns && !kt.is_full()
-        })?;
+        let mut src = CaptureReader::open(&input.path, None)?;
+        let mut point = CapturePoint::new(&input.name, decoder, None);
+        let mut window = KeyWindow { keys: &mut kt, span_ns, start: None, stop_after_frame: false, closed: false };
+        while !window.closed {
+            match point.step(&mut src, &mut window) {
+                Ok(crate::source::Poll::Ended) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         keys.push(kt);
     }
     Ok((1..keys.len()).map(|i| offset::estimate(&keys[0], &keys[i])).collect())

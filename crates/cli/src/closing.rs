@@ -1,7 +1,7 @@
 //! The closing lines every file command prints on stderr: what was read,
 //! what was skipped or malformed, and the first problems with frame numbers.
 
-use ddscope_core::capture::CaptureSummary;
+use ddscope_core::source::CaptureSummary;
 use ddscope_core::decode::Decoder;
 use std::path::Path;
 
@@ -18,6 +18,9 @@ pub fn print_summary(verb: &str, path: &Path, summary: &CaptureSummary, dec: &De
     );
     if let Some(err) = &summary.error {
         eprintln!("{verb}: {}: {err} (everything before it was analysed)", path.display());
+    }
+    if let Some(l) = summary.skipped_line() {
+        eprintln!("{verb}: {}: {l}", path.display());
     }
     if let Some(d) = summary.kernel_drops.filter(|d| *d > 0) {
         eprintln!("{verb}: {}: the capture reports {d} packets dropped by the kernel", path.display());

@@ -1,0 +1,125 @@
+//! What the user typed, turned into types once, at the edge: clap calls
+//! these parsers, so every command receives nanoseconds, names and enums —
+//! no other module sees option strings. Bounds are checked here with a
+//! one-line reason.
+
+use ddscope_traffic::units::{parse_signed_nanos, Nanos};
+
+/// Shortest and longest correlation window: below 1 ms no sample completes
+/// in time; above an hour, state would be held for longer than any capture
+/// a window is meant for.
+pub const MIN_WINDOW_NS: i64 = 1_000_000;
+pub const MAX_WINDOW_NS: i64 = 3_600_000_000_000;
+
+/// A non-negative duration in nanoseconds that fits an `i64`.
+pub fn duration_ns(s: &str) -> Result<i64, String> {
+    let n: Nanos = s.parse().map_err(|e| format!("{e}"))?;
+    i64::try_from(n.0).map_err(|_| format!("{s:?}: too large (at most {} s)", i64::MAX / 1_000_000_000))
+}
+
+/// A correlation window: 1 ms to 1 h.
+pub fn window_ns(s: &str) -> Result<i64, String> {
+    let v = duration_ns(s)?;
+    if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&v) {
+        return Err(format!("{s:?}: the window must lie between 1ms and 1h"));
+    }
+    Ok(v)
+}
+
+/// A duration that must be positive (timeouts, run lengths).
+pub fn positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    let v = duration_ns(s)?;
+    if v == 0 {
+        return Err(format!("{s:?}: must be longer than 0"));
+    }
+    Ok(std::time::Duration::from_nanos(v as u64))
+}
+
+/// `auto` or a positive duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    Auto,
+    Fixed(i64),
+}
+
+impl Period {
+    pub fn ns(self) -> Option<i64> {
+        match self {
+            Period::Auto => None,
+            Period::Fixed(n) => Some(n),
+        }
+    }
+}
+
+pub fn period(s: &str) -> Result<Period, String> {
+    if s == "auto" {
+        return Ok(Period::Auto);
+    }
+    let v = duration_ns(s)?;
+    if v == 0 {
+        return Err(format!("{s:?}: a period must be longer than 0 (or auto)"));
+    }
+    Ok(Period::Fixed(v))
+}
+
+/// `NAME=±DURATION`: the clock offset t_o of one capture point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offset {
+    pub name: String,
+    pub ns: i64,
+}
+
+pub fn offset(s: &str) -> Result<Offset, String> {
+    let (name, dur) = s.split_once('=').ok_or_else(|| format!("{s:?}: write NAME=±DURATION, e.g. pc2=+37s"))?;
+    if name.is_empty() {
+        return Err(format!("{s:?}: the capture-point name is missing"));
+    }
+    let ns = parse_signed_nanos(dur).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(Offset { name: name.to_string(), ns })
+}
+
+/// `NAME=DIR`: another run to compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedRun {
+    pub name: String,
+    pub dir: std::path::PathBuf,
+}
+
+pub fn named_run(s: &str) -> Result<NamedRun, String> {
+    match s.split_once('=') {
+        Some((n, d)) if !n.is_empty() && !d.is_empty() => Ok(NamedRun { name: n.to_string(), dir: d.into() }),
+        _ => Err(format!("{s:?}: write NAME=DIR")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_bounded_with_clear_reasons() {
+        assert_eq!(window_ns("5s"), Ok(5_000_000_000));
+        assert_eq!(window_ns("1ms"), Ok(1_000_000));
+        assert!(window_ns("0s").unwrap_err().contains("between 1ms and 1h"));
+        assert!(window_ns("100000000000s").unwrap_err().contains("too large"));
+        assert!(window_ns("8000000000s").unwrap_err().contains("between 1ms and 1h"));
+        assert!(window_ns("1e300s").is_err());
+        assert!(window_ns("99999999999999999999s").unwrap_err().contains("too large"));
+        assert!(window_ns("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn offsets_periods_and_runs() {
+        assert_eq!(offset("pc2=+37s"), Ok(Offset { name: "pc2".into(), ns: 37_000_000_000 }));
+        assert_eq!(offset("pc2=-1.5ms"), Ok(Offset { name: "pc2".into(), ns: -1_500_000 }));
+        assert!(offset("pc2").is_err());
+        assert!(offset("=1s").is_err());
+        assert_eq!(period("auto"), Ok(Period::Auto));
+        assert_eq!(period("100ms"), Ok(Period::Fixed(100_000_000)));
+        assert!(period("0s").is_err());
+        assert_eq!(named_run("a=b/c").map(|r| r.name), Ok("a".into()));
+        assert!(named_run("a=").is_err());
+        assert!(positive_duration("0s").is_err());
+        assert_eq!(positive_duration("2s"), Ok(std::time::Duration::from_secs(2)));
+    }
+}

@@ -1,0 +1,262 @@
+//! A latency session: what `ddscope latency` and `ddscope report` share —
+//! finding the captures and ground truth of a run, setting clock offsets,
+//! correlating the captures, and checking that there was something to
+//! correlate. Options arrive typed (nanoseconds, names); wording them for the
+//! user (flag names) is the command line's job.
+
+use crate::decode::DecoderConfig;
+use crate::latency::app::AppTruth;
+use crate::latency::files::{correlate_files, estimate_offsets, CaptureInput, CaptureOutcome, FileDecoding};
+use crate::latency::offset::OffsetEstimate;
+use crate::latency::{Correlator, CorrelatorConfig, LatencyRow};
+use crate::samples::SampleConfig;
+use crate::source::CaptureError;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// How long after a sample was first seen it is judged, by default.
+pub const DEFAULT_WINDOW_NS: i64 = 5_000_000_000;
+/// How much of the first capture `estimate_offset` reads.
+pub const OFFSET_ESTIMATE_SPAN_NS: i64 = 30_000_000_000;
+/// At most this many submessages per capture go into the offset estimate.
+pub const OFFSET_ESTIMATE_MAX_KEYS: usize = 500_000;
+
+/// The sample tracker's settings when its records feed a correlation with
+/// time window `window_ns`: an incomplete sample is closed after 2/5 of the
+/// window without activity (2 s for the default 5 s), so that its record
+/// reaches the correlator before the window judges the sample. The same rule
+/// serves files (`latency`, `report`) and agents (whose records `serve` judges).
+pub fn correlation_samples(window_ns: i64) -> SampleConfig {
+    SampleConfig { timeout_ns: (window_ns / 5 * 2).max(1), ..SampleConfig::default() }
+}
+
+/// A session's options, already typed.
+#[derive(Debug, Clone)]
+pub struct LatencyOptions {
+    /// t_o per capture-point name (seed 004 Eq. 9), subtracted from its timestamps.
+    pub offsets: Vec<(String, i64)>,
+    /// Estimate each capture's offset against the first from two-way traffic.
+    pub estimate_offset: bool,
+    /// Publication period for in time / late; `None` infers it per writer.
+    pub period_ns: Option<i64>,
+    pub window_ns: i64,
+    pub message_rows: bool,
+    pub submessage_rows: bool,
+    pub decoder: DecoderConfig,
+}
+
+impl Default for LatencyOptions {
+    fn default() -> Self {
+        LatencyOptions {
+            offsets: vec![],
+            estimate_offset: false,
+            period_ns: None,
+            window_ns: DEFAULT_WINDOW_NS,
+            message_rows: true,
+            submessage_rows: false,
+            decoder: DecoderConfig::default(),
+        }
+    }
+}
+
+/// Why a session could not run, in terms of its inputs.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("cannot read {path}: {source}")]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("{0}: no capture files (*.pcapng, *.pcapng.gz, *.pcap) in this directory")]
+    NoCaptures(PathBuf),
+    #[error("cannot open {0}: no such file")]
+    Missing(PathBuf),
+    #[error("latency needs two or more capture points (one at the sender, one per receiver); got {n}: {paths}")]
+    TooFewCaptures { n: usize, paths: String },
+    #[error("{0} and {1} are the same file: give each capture point once")]
+    SameFile(PathBuf, PathBuf),
+    #[error("two captures are both named {name:?} ({a} and {b}): rename one (names come from file names)")]
+    SameName { name: String, a: PathBuf, b: PathBuf },
+    #[error("no capture point named {name:?} (have {known})")]
+    UnknownCapture { name: String, known: String },
+    /// A ground-truth file that cannot be read (the text names the file and line).
+    #[error("{0}")]
+    Truth(String),
+    #[error(
+        "no writer's samples were seen at two capture points, so nothing can be correlated ({writers} writers in all;{per_capture}): \
+         are these captures of the same system at the same time, on both ends of the link?"
+    )]
+    NothingCorrelated { writers: usize, per_capture: String },
+    #[error(
+        "{sender} and {receiver} saw every sample of {topic} at exactly the same instants: they look like two copies of one capture point, not sender and receiver"
+    )]
+    SameCapturePoint { sender: String, receiver: String, topic: String },
+}
+
+impl SessionError {
+    /// 2 when an input could not be read at all, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SessionError::Capture(_) | SessionError::Dir { .. } | SessionError::NoCaptures(_) | SessionError::Missing(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Capture-point name: the file name without `.pcap`, `.pcapng`, `.gz`.
+pub fn capture_name(path: &Path) -> String {
+    let mut name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "capture".into());
+    for ext in [".gz", ".pcapng", ".pcap", ".cap"] {
+        if let Some(s) = name.strip_suffix(ext) {
+            name = s.to_string();
+        }
+    }
+    name
+}
+
+/// Expands run directories into captures (`*.pcapng[.gz]`, `*.pcap[.gz]`)
+/// and ground-truth files (`*.truth.jsonl`); files are taken as captures.
+pub fn expand_inputs(inputs: &[PathBuf], extra_truth: &[PathBuf]) -> Result<(Vec<CaptureInput>, Vec<PathBuf>), SessionError> {
+    let mut caps = vec![];
+    let mut truth: Vec<PathBuf> = extra_truth.to_vec();
+    for p in inputs {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|source| SessionError::Dir { path: p.clone(), source })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            entries.sort();
+            let before = caps.len();
+            for e in entries {
+                let n = e.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                if n.ends_with(".pcapng") || n.ends_with(".pcapng.gz") || n.ends_with(".pcap") || n.ends_with(".pcap.gz") {
+                    caps.push(CaptureInput { name: capture_name(&e), path: e });
+                } else if n.ends_with(".truth.jsonl") {
+                    truth.push(e);
+                }
+            }
+            if caps.len() == before {
+                return Err(SessionError::NoCaptures(p.clone()));
+            }
+        } else {
+            if p != Path::new("-") && !p.exists() {
+                return Err(SessionError::Missing(p.clone()));
+            }
+            caps.push(CaptureInput { name: capture_name(p), path: p.clone() });
+        }
+    }
+    Ok((caps, truth))
+}
+
+/// Everything a latency session produced.
+pub struct LatencyRun {
+    pub correlator: Correlator,
+    pub outcomes: Vec<CaptureOutcome>,
+    pub estimates: Vec<(String, Result<OffsetEstimate, String>)>,
+    pub offsets_ns: Vec<i64>,
+    pub captures: Vec<CaptureInput>,
+    pub truth: Arc<AppTruth>,
+}
+
+/// True when `a` and `b` are the same file (device and inode).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+fn names(c: &[CaptureInput]) -> String {
+    c.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// Correlates `captures`; rows go to `out` as they are judged. `progress`
+/// holds one byte counter per capture (may be empty). `on_note` hears what
+/// the user should know but that does not stop the run.
+pub fn run_latency(
+    captures: Vec<CaptureInput>,
+    truth_files: &[PathBuf],
+    o: &LatencyOptions,
+    progress: &[Arc<AtomicU64>],
+    on_note: &mut dyn FnMut(String),
+    out: &mut dyn FnMut(LatencyRow),
+) -> Result<LatencyRun, SessionError> {
+    if captures.len() < 2 {
+        return Err(SessionError::TooFewCaptures {
+            n: captures.len(),
+            paths: captures.iter().map(|c| c.path.display().to_string()).collect::<Vec<_>>().join(", "),
+        });
+    }
+    // The same file twice, or two names for one capture point.
+    for i in 0..captures.len() {
+        for j in i + 1..captures.len() {
+            let (a, b) = (&captures[i], &captures[j]);
+            if same_file(&a.path, &b.path) {
+                return Err(SessionError::SameFile(a.path.clone(), b.path.clone()));
+            }
+            if a.name == b.name {
+                return Err(SessionError::SameName { name: a.name.clone(), a: a.path.clone(), b: b.path.clone() });
+            }
+        }
+    }
+    let mut offsets = vec![0i64; captures.len()];
+    let mut estimates = vec![];
+    if o.estimate_offset {
+        let est = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?;
+        for (i, e) in est.into_iter().enumerate() {
+            let name = captures[i + 1].name.clone();
+            match &e {
+                Ok(e) => offsets[i + 1] = e.offset_ns,
+                Err(err) => on_note(format!("cannot estimate the offset of {name} against {}: {err}; assuming 0", captures[0].name)),
+            }
+            estimates.push((name, e.map_err(|x| x.to_string())));
+        }
+    }
+    for (name, off) in &o.offsets {
+        let idx = captures
+            .iter()
+            .position(|c| &c.name == name)
+            .ok_or_else(|| SessionError::UnknownCapture { name: name.clone(), known: names(&captures) })?;
+        offsets[idx] = *off;
+    }
+    let mut truth = AppTruth::default();
+    for t in truth_files {
+        truth.load(t).map_err(|e| SessionError::Truth(format!("{e:#}")))?;
+    }
+    let truth = Arc::new(truth);
+    let cfg = CorrelatorConfig {
+        captures: captures.iter().map(|c| c.name.clone()).collect(),
+        offsets_ns: offsets.clone(),
+        window_ns: o.window_ns,
+        period_ns: o.period_ns,
+        message_rows: o.message_rows,
+        submessage_rows: o.submessage_rows,
+    };
+    let mut correlator = Correlator::new(cfg, truth.clone());
+    let decoding = FileDecoding { decoder: o.decoder, samples: correlation_samples(o.window_ns) };
+    let outcomes = correlate_files(&captures, decoding, &mut correlator, progress, out)?;
+    Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth })
+}
+
+/// Checks that the run found something to correlate; explains why not.
+pub fn check_correlated(run: &LatencyRun) -> Result<(), SessionError> {
+    if run.correlator.flows.is_empty() {
+        let roles = run.correlator.writer_roles();
+        let mut per_capture = String::new();
+        for (i, c) in run.captures.iter().enumerate() {
+            let n = run.outcomes[i].decode.rtps_messages;
+            per_capture.push_str(&format!(" {} ({} RTPS messages);", c.name, n));
+        }
+        return Err(SessionError::NothingCorrelated { writers: roles.len(), per_capture: per_capture.trim_end_matches(';').to_string() });
+    }
+    // All message latencies exactly zero: two captures of one point.
+    for f in run.correlator.summaries() {
+        if let Some((_, m)) = f.layers.iter().find(|(l, _)| l == "message") {
+            if m.count >= 3 && m.min_ms == 0.0 && m.max_ms == 0.0 {
+                return Err(SessionError::SameCapturePoint { sender: f.sender.clone(), receiver: f.receiver.clone(), topic: f.topic.clone() });
+            }
+        }
+    }
+    Ok(())
+}
