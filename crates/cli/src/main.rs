@@ -39,9 +39,9 @@ enum Command {
     /// Central view: correlates the agents and serves the live dashboard
     Serve(cmd::serve::ServeArgs),
     /// TSN models, simulator and configuration generators
-    Tsn(ddscope_tsn::cli::TsnArgs),
+    Tsn(cmd::tsn::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
-    Lab(ddscope_lab::cli::LabArgs),
+    Lab(cmd::lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,8 +66,8 @@ fn main() -> ExitCode {
         Command::Live(a) => cmd::live::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Serve(a) => cmd::serve::run(a),
-        Command::Tsn(a) => ddscope_tsn::cli::run(a),
-        Command::Lab(a) => ddscope_lab::cli::run(a),
+        Command::Tsn(a) => cmd::tsn::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

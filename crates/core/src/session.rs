@@ -103,8 +103,12 @@ impl SessionError {
     }
 }
 
-/// Capture-point name: the file name without `.pcap`, `.pcapng`, `.gz`.
+/// Capture-point name: the file name without `.pcap`, `.pcapng`, `.gz`
+/// (`stdin` for `-`).
 pub fn capture_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        return "stdin".into();
+    }
     let mut name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "capture".into());
     for ext in [".gz", ".pcapng", ".pcap", ".cap"] {
         if let Some(s) = name.strip_suffix(ext) {

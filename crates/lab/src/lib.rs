@@ -1,7 +1,6 @@
 //! Emulated multi-host lab: network namespaces joined by veth, real DDS
 //! workload nodes (lab/), iperf3 interference, tcpdump capture on every host
 //! and application ground truth. See docs/lab.md.
-pub mod cli;
 pub mod net;
 pub mod pcapng;
 pub mod procs;

@@ -1,21 +1,25 @@
 //! tcpdump writes classic pcap only; the lab keeps its captures as pcapng:
 //! one section, one interface named after the host (`pc1/eth0`) with
-//! nanosecond resolution (`if_tsresol` = 9), every packet as an Enhanced
-//! Packet Block, and an Interface Statistics Block carrying tcpdump's
-//! received / dropped-by-kernel counters. Optionally gzip-compressed.
+//! nanosecond resolution, every packet as an Enhanced Packet Block, and an
+//! Interface Statistics Block carrying tcpdump's received / dropped-by-kernel
+//! counters. Optionally gzip-compressed. Reading and writing are ddscope's
+//! one capture reader and writer (crate `ddscope-pcapfile`).
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
+use ddscope_pcapfile::{CaptureReader, InterfaceOptions, PcapngWriter};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct ConvertStats {
     pub packets: u64,
     pub bytes: u64,
-    pub first_ts_ns: Option<u64>,
-    pub last_ts_ns: Option<u64>,
+    pub first_ts_ns: Option<i64>,
+    pub last_ts_ns: Option<i64>,
     pub nanosecond_source: bool,
+    /// Why reading stopped early (tcpdump stopped mid-write leaves a cut last record).
+    pub read_error: Option<String>,
 }
 
 /// What goes into the interface description and statistics.
@@ -26,154 +30,76 @@ pub struct InterfaceInfo<'a> {
     pub dropped: Option<u64>,
 }
 
-fn opt(out: &mut Vec<u8>, code: u16, value: &[u8]) {
-    out.extend_from_slice(&code.to_le_bytes());
-    out.extend_from_slice(&(value.len() as u16).to_le_bytes());
-    out.extend_from_slice(value);
-    while out.len() % 4 != 0 {
-        out.push(0);
-    }
-}
-
-fn block(w: &mut impl Write, kind: u32, body: &[u8]) -> Result<()> {
-    let len = (12 + body.len()) as u32;
-    w.write_all(&kind.to_le_bytes())?;
-    w.write_all(&len.to_le_bytes())?;
-    w.write_all(body)?;
-    w.write_all(&len.to_le_bytes())?;
-    Ok(())
-}
-
-fn ts_words(ns: u64) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&((ns >> 32) as u32).to_le_bytes());
-    b[4..].copy_from_slice(&(ns as u32).to_le_bytes());
-    b
-}
-
 /// Converts tcpdump's pcap `src` into pcapng `dst` (gzip when `gzip`).
 pub fn pcap_to_pcapng(src: &Path, dst: &Path, info: &InterfaceInfo, gzip: bool) -> Result<ConvertStats> {
-    let f = File::open(src).with_context(|| format!("cannot open {}", src.display()))?;
-    let mut r = BufReader::with_capacity(1 << 20, f);
     let out = File::create(dst).with_context(|| format!("cannot create {}", dst.display()))?;
     let out = BufWriter::with_capacity(1 << 20, out);
     if gzip {
         let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::best());
-        let st = convert(&mut r, &mut gz, info)?;
+        let st = convert(src, &mut gz, info)?;
         gz.finish()?.flush()?;
         Ok(st)
     } else {
         let mut out = out;
-        let st = convert(&mut r, &mut out, info)?;
+        let st = convert(src, &mut out, info)?;
         out.flush()?;
         Ok(st)
     }
 }
 
-fn convert(r: &mut impl Read, w: &mut impl Write, info: &InterfaceInfo) -> Result<ConvertStats> {
-    let mut hdr = [0u8; 24];
-    r.read_exact(&mut hdr).map_err(|_| anyhow!("not a pcap file (too short)"))?;
-    let magic = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
-    let (swap, nano) = match magic {
-        0xa1b2c3d4 => (false, false),
-        0xa1b23c4d => (false, true),
-        0xd4c3b2a1 => (true, false),
-        0x4d3cb2a1 => (true, true),
-        _ => bail!("not a pcap file (magic {magic:#x})"),
-    };
-    let rd = |b: &[u8]| {
-        let v = u32::from_le_bytes(b.try_into().unwrap());
-        if swap {
-            v.swap_bytes()
-        } else {
-            v
-        }
-    };
-    let snaplen = rd(&hdr[16..20]);
-    let linktype = rd(&hdr[20..24]);
-
-    // Section Header Block
-    let mut shb = Vec::new();
-    shb.extend_from_slice(&0x1A2B3C4Du32.to_le_bytes());
-    shb.extend_from_slice(&1u16.to_le_bytes());
-    shb.extend_from_slice(&0u16.to_le_bytes());
-    shb.extend_from_slice(&(-1i64).to_le_bytes());
-    opt(&mut shb, 4, format!("ddscope lab {}", env!("CARGO_PKG_VERSION")).as_bytes()); // shb_userappl
-    opt(&mut shb, 0, &[]);
-    block(w, 0x0A0D0D0A, &shb)?;
-
-    // Interface Description Block
-    let mut idb = Vec::new();
-    idb.extend_from_slice(&(linktype as u16).to_le_bytes());
-    idb.extend_from_slice(&0u16.to_le_bytes());
-    idb.extend_from_slice(&snaplen.to_le_bytes());
-    opt(&mut idb, 2, info.name.as_bytes()); // if_name
-    opt(&mut idb, 3, info.description.as_bytes()); // if_description
-    opt(&mut idb, 9, &[9]); // if_tsresol: 10^-9 s
-    opt(&mut idb, 0, &[]);
-    block(w, 1, &idb)?;
-
-    let mut st = ConvertStats { nanosecond_source: nano, ..Default::default() };
-    let mut rec = [0u8; 16];
-    let mut data = vec![0u8; 1 << 16];
-    let mut epb = Vec::with_capacity(1 << 16);
+fn convert(src: &Path, w: &mut impl Write, info: &InterfaceInfo) -> Result<ConvertStats> {
+    let mut r = CaptureReader::open(src, None)?;
+    let mut st = ConvertStats::default();
+    let mut writer: Option<PcapngWriter<&mut dyn Write>> = None;
+    let mut first_error: Option<std::io::Error> = None;
+    let mut w: Option<&mut dyn Write> = Some(w);
     loop {
-        match r.read_exact(&mut rec) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e.into()),
+        let more = r.read(1024, &mut |p| {
+            if writer.is_none() {
+                let iface = InterfaceOptions {
+                    linktype: p.link.linktype() as u16,
+                    snaplen: 0,
+                    name: Some(info.name),
+                    description: Some(info.description),
+                };
+                match w.take().map(|w| PcapngWriter::new(w, &iface)) {
+                    Some(Ok(x)) => writer = Some(x),
+                    Some(Err(e)) => {
+                        first_error.get_or_insert(e);
+                        return;
+                    }
+                    None => return,
+                }
+            }
+            if let Some(x) = writer.as_mut() {
+                if let Err(e) = x.packet(p.ts_ns, p.data, p.orig_len) {
+                    first_error.get_or_insert(e);
+                }
+            }
+        });
+        if let Some(e) = first_error.take() {
+            return Err(e).with_context(|| format!("writing the pcapng of {}", src.display()));
         }
-        let sec = rd(&rec[0..4]) as u64;
-        let frac = rd(&rec[4..8]) as u64;
-        let caplen = rd(&rec[8..12]) as usize;
-        let origlen = rd(&rec[12..16]);
-        if caplen > 16 * 1024 * 1024 {
-            bail!("corrupt pcap record ({caplen} bytes)");
+        if !more {
+            break;
         }
-        if data.len() < caplen {
-            data.resize(caplen, 0);
-        }
-        match r.read_exact(&mut data[..caplen]) {
-            Ok(()) => {}
-            // tcpdump killed mid-write leaves a truncated last record: drop it
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e.into()),
-        }
-        let ts = sec * 1_000_000_000 + if nano { frac } else { frac * 1000 };
-        epb.clear();
-        epb.extend_from_slice(&0u32.to_le_bytes());
-        epb.extend_from_slice(&ts_words(ts));
-        epb.extend_from_slice(&(caplen as u32).to_le_bytes());
-        epb.extend_from_slice(&origlen.to_le_bytes());
-        epb.extend_from_slice(&data[..caplen]);
-        while epb.len() % 4 != 0 {
-            epb.push(0);
-        }
-        block(w, 6, &epb)?;
-        st.packets += 1;
-        st.bytes += caplen as u64;
-        st.first_ts_ns.get_or_insert(ts);
-        st.last_ts_ns = Some(ts);
     }
-
-    // Interface Statistics Block with the capture's counters
-    let mut isb = Vec::new();
-    isb.extend_from_slice(&0u32.to_le_bytes());
-    isb.extend_from_slice(&ts_words(st.last_ts_ns.unwrap_or(0)));
-    if let Some(t) = st.first_ts_ns {
-        opt(&mut isb, 2, &ts_words(t)); // isb_starttime
-    }
-    if let Some(t) = st.last_ts_ns {
-        opt(&mut isb, 3, &ts_words(t)); // isb_endtime
-    }
-    if let Some(n) = info.received {
-        opt(&mut isb, 4, &n.to_le_bytes()); // isb_ifrecv
-    }
-    if let Some(n) = info.dropped {
-        opt(&mut isb, 5, &n.to_le_bytes()); // isb_ifdrop
-    }
-    opt(&mut isb, 0, &[]);
-    block(w, 5, &isb)?;
+    st.nanosecond_source = r.interfaces().first().is_some_and(|i| i.units_per_sec == 1_000_000_000);
+    let summary = r.into_summary();
+    st.packets = summary.frames;
+    st.bytes = summary.bytes;
+    st.first_ts_ns = summary.first_ts_ns;
+    st.last_ts_ns = summary.last_ts_ns;
+    st.read_error = summary.error;
+    let mut writer = match (writer, w) {
+        (Some(x), _) => x,
+        // No packet at all: still a valid pcapng with its interface and statistics.
+        (None, Some(w)) => PcapngWriter::new(w, &InterfaceOptions { linktype: 1, snaplen: 0, name: Some(info.name), description: Some(info.description) })?,
+        (None, None) => return Ok(st),
+    };
+    let span = st.first_ts_ns.zip(st.last_ts_ns);
+    writer.statistics(st.last_ts_ns.unwrap_or(0), info.received, info.dropped, span)?;
+    writer.flush()?;
     Ok(st)
 }
 
@@ -201,36 +127,27 @@ mod tests {
 
     #[test]
     fn converts_with_ns_timestamps_and_counters() {
-        let ts = 1_795_325_588_764_282_589u64;
-        let src = pcap_ns(&[(ts, &[1, 2, 3]), (ts + 7, &[4; 60])]);
-        let mut out = Vec::new();
+        let dir = std::env::temp_dir().join(format!("ddscope-lab-pcapng-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("in.pcap"), dir.join("out.pcapng"));
+        let ts = 1_795_325_588_764_282_589i64;
+        let raw = pcap_ns(&[(ts as u64, &[1, 2, 3]), (ts as u64 + 7, &[4; 60])]);
+        std::fs::write(&src, &raw).unwrap();
         let info = InterfaceInfo { name: "pc1/eth0", description: "d", received: Some(2), dropped: Some(0) };
-        let st = convert(&mut &src[..], &mut out, &info).unwrap();
-        assert_eq!(st.packets, 2);
-        assert_eq!(st.first_ts_ns, Some(ts));
-        assert_eq!(st.last_ts_ns, Some(ts + 7));
-        // walk the blocks: SHB, IDB, EPB, EPB, ISB; every block length repeated at its end
-        let mut off = 0;
-        let mut kinds = vec![];
-        while off < out.len() {
-            let kind = u32::from_le_bytes(out[off..off + 4].try_into().unwrap());
-            let len = u32::from_le_bytes(out[off + 4..off + 8].try_into().unwrap()) as usize;
-            assert_eq!(len % 4, 0);
-            assert_eq!(u32::from_le_bytes(out[off + len - 4..off + len].try_into().unwrap()) as usize, len);
-            if kind == 6 {
-                let hi = u32::from_le_bytes(out[off + 12..off + 16].try_into().unwrap()) as u64;
-                let lo = u32::from_le_bytes(out[off + 16..off + 20].try_into().unwrap()) as u64;
-                assert!(hi << 32 | lo == ts || hi << 32 | lo == ts + 7);
-            }
-            kinds.push(kind);
-            off += len;
-        }
-        assert_eq!(kinds, vec![0x0A0D0D0A, 1, 6, 6, 5]);
-        // a truncated last record is dropped, not an error
-        let mut cut = src.clone();
-        cut.truncate(src.len() - 10);
-        let st = convert(&mut &cut[..], &mut Vec::new(), &info).unwrap();
+        let st = pcap_to_pcapng(&src, &dst, &info, false).unwrap();
+        assert_eq!((st.packets, st.first_ts_ns, st.last_ts_ns), (2, Some(ts), Some(ts + 7)));
+        assert!(st.nanosecond_source && st.read_error.is_none());
+        let mut seen = vec![];
+        let summary = CaptureReader::read_all(&dst, |p| seen.push((p.ts_ns, p.data.len()))).unwrap();
+        assert_eq!(seen, vec![(ts, 3), (ts + 7, 60)]);
+        assert_eq!((summary.format, summary.kernel_drops), ("pcapng", Some(0)));
+        // A cut last record (tcpdump stopped mid-write) is reported, the rest kept.
+        std::fs::write(&src, &raw[..raw.len() - 10]).unwrap();
+        let st = pcap_to_pcapng(&src, &dst, &info, true).unwrap();
         assert_eq!(st.packets, 1);
-        assert!(convert(&mut &b"nonsense-nonsense-nonsense"[..], &mut Vec::new(), &info).is_err());
+        assert!(st.read_error.unwrap().contains("truncated"));
+        std::fs::write(&src, b"nonsense-nonsense-nonsense").unwrap();
+        assert!(pcap_to_pcapng(&src, &dst, &info, false).is_err());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

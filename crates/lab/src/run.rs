@@ -154,7 +154,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         None => PathBuf::from("lab-out").join(format!("{}-{}", sc.name, utc_stamp())),
     };
     if out.join("run.json").exists() && !opts.force {
-        bail!("{}: already holds a run (run.json); choose another --out or pass --force", out.display());
+        bail!("{}: already holds a run (run.json); choose another output directory or allow overwriting it", out.display());
     }
     fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
     let tmp = out.join(".tmp");
@@ -528,8 +528,11 @@ fn analyse(
         if !cs.nanosecond_source {
             failures.push(format!("capture on {host}: timestamps are not nanosecond"));
         }
+        if let Some(e) = &cs.read_error {
+            eprintln!("lab: capture on {host}: {e} (the frames before it are kept)");
+        }
         captures.push(json!({
-            "host": host, "file": name, "packets": cs.packets, "bytes": cs.bytes,
+            "host": host, "file": name, "packets": cs.packets, "bytes": cs.bytes, "read_error": cs.read_error,
             "first_ts_ns": cs.first_ts_ns, "last_ts_ns": cs.last_ts_ns,
             "tcpdump": st, "file_bytes": fs::metadata(&dst).map(|m| m.len()).unwrap_or(0),
         }));

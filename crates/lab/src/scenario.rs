@@ -588,16 +588,16 @@ impl Scenario {
         let vendors = &o.vendors;
         if let Some(d) = o.duration {
             if d.0 == 0 || d.0 > 3_600_000_000_000 {
-                bail!("--duration {d}: must lie between 0 and 1h");
+                bail!("duration {d}: must lie between 0 and 1h");
             }
             self.duration = d;
         }
         if let Some(load) = o.load {
             if self.interference.is_empty() {
-                bail!("--load {load}: the scenario has no interference to set");
+                bail!("load {load}: the scenario has no interference to set");
             }
             let Some(link) = self.network.rate else {
-                bail!("--load {load}: needs network.rate (the link rate it is a share of)");
+                bail!("load {load}: the scenario needs network.rate (the link rate the load is a share of)");
             };
             for it in &mut self.interference {
                 it.load = Some(load);
@@ -653,7 +653,7 @@ impl Scenario {
             }
         }
         for (node, vendor) in vendors {
-            let n = self.nodes.iter_mut().find(|n| &n.name == node).ok_or_else(|| anyhow!("--vendor {node}: no node of that name"))?;
+            let n = self.nodes.iter_mut().find(|n| &n.name == node).ok_or_else(|| anyhow!("vendor for {node}: the scenario has no node of that name"))?;
             n.vendor = *vendor;
         }
         let mut names = BTreeSet::new();

@@ -205,6 +205,15 @@ impl Blocks {
                 self.summary.format = "pcap";
                 self.legacy_link = LinkType::from_linktype(h.network.0 as u32);
                 self.legacy_units = if h.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 };
+                // The one interface of a pcap file, for `interfaces()`.
+                self.interfaces = vec![InterfaceInfo {
+                    link: self.legacy_link,
+                    name: None,
+                    units_per_sec: self.legacy_units,
+                    offset_sec: 0,
+                    snaplen: h.snaplen,
+                }];
+                self.summary.interfaces = 1;
             }
             PcapBlockOwned::Legacy(b) => {
                 let ticks = (b.ts_sec as u64).saturating_mul(self.legacy_units).saturating_add(b.ts_usec as u64);
@@ -390,6 +399,12 @@ impl CaptureReader {
         self.ended = true;
         self.blocks.summary.error = error;
         self.blocks.finish();
+    }
+
+    /// The interfaces described so far (the current section's, for pcapng;
+    /// the file's one link, for pcap).
+    pub fn interfaces(&self) -> &[InterfaceInfo] {
+        &self.blocks.interfaces
     }
 
     /// What was read so far (complete once `read` has returned false).

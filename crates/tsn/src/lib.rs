@@ -10,7 +10,6 @@
 //! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
 //! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
 pub mod cbs;
-pub mod cli;
 pub mod config;
 pub mod formula;
 pub mod frame;

@@ -6,3 +6,5 @@ pub mod live;
 pub mod report;
 pub mod serve;
 pub mod topics;
+pub mod lab;
+pub mod tsn;

@@ -5,10 +5,10 @@ use clap::{Args, Subcommand};
 use ddscope_traffic::{Nanos, Percent};
 use std::path::PathBuf;
 
-use crate::net::{self, Lab};
-use crate::run::{self, RunOptions};
-use crate::scenario::{self, Vendor};
-use crate::workload::{self, NodeBins};
+use ddscope_lab::net::{self, Lab};
+use ddscope_lab::run::{self, RunOptions};
+use ddscope_lab::scenario::{self, Vendor};
+use ddscope_lab::workload::{self, NodeBins};
 
 #[derive(Args, Debug)]
 #[command(

@@ -1,11 +1,11 @@
 //! `ddscope tsn …`: predict, simulate and configure Time-Sensitive Networking.
 
-use crate::cbs::{self, CbsClassInput};
-use crate::config;
-use crate::frame::{Framing, RtpsOptions};
-use crate::scenario::{self, Scenario, TaprioMode};
-use crate::sr::SrClass;
-use crate::tas::{self, TasInput};
+use ddscope_tsn::cbs::{self, CbsClassInput};
+use ddscope_tsn::config;
+use ddscope_tsn::frame::{Framing, RtpsOptions};
+use ddscope_tsn::scenario::{self, Scenario, TaprioMode};
+use ddscope_tsn::sr::SrClass;
+use ddscope_tsn::tas::{self, TasInput};
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use ddscope_traffic::{Bytes, Nanos, Percent, Rate};
@@ -401,12 +401,12 @@ fn sr_cmd(format: Format) -> anyhow::Result<i32> {
             .map(|c| {
                 let b = c.bounds_ns();
                 serde_json::json!({"class": c.name(), "pcp": c.pcp(), "max_latency_ms": b.map(|b| b.0 as f64 / 1e6),
-                    "max_jitter_us": b.map(|b| b.1 as f64 / 1e3), "hops": crate::sr::TABLE1_HOPS})
+                    "max_jitter_us": b.map(|b| b.1 as f64 / 1e3), "hops": ddscope_tsn::sr::TABLE1_HOPS})
             })
             .collect();
         return print_json(&v);
     }
-    println!("SR classes, seed 004 Table 1 (bounds over {} hops)", crate::sr::TABLE1_HOPS);
+    println!("SR classes, seed 004 Table 1 (bounds over {} hops)", ddscope_tsn::sr::TABLE1_HOPS);
     println!("{:<6} {:>4} {:>12} {:>12}", "class", "PCP", "latency", "jitter");
     for c in classes {
         match c.bounds_ns() {

@@ -1,0 +1,153 @@
+"""Careless use of files (issue 10, items 5, 6, 9, 10, 12, 13): outputs never
+overwrite inputs, an interrupted run leaves no partial file under the final
+name, captures are read from pipes, FIFOs and stdin, a corrupt block is
+reported in one short line, frames of an undescribed pcapng interface are
+reported, and windows are validated.
+
+Oracle: the same command on the regular file (its output is the reference
+for pipes/FIFOs/stdin), byte hashes of the inputs before and after, and the
+pcapng block layout of the specification (the corrupt and foreign blocks are
+written by hand here)."""
+import gzip
+import hashlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import ddscope_bin
+
+
+def plain_copy(repo, tmp_path, name="pc2"):
+    src = repo / f"examples/captures/simple-robotic-cyclone/{name}.pcapng.gz"
+    dst = tmp_path / f"{name}.pcapng"
+    dst.write_bytes(gzip.decompress(src.read_bytes()))
+    return dst
+
+
+def digest(p):
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_output_that_is_an_input_is_refused_and_the_input_kept(ddscope, repo, tmp_path):
+    cap = plain_copy(repo, tmp_path)
+    before = digest(cap)
+    for args in (["dissect", cap, "-o", cap], ["dissect", cap, "--format", "csv", "-o", cap], ["topics", cap, "-o", cap]):
+        cp = ddscope(*args, check=False)
+        assert cp.returncode == 1 and "is an input of this run" in cp.stderr, cp.stderr
+        assert digest(cap) == before
+    # A hard link is the same file too.
+    link = tmp_path / "alias.csv"
+    os.link(cap, link)
+    cp = ddscope("dissect", cap, "--format", "csv", "-o", link, check=False)
+    assert cp.returncode == 1 and "is an input of this run" in cp.stderr
+    assert digest(cap) == before
+    # Latency rows into a run directory would be read as a capture next time.
+    run = tmp_path / "run"
+    run.mkdir()
+    plain_copy(repo, run, "pc1")
+    plain_copy(repo, run, "pc2")
+    cp = ddscope("latency", run, "--format", "csv", "-o", run / "rows.pcapng", check=False)
+    assert cp.returncode == 1 and "would be read as an input" in cp.stderr, cp.stderr
+    cp = ddscope("report", run, "--html", run / "pc1.pcapng", check=False)
+    assert cp.returncode == 1 and "would be read as an input" in cp.stderr, cp.stderr
+    assert digest(run / "pc1.pcapng") == digest(plain_copy(repo, tmp_path, "pc1"))
+
+
+def test_pipes_fifos_and_stdin_read_like_files(ddscope, repo, tmp_path):
+    gz = repo / "examples/captures/simple-robotic-cyclone/pc2.pcapng.gz"
+    want = ddscope("topics", gz, "--format", "csv").stdout
+    rows = lambda s: [l.split(",")[1:] for l in s.splitlines()]
+    exe = ddscope_bin()
+    # stdin, compressed and not
+    for data in (gz.read_bytes(), gzip.decompress(gz.read_bytes())):
+        cp = subprocess.run([exe, "topics", "-", "--format", "csv"], input=data, capture_output=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr
+        assert rows(cp.stdout.decode()) == rows(want)
+        assert cp.stdout.decode().splitlines()[1].startswith("stdin,")
+    # a FIFO fed slowly, in small pieces
+    fifo = tmp_path / "pc2.pcapng"
+    os.mkfifo(fifo)
+    raw = gzip.decompress(gz.read_bytes())
+
+    def feed():
+        with open(fifo, "wb") as f:
+            for i in range(0, len(raw), 7777):
+                f.write(raw[i : i + 7777])
+                f.flush()
+
+    t = threading.Thread(target=feed)
+    t.start()
+    cp = ddscope("topics", fifo, "--format", "csv")
+    t.join()
+    assert rows(cp.stdout) == rows(want)
+
+
+def test_interrupted_parquet_leaves_no_file_under_the_final_name(repo, tmp_path):
+    raw = gzip.decompress((repo / "examples/captures/simple-robotic-cyclone/pc2.pcapng.gz").read_bytes())
+    fifo = tmp_path / "in.pcapng"
+    os.mkfifo(fifo)
+    out = tmp_path / "rows.parquet"
+    p = subprocess.Popen([ddscope_bin(), "dissect", fifo, "--format", "parquet", "-o", out], stderr=subprocess.PIPE)
+    with open(fifo, "wb") as f:
+        f.write(raw[: len(raw) // 2])  # half a capture, and the FIFO stays open: the run is mid-way
+        f.flush()
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+    assert p.returncode == 130, p.stderr.read()
+    assert not out.exists()
+    assert [x.name for x in tmp_path.iterdir()] == ["in.pcapng"], list(tmp_path.iterdir())
+
+
+def pcapng_with(blocks):
+    def block(kind, body):
+        body += b"\0" * ((4 - len(body) % 4) % 4)
+        n = 12 + len(body)
+        return struct.pack("<II", kind, n) + body + struct.pack("<I", n)
+
+    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    idb = block(1, struct.pack("<HHI", 1, 0, 65535))
+    out = shb + idb
+    for b in blocks:
+        out += b if isinstance(b, bytes) else block(*b)
+    return out
+
+
+def epb(if_id, data):
+    return (6, struct.pack("<IIIII", if_id, 0, 1000, len(data), len(data)) + data)
+
+
+def test_corrupt_block_is_one_short_line(ddscope, tmp_path):
+    good = epb(0, b"\x00" * 60)
+    # A block whose length field says 4 MB of 0xab follow, with the bytes there.
+    corrupt = struct.pack("<II", 6, 0x00400000) + b"\xab" * 0x3FFFF8
+    f = tmp_path / "corrupt.pcapng"
+    f.write_bytes(pcapng_with([good, corrupt]))
+    cp = ddscope("topics", f, "--format", "json", check=False)
+    assert cp.returncode == 0, cp.stderr
+    assert max(len(l) for l in cp.stderr.splitlines()) < 400, cp.stderr[:1000]
+    assert "after frame 1" in cp.stderr
+    assert len(cp.stdout) < 20000
+    doc = json.loads(cp.stdout)
+    err = next(iter(doc["skipped"].values()))["capture_error"]
+    assert err and len(err) < 200, err
+
+
+def test_frames_of_an_undescribed_interface_are_reported(ddscope, tmp_path):
+    f = tmp_path / "foreign.pcapng"
+    f.write_bytes(pcapng_with([epb(0, b"\x00" * 60), epb(3, b"\x00" * 60), epb(3, b"\x00" * 60)]))
+    cp = ddscope("topics", f)
+    assert "2 packet blocks name an interface the file never described" in cp.stderr, cp.stderr
+
+
+@pytest.mark.parametrize("window,msg", [("0s", "between 1ms and 1h"), ("8000000000s", "between 1ms and 1h"), ("100000000000s", "too large"), ("5x", "unknown unit")])
+def test_windows_are_validated(ddscope, repo, window, msg):
+    run = repo / "examples/captures/simple-robotic-cyclone"
+    cp = ddscope("latency", run, "--window", window, check=False)
+    assert cp.returncode == 1 and "--window" in cp.stderr and msg in cp.stderr, cp.stderr
