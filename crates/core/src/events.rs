@@ -3,7 +3,7 @@
 //! every sink and analysis reads these.
 
 use crate::discovery::{EndpointInfo, TopicNames};
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::{opt_i, opt_u, Value};
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::{Guid, GuidPrefix};
 use serde::Serialize;
@@ -165,142 +165,76 @@ impl SubmsgEvent {
     }
 }
 
-const COLUMNS: &[Column] = &[
-    col("capture", Str),
-    col("frame", U64),
-    col("ts_ns", I64),
-    col("interface", U64),
-    col("src", Str),
-    col("dst", Str),
-    col("vlan_id", U64),
-    col("pcp", U64),
-    col("ip_id", U64),
-    col("ip_frags", U64),
-    col("ip_first_ts_ns", I64),
-    col("ip_last_ts_ns", I64),
-    col("rtps_len", U64),
-    col("vendor_id", Str),
-    col("guid_prefix", Str),
-    col("submsg_index", U64),
-    col("kind", Str),
-    col("flags", U64),
-    col("submsg_len", U64),
-    col("traffic_type", Str),
-    col("writer_id", Str),
-    col("reader_id", Str),
-    col("sn", I64),
-    col("fragment_starting_num", U64),
-    col("frags_in_submsg", U64),
-    col("fragment_size", U64),
-    col("sample_size", U64),
-    col("payload_size", U64),
-    col("source_ts_ns", I64),
-    col("topic_name", Str),
-    col("type_name", Str),
-    col("topic_raw", Str),
-    col("type_raw", Str),
-    col("hb_first_sn", I64),
-    col("hb_last_sn", I64),
-    col("count", I64),
-    col("set_base", I64),
-    col("set_num_bits", U64),
-    col("set", Str),
-    col("gap_start", I64),
-    col("last_fragment_num", U64),
-    col("final_flag", Bool),
-    col("status_info", U64),
-    col("key_hash", Str),
-    col("endpoint_id", Str),
-    col("endpoint_kind", Str),
-    col("endpoint_topic_raw", Str),
-    col("endpoint_type_raw", Str),
-];
-
-fn opt_u<T: Into<u64>>(v: Option<T>) -> Value<'static> {
-    v.map_or(Value::Null, |v| Value::U(v.into()))
-}
-fn opt_i<T: Into<i64>>(v: Option<T>) -> Value<'static> {
-    v.map_or(Value::Null, |v| Value::I(v.into()))
-}
-
-impl Record for SubmsgEvent {
-    fn columns() -> &'static [Column] {
-        COLUMNS
-    }
-
-    fn value(&self, column: usize) -> Value<'_> {
-        match column {
-            0 => Value::S(&self.capture),
-            1 => Value::U(self.frame),
-            2 => Value::I(self.ts_ns),
-            3 => Value::U(self.interface as u64),
-            4 => Value::Addr(self.src),
-            5 => Value::Addr(self.dst),
-            6 => opt_u(self.vlan_id),
-            7 => opt_u(self.pcp),
-            8 => Value::U(self.ip_id as u64),
-            9 => Value::U(self.ip_frags as u64),
-            10 => Value::I(self.ip_first_ts_ns),
-            11 => Value::I(self.ip_last_ts_ns),
-            12 => Value::U(self.rtps_len as u64),
-            13 => Value::Vendor(self.vendor_id),
-            14 => Value::Prefix(self.guid_prefix),
-            15 => Value::U(self.submsg_index as u64),
-            16 => Value::Kind(self.kind),
-            17 => Value::U(self.flags as u64),
-            18 => Value::U(self.submsg_len as u64),
-            19 => Value::S(self.traffic_type.as_str()),
-            20 => self.writer_id.map_or(Value::Null, Value::Guid),
-            21 => self.reader_id.map_or(Value::Null, Value::Guid),
-            22 => opt_i(self.sn),
-            23 => opt_u(self.fragment_starting_num),
-            24 => opt_u(self.frags_in_submsg),
-            25 => opt_u(self.fragment_size),
-            26 => opt_u(self.sample_size),
-            27 => opt_u(self.payload_size),
-            28 => opt_i(self.source_ts_ns),
-            29 => self.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
-            30 => self.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
-            31 => self.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
-            32 => self.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_raw)),
-            33 => opt_i(self.hb_first_sn),
-            34 => opt_i(self.hb_last_sn),
-            35 => opt_i(self.count),
-            36 => opt_i(self.set_base),
-            37 => opt_u(self.set_num_bits),
-            38 => match (self.set_base, self.set_num_bits) {
-                (Some(b), Some(n)) => Value::Set(b, self.set_bits, n),
-                _ => Value::Null,
-            },
-            39 => opt_i(self.gap_start),
-            40 => opt_u(self.last_fragment_num),
-            41 => self.final_flag.map_or(Value::Null, Value::B),
-            42 => opt_u(self.status_info),
-            43 => self.key_hash.and_then(|k| Guid::from_slice(&k)).map_or(Value::Null, Value::Guid),
-            44 => self.endpoint.as_deref().map_or(Value::Null, |e| Value::Guid(e.guid)),
-            45 => self.endpoint.as_deref().map_or(Value::Null, |e| {
-                Value::S(match e.kind {
-                    crate::discovery::EndpointKind::Writer => "writer",
-                    crate::discovery::EndpointKind::Reader => "reader",
-                })
-            }),
-            46 => self.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.topic_raw)),
-            47 => self.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.type_raw)),
+crate::record!(SubmsgEvent, r, {
+    capture: Str => Value::S(&r.capture),
+    frame: U64 => Value::U(r.frame),
+    ts_ns: I64 => Value::I(r.ts_ns),
+    interface: U64 => Value::U(r.interface as u64),
+    src: Str => Value::Addr(r.src),
+    dst: Str => Value::Addr(r.dst),
+    vlan_id: U64 => opt_u(r.vlan_id),
+    pcp: U64 => opt_u(r.pcp),
+    ip_id: U64 => Value::U(r.ip_id as u64),
+    ip_frags: U64 => Value::U(r.ip_frags as u64),
+    ip_first_ts_ns: I64 => Value::I(r.ip_first_ts_ns),
+    ip_last_ts_ns: I64 => Value::I(r.ip_last_ts_ns),
+    rtps_len: U64 => Value::U(r.rtps_len as u64),
+    vendor_id: Str => Value::Vendor(r.vendor_id),
+    guid_prefix: Str => Value::Prefix(r.guid_prefix),
+    submsg_index: U64 => Value::U(r.submsg_index as u64),
+    kind: Str => Value::Kind(r.kind),
+    flags: U64 => Value::U(r.flags as u64),
+    submsg_len: U64 => Value::U(r.submsg_len as u64),
+    traffic_type: Str => Value::S(r.traffic_type.as_str()),
+    writer_id: Str => r.writer_id.map_or(Value::Null, Value::Guid),
+    reader_id: Str => r.reader_id.map_or(Value::Null, Value::Guid),
+    sn: I64 => opt_i(r.sn),
+    fragment_starting_num: U64 => opt_u(r.fragment_starting_num),
+    frags_in_submsg: U64 => opt_u(r.frags_in_submsg),
+    fragment_size: U64 => opt_u(r.fragment_size),
+    sample_size: U64 => opt_u(r.sample_size),
+    payload_size: U64 => opt_u(r.payload_size),
+    source_ts_ns: I64 => opt_i(r.source_ts_ns),
+    topic_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
+    type_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
+    topic_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
+    type_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_raw)),
+    hb_first_sn: I64 => opt_i(r.hb_first_sn),
+    hb_last_sn: I64 => opt_i(r.hb_last_sn),
+    count: I64 => opt_i(r.count),
+    set_base: I64 => opt_i(r.set_base),
+    set_num_bits: U64 => opt_u(r.set_num_bits),
+    set: Str => match (r.set_base, r.set_num_bits) {
+            (Some(b), Some(n)) => Value::Set(b, r.set_bits, n),
             _ => Value::Null,
-        }
-    }
-}
+        },
+    gap_start: I64 => opt_i(r.gap_start),
+    last_fragment_num: U64 => opt_u(r.last_fragment_num),
+    final_flag: Bool => r.final_flag.map_or(Value::Null, Value::B),
+    status_info: U64 => opt_u(r.status_info),
+    key_hash: Str => r.key_hash.and_then(|k| Guid::from_slice(&k)).map_or(Value::Null, Value::Guid),
+    endpoint_id: Str => r.endpoint.as_deref().map_or(Value::Null, |e| Value::Guid(e.guid)),
+    endpoint_kind: Str => r.endpoint.as_deref().map_or(Value::Null, |e| {
+            Value::S(match e.kind {
+                crate::discovery::EndpointKind::Writer => "writer",
+                crate::discovery::EndpointKind::Reader => "reader",
+            })
+        }),
+    endpoint_topic_raw: Str => r.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.topic_raw)),
+    endpoint_type_raw: Str => r.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.type_raw)),
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
 
     #[test]
     fn every_column_has_a_value_arm() {
         let e = SubmsgEvent::blank(Arc::from("x"));
-        assert_eq!(COLUMNS.len(), 48);
+        assert_eq!(SubmsgEvent::columns().len(), 48);
         // The last column must be reachable (no silent Null for a listed column).
-        let names: Vec<_> = COLUMNS.iter().map(|c| c.name).collect();
+        let names: Vec<_> = SubmsgEvent::columns().iter().map(|c| c.name).collect();
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "duplicate column names");
         assert!(matches!(e.value(0), Value::S("x")));

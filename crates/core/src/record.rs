@@ -237,6 +237,53 @@ pub trait Record {
     fn value(&self, column: usize) -> Value<'_>;
 }
 
+/// Declares a type's columns once: name, type and how the value is read,
+/// generating [`Record::columns`] and [`Record::value`] from the one list
+/// (so a column can never be listed without a value, or in another order).
+///
+/// ```ignore
+/// record!(MyRow, r, {
+///     topic_name: Str => Value::S(&r.topic),
+///     samples: U64 => Value::U(r.samples),
+/// });
+/// ```
+#[macro_export]
+macro_rules! record {
+    ($ty:ty, $r:ident, { $($name:ident : $ct:ident => $val:expr),* $(,)? }) => {
+        const _: () = {
+            #[allow(non_camel_case_types)]
+            #[derive(Clone, Copy)]
+            enum Col { $($name),* }
+            const ORDER: &[Col] = &[$(Col::$name),*];
+            const COLUMNS: &[$crate::record::Column] =
+                &[$($crate::record::col(stringify!($name), $crate::record::ColType::$ct)),*];
+            impl $crate::record::Record for $ty {
+                fn columns() -> &'static [$crate::record::Column] {
+                    COLUMNS
+                }
+                #[inline]
+                fn value(&self, column: usize) -> $crate::record::Value<'_> {
+                    let $r = self;
+                    match ORDER.get(column) {
+                        $(Some(Col::$name) => $val,)*
+                        None => $crate::record::Value::Null,
+                    }
+                }
+            }
+        };
+    };
+}
+
+/// `Value::U` of an optional unsigned number, `Null` when absent.
+pub fn opt_u<T: Into<u64>>(v: Option<T>) -> Value<'static> {
+    v.map_or(Value::Null, |v| Value::U(v.into()))
+}
+
+/// `Value::I` of an optional signed number, `Null` when absent.
+pub fn opt_i<T: Into<i64>>(v: Option<T>) -> Value<'static> {
+    v.map_or(Value::Null, |v| Value::I(v.into()))
+}
+
 /// Writes one record as a JSON object (all columns, nulls included).
 pub fn record_json<R: Record>(r: &R, out: &mut String) {
     out.push('{');
