@@ -11,7 +11,7 @@
 //!       images as 64 KB DATA_FRAG datagrams fragmented at 1500 bytes,
 //!       `mixed` = both interleaved.
 
-use ddscope_core::synth::{self, feature, FrameOptions, PcapngWriter, RtpsBuilder};
+use ddscope_testkit::{self as testkit, feature, FrameOptions, PcapngWriter, RtpsBuilder};
 use ddscope_wire::{EntityId, Guid};
 use std::fs::File;
 use std::io::BufWriter;
@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: synth_capture features OUT | synth_capture bench OUT BYTES [small|large|mixed]";
+    let usage = "usage: synth_capture features OUT | synth_capture seeds DIR | synth_capture bench OUT BYTES [small|large|mixed]";
     let (Some(mode), Some(out)) = (args.get(1), args.get(2)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -31,7 +31,7 @@ fn main() -> std::io::Result<()> {
     let mut w = PcapngWriter::new(file, 1, None)?;
     match mode.as_str() {
         "features" => {
-            for (ts, f) in synth::feature_frames() {
+            for (ts, f) in testkit::feature_frames() {
                 w.packet(ts, &f, f.len() as u32)?;
             }
         }
@@ -65,7 +65,7 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
     let mut ident = 0u32;
     let mut emit = |w: &mut PcapngWriter<BufWriter<File>>, s: SocketAddr, d: SocketAddr, payload: &[u8], ts: &mut i64, written: &mut u64| -> std::io::Result<()> {
         ident = ident.wrapping_add(1);
-        for f in synth::udp_frames(s, d, ident, payload, &opts) {
+        for f in testkit::udp_frames(s, d, ident, payload, &opts) {
             w.packet(*ts, &f, f.len() as u32)?;
             *ts += 2_000;
             *written += f.len() as u64 + 32;
@@ -75,13 +75,13 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
     // Discovery first, so that the traffic is named.
     for (p, v, n) in [(pa, feature::VENDOR_A, "pc1"), (pb, feature::VENDOR_B, "pc2")] {
         let m = RtpsBuilder::new(v, p)
-            .data(EntityId::SPDP_PARTICIPANT_READER, EntityId::SPDP_PARTICIPANT_WRITER, 1, None, &synth::spdp_participant(p, v, n))
+            .data(EntityId::SPDP_PARTICIPANT_READER, EntityId::SPDP_PARTICIPANT_WRITER, 1, None, &testkit::spdp_participant(p, v, n))
             .build();
         emit(w, a, b, &m, &mut ts, &mut written)?;
     }
     for (e, t, ty) in [(image, "rt/image", "sensor_msgs::msg::dds_::Image_"), (drive, "rt/drive", "autoware_auto_vehicle_msgs::msg::dds_::VelocityReport_")] {
         let m = RtpsBuilder::new(feature::VENDOR_A, pa)
-            .data(EntityId::SEDP_PUBLICATIONS_READER, EntityId::SEDP_PUBLICATIONS_WRITER, 1, None, &synth::sedp_endpoint(Guid::new(pa, e), t, ty, true))
+            .data(EntityId::SEDP_PUBLICATIONS_READER, EntityId::SEDP_PUBLICATIONS_WRITER, 1, None, &testkit::sedp_endpoint(Guid::new(pa, e), t, ty, true))
             .build();
         emit(w, a, b, &m, &mut ts, &mut written)?;
     }
@@ -129,7 +129,7 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
 /// decode_frames input format ([link u8][len u16 LE][bytes]), and the feature
 /// capture as a pcapng file for read_capture.
 fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
-    let frames = synth::feature_frames();
+    let frames = testkit::feature_frames();
     let df = dir.join("decode_frames");
     let rc = dir.join("read_capture");
     std::fs::create_dir_all(&df)?;
