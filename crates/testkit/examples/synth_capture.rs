@@ -4,7 +4,8 @@
 //!       every submessage kind, both byte orders, INFO_SRC/INFO_DST, SEDP over
 //!       DATA_FRAG, dispose, VLAN PCP, IPv4 and IPv6 fragments, non-RTPS UDP
 //!   synth_capture seeds DIR
-//!       seed corpora for the fuzz targets (DIR/decode_frames, DIR/read_capture)
+//!       seed corpora for the fuzz targets (DIR/decode_frames, DIR/read_capture,
+//!       DIR/wire_roundtrip)
 //!   synth_capture bench OUT.pcapng BYTES [small|large|mixed]
 //!       a large capture for throughput benchmarks: `small` = 36-byte samples
 //!       with HEARTBEAT/ACKNACK traffic (many small packets), `large` = 2.76 MB
@@ -12,7 +13,8 @@
 //!       `mixed` = both interleaved.
 
 use ddscope_testkit::{self as testkit, feature, FrameOptions, PcapngWriter, RtpsBuilder};
-use ddscope_wire::{EntityId, Guid};
+use ddscope_wire::link::{self, LinkType};
+use ddscope_wire::{ip, rtps, udp, EntityId, Guid};
 use std::fs::File;
 use std::io::BufWriter;
 use std::net::SocketAddr;
@@ -126,8 +128,9 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
 }
 
 /// Seed corpora: every feature frame alone and the whole sequence, in the
-/// decode_frames input format ([link u8][len u16 LE][bytes]), and the feature
-/// capture as a pcapng file for read_capture.
+/// decode_frames input format ([link u8][len u16 LE][bytes]), the feature
+/// capture as a pcapng file for read_capture, and the RTPS message of every
+/// unfragmented feature datagram for wire_roundtrip.
 fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
     let frames = testkit::feature_frames();
     let df = dir.join("decode_frames");
@@ -151,5 +154,27 @@ fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
         w.packet(*ts, f, f.len() as u32)?;
     }
     std::fs::write(rc.join("features.pcapng"), w.into_inner())?;
+    let wr = dir.join("wire_roundtrip");
+    std::fs::create_dir_all(&wr)?;
+    for (i, (_, f)) in frames.iter().enumerate() {
+        if let Some(rtps) = rtps_message(f) {
+            std::fs::write(wr.join(format!("message-{i:03}")), rtps)?;
+        }
+    }
     Ok(())
+}
+
+/// The RTPS message of an Ethernet frame holding a whole UDP datagram.
+fn rtps_message(frame: &[u8]) -> Option<&[u8]> {
+    let net = link::parse(LinkType::Ethernet, frame).ok()?;
+    let ip = match net.ethertype {
+        link::ETHERTYPE_IPV4 => ip::parse_ipv4(net.payload).ok()?,
+        link::ETHERTYPE_IPV6 => ip::parse_ipv6(net.payload).ok()?,
+        _ => return None,
+    };
+    if ip.is_fragment {
+        return None;
+    }
+    let udp = udp::parse(ip.payload).ok()?;
+    rtps::is_rtps(udp.payload).then_some(udp.payload)
 }
