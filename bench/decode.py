@@ -3,7 +3,7 @@
 
 Usage: bench/decode.py [--sizes 100M,1G] [--skip-tshark-over BYTES]
 
-Generates synthetic captures with crates/core/examples/synth_capture.rs
+Generates synthetic captures with crates/testkit/examples/synth_capture.rs
 (`small`: 36-byte samples with HEARTBEAT/ACKNACK, ~120-byte frames;
 `mixed`: that plus 2.76 MB images as 64 KB DATA_FRAGs fragmented at 1500),
 then times, pinned to one CPU with taskset:
@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--skip-tshark-over", default="2G")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "ddscope", "-p", "ddscope-core", "--example", "synth_capture"], cwd=REPO, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "ddscope", "-p", "ddscope-testkit", "--example", "synth_capture"], cwd=REPO, check=True)
     files = [p for p in SHARED if p.exists()][:1]
     for mix in a.mixes.split(","):
         for size in a.sizes.split(","):

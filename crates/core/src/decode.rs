@@ -461,7 +461,7 @@ impl Decoder {
                     key_guid = key.and_then(|k| Guid::from_slice(&k));
                 }
                 if ev.traffic_type == TrafficType::Discovery {
-                    let disposed = ev.status_info.is_some_and(|s| s & 0x3 != 0);
+                    let disposed = ev.status_info.is_some_and(|s| s & (ddscope_wire::plist::STATUS_INFO_DISPOSED | ddscope_wire::plist::STATUS_INFO_UNREGISTERED) != 0);
                     if disposed {
                         if let Some(g) = key_guid {
                             self.discovery.dispose(g);

@@ -12,6 +12,5 @@ pub mod output;
 pub mod samples;
 pub mod topics;
 pub mod pipeline;
-pub mod synth;
 pub mod latency;
 pub mod session;

@@ -1,4 +1,4 @@
-//! Decoder semantics on the synthetic feature capture (`synth::feature_frames`).
+//! Decoder semantics on the synthetic feature capture (`ddscope_testkit::feature_frames`).
 //! Oracle: the values the frames were built with (the same capture also agrees
 //! with tshark 4.0 field by field in tests/test_oracle_tshark.py).
 
@@ -6,7 +6,7 @@ use ddscope_core::source::Packet;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::samples::{SampleConfig, SampleRecord, SampleTracker};
-use ddscope_core::synth::{self, feature::*};
+use ddscope_testkit::{self as testkit, feature::*};
 use ddscope_wire::link::LinkType;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
@@ -16,7 +16,7 @@ fn decode() -> (Decoder, Vec<SubmsgEvent>, Vec<SampleRecord>) {
     let mut tracker = SampleTracker::new(SampleConfig::default());
     let mut events = vec![];
     let mut samples = vec![];
-    for (i, (ts, f)) in synth::feature_frames().into_iter().enumerate() {
+    for (i, (ts, f)) in testkit::feature_frames().into_iter().enumerate() {
         let p = Packet { frame: i as u64 + 1, ts_ns: ts, interface: 0, link: LinkType::Ethernet, data: &f, orig_len: f.len() as u32 };
         dec.packet(&p, &mut |e| {
             events.push(e.clone());

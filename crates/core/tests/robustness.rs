@@ -7,7 +7,7 @@ use ddscope_core::source::Packet;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::ipfrag::ReassemblyLimits;
 use ddscope_core::samples::{SampleConfig, SampleTracker};
-use ddscope_core::synth::{self, FrameOptions, RtpsBuilder};
+use ddscope_testkit::{self as testkit, FrameOptions, RtpsBuilder};
 use ddscope_core::topics::TopicsAnalysis;
 use ddscope_wire::link::LinkType;
 use ddscope_wire::{EntityId, GuidPrefix};
@@ -42,7 +42,7 @@ fn run(frames: &[(u32, Vec<u8>)]) -> Decoder {
 }
 
 fn feature_corpus() -> Vec<Vec<u8>> {
-    synth::feature_frames().into_iter().map(|(_, f)| f).collect()
+    testkit::feature_frames().into_iter().map(|(_, f)| f).collect()
 }
 
 proptest! {
@@ -87,7 +87,7 @@ proptest! {
         }
         let src: SocketAddr = "10.0.0.1:7410".parse().unwrap();
         let dst: SocketAddr = "10.0.0.2:7411".parse().unwrap();
-        let frames: Vec<(u32, Vec<u8>)> = synth::udp_frames(src, dst, 1, &b.build(), &FrameOptions::default()).into_iter().map(|f| (1, f)).collect();
+        let frames: Vec<(u32, Vec<u8>)> = testkit::udp_frames(src, dst, 1, &b.build(), &FrameOptions::default()).into_iter().map(|f| (1, f)).collect();
         let dec = run(&frames);
         prop_assert_eq!(dec.stats.rtps_messages, 1);
     }
@@ -102,7 +102,7 @@ fn fragment_flood_stays_bounded() {
     let dst: SocketAddr = "10.0.0.2:7411".parse().unwrap();
     // 20 000 datagrams of which only the first fragment is ever sent.
     for i in 0..20_000u32 {
-        let frames = synth::udp_frames(src, dst, i, &vec![0u8; 3000], &FrameOptions::default());
+        let frames = testkit::udp_frames(src, dst, i, &vec![0u8; 3000], &FrameOptions::default());
         let f = &frames[0];
         let p = Packet { frame: i as u64 + 1, ts_ns: i as i64, interface: 0, link: LinkType::Ethernet, data: f, orig_len: f.len() as u32 };
         dec.packet(&p, &mut |_| {});
@@ -127,7 +127,7 @@ fn fake_writer_flood_stays_bounded() {
         let m = RtpsBuilder::new(0x0110, GuidPrefix([7; 12]))
             .data_frag(EntityId::UNKNOWN, w, 1, 1, 1, 1000, 4_000_000_000, &[0u8; 16])
             .build();
-        let f = &synth::udp_frames(src, dst, i, &m, &FrameOptions::default())[0];
+        let f = &testkit::udp_frames(src, dst, i, &m, &FrameOptions::default())[0];
         let p = Packet { frame: i as u64 + 1, ts_ns: i as i64, interface: 0, link: LinkType::Ethernet, data: f, orig_len: f.len() as u32 };
         dec.packet(&p, &mut |e| tracker.on_event(e, &mut |_| emitted += 1));
         assert!(tracker.open_samples() <= 1000);

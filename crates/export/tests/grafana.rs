@@ -10,7 +10,8 @@ mod support;
 
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::latency::app::AppTruth;
-use ddscope_core::latency::files::{correlate_files, CaptureInput};
+use ddscope_core::latency::files::{correlate_files, CaptureInput, FileDecoding};
+use ddscope_core::session::correlation_samples;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, LatencyRow};
 use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::SampleConfig;
@@ -200,7 +201,7 @@ fn correlate(sender: PathBuf, receiver: PathBuf) -> Vec<LatencyRow> {
     let cfg = CorrelatorConfig { captures: vec!["pc1".into(), "pc2".into()], offsets_ns: vec![0, 0], window_ns: 2_000_000_000, period_ns: None, message_rows: true, submessage_rows: true };
     let mut c = Correlator::new(cfg, Arc::new(AppTruth::default()));
     let mut rows = vec![];
-    correlate_files(&[CaptureInput { path: sender, name: "pc1".into() }, CaptureInput { path: receiver, name: "pc2".into() }], &mut c, &[], &mut |r| rows.push(r)).unwrap();
+    correlate_files(&[CaptureInput { path: sender, name: "pc1".into() }, CaptureInput { path: receiver, name: "pc2".into() }], FileDecoding { samples: correlation_samples(5_000_000_000), ..FileDecoding::default() }, &mut c, &[], &mut |r| rows.push(r)).unwrap();
     c.finish(&mut |r| rows.push(r));
     rows
 }

@@ -11,7 +11,8 @@ use ddscope_core::decode::DecoderConfig;
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::app::AppTruth;
-use ddscope_core::latency::files::{correlate_files, CaptureInput};
+use ddscope_core::latency::files::{correlate_files, CaptureInput, FileDecoding};
+use ddscope_core::session::correlation_samples;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, LatencyRow, Level};
 use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::SampleConfig;
@@ -161,7 +162,7 @@ fn correlate(sender: &std::path::Path, receiver: &std::path::Path) -> Vec<Latenc
     let mut c = Correlator::new(cfg, Arc::new(AppTruth::default()));
     let mut rows = vec![];
     let inputs = [CaptureInput { path: sender.into(), name: "pc1".into() }, CaptureInput { path: receiver.into(), name: "pc2".into() }];
-    correlate_files(&inputs, &mut c, &[], &mut |r| rows.push(r)).expect("correlate");
+    correlate_files(&inputs, FileDecoding { samples: correlation_samples(5_000_000_000), ..FileDecoding::default() }, &mut c, &[], &mut |r| rows.push(r)).expect("correlate");
     c.finish(&mut |r| rows.push(r));
     rows
 }

@@ -58,3 +58,13 @@ pub(crate) fn be32(buf: &[u8], at: usize, what: &'static str) -> Result<u32, Wir
     let b = slice(buf, at, 4, what)?;
     Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
+
+/// `buf[start..start + len]` to write into, or a `Truncated` error naming
+/// `what` (the output buffer is too short).
+#[inline]
+pub(crate) fn slice_mut<'a>(buf: &'a mut [u8], start: usize, len: usize, what: &'static str) -> Result<&'a mut [u8], WireError> {
+    match start.checked_add(len) {
+        Some(end) if end <= buf.len() => Ok(&mut buf[start..end]),
+        _ => Err(WireError::truncated(what, start.saturating_add(len), buf.len())),
+    }
+}

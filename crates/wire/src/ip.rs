@@ -1,7 +1,9 @@
 //! IPv4 and IPv6 headers, including the fragment information the
 //! reassembly in `ddscope-core` needs.
 
-use crate::error::{be16, be32, slice, WireError};
+use crate::checksum;
+use crate::emit::Emit;
+use crate::error::{be16, slice, slice_mut, WireError};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const PROTO_UDP: u8 = 17;
@@ -27,64 +29,257 @@ pub struct IpPacket<'a> {
     pub missing: usize,
 }
 
+/// An IPv4 header (without options) as plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub protocol: u8,
+    /// Identification (groups the fragments of one datagram).
+    pub ident: u16,
+    pub dont_fragment: bool,
+    pub more_fragments: bool,
+    /// Byte offset of this fragment in the datagram; a multiple of 8.
+    pub frag_offset: u16,
+    pub ttl: u8,
+    /// The DSCP and ECN byte (formerly type of service).
+    pub dscp_ecn: u8,
+    /// Bytes after the header that the total length announces.
+    pub payload_len: u16,
+}
+
+impl Ipv4Repr {
+    /// Header length without options (what `emit` writes).
+    pub const LEN: usize = 20;
+
+    /// Parses the header (options are skipped) and returns the payload: the
+    /// bytes up to the total length, or fewer when the capture cut the
+    /// packet (`payload_len - payload.len()` bytes are missing). Ethernet
+    /// padding after the total length is not part of the payload.
+    #[inline]
+    pub fn parse(buf: &[u8]) -> Result<(Ipv4Repr, &[u8]), WireError> {
+        let h = slice(buf, 0, Self::LEN, "IPv4 header")?;
+        let b0 = h[0];
+        if b0 >> 4 != 4 {
+            return Err(WireError::malformed("IPv4 header", "version is not 4"));
+        }
+        let ihl = ((b0 & 0x0f) as usize) * 4;
+        if ihl < Self::LEN {
+            return Err(WireError::malformed("IPv4 header", "header length below 20"));
+        }
+        slice(buf, 0, ihl, "IPv4 options")?;
+        let total = be16(buf, 2, "IPv4 total length")? as usize;
+        if total < ihl {
+            return Err(WireError::malformed("IPv4 total length", "smaller than the header"));
+        }
+        let ff = u16::from_be_bytes([h[6], h[7]]);
+        let repr = Ipv4Repr {
+            src: Ipv4Addr::new(h[12], h[13], h[14], h[15]),
+            dst: Ipv4Addr::new(h[16], h[17], h[18], h[19]),
+            protocol: h[9],
+            ident: u16::from_be_bytes([h[4], h[5]]),
+            dont_fragment: ff & IPV4_DF != 0,
+            more_fragments: ff & IPV4_MF != 0,
+            frag_offset: (ff & 0x1fff) << 3,
+            ttl: h[8],
+            dscp_ecn: h[1],
+            payload_len: (total - ihl) as u16,
+        };
+        let end = total.min(buf.len());
+        Ok((repr, &buf[ihl..end.max(ihl)]))
+    }
+
+    /// True when the header checksum of the IPv4 header at the start of
+    /// `buf` is right (the decoder does not check it: captures taken on the
+    /// sending host often carry checksums the NIC fills in later).
+    pub fn checksum_ok(buf: &[u8]) -> bool {
+        let ihl = buf.first().map_or(0, |b| ((b & 0x0f) as usize) * 4);
+        ihl >= Self::LEN && buf.len() >= ihl && checksum::internet(&buf[..ihl]) == 0
+    }
+}
+
+/// IPv4 flag bits in the flags/fragment-offset word.
+pub const IPV4_DF: u16 = 0x4000;
+pub const IPV4_MF: u16 = 0x2000;
+
+impl Emit for Ipv4Repr {
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+    /// Writes a 20-byte header with its checksum.
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        if self.frag_offset % 8 != 0 {
+            return Err(WireError::malformed("IPv4 fragment offset", "not a multiple of 8"));
+        }
+        let total = Self::LEN + self.payload_len as usize;
+        if total > u16::MAX as usize {
+            return Err(WireError::malformed("IPv4 total length", "over 65535"));
+        }
+        let h = slice_mut(buf, 0, Self::LEN, "IPv4 header")?;
+        h[0] = 0x45;
+        h[1] = self.dscp_ecn;
+        h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        h[4..6].copy_from_slice(&self.ident.to_be_bytes());
+        let ff = (self.frag_offset >> 3)
+            | if self.more_fragments { IPV4_MF } else { 0 }
+            | if self.dont_fragment { IPV4_DF } else { 0 };
+        h[6..8].copy_from_slice(&ff.to_be_bytes());
+        h[8] = self.ttl;
+        h[9] = self.protocol;
+        h[10..12].copy_from_slice(&[0, 0]);
+        h[12..16].copy_from_slice(&self.src.octets());
+        h[16..20].copy_from_slice(&self.dst.octets());
+        let c = checksum::internet(h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        Ok(Self::LEN)
+    }
+}
+
 /// Parses an IPv4 header. A capture cut short by the snap length is not an
 /// error: `missing` says how many payload bytes were not captured.
+#[inline]
 pub fn parse_ipv4(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
-    let b0 = slice(buf, 0, 20, "IPv4 header")?[0];
-    if b0 >> 4 != 4 {
-        return Err(WireError::malformed("IPv4 header", "version is not 4"));
-    }
-    let ihl = ((b0 & 0x0f) as usize) * 4;
-    if ihl < 20 {
-        return Err(WireError::malformed("IPv4 header", "header length below 20"));
-    }
-    slice(buf, 0, ihl, "IPv4 options")?;
-    let total = be16(buf, 2, "IPv4 total length")? as usize;
-    if total < ihl {
-        return Err(WireError::malformed("IPv4 total length", "smaller than the header"));
-    }
-    let ident = be16(buf, 4, "IPv4 identification")? as u32;
-    let ff = be16(buf, 6, "IPv4 fragment offset")?;
-    let more_fragments = ff & 0x2000 != 0;
-    let frag_offset = ((ff & 0x1fff) as u32) * 8;
-    let protocol = buf[9];
-    let src = Ipv4Addr::new(buf[12], buf[13], buf[14], buf[15]);
-    let dst = Ipv4Addr::new(buf[16], buf[17], buf[18], buf[19]);
-    // Ethernet pads short frames: the payload ends at total length, not at the buffer's end.
-    let end = total.min(buf.len());
+    let (ip, payload) = Ipv4Repr::parse(buf)?;
+    let frag_offset = ip.frag_offset as u32;
     Ok(IpPacket {
-        src: IpAddr::V4(src),
-        dst: IpAddr::V4(dst),
-        protocol,
-        ident,
+        src: IpAddr::V4(ip.src),
+        dst: IpAddr::V4(ip.dst),
+        protocol: ip.protocol,
+        ident: ip.ident as u32,
         frag_offset,
-        more_fragments,
-        is_fragment: more_fragments || frag_offset != 0,
-        payload: &buf[ihl..end],
-        missing: total - end,
+        more_fragments: ip.more_fragments,
+        is_fragment: ip.more_fragments || frag_offset != 0,
+        payload,
+        missing: ip.payload_len as usize - payload.len(),
     })
 }
 
-const EXT_HOP_BY_HOP: u8 = 0;
-const EXT_ROUTING: u8 = 43;
-const EXT_FRAGMENT: u8 = 44;
-const EXT_DEST_OPTS: u8 = 60;
-const EXT_MOBILITY: u8 = 135;
+pub const EXT_HOP_BY_HOP: u8 = 0;
+pub const EXT_ROUTING: u8 = 43;
+pub const EXT_FRAGMENT: u8 = 44;
+pub const EXT_DEST_OPTS: u8 = 60;
+pub const EXT_MOBILITY: u8 = 135;
+
+/// The fixed 40-byte IPv6 header as plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Repr {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    /// The first extension header or the upper-layer protocol.
+    pub next_header: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    /// 20-bit flow label.
+    pub flow_label: u32,
+    /// Bytes after the fixed header (extension headers included).
+    pub payload_len: u16,
+}
+
+fn addr16(b: &[u8]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[..16]);
+    a
+}
+
+impl Ipv6Repr {
+    pub const LEN: usize = 40;
+
+    /// Parses the fixed header; returns the bytes after it up to the payload
+    /// length (fewer when the capture cut the packet).
+    #[inline]
+    pub fn parse(buf: &[u8]) -> Result<(Ipv6Repr, &[u8]), WireError> {
+        let h = slice(buf, 0, Self::LEN, "IPv6 header")?;
+        if h[0] >> 4 != 6 {
+            return Err(WireError::malformed("IPv6 header", "version is not 6"));
+        }
+        let w0 = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let repr = Ipv6Repr {
+            src: Ipv6Addr::from(addr16(&h[8..24])),
+            dst: Ipv6Addr::from(addr16(&h[24..40])),
+            next_header: h[6],
+            hop_limit: h[7],
+            traffic_class: (w0 >> 20) as u8,
+            flow_label: w0 & 0x000f_ffff,
+            payload_len: u16::from_be_bytes([h[4], h[5]]),
+        };
+        let end = (Self::LEN + repr.payload_len as usize).min(buf.len());
+        Ok((repr, &buf[Self::LEN..end]))
+    }
+}
+
+impl Emit for Ipv6Repr {
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        if self.flow_label > 0x000f_ffff {
+            return Err(WireError::malformed("IPv6 flow label", "over 20 bits"));
+        }
+        let h = slice_mut(buf, 0, Self::LEN, "IPv6 header")?;
+        let w0 = (6u32 << 28) | ((self.traffic_class as u32) << 20) | self.flow_label;
+        h[0..4].copy_from_slice(&w0.to_be_bytes());
+        h[4..6].copy_from_slice(&self.payload_len.to_be_bytes());
+        h[6] = self.next_header;
+        h[7] = self.hop_limit;
+        h[8..24].copy_from_slice(&self.src.octets());
+        h[24..40].copy_from_slice(&self.dst.octets());
+        Ok(Self::LEN)
+    }
+}
+
+/// The IPv6 fragment extension header (8 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6FragmentRepr {
+    pub next_header: u8,
+    /// Byte offset of this fragment in the datagram; a multiple of 8.
+    pub frag_offset: u16,
+    pub more_fragments: bool,
+    pub ident: u32,
+}
+
+impl Ipv6FragmentRepr {
+    pub const LEN: usize = 8;
+
+    #[inline]
+    pub fn parse(buf: &[u8]) -> Result<(Ipv6FragmentRepr, &[u8]), WireError> {
+        let e = slice(buf, 0, Self::LEN, "IPv6 fragment header")?;
+        let off = u16::from_be_bytes([e[2], e[3]]);
+        let repr = Ipv6FragmentRepr {
+            next_header: e[0],
+            frag_offset: off & 0xfff8,
+            more_fragments: off & 1 != 0,
+            ident: u32::from_be_bytes([e[4], e[5], e[6], e[7]]),
+        };
+        Ok((repr, &buf[Self::LEN..]))
+    }
+}
+
+impl Emit for Ipv6FragmentRepr {
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        if self.frag_offset % 8 != 0 {
+            return Err(WireError::malformed("IPv6 fragment offset", "not a multiple of 8"));
+        }
+        let e = slice_mut(buf, 0, Self::LEN, "IPv6 fragment header")?;
+        e[0] = self.next_header;
+        e[1] = 0;
+        e[2..4].copy_from_slice(&(self.frag_offset | self.more_fragments as u16).to_be_bytes());
+        e[4..8].copy_from_slice(&self.ident.to_be_bytes());
+        Ok(Self::LEN)
+    }
+}
 
 /// Parses an IPv6 header and walks the extension headers up to the upper
 /// layer, picking up the fragment header when present.
+#[inline]
 pub fn parse_ipv6(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
-    let h = slice(buf, 0, 40, "IPv6 header")?;
-    if h[0] >> 4 != 6 {
-        return Err(WireError::malformed("IPv6 header", "version is not 6"));
-    }
-    let payload_len = be16(buf, 4, "IPv6 payload length")? as usize;
-    let mut next = h[6];
-    let src = Ipv6Addr::from(<[u8; 16]>::try_from(&h[8..24]).expect("16 bytes"));
-    let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&h[24..40]).expect("16 bytes"));
-    let total = 40 + payload_len;
+    let (ip, _) = Ipv6Repr::parse(buf)?;
+    let mut next = ip.next_header;
+    let total = Ipv6Repr::LEN + ip.payload_len as usize;
     let end = total.min(buf.len());
-    let mut at = 40usize;
+    let mut at = Ipv6Repr::LEN;
     let mut frag = None;
     for _ in 0..16 {
         match next {
@@ -94,12 +289,10 @@ pub fn parse_ipv6(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
                 at += (e[1] as usize + 1) * 8;
             }
             EXT_FRAGMENT => {
-                let e = slice(buf, at, 8, "IPv6 fragment header")?;
-                next = e[0];
-                let off = be16(e, 2, "IPv6 fragment header")?;
-                let id = be32(e, 4, "IPv6 fragment header")?;
-                frag = Some(((off & 0xfff8) as u32, off & 1 != 0, id));
-                at += 8;
+                let (f, _) = Ipv6FragmentRepr::parse(buf.get(at..).unwrap_or(&[]))?;
+                next = f.next_header;
+                frag = Some(f);
+                at += Ipv6FragmentRepr::LEN;
             }
             _ => break,
         }
@@ -107,10 +300,10 @@ pub fn parse_ipv6(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
     if at > end {
         return Err(WireError::truncated("IPv6 extension headers", at, end));
     }
-    let (frag_offset, more_fragments, ident) = frag.unwrap_or((0, false, 0));
+    let (frag_offset, more_fragments, ident) = frag.map_or((0, false, 0), |f| (f.frag_offset as u32, f.more_fragments, f.ident));
     Ok(IpPacket {
-        src: IpAddr::V6(src),
-        dst: IpAddr::V6(dst),
+        src: IpAddr::V6(ip.src),
+        dst: IpAddr::V6(ip.dst),
         protocol: next,
         ident,
         frag_offset,

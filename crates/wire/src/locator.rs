@@ -1,6 +1,6 @@
 //! RTPS Locator_t: kind, port, 16-byte address.
 
-use crate::cdr::CdrReader;
+use crate::cdr::{CdrReader, CdrWriter};
 use crate::error::WireError;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -19,6 +19,24 @@ pub struct Locator {
 }
 
 impl Locator {
+    /// Bytes of a Locator_t on the wire.
+    pub const LEN: usize = 24;
+
+    /// A UDPv4 locator (the address in the last four bytes).
+    pub fn udpv4(addr: Ipv4Addr, port: u32) -> Locator {
+        let mut address = [0u8; 16];
+        address[12..].copy_from_slice(&addr.octets());
+        Locator { kind: LOCATOR_KIND_UDPV4, port, address }
+    }
+    pub fn udpv6(addr: Ipv6Addr, port: u32) -> Locator {
+        Locator { kind: LOCATOR_KIND_UDPV6, port, address: addr.octets() }
+    }
+    /// Writes kind, port and address (kind aligned to 4).
+    pub fn write(&self, w: &mut CdrWriter<'_>) -> Result<(), WireError> {
+        w.a_i32(self.kind, "locator kind")?;
+        w.u32(self.port, "locator port")?;
+        w.bytes(&self.address, "locator address")
+    }
     pub fn read(r: &mut CdrReader<'_>) -> Result<Locator, WireError> {
         let kind = r.a_i32("locator kind")?;
         let port = r.u32("locator port")?;
@@ -62,5 +80,8 @@ mod tests {
         d.extend_from_slice(&[239, 255, 0, 1]);
         let l = Locator::read(&mut CdrReader::new(&d, true)).unwrap();
         assert_eq!(l.to_string(), "udpv4:239.255.0.1:7401");
+        let mut out = [0u8; 24];
+        Locator::udpv4(Ipv4Addr::new(239, 255, 0, 1), 7401).write(&mut CdrWriter::new(&mut out, true)).unwrap();
+        assert_eq!(&out[..], &d[..]);
     }
 }

@@ -5,7 +5,7 @@
 //! sample (a datagram lost on the way and retransmitted). Written as
 //! nanosecond pcap files, decoded by ddscope like any capture.
 
-use ddscope_core::synth::{sedp_endpoint, spdp_participant, udp_frames, FrameOptions, RtpsBuilder};
+use ddscope_testkit::{sedp_endpoint, spdp_participant, udp_frames, FrameOptions, RtpsBuilder};
 use ddscope_wire::{EntityId, Guid, GuidPrefix};
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -4,22 +4,24 @@
 //!       every submessage kind, both byte orders, INFO_SRC/INFO_DST, SEDP over
 //!       DATA_FRAG, dispose, VLAN PCP, IPv4 and IPv6 fragments, non-RTPS UDP
 //!   synth_capture seeds DIR
-//!       seed corpora for the fuzz targets (DIR/decode_frames, DIR/read_capture)
+//!       seed corpora for the fuzz targets (DIR/decode_frames, DIR/read_capture,
+//!       DIR/wire_roundtrip)
 //!   synth_capture bench OUT.pcapng BYTES [small|large|mixed]
 //!       a large capture for throughput benchmarks: `small` = 36-byte samples
 //!       with HEARTBEAT/ACKNACK traffic (many small packets), `large` = 2.76 MB
 //!       images as 64 KB DATA_FRAG datagrams fragmented at 1500 bytes,
 //!       `mixed` = both interleaved.
 
-use ddscope_core::synth::{self, feature, FrameOptions, InterfaceOptions, PcapngWriter, RtpsBuilder};
-use ddscope_wire::{EntityId, Guid};
+use ddscope_testkit::{self as testkit, feature, FrameOptions, InterfaceOptions, PcapngWriter, RtpsBuilder};
+use ddscope_wire::link::{self, LinkType};
+use ddscope_wire::{ip, rtps, udp, EntityId, Guid};
 use std::fs::File;
 use std::io::BufWriter;
 use std::net::SocketAddr;
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: synth_capture features OUT | synth_capture bench OUT BYTES [small|large|mixed]";
+    let usage = "usage: synth_capture features OUT | synth_capture seeds DIR | synth_capture bench OUT BYTES [small|large|mixed]";
     let (Some(mode), Some(out)) = (args.get(1), args.get(2)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -31,7 +33,7 @@ fn main() -> std::io::Result<()> {
     let mut w = PcapngWriter::new(file, &InterfaceOptions { linktype: 1, ..Default::default() })?;
     match mode.as_str() {
         "features" => {
-            for (ts, f) in synth::feature_frames() {
+            for (ts, f) in testkit::feature_frames() {
                 w.packet(ts, &f, f.len() as u32)?;
             }
         }
@@ -65,7 +67,7 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
     let mut ident = 0u32;
     let mut emit = |w: &mut PcapngWriter<BufWriter<File>>, s: SocketAddr, d: SocketAddr, payload: &[u8], ts: &mut i64, written: &mut u64| -> std::io::Result<()> {
         ident = ident.wrapping_add(1);
-        for f in synth::udp_frames(s, d, ident, payload, &opts) {
+        for f in testkit::udp_frames(s, d, ident, payload, &opts) {
             w.packet(*ts, &f, f.len() as u32)?;
             *ts += 2_000;
             *written += f.len() as u64 + 32;
@@ -75,13 +77,13 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
     // Discovery first, so that the traffic is named.
     for (p, v, n) in [(pa, feature::VENDOR_A, "pc1"), (pb, feature::VENDOR_B, "pc2")] {
         let m = RtpsBuilder::new(v, p)
-            .data(EntityId::SPDP_PARTICIPANT_READER, EntityId::SPDP_PARTICIPANT_WRITER, 1, None, &synth::spdp_participant(p, v, n))
+            .data(EntityId::SPDP_PARTICIPANT_READER, EntityId::SPDP_PARTICIPANT_WRITER, 1, None, &testkit::spdp_participant(p, v, n))
             .build();
         emit(w, a, b, &m, &mut ts, &mut written)?;
     }
     for (e, t, ty) in [(image, "rt/image", "sensor_msgs::msg::dds_::Image_"), (drive, "rt/drive", "autoware_auto_vehicle_msgs::msg::dds_::VelocityReport_")] {
         let m = RtpsBuilder::new(feature::VENDOR_A, pa)
-            .data(EntityId::SEDP_PUBLICATIONS_READER, EntityId::SEDP_PUBLICATIONS_WRITER, 1, None, &synth::sedp_endpoint(Guid::new(pa, e), t, ty, true))
+            .data(EntityId::SEDP_PUBLICATIONS_READER, EntityId::SEDP_PUBLICATIONS_WRITER, 1, None, &testkit::sedp_endpoint(Guid::new(pa, e), t, ty, true))
             .build();
         emit(w, a, b, &m, &mut ts, &mut written)?;
     }
@@ -126,10 +128,11 @@ fn bench(w: &mut PcapngWriter<BufWriter<File>>, limit: u64, mix: &str) -> std::i
 }
 
 /// Seed corpora: every feature frame alone and the whole sequence, in the
-/// decode_frames input format ([link u8][len u16 LE][bytes]), and the feature
-/// capture as a pcapng file for read_capture.
+/// decode_frames input format ([link u8][len u16 LE][bytes]), the feature
+/// capture as a pcapng file for read_capture, and the RTPS message of every
+/// unfragmented feature datagram for wire_roundtrip.
 fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
-    let frames = synth::feature_frames();
+    let frames = testkit::feature_frames();
     let df = dir.join("decode_frames");
     let rc = dir.join("read_capture");
     std::fs::create_dir_all(&df)?;
@@ -151,5 +154,27 @@ fn seeds(dir: &std::path::Path) -> std::io::Result<()> {
         w.packet(*ts, f, f.len() as u32)?;
     }
     std::fs::write(rc.join("features.pcapng"), w.into_inner())?;
+    let wr = dir.join("wire_roundtrip");
+    std::fs::create_dir_all(&wr)?;
+    for (i, (_, f)) in frames.iter().enumerate() {
+        if let Some(rtps) = rtps_message(f) {
+            std::fs::write(wr.join(format!("message-{i:03}")), rtps)?;
+        }
+    }
     Ok(())
+}
+
+/// The RTPS message of an Ethernet frame holding a whole UDP datagram.
+fn rtps_message(frame: &[u8]) -> Option<&[u8]> {
+    let net = link::parse(LinkType::Ethernet, frame).ok()?;
+    let ip = match net.ethertype {
+        link::ETHERTYPE_IPV4 => ip::parse_ipv4(net.payload).ok()?,
+        link::ETHERTYPE_IPV6 => ip::parse_ipv6(net.payload).ok()?,
+        _ => return None,
+    };
+    if ip.is_fragment {
+        return None;
+    }
+    let udp = udp::parse(ip.payload).ok()?;
+    rtps::is_rtps(udp.payload).then_some(udp.payload)
 }

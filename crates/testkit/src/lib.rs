@@ -1,11 +1,33 @@
 //! Builds exact RTPS traffic for tests, fuzz seeds and benchmarks: RTPS
 //! messages with any submessage in either byte order, SPDP/SEDP payloads,
 //! UDP/IPv4/IPv6 datagrams fragmented at an MTU, Ethernet frames with VLAN
-//! tags, and pcapng files. Nothing here is used on the decode path.
+//! tags, and pcapng files. Every byte is written by the emitters of
+//! `ddscope-wire`, the same crate whose parsers the decoder uses; this crate
+//! adds only the choices (addresses, identities, what traffic to send).
+//!
+//! A dev/test-support crate: nothing in ddscope's binary depends on it.
 
-use ddscope_wire::{EntityId, Guid, GuidPrefix};
+use ddscope_wire::ip::{Ipv4Repr, Ipv6FragmentRepr, Ipv6Repr, EXT_FRAGMENT, PROTO_UDP};
+use ddscope_wire::link::{emit_ethernet, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN};
+use ddscope_wire::locator::Locator;
+use ddscope_wire::plist::ParamListWriter;
+use ddscope_wire::rtps::{
+    AckNack, Data, DataFrag, Encapsulation, Gap, Header, Heartbeat, HeartbeatFrag, NackFrag, NumberSet, PayloadHeader,
+    RawSubmessage, Submessage, Time, FLAG_E, PAD,
+};
+use ddscope_wire::udp::UdpRepr;
+use ddscope_wire::{EntityId, Emit, Guid, GuidPrefix};
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// pcapng output (ddscope-core's writer), re-exported for the generators.
+pub use ddscope_core::source::{InterfaceOptions, PcapngWriter};
+
+/// Test traffic is built from values the caller chose; a value the wire
+/// format cannot carry is a bug in the test, reported with the wire error.
+fn must<T>(r: Result<T, ddscope_wire::WireError>) -> T {
+    r.unwrap_or_else(|e| panic!("synthetic traffic cannot be emitted: {e}"))
+}
 
 /// An RTPS message under construction.
 pub struct RtpsBuilder {
@@ -13,25 +35,11 @@ pub struct RtpsBuilder {
     le: bool,
 }
 
-fn sn_bytes(sn: i64, le: bool) -> [u8; 8] {
-    let (hi, lo) = ((sn >> 32) as i32, sn as u32);
-    let mut b = [0u8; 8];
-    if le {
-        b[..4].copy_from_slice(&hi.to_le_bytes());
-        b[4..].copy_from_slice(&lo.to_le_bytes());
-    } else {
-        b[..4].copy_from_slice(&hi.to_be_bytes());
-        b[4..].copy_from_slice(&lo.to_be_bytes());
-    }
-    b
-}
-
 impl RtpsBuilder {
+    /// A version 2.3 header; submessages little-endian until told otherwise.
     pub fn new(vendor: u16, prefix: GuidPrefix) -> Self {
-        let mut buf = b"RTPS".to_vec();
-        buf.extend_from_slice(&[2, 3]);
-        buf.extend_from_slice(&vendor.to_be_bytes());
-        buf.extend_from_slice(&prefix.0);
+        let mut buf = Vec::with_capacity(256);
+        must(Header::new(vendor, prefix).emit_vec(&mut buf));
         RtpsBuilder { buf, le: true }
     }
 
@@ -41,69 +49,52 @@ impl RtpsBuilder {
         self
     }
 
-    fn u16b(&self, v: u16) -> [u8; 2] {
-        if self.le {
-            v.to_le_bytes()
-        } else {
-            v.to_be_bytes()
-        }
-    }
-    fn u32b(&self, v: u32) -> [u8; 4] {
-        if self.le {
-            v.to_le_bytes()
-        } else {
-            v.to_be_bytes()
-        }
+    /// Adds a typed submessage in the builder's byte order.
+    pub fn typed(mut self, sm: Submessage<'_>) -> Self {
+        must(sm.emit_vec(self.le, &mut self.buf));
+        self
     }
 
     /// Adds a raw submessage (flags get the E bit from the builder's byte order).
     pub fn submessage(mut self, id: u8, flags: u8, body: &[u8]) -> Self {
-        let flags = if self.le { flags | 1 } else { flags & !1 };
-        self.buf.push(id);
-        self.buf.push(flags);
-        let len = self.u16b(body.len() as u16);
-        self.buf.extend_from_slice(&len);
-        self.buf.extend_from_slice(body);
+        let flags = if self.le { flags | FLAG_E } else { flags & !FLAG_E };
+        must(RawSubmessage::new(id, flags, body).emit_vec(&mut self.buf));
         self
     }
 
     pub fn info_ts(self, unix_ns: i64) -> Self {
-        let secs = (unix_ns / 1_000_000_000) as u32;
-        let frac = (((unix_ns % 1_000_000_000) as u64) << 32) / 1_000_000_000;
-        let mut b = self.u32b(secs).to_vec();
-        b.extend_from_slice(&self.u32b(frac as u32));
-        self.submessage(0x09, 0, &b)
+        self.typed(Submessage::InfoTs(Some(Time::from_unix_nanos(unix_ns))))
     }
 
     pub fn info_dst(self, prefix: GuidPrefix) -> Self {
-        self.submessage(0x0e, 0, &prefix.0)
+        self.typed(Submessage::InfoDst { guid_prefix: prefix })
     }
 
     pub fn info_src(self, vendor: u16, prefix: GuidPrefix) -> Self {
-        let mut b = vec![0, 0, 0, 0, 2, 3];
-        b.extend_from_slice(&vendor.to_be_bytes());
-        b.extend_from_slice(&prefix.0);
-        self.submessage(0x0c, 0, &b)
+        self.typed(Submessage::InfoSrc { version: (2, 3), vendor_id: vendor, guid_prefix: prefix })
     }
 
+    /// A PAD submessage with `n` zero bytes of body.
     pub fn pad(self, n: usize) -> Self {
-        self.submessage(0x01, 0, &vec![0; n])
+        if n == 0 {
+            return self.typed(Submessage::Pad);
+        }
+        self.submessage(PAD, 0, &vec![0; n])
     }
 
-    /// DATA with an optional inline QoS parameter list (already encoded) and payload.
+    /// DATA with an optional inline QoS parameter list (already encoded in
+    /// the builder's byte order) and payload.
     pub fn data(self, reader: EntityId, writer: EntityId, sn: i64, inline_qos: Option<&[u8]>, payload: &[u8]) -> Self {
-        let mut b = vec![0, 0];
-        b.extend_from_slice(&self.u16b(16));
-        b.extend_from_slice(&reader.0);
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(sn, self.le));
-        let mut flags = 0x04;
-        if let Some(q) = inline_qos {
-            b.extend_from_slice(q);
-            flags |= 0x02;
-        }
-        b.extend_from_slice(payload);
-        self.submessage(0x15, flags, &b)
+        self.typed(Submessage::Data(Data {
+            reader_id: reader,
+            writer_id: writer,
+            writer_sn: sn,
+            inline_qos,
+            payload: Some(payload),
+            payload_len: payload.len(),
+            key_flag: false,
+            non_standard_payload: false,
+        }))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -118,76 +109,58 @@ impl RtpsBuilder {
         sample_size: u32,
         payload: &[u8],
     ) -> Self {
-        let mut b = vec![0, 0];
-        b.extend_from_slice(&self.u16b(28));
-        b.extend_from_slice(&reader.0);
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(sn, self.le));
-        b.extend_from_slice(&self.u32b(start));
-        b.extend_from_slice(&self.u16b(count));
-        b.extend_from_slice(&self.u16b(frag_size));
-        b.extend_from_slice(&self.u32b(sample_size));
-        b.extend_from_slice(payload);
-        self.submessage(0x16, 0, &b)
+        self.typed(Submessage::DataFrag(DataFrag {
+            reader_id: reader,
+            writer_id: writer,
+            writer_sn: sn,
+            fragment_starting_num: start,
+            fragments_in_submessage: count,
+            fragment_size: frag_size,
+            sample_size,
+            inline_qos: None,
+            payload,
+            payload_len: payload.len(),
+            key_flag: false,
+            non_standard_payload: false,
+        }))
     }
 
     pub fn heartbeat(self, reader: EntityId, writer: EntityId, first: i64, last: i64, count: i32, final_flag: bool) -> Self {
-        let mut b = reader.0.to_vec();
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(first, self.le));
-        b.extend_from_slice(&sn_bytes(last, self.le));
-        b.extend_from_slice(&self.u32b(count as u32));
-        self.submessage(0x07, if final_flag { 2 } else { 0 }, &b)
+        self.typed(Submessage::Heartbeat(Heartbeat {
+            reader_id: reader,
+            writer_id: writer,
+            first_sn: first,
+            last_sn: last,
+            count,
+            final_flag,
+            liveliness_flag: false,
+        }))
     }
 
     pub fn heartbeat_frag(self, reader: EntityId, writer: EntityId, sn: i64, last_frag: u32, count: i32) -> Self {
-        let mut b = reader.0.to_vec();
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(sn, self.le));
-        b.extend_from_slice(&self.u32b(last_frag));
-        b.extend_from_slice(&self.u32b(count as u32));
-        self.submessage(0x13, 0, &b)
+        self.typed(Submessage::HeartbeatFrag(HeartbeatFrag {
+            reader_id: reader,
+            writer_id: writer,
+            writer_sn: sn,
+            last_fragment_num: last_frag,
+            count,
+        }))
     }
 
-    fn set(&self, base: i64, seq: bool, members: &[i64]) -> Vec<u8> {
-        let num_bits = members.iter().map(|m| (m - base + 1) as u32).max().unwrap_or(0);
-        let words = num_bits.div_ceil(32) as usize;
-        let mut bm = vec![0u32; words];
-        for m in members {
-            let i = (m - base) as usize;
-            bm[i / 32] |= 1 << (31 - i % 32);
-        }
-        let mut b = if seq { sn_bytes(base, self.le).to_vec() } else { self.u32b(base as u32).to_vec() };
-        b.extend_from_slice(&self.u32b(num_bits));
-        for w in bm {
-            b.extend_from_slice(&self.u32b(w));
-        }
-        b
-    }
-
+    /// ACKNACK whose readerSNState starts at `base` and has the `missing` bits set.
     pub fn acknack(self, reader: EntityId, writer: EntityId, base: i64, missing: &[i64], count: i32) -> Self {
-        let mut b = reader.0.to_vec();
-        b.extend_from_slice(&writer.0);
-        b.extend(self.set(base, true, missing));
-        b.extend_from_slice(&self.u32b(count as u32));
-        self.submessage(0x06, 0, &b)
+        let reader_sn_state = must(NumberSet::from_members(base, missing));
+        self.typed(Submessage::AckNack(AckNack { reader_id: reader, writer_id: writer, reader_sn_state, count, final_flag: false }))
     }
 
     pub fn nack_frag(self, reader: EntityId, writer: EntityId, sn: i64, base: u32, missing: &[i64], count: i32) -> Self {
-        let mut b = reader.0.to_vec();
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(sn, self.le));
-        b.extend(self.set(base as i64, false, missing));
-        b.extend_from_slice(&self.u32b(count as u32));
-        self.submessage(0x12, 0, &b)
+        let fragment_number_state = must(NumberSet::from_members(base as i64, missing));
+        self.typed(Submessage::NackFrag(NackFrag { reader_id: reader, writer_id: writer, writer_sn: sn, fragment_number_state, count }))
     }
 
     pub fn gap(self, reader: EntityId, writer: EntityId, start: i64, list_base: i64, list: &[i64]) -> Self {
-        let mut b = reader.0.to_vec();
-        b.extend_from_slice(&writer.0);
-        b.extend_from_slice(&sn_bytes(start, self.le));
-        b.extend(self.set(list_base, true, list));
-        self.submessage(0x08, 0, &b)
+        let gap_list = must(NumberSet::from_members(list_base, list));
+        self.typed(Submessage::Gap(Gap { reader_id: reader, writer_id: writer, gap_start: start, gap_list }))
     }
 
     pub fn build(self) -> Vec<u8> {
@@ -208,37 +181,36 @@ impl Default for ParamListBuilder {
 
 impl ParamListBuilder {
     pub fn new() -> Self {
-        ParamListBuilder { buf: vec![0x00, 0x03, 0x00, 0x00] }
+        let mut buf = Vec::with_capacity(256);
+        must(PayloadHeader { encapsulation: Encapsulation::PlCdrLe, options: 0 }.emit_vec(&mut buf));
+        ParamListBuilder { buf }
+    }
+    fn writer(&mut self) -> ParamListWriter<'_> {
+        ParamListWriter::new(&mut self.buf, true)
     }
     pub fn raw(mut self, pid: u16, value: &[u8]) -> Self {
-        let padded = value.len().div_ceil(4) * 4;
-        self.buf.extend_from_slice(&pid.to_le_bytes());
-        self.buf.extend_from_slice(&(padded as u16).to_le_bytes());
-        self.buf.extend_from_slice(value);
-        self.buf.resize(self.buf.len() + padded - value.len(), 0);
+        must(self.writer().raw(pid, value).map(|_| ()));
         self
     }
-    pub fn string(self, pid: u16, s: &str) -> Self {
-        let mut v = ((s.len() + 1) as u32).to_le_bytes().to_vec();
-        v.extend_from_slice(s.as_bytes());
-        v.push(0);
-        self.raw(pid, &v)
+    pub fn string(mut self, pid: u16, s: &str) -> Self {
+        must(self.writer().string(pid, s).map(|_| ()));
+        self
     }
-    pub fn u32(self, pid: u16, v: u32) -> Self {
-        self.raw(pid, &v.to_le_bytes())
+    pub fn u32(mut self, pid: u16, v: u32) -> Self {
+        must(self.writer().u32(pid, v).map(|_| ()));
+        self
     }
-    pub fn guid(self, pid: u16, g: Guid) -> Self {
-        self.raw(pid, &g.to_bytes())
+    pub fn guid(mut self, pid: u16, g: Guid) -> Self {
+        must(self.writer().guid(pid, g).map(|_| ()));
+        self
     }
-    pub fn udpv4_locator(self, pid: u16, addr: [u8; 4], port: u32) -> Self {
-        let mut v = 1i32.to_le_bytes().to_vec();
-        v.extend_from_slice(&port.to_le_bytes());
-        v.extend_from_slice(&[0; 12]);
-        v.extend_from_slice(&addr);
-        self.raw(pid, &v)
+    pub fn udpv4_locator(mut self, pid: u16, addr: [u8; 4], port: u32) -> Self {
+        let l = Locator::udpv4(Ipv4Addr::from(addr), port);
+        must(self.writer().locator(pid, &l).map(|_| ()));
+        self
     }
     pub fn build(mut self) -> Vec<u8> {
-        self.buf.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]);
+        self.writer().finish();
         self.buf
     }
 }
@@ -283,58 +255,56 @@ impl Default for FrameOptions {
     }
 }
 
+/// Source and destination MAC addresses of every synthetic frame.
+pub const MAC_DST: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
+pub const MAC_SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
+
+/// An Ethernet frame (one 802.1Q tag when `opts.vlan` is set) padded to the
+/// 60-byte minimum.
 fn ethernet(opts: &FrameOptions, ethertype: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    if let Some((pcp, vid)) = opts.vlan {
-        f.extend_from_slice(&0x8100u16.to_be_bytes());
-        f.extend_from_slice(&(((pcp as u16) << 13) | (vid & 0x0fff)).to_be_bytes());
-    }
-    f.extend_from_slice(&ethertype.to_be_bytes());
+    let mut f = Vec::with_capacity(18 + payload.len().max(46));
+    let tags: &[VlanTag] = &match opts.vlan {
+        Some((pcp, vid)) => vec![VlanTag { tpid: ETHERTYPE_VLAN, pcp, dei: false, vid }],
+        None => vec![],
+    };
+    must(emit_ethernet(&mut f, MAC_DST, MAC_SRC, tags, ethertype));
     f.extend_from_slice(payload);
-    while f.len() < 60 {
-        f.push(0);
+    if f.len() < 60 {
+        f.resize(60, 0);
     }
     f
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for c in h.chunks(2) {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// Ethernet frames carrying one UDP datagram (IP-fragmented at the MTU).
+/// Ethernet frames carrying one UDP datagram (IP-fragmented at the MTU). The
+/// UDP checksum is left at 0 (not computed); the IPv4 header checksum is set.
 pub fn udp_frames(src: SocketAddr, dst: SocketAddr, ident: u32, payload: &[u8], opts: &FrameOptions) -> Vec<Vec<u8>> {
-    let mut udp = Vec::with_capacity(payload.len() + 8);
-    udp.extend_from_slice(&src.port().to_be_bytes());
-    udp.extend_from_slice(&dst.port().to_be_bytes());
-    udp.extend_from_slice(&((payload.len() + 8) as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
+    let mut udp = Vec::with_capacity(payload.len() + UdpRepr::LEN);
+    must(UdpRepr { src_port: src.port(), dst_port: dst.port(), payload_len: u16::try_from(payload.len()).unwrap_or(u16::MAX) }.emit_vec(&mut udp));
     udp.extend_from_slice(payload);
     let mut frames = vec![];
     match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let max = (opts.mtu - 20) / 8 * 8;
+            let max = (opts.mtu - Ipv4Repr::LEN) / 8 * 8;
             let mut off = 0;
             loop {
                 let end = (off + max).min(udp.len());
                 let more = end < udp.len();
-                let mut h = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0];
-                h[2..4].copy_from_slice(&((20 + end - off) as u16).to_be_bytes());
-                h[4..6].copy_from_slice(&(ident as u16).to_be_bytes());
-                let ff = ((off / 8) as u16) | if more { 0x2000 } else { 0 };
-                h[6..8].copy_from_slice(&ff.to_be_bytes());
-                h.extend_from_slice(&s.octets());
-                h.extend_from_slice(&d.octets());
-                let c = ipv4_checksum(&h);
-                h[10..12].copy_from_slice(&c.to_be_bytes());
+                let ip = Ipv4Repr {
+                    src: s,
+                    dst: d,
+                    protocol: PROTO_UDP,
+                    ident: ident as u16,
+                    dont_fragment: false,
+                    more_fragments: more,
+                    frag_offset: off as u16,
+                    ttl: 64,
+                    dscp_ecn: 0,
+                    payload_len: (end - off) as u16,
+                };
+                let mut h = Vec::with_capacity(Ipv4Repr::LEN + end - off);
+                must(ip.emit_vec(&mut h));
                 h.extend_from_slice(&udp[off..end]);
-                frames.push(ethernet(opts, 0x0800, &h));
+                frames.push(ethernet(opts, ETHERTYPE_IPV4, &h));
                 if !more {
                     break;
                 }
@@ -342,24 +312,30 @@ pub fn udp_frames(src: SocketAddr, dst: SocketAddr, ident: u32, payload: &[u8], 
             }
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let whole = 40 + udp.len() <= opts.mtu;
-            let max = (opts.mtu - 48) / 8 * 8;
+            let whole = Ipv6Repr::LEN + udp.len() <= opts.mtu;
+            let max = (opts.mtu - Ipv6Repr::LEN - Ipv6FragmentRepr::LEN) / 8 * 8;
             let mut off = 0;
             loop {
                 let end = if whole { udp.len() } else { (off + max).min(udp.len()) };
                 let more = end < udp.len();
-                let mut h = vec![0x60, 0, 0, 0, 0, 0, if whole { 17 } else { 44 }, 64];
-                let plen = end - off + if whole { 0 } else { 8 };
-                h[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
-                h.extend_from_slice(&s.octets());
-                h.extend_from_slice(&d.octets());
+                let ext = if whole { 0 } else { Ipv6FragmentRepr::LEN };
+                let ip = Ipv6Repr {
+                    src: s,
+                    dst: d,
+                    next_header: if whole { PROTO_UDP } else { EXT_FRAGMENT },
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    payload_len: (end - off + ext) as u16,
+                };
+                let mut h = Vec::with_capacity(Ipv6Repr::LEN + ext + end - off);
+                must(ip.emit_vec(&mut h));
                 if !whole {
-                    h.extend_from_slice(&[17, 0]);
-                    h.extend_from_slice(&((off as u16) | more as u16).to_be_bytes());
-                    h.extend_from_slice(&ident.to_be_bytes());
+                    let frag = Ipv6FragmentRepr { next_header: PROTO_UDP, frag_offset: off as u16, more_fragments: more, ident };
+                    must(frag.emit_vec(&mut h));
                 }
                 h.extend_from_slice(&udp[off..end]);
-                frames.push(ethernet(opts, 0x86dd, &h));
+                frames.push(ethernet(opts, ETHERTYPE_IPV6, &h));
                 if !more {
                     break;
                 }
@@ -370,9 +346,6 @@ pub fn udp_frames(src: SocketAddr, dst: SocketAddr, ident: u32, payload: &[u8], 
     }
     frames
 }
-
-/// pcapng output, re-exported for the generators.
-pub use crate::source::{InterfaceOptions, PcapngWriter};
 
 #[cfg(test)]
 mod tests {
@@ -389,7 +362,6 @@ mod tests {
         assert_eq!(f.len(), 1);
     }
 }
-
 /// The participants, endpoints and frames of [`feature_frames`], for assertions.
 pub mod feature {
     use super::*;
