@@ -674,7 +674,14 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_export_records_total{{{l},outcome=\"{outcome}\"}} {v}");
             }
         }
-        let sink_metrics: [SinkMetric; 4] = [
+        let sink_metrics: [SinkMetric; 6] = [
+            (
+                "ddscope_export_refused_batches_total",
+                "Batches the endpoint refused (wrong token, too large, bad request); dropped, not retried.",
+                Kind::Counter,
+                |s| s.refused_batches.load(Relaxed),
+            ),
+            ("ddscope_export_dropped_batches_total", "Batches dropped because the queue was full (the oldest first).", Kind::Counter, |s| s.dropped_batches.load(Relaxed)),
             ("ddscope_export_failed_attempts_total", "Failed delivery attempts (each is retried with backoff).", Kind::Counter, |s| s.failed_attempts.load(Relaxed)),
             ("ddscope_export_sent_bytes_total", "Request body bytes delivered.", Kind::Counter, |s| s.bytes_sent.load(Relaxed)),
             ("ddscope_export_queued_bytes", "Encoded bytes waiting for delivery.", Kind::Gauge, |s| s.queued_bytes.load(Relaxed)),

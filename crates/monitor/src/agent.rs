@@ -7,7 +7,7 @@
 
 use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, WireItem};
-use crate::upstream::{now_ns, sender, Upstream, UpstreamStats};
+use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
 use crate::view::LiveTopics;
 use ddscope_core::decode::{Decoder, DecoderConfig};
 use ddscope_core::latency::FragSighting;
@@ -16,7 +16,6 @@ use ddscope_export::system::SystemSource;
 use ddscope_export::{CaptureHealth, Exporters};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +35,8 @@ pub struct AgentReport {
     pub items_sent: u64,
     pub items_dropped: u64,
     pub send_failures: u64,
+    /// Batches the server refused (wrong token, bad name, too large).
+    pub batches_refused: u64,
     pub notes: Vec<String>,
 }
 
@@ -62,18 +63,15 @@ pub fn run(
     let mut dec = Decoder::new(&cfg.name, DecoderConfig::default());
     let mut tracker = SampleTracker::new(SampleConfig::default());
     let mut view = LiveTopics::default();
-    let stats = Arc::new(UpstreamStats::default());
-    let (tx, sender_thread): (Option<SyncSender<Batch>>, _) = match &cfg.upstream {
-        Some(up) => {
-            let (tx, rx) = sync_channel::<Batch>(64);
-            let (up, st) = (up.clone(), stats.clone());
-            (Some(tx), Some(std::thread::spawn(move || sender(up, rx, st))))
-        }
-        None => (None, None),
+    let tx: Option<UpstreamLink> = match &cfg.upstream {
+        Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
+        None => None,
     };
+    if let (Some(x), Some(link)) = (&exporters, &tx) {
+        x.registry().register_sink(SINK_NAME, link.stats().clone());
+    }
     let mut items: Vec<WireItem> = Vec::with_capacity(4096);
     let mut seq = 0u64;
-    let mut local_dropped = 0u64;
     let started = Instant::now();
     let mut last_flush = Instant::now();
     let mut last_system = Instant::now() - Duration::from_secs(10);
@@ -91,20 +89,13 @@ pub fn run(
         }
         (true, Some(d)) => Instant::now() < d,
     };
-    let send_batch = |items: &mut Vec<WireItem>, seq: &mut u64, local_dropped: &mut u64, extra: Batch| {
+    let send_batch = |items: &mut Vec<WireItem>, seq: &mut u64, extra: Batch| {
         if let Some(tx) = &tx {
             *seq += 1;
             let mut b = extra;
             b.seq = *seq;
             b.items = std::mem::take(items);
-            let n = b.items.len() as u64;
-            match tx.try_send(b) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    *local_dropped += n;
-                    stats.items_dropped.fetch_add(n, Ordering::Relaxed);
-                }
-            }
+            tx.send(b);
         } else {
             items.clear();
         }
@@ -154,6 +145,10 @@ pub fn run(
         let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || items.len() >= 4096 || !running;
         if flush_due {
             last_flush = Instant::now();
+            for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
+                on_note(&n);
+                notes.push(n);
+            }
             let counters = cap.counters();
             let mut system: Vec<MetricSample> = vec![];
             let mut topics = None;
@@ -197,7 +192,7 @@ pub fn run(
                 seq: 0,
                 sent_ns: now_ns(),
                 items: vec![],
-                dropped_items: local_dropped,
+                dropped_items: 0,
                 topics,
                 system,
                 counters: Some(json!({
@@ -210,15 +205,19 @@ pub fn run(
                 })),
                 last: !running,
             };
-            send_batch(&mut items, &mut seq, &mut local_dropped, extra);
+            send_batch(&mut items, &mut seq, extra);
         }
         if !running {
             break;
         }
     }
-    drop(tx);
-    if let Some(h) = sender_thread {
-        let _ = h.join();
+    let mut up = Default::default();
+    if let Some(mut l) = tx {
+        up = l.shutdown(Duration::from_secs(5));
+        for n in l.take_notes() {
+            on_note(&n);
+            notes.push(n);
+        }
     }
     let counters = cap.counters();
     Ok((
@@ -226,9 +225,10 @@ pub fn run(
             frames: dec.stats.frames,
             counters,
             decode_summary: dec.stats.summary_line(),
-            items_sent: stats.items_sent.load(Ordering::Relaxed),
-            items_dropped: stats.items_dropped.load(Ordering::Relaxed),
-            send_failures: stats.send_failures.load(Ordering::Relaxed),
+            items_sent: up.delivered,
+            items_dropped: up.dropped_queue_full + up.dropped_at_shutdown + up.rejected,
+            send_failures: up.failed_attempts,
+            batches_refused: up.refused_batches,
             notes,
         },
         exporters,

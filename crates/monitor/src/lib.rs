@@ -5,6 +5,8 @@ pub mod capture;
 pub mod view;
 pub mod protocol;
 pub mod serve;
+pub mod http;
+pub mod assets;
 pub mod agent;
 pub mod privileges;
 pub mod upstream;
