@@ -717,11 +717,12 @@ pub struct MetricsServer {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot serve metrics on {addr}: {source}")]
+/// The reason is part of the message and not a `source()` as well, so that
+/// an error chain (`{:#}`) does not print it twice.
+#[error("cannot serve metrics on {addr}: {reason}")]
 pub struct ServeError {
     pub addr: String,
-    #[source]
-    pub source: Box<dyn std::error::Error + Send + Sync>,
+    pub reason: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl MetricsServer {
@@ -734,14 +735,14 @@ impl MetricsServer {
         if token.is_none() && !parsed.is_some_and(|a| a.ip().is_loopback()) {
             return Err(ServeError {
                 addr: addr.to_string(),
-                source: "listening on an address other than loopback (127.0.0.1, ::1) needs a token".into(),
+                reason: "listening on an address other than loopback (127.0.0.1, ::1) needs a token".into(),
             });
         }
-        let server = tiny_http::Server::http(addr).map_err(|e| ServeError { addr: addr.to_string(), source: e })?;
+        let server = tiny_http::Server::http(addr).map_err(|e| ServeError { addr: addr.to_string(), reason: e })?;
         let bound = match server.server_addr() {
             tiny_http::ListenAddr::IP(a) => a,
             #[allow(unreachable_patterns)]
-            _ => return Err(ServeError { addr: addr.to_string(), source: "not an IP listener".into() }),
+            _ => return Err(ServeError { addr: addr.to_string(), reason: "not an IP listener".into() }),
         };
         let server = Arc::new(server);
         let s2 = server.clone();
@@ -751,7 +752,7 @@ impl MetricsServer {
                 let token = token.map(|t| format!("Bearer {t}"));
                 move || serve(&s2, &registry, token.as_deref())
             })
-            .map_err(|e| ServeError { addr: addr.to_string(), source: Box::new(e) })?;
+            .map_err(|e| ServeError { addr: addr.to_string(), reason: Box::new(e) })?;
         Ok(MetricsServer { server, thread: Some(thread), addr: bound })
     }
 

@@ -117,7 +117,9 @@ pub struct UpstreamLink {
 impl UpstreamLink {
     /// Starts the sender thread for `agent` (its name goes into a header, so
     /// the server can check it and rate-limit before reading a body).
+    /// A name the server would refuse on every batch is refused here, at once.
     pub fn start(up: &Upstream, agent: &str) -> std::io::Result<Self> {
+        crate::serve::check_agent_name(agent).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the central server refuses this agent: {e}")))?;
         let cfg = DeliveryConfig {
             batch_max_bytes: 64 << 20,
             batch_max_records: usize::MAX,
@@ -255,6 +257,13 @@ mod tests {
         let mut link = link;
         let end = link.shutdown(Duration::from_millis(100));
         assert_eq!(end.refused_batches, 3);
+    }
+
+    #[test]
+    fn a_name_the_server_would_refuse_is_refused_at_start() {
+        let up = Upstream { url: "http://127.0.0.1:9".into(), token: None, max_queued_items: 10 };
+        let e = UpstreamLink::start(&up, &"n".repeat(65)).err().expect("refused");
+        assert!(e.to_string().contains("1 to 64 characters"), "{e}");
     }
 
     #[test]
