@@ -842,6 +842,23 @@ mod tests {
     }
 
     #[test]
+    fn sink_counters_are_live_including_refused_and_dropped_batches() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        let stats = Arc::new(SinkStats::default());
+        r.register_sink("serve", stats.clone());
+        stats.refused_batches.fetch_add(2, Relaxed);
+        stats.rejected.fetch_add(7, Relaxed);
+        stats.dropped_batches.fetch_add(1, Relaxed);
+        // Read at scrape time: a later change shows without registering again.
+        let f = r.families();
+        assert_eq!(value(&f, "ddscope_export_refused_batches_total", &[("sink", "serve")]), Some(2.0));
+        assert_eq!(value(&f, "ddscope_export_dropped_batches_total", &[("sink", "serve")]), Some(1.0));
+        assert_eq!(value(&f, "ddscope_export_records_total", &[("sink", "serve"), ("outcome", "rejected")]), Some(7.0));
+        stats.refused_batches.fetch_add(1, Relaxed);
+        assert_eq!(value(&r.families(), "ddscope_export_refused_batches_total", &[("sink", "serve")]), Some(3.0));
+    }
+
+    #[test]
     fn per_writer_labels_split_series() {
         let r = Registry::new(RegistryConfig { per_writer: true, ..Default::default() }).unwrap();
         r.on_event(&event("rt/a", 1, SubmsgKind::Data));

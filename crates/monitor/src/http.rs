@@ -16,8 +16,9 @@
 //! Ingest is authenticated from the headers alone: the token, the agent's
 //! name (`X-Ddscope-Agent`) and its rate limit are checked before a single
 //! byte of the body is read; a refused request is answered with
-//! `Connection: close`, so its body is never read at all. At most
-//! `max_concurrent_ingest` bodies are read and decoded at once; the
+//! `Connection: close`, so its body is never read at all. Bodies being
+//! received reserve their size from a shared budget (`ingest_buffer_bytes`),
+//! and at most `max_concurrent_ingest` batches are decoded at once; the
 //! correlator runs on tokio's blocking pool behind a mutex (a poisoned lock
 //! is recovered and counted), so `/healthz` and the pages never wait for it.
 //! Every answer carries a Content-Security-Policy that allows scripts and
