@@ -1,14 +1,22 @@
-//! Reliable-enough delivery for the push sinks (InfluxDB, OTLP): records are
-//! encoded into batches on the caller's thread, sealed batches wait in a
-//! bounded queue, and one background thread POSTs them, retrying with
-//! exponential backoff while the endpoint is down.
+//! The one delivery queue of ddscope: every push sink (InfluxDB, OTLP) and
+//! the agent's stream to the central `ddscope serve` hand their records to a
+//! [`Delivery`]. Records are encoded into batches on the caller's thread,
+//! sealed batches wait in a bounded queue, and one background thread POSTs
+//! them in order, retrying with exponential backoff while the endpoint is down.
 //!
-//! The capture must never wait for a database, so the queue never blocks:
-//! when it is full the newest batch is dropped and counted (Vector's
-//! `drop_newest`). What was kept is delivered, in order, once the endpoint
-//! answers again. `flush` waits for everything accepted so far; dropping
+//! **Drop policy: drop oldest.** The capture must never wait for a server,
+//! so adding never blocks. When a sealed batch does not fit (the queue is
+//! capped in bytes and, optionally, in records), the oldest queued batches
+//! are dropped to make room and counted (`dropped_queue_full` records,
+//! `dropped_batches` batches). For monitoring data the newest state is what
+//! matters once the endpoint is back: after an outage the dashboard and the
+//! database get the last minutes, not the minutes the outage began with
+//! (Vector's and Fluent Bit's "drop oldest" buffers do the same). The batch
+//! being sent is never dropped; a batch larger than the whole queue is
+//! dropped on its own. `flush` waits for everything accepted so far; dropping
 //! the sink flushes with the configured shutdown timeout and counts what
-//! could not be sent.
+//! could not be sent. A batch the endpoint refuses (4xx other than 408/429)
+//! is not retried: it is counted as `rejected` records and a refused batch.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -28,6 +36,8 @@ pub struct DeliveryConfig {
     pub batch_max_age: Duration,
     /// Bytes of sealed batches kept while the endpoint is slow or down.
     pub queue_max_bytes: usize,
+    /// Records of sealed batches kept (`u64::MAX`: bytes alone bound the queue).
+    pub queue_max_records: u64,
     /// Compress request bodies (`Content-Encoding: gzip`).
     pub gzip: bool,
     pub backoff_initial: Duration,
@@ -45,6 +55,7 @@ impl Default for DeliveryConfig {
             batch_max_records: 5000,
             batch_max_age: Duration::from_secs(1),
             queue_max_bytes: 64 * 1024 * 1024,
+            queue_max_records: u64::MAX,
             gzip: false,
             backoff_initial: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
@@ -65,6 +76,9 @@ impl DeliveryConfig {
                 self.queue_max_bytes, self.batch_max_bytes
             ));
         }
+        if self.queue_max_records == 0 {
+            return Err("queue_max_records must be positive".into());
+        }
         if self.backoff_initial.is_zero() || self.backoff_max < self.backoff_initial {
             return Err("backoff_initial must be positive and not above backoff_max".into());
         }
@@ -80,10 +94,14 @@ pub struct SinkStats {
     pub accepted: AtomicU64,
     /// Records the endpoint acknowledged.
     pub delivered: AtomicU64,
-    /// Records dropped because the queue was full.
+    /// Records dropped because the queue was full (the oldest go first).
     pub dropped_queue_full: AtomicU64,
-    /// Records the endpoint refused (4xx other than 429, OTLP partial success); not retried.
+    /// Batches dropped because the queue was full.
+    pub dropped_batches: AtomicU64,
+    /// Records the endpoint refused (4xx other than 408/429, OTLP partial success); not retried.
     pub rejected: AtomicU64,
+    /// Batches the endpoint refused whole (bad token, too large, bad request).
+    pub refused_batches: AtomicU64,
     /// Records still queued when the sink was shut down and the timeout ran out.
     pub dropped_at_shutdown: AtomicU64,
     /// Records the encoder could not represent (no timestamp, no fields…).
@@ -106,7 +124,9 @@ pub struct SinkStatsSnapshot {
     pub accepted: u64,
     pub delivered: u64,
     pub dropped_queue_full: u64,
+    pub dropped_batches: u64,
     pub rejected: u64,
+    pub refused_batches: u64,
     pub dropped_at_shutdown: u64,
     pub unencodable: u64,
     pub batches_sent: u64,
@@ -124,7 +144,9 @@ impl SinkStats {
             accepted: self.accepted.load(Relaxed),
             delivered: self.delivered.load(Relaxed),
             dropped_queue_full: self.dropped_queue_full.load(Relaxed),
+            dropped_batches: self.dropped_batches.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
+            refused_batches: self.refused_batches.load(Relaxed),
             dropped_at_shutdown: self.dropped_at_shutdown.load(Relaxed),
             unencodable: self.unencodable.load(Relaxed),
             batches_sent: self.batches_sent.load(Relaxed),
@@ -137,6 +159,11 @@ impl SinkStats {
         }
     }
 
+    /// Records that never reached the endpoint: dropped (queue full or at shutdown) or refused.
+    pub fn lost_records(&self) -> u64 {
+        self.dropped_queue_full.load(Relaxed) + self.dropped_at_shutdown.load(Relaxed) + self.rejected.load(Relaxed)
+    }
+
     fn set_error(&self, e: String) {
         if let Ok(mut g) = self.last_error.lock() {
             *g = Some(e);
@@ -146,7 +173,7 @@ impl SinkStats {
 
 /// One sealed, encoded request body.
 #[derive(Debug)]
-pub(crate) struct Batch {
+pub struct Batch {
     pub body: Vec<u8>,
     pub records: u64,
     /// Index into the sink's endpoint list (OTLP: traces or metrics).
@@ -154,7 +181,7 @@ pub(crate) struct Batch {
 }
 
 /// The sink-specific part: turns records into request bodies.
-pub(crate) trait Encoder: Send + 'static {
+pub trait Encoder: Send + 'static {
     /// Records buffered and not sealed yet.
     fn pending_records(&self) -> u64;
     /// Encoded (or estimated) bytes buffered.
@@ -164,7 +191,7 @@ pub(crate) trait Encoder: Send + 'static {
 }
 
 /// What one POST came to.
-pub(crate) enum Outcome {
+pub enum Outcome {
     Delivered,
     /// The endpoint took the batch but refused `n` of its records.
     Partial(u64, String),
@@ -175,13 +202,15 @@ pub(crate) enum Outcome {
 }
 
 /// The transport-specific part: sends one body.
-pub(crate) trait Transport: Send + 'static {
+pub trait Transport: Send + 'static {
     fn send(&mut self, batch: &Batch, body: &[u8], gzip: bool) -> Outcome;
 }
 
 struct Queue {
     batches: VecDeque<Batch>,
+    /// Bytes and records of the queued batches and of the one in flight.
     bytes: usize,
+    records: u64,
     /// A batch is being sent (it left `batches`).
     in_flight: bool,
     stop: bool,
@@ -208,7 +237,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A running sink: encoder + bounded queue + sender thread.
-pub(crate) struct Delivery<E: Encoder> {
+pub struct Delivery<E: Encoder> {
     shared: Arc<Shared<E>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -220,7 +249,7 @@ impl<E: Encoder> Delivery<E> {
         let shared = Arc::new(Shared {
             cfg,
             encoder: Mutex::new(Buffered { enc: encoder, since: None }),
-            queue: Mutex::new(Queue { batches: VecDeque::new(), bytes: 0, in_flight: false, stop: false }),
+            queue: Mutex::new(Queue { batches: VecDeque::new(), bytes: 0, records: 0, in_flight: false, stop: false }),
             changed: Condvar::new(),
             stats,
         });
@@ -241,6 +270,23 @@ impl<E: Encoder> Delivery<E> {
             let mut b = lock(&self.shared.encoder);
             let (n, r) = f(&mut b.enc);
             self.after_add(&mut b, n, &mut sealed);
+            r
+        };
+        self.shared.enqueue(sealed);
+        r
+    }
+
+    /// Runs `f` on the encoder (adding records) and seals everything it
+    /// buffered at once, whatever the batch limits: for callers whose records
+    /// already are one request each (the agent's batches to `serve`).
+    pub fn add_sealed<R>(&self, f: impl FnOnce(&mut E) -> (u64, R)) -> R {
+        let mut sealed = vec![];
+        let r = {
+            let mut b = lock(&self.shared.encoder);
+            let (n, r) = f(&mut b.enc);
+            self.shared.stats.accepted.fetch_add(n, Relaxed);
+            b.enc.seal(&mut sealed);
+            b.since = None;
             r
         };
         self.shared.enqueue(sealed);
@@ -305,6 +351,7 @@ impl<E: Encoder> Delivery<E> {
             let left: u64 = q.batches.iter().map(|b| b.records).sum();
             q.batches.clear();
             q.bytes = 0;
+            q.records = 0;
             self.shared.stats.dropped_at_shutdown.fetch_add(left, Relaxed);
             self.shared.stats.queued_bytes.store(0, Relaxed);
             self.shared.stats.queued_records.store(0, Relaxed);
@@ -331,20 +378,31 @@ impl<E: Encoder> Shared<E> {
         self.enqueue(sealed);
     }
 
+    /// Queues sealed batches, dropping the oldest queued ones when a batch
+    /// does not fit (see the module's drop policy).
     fn enqueue(&self, batches: Vec<Batch>) {
         if batches.is_empty() {
             return;
         }
+        let (max_bytes, max_records) = (self.cfg.queue_max_bytes, self.cfg.queue_max_records);
         let mut q = lock(&self.queue);
         for b in batches {
-            if b.records == 0 {
+            if b.body.len() > max_bytes || b.records > max_records {
+                self.stats.dropped_queue_full.fetch_add(b.records, Relaxed);
+                self.stats.dropped_batches.fetch_add(1, Relaxed);
                 continue;
             }
-            if q.bytes + b.body.len() > self.cfg.queue_max_bytes {
-                self.stats.dropped_queue_full.fetch_add(b.records, Relaxed);
-                continue;
+            while q.bytes + b.body.len() > max_bytes || q.records + b.records > max_records {
+                let Some(old) = q.batches.pop_front() else { break };
+                q.bytes -= old.body.len();
+                q.records -= old.records;
+                self.stats.queued_bytes.fetch_sub(old.body.len() as u64, Relaxed);
+                self.stats.queued_records.fetch_sub(old.records, Relaxed);
+                self.stats.dropped_queue_full.fetch_add(old.records, Relaxed);
+                self.stats.dropped_batches.fetch_add(1, Relaxed);
             }
             q.bytes += b.body.len();
+            q.records += b.records;
             self.stats.queued_bytes.fetch_add(b.body.len() as u64, Relaxed);
             self.stats.queued_records.fetch_add(b.records, Relaxed);
             q.batches.push_back(b);
@@ -358,6 +416,7 @@ impl<E: Encoder> Shared<E> {
         let mut q = lock(&self.queue);
         q.in_flight = false;
         q.bytes -= batch.body.len();
+        q.records -= batch.records;
         self.stats.queued_bytes.fetch_sub(batch.body.len() as u64, Relaxed);
         self.stats.queued_records.fetch_sub(batch.records, Relaxed);
         drop(q);
@@ -423,6 +482,7 @@ fn sender_loop<E: Encoder, T: Transport>(shared: Arc<Shared<E>>, mut transport: 
                 }
                 Outcome::Rejected(e) => {
                     shared.stats.set_error(e);
+                    shared.stats.refused_batches.fetch_add(1, Relaxed);
                     shared.stats.rejected.fetch_add(batch.records, Relaxed)
                 }
                 Outcome::Retry(e) => {
@@ -456,7 +516,7 @@ fn sender_loop<E: Encoder, T: Transport>(shared: Arc<Shared<E>>, mut transport: 
 }
 
 /// Blocking HTTP POSTs over `ureq`, used on the sender thread.
-pub(crate) struct Http {
+pub struct Http {
     agent: ureq::Agent,
 }
 
@@ -588,7 +648,71 @@ mod tests {
         let nums: Vec<u64> = got.lines().map(|l| l.parse().unwrap()).collect();
         assert_eq!(nums.len() as u64, s.delivered);
         assert!(nums.windows(2).all(|w| w[0] < w[1]), "kept batches arrive in order");
-        assert_eq!(nums[0], 0, "the oldest batch is kept (drop newest)");
+        assert_eq!(*nums.last().unwrap(), 99, "the newest batch is kept (drop oldest)");
+        assert!(nums.contains(&90), "the newest full batch (90..99) is kept: {nums:?}");
+        assert_eq!(s.dropped_batches * 10, s.dropped_queue_full, "{s:?}");
+    }
+
+    #[test]
+    fn record_cap_drops_oldest_and_a_batch_larger_than_the_queue_is_dropped_alone() {
+        let fake = Fake::default();
+        fake.down.store(true, Relaxed);
+        let c = DeliveryConfig { queue_max_bytes: 1 << 20, queue_max_records: 25, ..cfg() };
+        let d = Delivery::start(c, Lines { buf: vec![], n: 0 }, fake.clone(), "t").unwrap();
+        // One record per sealed batch: at most 25 queued (plus one in flight).
+        for i in 0..60 {
+            d.add_sealed(|e| {
+                e.buf.extend_from_slice(format!("{i:09}\n").as_bytes());
+                e.n += 1;
+                (1, ())
+            });
+        }
+        let s = d.stats().snapshot();
+        assert!(s.queued_records <= 26, "{s:?}");
+        assert_eq!(s.dropped_queue_full, s.dropped_batches);
+        assert_eq!(s.queued_records + s.dropped_queue_full, 60, "{s:?}");
+        // A batch of more records than the queue holds is dropped on its own.
+        d.add_sealed(|e| {
+            for i in 0..30 {
+                e.buf.extend_from_slice(format!("{:09}\n", 1000 + i).as_bytes());
+            }
+            e.n += 30;
+            (30, ())
+        });
+        let s2 = d.stats().snapshot();
+        assert_eq!(s2.dropped_queue_full, s.dropped_queue_full + 30);
+        assert_eq!(s2.queued_records, s.queued_records, "nothing else was dropped for it");
+        fake.down.store(false, Relaxed);
+        assert!(d.flush(Duration::from_secs(5)));
+        let got = String::from_utf8(fake.got.lock().unwrap().concat()).unwrap();
+        let nums: Vec<u64> = got.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(*nums.last().unwrap(), 59, "newest kept");
+        assert_eq!(nums.len() as u64, 60 - s.dropped_queue_full);
+    }
+
+    #[test]
+    fn refused_batches_are_counted_and_not_retried() {
+        struct Refuse(Arc<AtomicUsize>);
+        impl Transport for Refuse {
+            fn send(&mut self, _b: &Batch, _body: &[u8], _gzip: bool) -> Outcome {
+                self.0.fetch_add(1, Relaxed);
+                Outcome::Rejected("401: wrong token".into())
+            }
+        }
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let d = Delivery::start(cfg(), Lines { buf: vec![], n: 0 }, Refuse(attempts.clone()), "t").unwrap();
+        for i in 0..3 {
+            d.add_sealed(|e| {
+                e.buf.extend_from_slice(format!("{i}\n").as_bytes());
+                e.n += 1;
+                (1, ())
+            });
+        }
+        assert!(d.flush(Duration::from_secs(5)));
+        let s = d.stats().snapshot();
+        assert_eq!((s.refused_batches, s.rejected, s.delivered), (3, 3, 0), "{s:?}");
+        assert_eq!(attempts.load(Relaxed), 3, "one attempt per refused batch");
+        assert_eq!(s.last_error.as_deref(), Some("401: wrong token"));
     }
 
     #[test]

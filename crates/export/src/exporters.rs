@@ -91,7 +91,8 @@ pub enum ExportError {
     Config(String),
     #[error(transparent)]
     Serve(#[from] crate::prometheus::ServeError),
-    #[error("cannot start a thread: {0}")]
+    /// The I/O error is the source (printed by an error chain), not repeated in the message.
+    #[error("cannot start a thread")]
     Thread(#[from] std::io::Error),
 }
 

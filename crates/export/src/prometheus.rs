@@ -674,7 +674,14 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_export_records_total{{{l},outcome=\"{outcome}\"}} {v}");
             }
         }
-        let sink_metrics: [SinkMetric; 4] = [
+        let sink_metrics: [SinkMetric; 6] = [
+            (
+                "ddscope_export_refused_batches_total",
+                "Batches the endpoint refused (wrong token, too large, bad request); dropped, not retried.",
+                Kind::Counter,
+                |s| s.refused_batches.load(Relaxed),
+            ),
+            ("ddscope_export_dropped_batches_total", "Batches dropped because the queue was full (the oldest first).", Kind::Counter, |s| s.dropped_batches.load(Relaxed)),
             ("ddscope_export_failed_attempts_total", "Failed delivery attempts (each is retried with backoff).", Kind::Counter, |s| s.failed_attempts.load(Relaxed)),
             ("ddscope_export_sent_bytes_total", "Request body bytes delivered.", Kind::Counter, |s| s.bytes_sent.load(Relaxed)),
             ("ddscope_export_queued_bytes", "Encoded bytes waiting for delivery.", Kind::Gauge, |s| s.queued_bytes.load(Relaxed)),
@@ -710,11 +717,12 @@ pub struct MetricsServer {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot serve metrics on {addr}: {source}")]
+/// The reason is part of the message and not a `source()` as well, so that
+/// an error chain (`{:#}`) does not print it twice.
+#[error("cannot serve metrics on {addr}: {reason}")]
 pub struct ServeError {
     pub addr: String,
-    #[source]
-    pub source: Box<dyn std::error::Error + Send + Sync>,
+    pub reason: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl MetricsServer {
@@ -727,14 +735,14 @@ impl MetricsServer {
         if token.is_none() && !parsed.is_some_and(|a| a.ip().is_loopback()) {
             return Err(ServeError {
                 addr: addr.to_string(),
-                source: "listening on an address other than loopback (127.0.0.1, ::1) needs a token".into(),
+                reason: "listening on an address other than loopback (127.0.0.1, ::1) needs a token".into(),
             });
         }
-        let server = tiny_http::Server::http(addr).map_err(|e| ServeError { addr: addr.to_string(), source: e })?;
+        let server = tiny_http::Server::http(addr).map_err(|e| ServeError { addr: addr.to_string(), reason: e })?;
         let bound = match server.server_addr() {
             tiny_http::ListenAddr::IP(a) => a,
             #[allow(unreachable_patterns)]
-            _ => return Err(ServeError { addr: addr.to_string(), source: "not an IP listener".into() }),
+            _ => return Err(ServeError { addr: addr.to_string(), reason: "not an IP listener".into() }),
         };
         let server = Arc::new(server);
         let s2 = server.clone();
@@ -744,7 +752,7 @@ impl MetricsServer {
                 let token = token.map(|t| format!("Bearer {t}"));
                 move || serve(&s2, &registry, token.as_deref())
             })
-            .map_err(|e| ServeError { addr: addr.to_string(), source: Box::new(e) })?;
+            .map_err(|e| ServeError { addr: addr.to_string(), reason: Box::new(e) })?;
         Ok(MetricsServer { server, thread: Some(thread), addr: bound })
     }
 
@@ -831,6 +839,23 @@ mod tests {
         assert_eq!(value(&f, "ddscope_export_dropped_series_total", &[("kind", "topic")]), Some(7.0));
         assert_eq!(value(&f, "ddscope_export_dropped_updates_total", &[("kind", "topic")]), Some(14.0));
         assert_eq!(r.dropped_series(), (7, 0));
+    }
+
+    #[test]
+    fn sink_counters_are_live_including_refused_and_dropped_batches() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        let stats = Arc::new(SinkStats::default());
+        r.register_sink("serve", stats.clone());
+        stats.refused_batches.fetch_add(2, Relaxed);
+        stats.rejected.fetch_add(7, Relaxed);
+        stats.dropped_batches.fetch_add(1, Relaxed);
+        // Read at scrape time: a later change shows without registering again.
+        let f = r.families();
+        assert_eq!(value(&f, "ddscope_export_refused_batches_total", &[("sink", "serve")]), Some(2.0));
+        assert_eq!(value(&f, "ddscope_export_dropped_batches_total", &[("sink", "serve")]), Some(1.0));
+        assert_eq!(value(&f, "ddscope_export_records_total", &[("sink", "serve"), ("outcome", "rejected")]), Some(7.0));
+        stats.refused_batches.fetch_add(1, Relaxed);
+        assert_eq!(value(&r.families(), "ddscope_export_refused_batches_total", &[("sink", "serve")]), Some(3.0));
     }
 
     #[test]

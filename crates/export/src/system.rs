@@ -22,8 +22,10 @@ const USER_HZ: f64 = 100.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// `error` is in the message; naming it `source` would make it the
+    /// error's source too, and an error chain would print it twice.
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}: unexpected format: {detail}")]
     Format { path: PathBuf, detail: String },
     #[error("scraping {url}: {detail}")]
@@ -31,7 +33,7 @@ pub enum SystemError {
 }
 
 fn read(path: PathBuf) -> Result<String, SystemError> {
-    std::fs::read_to_string(&path).map_err(|source| SystemError::Read { path, source })
+    std::fs::read_to_string(&path).map_err(|error| SystemError::Read { path, error })
 }
 
 fn lbl(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

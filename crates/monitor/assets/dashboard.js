@@ -1,4 +1,10 @@
 // Live dashboard: polls /api/state every second and redraws.
+//
+// Everything in the state document can come from an agent (names, topic
+// rows, counters), and agents are only as trustworthy as the token: every
+// value reaches the page as text (textContent, canvas fillText), never as
+// HTML. The server's Content-Security-Policy forbids inline script as a
+// second line of defence.
 (function () {
   "use strict";
   const C = window.DDSCharts;
@@ -6,10 +12,34 @@
   const token = q.get("token");
   const api = "api/state" + (token ? "?token=" + encodeURIComponent(token) : "");
   const $ = (id) => document.getElementById(id);
-  const esc = (s) => String(s === undefined || s === null ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
-  const f = (v, d) => (v === null || v === undefined || Number.isNaN(v) ? "" : (+v).toFixed(d === undefined ? 2 : d));
-  const table = (head, rows, left) => "<table><tr>" + head.map((h, i) => `<th class="${i < left ? "l" : ""}">${esc(h)}</th>`).join("") + "</tr>" +
-    rows.map((r) => "<tr>" + r.map((c, i) => `<td class="${i < left ? "l" : ""}">${c}</td>`).join("") + "</tr>").join("") + "</table>";
+  const text = (v) => (v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v));
+  const el = (tag, cls, content) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (content !== undefined) e.textContent = text(content);
+    return e;
+  };
+  const f = (v, d) => (v === null || v === undefined || Number.isNaN(+v) ? "" : (+v).toFixed(d === undefined ? 2 : d));
+  // A cell is a value (shown as text) or {bad: value} (shown as text, highlighted).
+  const bad = (v) => (v ? { bad: v } : 0);
+  function table(head, rows, left) {
+    const t = el("table");
+    const hr = el("tr");
+    head.forEach((h, i) => hr.appendChild(el("th", i < left ? "l" : "", h)));
+    t.appendChild(hr);
+    for (const r of rows) {
+      const tr = el("tr");
+      r.forEach((c, i) => {
+        const td = el("td", i < left ? "l" : "");
+        if (c !== null && typeof c === "object" && "bad" in c) td.appendChild(el("span", "bad", c.bad));
+        else td.textContent = text(c);
+        tr.appendChild(td);
+      });
+      t.appendChild(tr);
+    }
+    return t;
+  }
+  const put = (id, node) => $(id).replaceChildren(node);
   const holders = {};
   const holder = (parent, key) => {
     if (!holders[key]) {
@@ -21,36 +51,51 @@
     }
     return holders[key];
   };
+  const arr = (v) => (Array.isArray(v) ? v : []);
   function bw(b) { return b >= 1e9 ? f(b / 1e9) + " Gb/s" : b >= 1e6 ? f(b / 1e6) + " Mb/s" : b >= 1e3 ? f(b / 1e3, 1) + " kb/s" : f(b, 0) + " b/s"; }
 
   function draw(s) {
-    const running = s.agents.filter((a) => a.running).length;
-    $("status").textContent = `${s.agents.length} agents (${running} running), ${s.flows.length} flows, ${s.correlation.samples_judged} samples judged, window ${s.window_s} s — updated ${new Date().toLocaleTimeString()}`;
-    $("agent-table").innerHTML = table(["agent", "state", "last batch (s ago)", "batches", "items", "lost batches", "dropped items", "frames", "kernel dropped", "if_dropped", "skipped / malformed"],
-      s.agents.map((a) => {
-        const c = a.counters || {};
-        const k = c.kernel || {};
-        return [esc(a.name), a.running ? "running" : "stopped", f(a.last_seen_s, 1), a.batches, a.items,
-          a.lost_batches ? `<span class="bad">${a.lost_batches}</span>` : 0, a.dropped_items ? `<span class="bad">${a.dropped_items}</span>` : 0,
-          c.frames ?? "", k.dropped ? `<span class="bad">${k.dropped}</span>` : (k.dropped ?? ""), k.if_dropped ?? "", esc(c.skipped || "")];
-      }), 2);
+    const agents = arr(s.agents);
+    const flows = arr(s.flows);
+    const lim = s.limits || {};
+    const running = agents.filter((a) => a.running).length;
+    $("status").textContent = `${agents.length} agents (${running} running), ${lim.flows_total ?? flows.length} flows, ${s.correlation.samples_judged} samples judged, window ${s.window_s} s — updated ${new Date().toLocaleTimeString()}`;
+    put("agent-table", table(["agent", "state", "last batch (s ago)", "batches", "items", "lost batches", "dropped items", "rate-limited", "frames", "kernel dropped", "if_dropped", "skipped / malformed"],
+      agents.map((a) => {
+        const c = (a.counters && typeof a.counters === "object") ? a.counters : {};
+        const k = (c.kernel && typeof c.kernel === "object") ? c.kernel : {};
+        return [a.name, a.running ? "running" : "stopped", f(a.last_seen_s, 1), a.batches, a.items,
+          bad(a.lost_batches), bad(a.dropped_items), bad(a.rate_limited), c.frames, k.dropped ? bad(k.dropped) : k.dropped, k.if_dropped, c.skipped];
+      }), 2));
+    const sv = s.server || {};
+    $("server-line").textContent = `server: ${sv.connections_open ?? 0} connections open; refused ${sv.connections_refused ?? 0} over the limit, ` +
+      `${sv.unauthorized ?? 0} unauthorized, ${sv.rate_limited ?? 0} rate-limited, ${sv.too_large ?? 0} too large, ${sv.bad_batches ?? 0} bad batches, ` +
+      `${(sv.header_timeouts ?? 0) + (sv.body_timeouts ?? 0) + (sv.idle_closed ?? 0)} timed out; ` +
+      `latency series evicted ${lim.series_evicted ?? 0}, topic rows not shown ${lim.topic_rows_truncated ?? 0}`;
     const trows = [];
-    for (const a of s.agents) for (const t of (a.topics || [])) {
-      trows.push([esc(a.name), esc(t.topic_name), esc(t.type_name), f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
+    for (const a of agents) for (const t of arr(a.topics)) {
+      if (!t || typeof t !== "object") continue;
+      trows.push([a.name, t.topic_name, t.type_name, f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
         f(t.rtps_frags_per_sample, 1), f(t.ip_frags_per_sample, 1), t.samples, t.incomplete_samples, t.retransmitted_fragments, t.sn_gaps, t.heartbeats, t.acknacks, t.nack_frags]);
     }
-    $("topic-table").innerHTML = trows.length ? table(["agent", "topic", "type", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 3) : "no DDS user traffic yet";
-    $("flow-table").innerHTML = table(["topic", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean ms", "p99 ms", "max ms", "submsg mean ms", "|jitter| mean ms", "in time", "late"],
-      s.flows.map((fl) => {
-        const x = fl.summary, L = Object.fromEntries(x.layers), m = L.message || {}, sm = L.submessage || {};
-        return [esc(x.topic), esc(x.sender + " → " + x.receiver), x.samples, x.delivered, x.lost ? `<span class="bad">${x.lost}</span>` : 0, x.retransmitted_samples, x.retransmitted_frags,
-          f(m.mean_ms, 3), f(m.p99_ms, 3), f(m.max_ms, 3), f(sm.mean_ms, 3), x.jitter_abs.count ? f(x.jitter_abs.mean_ms, 3) : "", x.in_time, x.late];
-      }), 2);
-    $("warnings").innerHTML = s.warnings.map((w) => `<div class="warn">${esc(w)}</div>`).join("");
+    if (trows.length) {
+      put("topic-table", table(["agent", "topic", "type", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 3));
+    } else {
+      $("topic-table").textContent = "no DDS user traffic yet";
+    }
+    put("flow-table", table(["topic", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean ms", "p99 ms", "max ms", "submsg mean ms", "|jitter| mean ms", "in time", "late"],
+      flows.map((fl) => {
+        const x = fl.summary, L = Object.fromEntries(arr(x.layers)), m = L.message || {}, sm = L.submessage || {};
+        return [x.topic, x.sender + " → " + x.receiver, x.samples, x.delivered, bad(x.lost), x.retransmitted_samples, x.retransmitted_frags,
+          f(m.mean_ms, 3), f(m.p99_ms, 3), f(m.max_ms, 3), f(sm.mean_ms, 3), x.jitter_abs && x.jitter_abs.count ? f(x.jitter_abs.mean_ms, 3) : "", x.in_time, x.late];
+      }), 2));
+    $("flow-note").textContent = (lim.flows_total || 0) > flows.length
+      ? `the ${flows.length} flows with the most samples of ${lim.flows_total} are shown (/api/state caps its size)` : "";
+    $("warnings").replaceChildren(...arr(s.warnings).map((w) => el("div", "warn", w)));
     const fc = $("flow-charts");
-    const topics = [...new Set(s.flows.map((x) => x.summary.topic))];
+    const topics = [...new Set(flows.map((x) => x.summary.topic))];
     for (const t of topics) {
-      const fls = s.flows.filter((x) => x.summary.topic === t);
+      const fls = flows.filter((x) => x.summary.topic === t);
       const name = (x) => x.summary.sender + "→" + x.summary.receiver;
       C.line(holder(fc, "msg:" + t), { title: t + ": DDS message latency", xTime: true, yLabel: "ms", yFromZero: true, legend: true,
         series: fls.map((x) => ({ name: name(x), points: x.message, mode: "points" })) });
@@ -63,11 +108,11 @@
     }
     const sc = $("system-charts");
     C.line(holder(sc, "cpu"), { title: "CPU utilisation", xTime: true, yLabel: "%", yRange: [0, 100], legend: true,
-      series: s.agents.map((a) => ({ name: a.name, points: a.cpu })) });
+      series: agents.map((a) => ({ name: text(a.name), points: arr(a.cpu) })) });
     const net = [];
-    for (const a of s.agents) for (const n of a.network) {
+    for (const a of agents) for (const n of arr(a.network)) {
       if (n.device === "lo") continue;
-      net.push({ name: a.name + " " + n.device + " rx", points: n.rx }, { name: a.name + " " + n.device + " tx", points: n.tx });
+      net.push({ name: text(a.name) + " " + text(n.device) + " rx", points: arr(n.rx) }, { name: text(a.name) + " " + text(n.device) + " tx", points: arr(n.tx) });
     }
     C.line(holder(sc, "net"), { title: "Bandwidth per interface", xTime: true, yLabel: "Mbit/s", yFromZero: true, legend: true, series: net });
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);

@@ -7,7 +7,7 @@
 
 use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, WireItem};
-use crate::upstream::{now_ns, sender, Upstream, UpstreamStats};
+use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
 use crate::view::LiveTopics;
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::latency::Item;
@@ -19,7 +19,6 @@ use ddscope_export::system::SystemSource;
 use ddscope_export::{CaptureHealth, Exporters};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,6 +41,8 @@ pub struct AgentReport {
     pub items_sent: u64,
     pub items_dropped: u64,
     pub send_failures: u64,
+    /// Batches the server refused (wrong token, bad name, too large).
+    pub batches_refused: u64,
     pub notes: Vec<String>,
 }
 
@@ -68,19 +69,16 @@ pub fn run(
 ) -> anyhow::Result<(AgentReport, Option<Exporters>)> {
     let mut point = CapturePoint::new(&cfg.name, DecoderConfig::default(), Some(correlation_samples(DEFAULT_WINDOW_NS)));
     let mut view = LiveTopics::default();
-    let stats = Arc::new(UpstreamStats::default());
-    let (tx, sender_thread): (Option<SyncSender<Batch>>, _) = match &cfg.upstream {
-        Some(up) => {
-            let (tx, rx) = sync_channel::<Batch>(64);
-            let (up, st) = (up.clone(), stats.clone());
-            (Some(tx), Some(std::thread::spawn(move || sender(up, rx, st))))
-        }
-        None => (None, None),
+    let tx: Option<UpstreamLink> = match &cfg.upstream {
+        Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
+        None => None,
     };
+    if let (Some(x), Some(link)) = (&exporters, &tx) {
+        x.registry().register_sink(SINK_NAME, link.stats().clone());
+    }
     let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
     let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
     let mut seq = 0u64;
-    let mut local_dropped = 0u64;
     let started = Instant::now();
     let mut last_flush = Instant::now();
     let mut last_system = Instant::now() - Duration::from_secs(10);
@@ -115,6 +113,10 @@ pub fn run(
                 f.flush();
             }
             let items: Vec<WireItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| wire_item(&i)).collect();
+            for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
+                on_note(&n);
+                notes.push(n);
+            }
             let counters = cap.counters();
             let dec = &point.decoder;
             let tracker_stats = point.tracker.as_ref().map(|t| t.stats.clone()).unwrap_or_default();
@@ -157,13 +159,12 @@ pub fn run(
             }
             if let Some(tx) = &tx {
                 seq += 1;
-                let n = items.len() as u64;
-                let batch = Batch {
+                tx.send(Batch {
                     agent: cfg.name.clone(),
                     seq,
                     sent_ns: now_ns(),
                     items,
-                    dropped_items: local_dropped,
+                    dropped_items: 0,
                     topics,
                     system,
                     counters: Some(json!({
@@ -175,14 +176,7 @@ pub fn run(
                         "timestamps": cap.timestamp_note,
                     })),
                     last: !running,
-                };
-                match tx.try_send(batch) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                        local_dropped += n;
-                        stats.items_dropped.fetch_add(n, Ordering::Relaxed);
-                    }
-                }
+                });
             }
         }
         if !running {
@@ -190,9 +184,13 @@ pub fn run(
         }
     }
     drop(feed);
-    drop(tx);
-    if let Some(h) = sender_thread {
-        let _ = h.join();
+    let mut up = Default::default();
+    if let Some(mut l) = tx {
+        up = l.shutdown(Duration::from_secs(5));
+        for n in l.take_notes() {
+            on_note(&n);
+            notes.push(n);
+        }
     }
     let counters = cap.counters();
     Ok((
@@ -200,9 +198,10 @@ pub fn run(
             frames: point.decoder.stats.frames,
             counters,
             decode_summary: point.decoder.stats.summary_line(),
-            items_sent: stats.items_sent.load(Ordering::Relaxed),
-            items_dropped: stats.items_dropped.load(Ordering::Relaxed),
-            send_failures: stats.send_failures.load(Ordering::Relaxed),
+            items_sent: up.delivered,
+            items_dropped: up.dropped_queue_full + up.dropped_at_shutdown + up.rejected,
+            send_failures: up.failed_attempts,
+            batches_refused: up.refused_batches,
             notes,
         },
         exporters,

@@ -6,6 +6,8 @@ pub mod view;
 pub mod stages;
 pub mod protocol;
 pub mod serve;
+pub mod http;
+pub mod assets;
 pub mod agent;
 pub mod privileges;
 pub mod upstream;

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 pub const INGEST_PATH: &str = "/api/v1/ingest";
+/// The agent's name, also sent as a header so that the server can check it
+/// and apply the agent's rate limit before reading the body.
+pub const AGENT_HEADER: &str = "x-ddscope-agent";
 
 /// A sample record on the wire between agent and server.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

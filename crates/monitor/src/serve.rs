@@ -1,19 +1,69 @@
 //! The central view: agents POST their batches here; the same correlator as
 //! `ddscope latency` joins them; a web dashboard (assets built into the
 //! binary) shows per-topic latency, sizes, bandwidth, CPU, loss and repairs.
+//!
+//! This module holds the state ([`Central`]) and its caps; the HTTP server
+//! in front of it (timeouts, connection and rate limits, authentication) is
+//! [`crate::http`]. Everything keyed by what agents send is bounded: agents
+//! (64), latency series per flow (least recently updated evicted, counted),
+//! network devices per agent, the size of an agent's topic table and
+//! counters, and what one `/api/state` answer carries.
 
-use crate::protocol::{self, Batch, MetricSample, INGEST_PATH};
+use crate::protocol::{self, Batch, MetricSample};
 use ddscope_core::latency::app::AppTruth;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, Level, LatencyRow};
+use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SERIES_POINTS: usize = 2000;
+pub use crate::http::{serve, HttpLimits, Server};
+
+/// Longest agent name (`--name`) accepted.
+pub const MAX_AGENT_NAME: usize = 64;
+/// Most agents (capture points) the server correlates at once.
+pub const MAX_AGENTS: usize = 64;
+/// CPU, memory and bandwidth points kept per agent (and device).
 const HISTORY_POINTS: usize = 600;
-const MAX_BODY: usize = 64 << 20;
+/// Network devices tracked per agent.
+const MAX_DEVICES: usize = 32;
+
+/// What `serve` keeps and shows, bounded whatever the agents send.
+#[derive(Debug, Clone)]
+pub struct StateCaps {
+    /// (topic, sender, receiver) latency series kept; the least recently
+    /// updated is evicted (and counted) to make room for a new one.
+    pub max_series: usize,
+    /// Points kept per series (message latency, submessage latency, size).
+    pub series_points: usize,
+    /// Flows one `/api/state` answer carries (those with the most samples);
+    /// the total is always given.
+    pub state_flows: usize,
+    /// Points per series in one answer (evenly thinned, newest kept).
+    pub state_points: usize,
+    /// Writer roles in one answer.
+    pub state_writers: usize,
+    /// Topic rows kept per agent.
+    pub agent_topic_rows: usize,
+    /// Bytes of an agent's topic table / counters (as JSON) kept.
+    pub agent_json_bytes: usize,
+}
+
+impl Default for StateCaps {
+    fn default() -> Self {
+        StateCaps {
+            max_series: 256,
+            series_points: 2000,
+            state_flows: 50,
+            state_points: 600,
+            state_writers: 200,
+            agent_topic_rows: 200,
+            agent_json_bytes: 256 * 1024,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -22,6 +72,22 @@ pub struct ServeConfig {
     pub window_ns: i64,
     /// An agent silent this long no longer holds back judgement.
     pub idle: Duration,
+    pub limits: HttpLimits,
+    pub caps: StateCaps,
+}
+
+impl ServeConfig {
+    /// Loopback-style defaults: no token, 5 s window, 10 s idle.
+    pub fn new(listen: SocketAddr) -> Self {
+        ServeConfig {
+            listen,
+            token: None,
+            window_ns: 5_000_000_000,
+            idle: Duration::from_secs(10),
+            limits: HttpLimits::default(),
+            caps: StateCaps::default(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -31,10 +97,12 @@ struct SystemHistory {
     cpu: VecDeque<(f64, f64)>,
     mem: VecDeque<(f64, f64)>,
     net: BTreeMap<String, VecDeque<(f64, f64, f64)>>,
+    /// Samples for devices beyond [`MAX_DEVICES`], not kept.
+    devices_refused: u64,
 }
 
 fn push<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
-    if q.len() >= cap {
+    while q.len() >= cap.max(1) {
         q.pop_front();
     }
     q.push_back(v);
@@ -58,11 +126,18 @@ impl SystemHistory {
                 }
                 "node_memory_MemTotal_bytes" => mem_total = Some(s.value),
                 "node_memory_MemAvailable_bytes" => mem_avail = Some(s.value),
-                "node_network_receive_bytes_total" => {
-                    net.entry(label(s, "device").unwrap_or_default()).or_default().0 = s.value;
-                }
-                "node_network_transmit_bytes_total" => {
-                    net.entry(label(s, "device").unwrap_or_default()).or_default().1 = s.value;
+                "node_network_receive_bytes_total" | "node_network_transmit_bytes_total" => {
+                    let dev = label(s, "device").unwrap_or_default();
+                    if !net.contains_key(&dev) && net.len() >= MAX_DEVICES {
+                        self.devices_refused += 1;
+                        continue;
+                    }
+                    let e = net.entry(dev).or_default();
+                    if s.name == "node_network_receive_bytes_total" {
+                        e.0 = s.value;
+                    } else {
+                        e.1 = s.value;
+                    }
                 }
                 _ => {}
             }
@@ -80,6 +155,10 @@ impl SystemHistory {
             push(&mut self.mem, (t, (tot - av) / 1e6), HISTORY_POINTS);
         }
         for (dev, (rx, tx)) in net {
+            if !self.last_net.contains_key(&dev) && self.last_net.len() >= MAX_DEVICES {
+                self.devices_refused += 1;
+                continue;
+            }
             if let Some((pt, prx, ptx)) = self.last_net.get(&dev).copied() {
                 if t > pt {
                     let rate = |a: f64, b: f64| ((a - b).max(0.0) * 8.0 / (t - pt)) / 1e6;
@@ -100,6 +179,8 @@ struct Agent {
     seq_gaps: u64,
     dropped_items: u64,
     topics: Value,
+    /// Topic rows the agent sent in its last table (before the cap).
+    topic_rows_sent: usize,
     counters: Value,
     system: SystemHistory,
     ended: bool,
@@ -110,34 +191,102 @@ struct FlowSeries {
     message: VecDeque<(f64, f64)>,
     submessage: VecDeque<(f64, f64)>,
     size: VecDeque<(f64, f64)>,
+    /// Position in [`SeriesStore::order`].
+    tick: u64,
 }
+
+type SeriesKey = (String, String, String);
+
+/// The latency series per (topic, sender, receiver), at most `cap` of them;
+/// the least recently updated one makes room for a new one.
+struct SeriesStore {
+    map: FxHashMap<SeriesKey, FlowSeries>,
+    /// Update tick → key, oldest first.
+    order: BTreeMap<u64, SeriesKey>,
+    next_tick: u64,
+    cap: usize,
+    points: usize,
+    evicted: u64,
+}
+
+impl SeriesStore {
+    fn new(cap: usize, points: usize) -> Self {
+        SeriesStore { map: FxHashMap::default(), order: BTreeMap::new(), next_tick: 0, cap: cap.max(1), points, evicted: 0 }
+    }
+
+    fn touch(&mut self, key: SeriesKey) -> &mut FlowSeries {
+        self.next_tick += 1;
+        let tick = self.next_tick;
+        if let Some(s) = self.map.get_mut(&key) {
+            self.order.remove(&s.tick);
+            s.tick = tick;
+            self.order.insert(tick, key.clone());
+            // Looked up again to end the first borrow (the key moved into `order`).
+            return self.map.entry(key).or_default();
+        }
+        while self.map.len() >= self.cap {
+            match self.order.pop_first() {
+                Some((_, old)) => {
+                    self.map.remove(&old);
+                    self.evicted += 1;
+                }
+                None => break,
+            }
+        }
+        self.order.insert(tick, key.clone());
+        let s = self.map.entry(key).or_default();
+        s.tick = tick;
+        s
+    }
+
+    fn on_row(&mut self, r: LatencyRow) {
+        let Some(l) = r.latency_ns else { return };
+        let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
+        let points = self.points;
+        let s = self.touch((topic, r.sender.to_string(), r.receiver.to_string()));
+        let t = r.sender_first_ts_ns as f64 / 1e9;
+        match r.level {
+            Level::Message => {
+                push(&mut s.message, (t, l as f64 / 1e6), points);
+                if let Some(sz) = r.sample_size {
+                    push(&mut s.size, (t, sz as f64), points);
+                }
+            }
+            Level::Submessage => push(&mut s.submessage, (t, l as f64 / 1e6), points),
+        }
+    }
+}
+
+/// At most `max` points of `q` as `[t, v]` pairs: every k-th, counted back
+/// from the newest so the latest point is always there.
+fn thin<T: Copy>(q: &VecDeque<T>, max: usize, pair: impl Fn(T) -> Value) -> Vec<Value> {
+    let n = q.len();
+    if n <= max {
+        return q.iter().map(|v| pair(*v)).collect();
+    }
+    let step = n.div_ceil(max.max(1));
+    let mut out: Vec<Value> = (0..n).rev().step_by(step).map(|i| pair(q[i])).collect();
+    out.reverse();
+    out
+}
+
+/// Counters of the HTTP layer, shown in `/api/state` under `server`.
+pub type ServerCounters = Value;
 
 pub struct Central {
     cfg: ServeConfig,
     corr: Correlator,
     decoder: protocol::Decoder,
     agents: BTreeMap<String, Agent>,
-    series: BTreeMap<(String, String, String), FlowSeries>,
-    rejected: u64,
+    series: SeriesStore,
+    /// Batches refused after they were read (bad JSON, bad agent name, agent cap).
+    pub(crate) rejected: u64,
     bad_items: u64,
+    /// Topic rows not kept because an agent sent more than the cap.
+    topic_rows_truncated: u64,
+    /// Topic tables or counters dropped because they were larger than the cap.
+    oversized_documents: u64,
     started: Instant,
-}
-
-fn on_row(series: &mut BTreeMap<(String, String, String), FlowSeries>, r: LatencyRow) {
-    let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
-    let s = series.entry((topic, r.sender.to_string(), r.receiver.to_string())).or_default();
-    let t = r.sender_first_ts_ns as f64 / 1e9;
-    if let Some(l) = r.latency_ns {
-        match r.level {
-            Level::Message => {
-                push(&mut s.message, (t, l as f64 / 1e6), SERIES_POINTS);
-                if let Some(sz) = r.sample_size {
-                    push(&mut s.size, (t, sz as f64), SERIES_POINTS);
-                }
-            }
-            Level::Submessage => push(&mut s.submessage, (t, l as f64 / 1e6), SERIES_POINTS),
-        }
-    }
 }
 
 impl Central {
@@ -153,28 +302,48 @@ impl Central {
             },
             Arc::new(AppTruth::default()),
         );
+        let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);
         Central {
             cfg,
             corr,
             decoder: protocol::Decoder::default(),
             agents: BTreeMap::new(),
-            series: BTreeMap::new(),
+            series,
             rejected: 0,
             bad_items: 0,
+            topic_rows_truncated: 0,
+            oversized_documents: 0,
             started: Instant::now(),
         }
     }
 
+    /// An agent's JSON document (topic table, counters), capped: arrays keep
+    /// their first `rows` entries, anything larger than the byte cap is dropped.
+    fn capped(&mut self, mut v: Value, rows: Option<usize>) -> (Value, usize) {
+        let mut sent = 0;
+        if let (Some(max), Value::Array(a)) = (rows, &mut v) {
+            sent = a.len();
+            if a.len() > max {
+                self.topic_rows_truncated += (a.len() - max) as u64;
+                a.truncate(max);
+            }
+        }
+        let size = serde_json::to_vec(&v).map(|b| b.len()).unwrap_or(usize::MAX);
+        if size > self.cfg.caps.agent_json_bytes {
+            self.oversized_documents += 1;
+            return (json!({"note": format!("not kept: {size} bytes of JSON, more than the cap of {}", self.cfg.caps.agent_json_bytes)}), sent);
+        }
+        (v, sent)
+    }
+
     /// Takes one batch from an agent.
     pub fn ingest(&mut self, b: Batch) -> Result<(), String> {
-        if b.agent.is_empty() || b.agent.len() > 64 {
-            return Err("agent name must be 1 to 64 characters".into());
-        }
+        check_agent_name(&b.agent)?;
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
             None => {
-                if self.agents.len() >= 64 {
-                    return Err("at most 64 agents".into());
+                if self.agents.len() >= MAX_AGENTS {
+                    return Err(format!("at most {MAX_AGENTS} agents"));
                 }
                 let idx = self.corr.add_capture(&b.agent, 0);
                 self.agents.insert(
@@ -188,6 +357,7 @@ impl Central {
                         seq_gaps: 0,
                         dropped_items: 0,
                         topics: Value::Null,
+                        topic_rows_sent: 0,
                         counters: Value::Null,
                         system: SystemHistory::default(),
                         ended: false,
@@ -196,20 +366,25 @@ impl Central {
                 idx
             }
         };
+        let topics = b.topics.map(|t| self.capped(t, Some(self.cfg.caps.agent_topic_rows)));
+        let counters = b.counters.map(|c| self.capped(c, None).0);
         let series = &mut self.series;
-        let a = self.agents.get_mut(&b.agent).expect("inserted");
+        let Some(a) = self.agents.get_mut(&b.agent) else {
+            return Err("agent table changed while ingesting".into());
+        };
         a.last_seen = Instant::now();
-        if b.seq > a.last_seq + 1 && a.last_seq > 0 {
-            a.seq_gaps += b.seq - a.last_seq - 1;
+        if b.seq > a.last_seq.saturating_add(1) && a.last_seq > 0 {
+            a.seq_gaps = a.seq_gaps.saturating_add(b.seq - a.last_seq - 1);
         }
         a.last_seq = a.last_seq.max(b.seq);
         a.batches += 1;
         a.items += b.items.len() as u64;
         a.dropped_items = b.dropped_items;
-        if let Some(t) = b.topics {
+        if let Some((t, sent)) = topics {
             a.topics = t;
+            a.topic_rows_sent = sent;
         }
-        if let Some(c) = b.counters {
+        if let Some(c) = counters {
             a.counters = c;
         }
         if !b.system.is_empty() {
@@ -219,16 +394,16 @@ impl Central {
         a.ended = b.last;
         let name: Arc<str> = Arc::from(b.agent.as_str());
         if was_ended && !b.last {
-            self.corr.set_ended(idx, false, &mut |r| on_row(series, r));
+            self.corr.set_ended(idx, false, &mut |r| series.on_row(r));
         }
         for w in b.items {
             match self.decoder.item(&name, w) {
-                Ok(item) => self.corr.push(idx, item, &mut |r| on_row(series, r)),
+                Ok(item) => self.corr.push(idx, item, &mut |r| series.on_row(r)),
                 Err(_) => self.bad_items += 1,
             }
         }
         if b.last {
-            self.corr.set_ended(idx, true, &mut |r| on_row(series, r));
+            self.corr.set_ended(idx, true, &mut |r| series.on_row(r));
         }
         Ok(())
     }
@@ -240,22 +415,35 @@ impl Central {
         for a in self.agents.values_mut() {
             if !a.ended && a.last_seen.elapsed() > idle {
                 a.ended = true;
-                self.corr.set_ended(a.idx, true, &mut |r| on_row(series, r));
+                self.corr.set_ended(a.idx, true, &mut |r| series.on_row(r));
             }
         }
     }
 
-    /// Everything the dashboard shows, as one JSON document.
-    pub fn state(&self) -> Value {
+    /// Number of latency series held and evicted so far.
+    pub fn series_counts(&self) -> (usize, u64) {
+        (self.series.map.len(), self.series.evicted)
+    }
+
+    /// Everything the dashboard shows, as one JSON document of bounded size
+    /// (see [`StateCaps`]); `server` is the HTTP layer's counters and
+    /// `rate_limited` the refusals per agent name.
+    pub fn state(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
+        let caps = &self.cfg.caps;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let flows: Vec<Value> = self
-            .corr
-            .summaries()
+        let mut summaries = self.corr.summaries();
+        let flows_total = summaries.len();
+        // The flows with the most samples; ties in topic order (the summaries' order).
+        summaries.sort_by(|a, b| b.samples.cmp(&a.samples));
+        summaries.truncate(caps.state_flows);
+        summaries.sort_by(|a, b| (&a.topic, &a.sender, &a.receiver).cmp(&(&b.topic, &b.sender, &b.receiver)));
+        let pair = |(t, v): (f64, f64)| json!([t, v]);
+        let flows: Vec<Value> = summaries
             .into_iter()
             .map(|f| {
                 let key = (f.topic.clone(), f.sender.clone(), f.receiver.clone());
-                let s = self.series.get(&key);
-                let pts = |q: Option<&VecDeque<(f64, f64)>>| q.map(|q| q.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>()).unwrap_or_default();
+                let s = self.series.map.get(&key);
+                let pts = |q: Option<&VecDeque<(f64, f64)>>| q.map(|q| thin(q, caps.state_points, pair)).unwrap_or_default();
                 json!({
                     "summary": f,
                     "message": pts(s.map(|s| &s.message)),
@@ -276,18 +464,24 @@ impl Central {
                     "items": a.items,
                     "lost_batches": a.seq_gaps,
                     "dropped_items": a.dropped_items,
+                    "rate_limited": rate_limited(n),
                     "counters": a.counters,
                     "topics": a.topics,
-                    "cpu": a.system.cpu.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>(),
-                    "memory_mb": a.system.mem.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>(),
+                    "topic_rows_sent": a.topic_rows_sent,
+                    "devices_refused": a.system.devices_refused,
+                    "cpu": thin(&a.system.cpu, caps.state_points, pair),
+                    "memory_mb": thin(&a.system.mem, caps.state_points, pair),
                     "network": a.system.net.iter().map(|(d, q)| json!({
                         "device": d,
-                        "rx": q.iter().map(|(t, rx, _)| json!([t, rx])).collect::<Vec<_>>(),
-                        "tx": q.iter().map(|(t, _, tx)| json!([t, tx])).collect::<Vec<_>>(),
+                        "rx": thin(q, caps.state_points, |(t, rx, _)| json!([t, rx])),
+                        "tx": thin(q, caps.state_points, |(t, _, tx)| json!([t, tx])),
                     })).collect::<Vec<_>>(),
                 })
             })
             .collect();
+        let mut writers = self.corr.writer_roles();
+        let writers_total = writers.len();
+        writers.truncate(caps.state_writers);
         let (ps, pf) = self.corr.pending();
         json!({
             "now": now,
@@ -295,98 +489,137 @@ impl Central {
             "window_s": self.cfg.window_ns as f64 / 1e9,
             "agents": agents,
             "flows": flows,
-            "writers": self.corr.writer_roles(),
+            "writers": writers,
             "correlation": self.corr.stats,
             "pending": {"samples": ps, "submessages": pf},
             "warnings": self.corr.warnings(),
             "rejected_batches": self.rejected,
             "bad_items": self.bad_items,
+            "limits": {
+                "flows_total": flows_total,
+                "flows_shown": flows.len(),
+                "writers_total": writers_total,
+                "writers_shown": writers.len(),
+                "series": self.series.map.len(),
+                "max_series": self.series.cap,
+                "series_evicted": self.series.evicted,
+                "topic_rows_truncated": self.topic_rows_truncated,
+                "oversized_documents": self.oversized_documents,
+            },
+            "server": server,
         })
     }
 }
 
-const DASHBOARD_HTML: &str = include_str!("../assets/dashboard.html");
-const DASHBOARD_JS: &str = include_str!("../assets/dashboard.js");
-const CHARTS_JS: &str = include_str!("../../cli/assets/charts.js");
-
-fn authorized(req: &tiny_http::Request, token: &Option<String>) -> bool {
-    let Some(t) = token else { return true };
-    let header_ok = req
-        .headers()
-        .iter()
-        .any(|h| h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {t}"));
-    let query_ok = req.url().split_once('?').is_some_and(|(_, q)| q.split('&').any(|kv| kv == format!("token={t}")));
-    header_ok || query_ok
-}
-
-fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: impl Into<Vec<u8>>) {
-    let h = tiny_http::Header::from_bytes("Content-Type", ctype).expect("valid header");
-    let _ = req.respond(tiny_http::Response::from_data(body.into()).with_status_code(code).with_header(h));
-}
-
-/// Serves until the process ends. Returns the bound address on start via `on_ready`.
-pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
-    let server = tiny_http::Server::http(cfg.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
-    let addr = server.server_addr().to_ip().ok_or_else(|| anyhow::anyhow!("not an IP listener"))?;
-    let central = Arc::new(Mutex::new(Central::new(cfg.clone())));
-    {
-        let c = central.clone();
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(500));
-            c.lock().expect("central lock").tick();
-        });
+/// Agent names are 1 to [`MAX_AGENT_NAME`] characters without control characters.
+pub fn check_agent_name(name: &str) -> Result<(), String> {
+    let n = name.chars().count();
+    if n == 0 || n > MAX_AGENT_NAME {
+        return Err(format!("agent name must be 1 to {MAX_AGENT_NAME} characters (got {n})"));
     }
-    on_ready(addr);
-    let server = Arc::new(server);
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (server, central, token) = (server.clone(), central.clone(), cfg.token.clone());
-            std::thread::spawn(move || {
-                for mut req in server.incoming_requests() {
-                    let path = req.url().split('?').next().unwrap_or("/").to_string();
-                    // The page and its scripts hold no data; everything under /api/ needs the token.
-                    if path.starts_with("/api/") && !authorized(&req, &token) {
-                        respond(req, 401, "text/plain", "missing or wrong token\n");
-                        continue;
-                    }
-                    match (req.method(), path.as_str()) {
-                        (tiny_http::Method::Post, INGEST_PATH) => {
-                            let mut body = Vec::new();
-                            let r = std::io::Read::read_to_end(&mut std::io::Read::take(req.as_reader(), MAX_BODY as u64 + 1), &mut body);
-                            if r.is_err() || body.len() > MAX_BODY {
-                                central.lock().expect("central lock").rejected += 1;
-                                respond(req, 413, "text/plain", "batch too large or unreadable\n");
-                                continue;
-                            }
-                            match serde_json::from_slice::<Batch>(&body) {
-                                Ok(b) => match central.lock().expect("central lock").ingest(b) {
-                                    Ok(()) => respond(req, 204, "text/plain", Vec::new()),
-                                    Err(e) => respond(req, 400, "text/plain", format!("{e}\n")),
-                                },
-                                Err(e) => {
-                                    central.lock().expect("central lock").rejected += 1;
-                                    respond(req, 400, "text/plain", format!("bad batch: {e}\n"));
-                                }
-                            }
-                        }
-                        (tiny_http::Method::Get, "/api/state") => {
-                            let s = central.lock().expect("central lock").state();
-                            respond(req, 200, "application/json", serde_json::to_vec(&s).unwrap_or_default());
-                        }
-                        (tiny_http::Method::Get, "/") | (tiny_http::Method::Get, "/index.html") => {
-                            respond(req, 200, "text/html; charset=utf-8", DASHBOARD_HTML)
-                        }
-                        (tiny_http::Method::Get, "/assets/charts.js") => respond(req, 200, "text/javascript", CHARTS_JS),
-                        (tiny_http::Method::Get, "/assets/dashboard.js") => respond(req, 200, "text/javascript", DASHBOARD_JS),
-                        (tiny_http::Method::Get, "/healthz") => respond(req, 200, "text/plain", "ok\n"),
-                        _ => respond(req, 404, "text/plain", "not found\n"),
-                    }
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        let _ = w.join();
+    if name.chars().any(char::is_control) {
+        return Err("agent name must not contain control characters".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::WireItem;
+
+    fn row(topic: &str, sender: &str, t: i64) -> LatencyRow {
+        use ddscope_core::discovery::TopicNames;
+        LatencyRow {
+            level: Level::Message,
+            topic: Some(Arc::new(TopicNames::new(&format!("rt{topic}"), "T"))),
+            writer_id: ddscope_wire::Guid::parse_hex("0110aaaa010203040506070800001203").unwrap(),
+            sn: 1,
+            fragment_starting_num: None,
+            sender: Arc::from(sender),
+            receiver: Arc::from("rx"),
+            sample_size: Some(10),
+            frags_expected: None,
+            status: "delivered",
+            sender_first_ts_ns: t,
+            sender_first_ip_ts_ns: t,
+            sender_last_ts_ns: None,
+            receiver_first_ts_ns: None,
+            receiver_last_ts_ns: None,
+            latency_ns: Some(1000),
+            first_first_ns: None,
+            last_last_ns: None,
+            jitter_ns: None,
+            sender_retransmitted_frags: 0,
+            receiver_duplicate_frags: 0,
+            repaired: false,
+            timing: None,
+            period_ns: None,
+            app_publish_ts_ns: None,
+            app_receive_ts_ns: None,
+            app_latency_ns: None,
+            sender_stack_ns: None,
+            receiver_stack_ns: None,
+        }
+    }
+
+    #[test]
+    fn series_are_capped_least_recently_updated_first() {
+        let mut s = SeriesStore::new(3, 5);
+        for (i, t) in ["/a", "/b", "/c"].iter().enumerate() {
+            s.on_row(row(t, "tx", i as i64));
+        }
+        s.on_row(row("/a", "tx", 10)); // /a is now the most recent
+        s.on_row(row("/d", "tx", 11)); // evicts /b, the least recently updated
+        let mut keys: Vec<_> = s.map.keys().map(|k| k.0.clone()).collect();
+        keys.sort();
+        assert_eq!(keys, ["/a", "/c", "/d"]);
+        assert_eq!(s.evicted, 1);
+        assert_eq!(s.order.len(), 3, "the order index follows the map");
+        for i in 0..20 {
+            s.on_row(row("/a", "tx", 100 + i));
+        }
+        assert_eq!(s.map[&("/a".to_string(), "tx".to_string(), "rx".to_string())].message.len(), 5, "points per series are capped");
+    }
+
+    #[test]
+    fn thinning_keeps_the_newest_point() {
+        let q: VecDeque<(f64, f64)> = (0..1000).map(|i| (i as f64, 0.0)).collect();
+        let v = thin(&q, 100, |(t, v)| json!([t, v]));
+        assert!(v.len() <= 100, "{}", v.len());
+        assert_eq!(v.last().unwrap()[0], 999.0);
+        assert_eq!(thin(&q, 2000, |(t, v)| json!([t, v])).len(), 1000);
+    }
+
+    #[test]
+    fn agent_documents_are_capped_and_names_checked() {
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.caps.agent_topic_rows = 2;
+        cfg.caps.agent_json_bytes = 1000;
+        let mut c = Central::new(cfg);
+        let batch = |topics: Value, counters: Value| Batch {
+            agent: "pc1".into(),
+            seq: 1,
+            sent_ns: 0,
+            items: vec![WireItem::Watermark { t: 1 }],
+            dropped_items: 0,
+            topics: Some(topics),
+            system: vec![],
+            counters: Some(counters),
+            last: false,
+        };
+        c.ingest(batch(json!([{"topic_name": "a"}, {"topic_name": "b"}, {"topic_name": "c"}]), json!({"x": "y".repeat(5000)}))).unwrap();
+        let s = c.state(json!({}), &|_| 0);
+        let a = &s["agents"][0];
+        assert_eq!(a["topics"].as_array().unwrap().len(), 2);
+        assert_eq!(a["topic_rows_sent"], 3);
+        assert!(a["counters"]["note"].as_str().unwrap().contains("not kept"), "{}", a["counters"]);
+        assert_eq!(s["limits"]["topic_rows_truncated"], 1);
+        assert_eq!(s["limits"]["oversized_documents"], 1);
+        let mut b = batch(json!([]), json!({}));
+        b.agent = "x".repeat(65);
+        assert!(c.ingest(b).unwrap_err().contains("1 to 64"));
+        assert!(check_agent_name("a\u{7}b").is_err());
+        assert!(check_agent_name(&"é".repeat(64)).is_ok(), "characters, not bytes");
+    }
 }

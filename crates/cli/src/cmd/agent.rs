@@ -8,7 +8,7 @@ use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig};
 use ddscope_monitor::upstream::Upstream;
 use ddscope_monitor::capture::LiveCapture;
-use ddscope_monitor::privileges::drop_privileges;
+use ddscope_monitor::privileges::{drop_privileges, restrict_syscalls};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,9 +79,6 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let duration = a.capture.duration;
     let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
     eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
-    if let Some(n) = drop_privileges()? {
-        eprintln!("agent {}: {n}", a.name);
-    }
     let exporters = if specs.is_empty() {
         None
     } else {
@@ -104,6 +101,11 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         let s = stop.clone();
         ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     }
+    // After the exporters bound their ports (a port below 1024 needs root) and every thread exists.
+    if let Some(n) = drop_privileges()? {
+        eprintln!("agent {}: {n}", a.name);
+    }
+    eprintln!("agent {}: {}", a.name, restrict_syscalls()?);
     let cfg = AgentConfig {
         name: a.name.clone(),
         upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items }),
@@ -132,8 +134,8 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     );
     if a.send_to.is_some() {
         eprintln!(
-            "agent {}: sent {} items to the server, dropped {}, {} failed sends",
-            a.name, report.items_sent, report.items_dropped, report.send_failures
+            "agent {}: sent {} items to the server, dropped {}, {} failed sends, {} batches refused by the server",
+            a.name, report.items_sent, report.items_dropped, report.send_failures, report.batches_refused
         );
     }
     Ok(0)

@@ -1,8 +1,8 @@
 //! `ddscope serve`: the central view over all agents.
 
 use clap::Args;
-use ddscope_monitor::serve::{serve, ServeConfig};
-use ddscope_traffic::units::Nanos;
+use ddscope_monitor::serve::{serve, HttpLimits, ServeConfig, StateCaps};
+use ddscope_traffic::units::{Bytes, Nanos};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -14,8 +14,15 @@ Examples:
 Agents send with `ddscope agent … --send-to http://HOST:8080 [--token …]`.
 The dashboard (http://HOST:8080/, add ?token=… when a token is set) shows
 per-topic DDS message and submessage latency over time, payload sizes, loss,
-repairs, CPU and bandwidth per interface; /api/state has the same as JSON.
-Everything is built into the binary; nothing is loaded from the internet.")]
+repairs, CPU and bandwidth per interface; /api/state has the same as JSON
+(the flows with the most samples, --max-state-flows of them, and the totals).
+Everything is built into the binary; nothing is loaded from the internet.
+
+Slow or hostile clients cannot freeze the server: headers must arrive within
+--header-timeout, bodies within --body-timeout, at most --max-connections are
+served at once, each agent may send --agent-rate batches per second, and a
+batch is refused (wrong token, bad agent name, over the rate, too large)
+before its body is read. /api/state → server has the counters.")]
 pub struct ServeArgs {
     /// Address to listen on (only loopback without --token)
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -23,23 +30,94 @@ pub struct ServeArgs {
     /// Token agents and browsers must present (Authorization: Bearer …, or ?token=…)
     #[arg(long, env = "DDSCOPE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// How long after a sample was sent it is judged (and called lost)
-    #[arg(long, default_value = "5s")]
-    pub window: String,
-    /// An agent silent this long no longer holds back judgement
-    #[arg(long, default_value = "10s")]
-    pub idle: String,
+    /// How long after a sample was sent it is judged (and called lost); 1ms to 1h
+    #[arg(long, default_value = "5s", value_parser = duration_between(Duration::from_millis(1), Duration::from_secs(3600)))]
+    pub window: Duration,
+    /// An agent silent this long no longer holds back judgement; 1s to 1h
+    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
+    pub idle: Duration,
+    /// Connections served at once (more are answered 503 and closed)
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Largest batch an agent may send (e.g. 16MiB)
+    #[arg(long, default_value = "16MiB", value_parser = size_between(64 << 10, 1 << 30))]
+    pub max_body: u64,
+    /// Batches per second one agent may send (bursts of ten seconds' worth are allowed)
+    #[arg(long, default_value_t = 20.0, value_parser = rate_between(0.1, 100_000.0))]
+    pub agent_rate: f64,
+    /// Time for a request's headers to arrive; 100ms to 10m
+    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
+    pub header_timeout: Duration,
+    /// Time for a request's body to arrive; 100ms to 10m
+    #[arg(long, default_value = "30s", value_parser = duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
+    pub body_timeout: Duration,
+    /// Latency series (topic, sender, receiver) kept; the least recently updated is evicted first
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_series: u32,
+    /// Flows one /api/state answer carries (those with the most samples)
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_state_flows: u32,
+}
+
+/// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
+fn duration_between(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let d = s.parse::<Nanos>().map_err(|e| e.to_string())?.as_duration();
+        if d < min || d > max {
+            return Err(format!("must be between {} and {}", Nanos(min.as_nanos() as u64), Nanos(max.as_nanos() as u64)));
+        }
+        Ok(d)
+    }
+}
+
+/// A clap parser for a byte size (`64KiB`, `16MiB`) within [min, max] bytes.
+fn size_between(min: u64, max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let b = s.parse::<Bytes>().map_err(|e| e.to_string())?.0;
+        if b < min || b > max {
+            return Err(format!("must be between {min} and {max} bytes"));
+        }
+        Ok(b)
+    }
+}
+
+fn rate_between(min: f64, max: f64) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let r: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+        if !(min..=max).contains(&r) {
+            return Err(format!("must be between {min} and {max}"));
+        }
+        Ok(r)
+    }
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
-    if !a.listen.ip().is_loopback() && a.token.as_deref().map_or(true, str::is_empty) {
+    if !a.listen.ip().is_loopback() && a.token.as_deref().is_none_or(str::is_empty) {
         anyhow::bail!("--listen {} is reachable from other hosts: give a --token (or listen on 127.0.0.1)", a.listen);
     }
-    let window = a.window.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--window: {e}"))?.0 as i64;
-    let idle = a.idle.parse::<Nanos>().map_err(|e| anyhow::anyhow!("--idle: {e}"))?.as_duration();
-    serve(
-        ServeConfig { listen: a.listen, token: a.token, window_ns: window, idle: idle.max(Duration::from_secs(1)) },
-        |addr| eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}"),
-    )?;
+    let limits = HttpLimits {
+        max_connections: a.max_connections as usize,
+        max_body_bytes: a.max_body as usize,
+        agent_rate: a.agent_rate,
+        agent_burst: (a.agent_rate * 10.0).max(10.0),
+        header_timeout: a.header_timeout,
+        body_timeout: a.body_timeout,
+        ..HttpLimits::default()
+    };
+    let caps = StateCaps { max_series: a.max_series as usize, state_flows: a.max_state_flows as usize, ..StateCaps::default() };
+    let cfg = ServeConfig {
+        listen: a.listen,
+        token: a.token,
+        window_ns: a.window.as_nanos() as i64,
+        idle: a.idle,
+        limits,
+        caps,
+    };
+    serve(cfg, |addr, limits| {
+        eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}");
+        if limits.max_connections < a.max_connections as usize {
+            eprintln!("serve: at most {} connections at once (the open-file limit allows no more)", limits.max_connections);
+        }
+    })?;
     Ok(0)
 }

@@ -1,0 +1,754 @@
+//! The HTTP server of `ddscope serve`: hyper's HTTP/1.1 connection driver on
+//! a small tokio runtime, in front of the synchronous [`Central`].
+//!
+//! A slow or hostile client must not freeze the server, so every connection
+//! is a cheap task bounded in time and number:
+//! - at most [`HttpLimits::max_connections`] at once; one more is answered
+//!   `503` and closed at once (counted), so the kernel's backlog never fills;
+//! - request headers must arrive within `header_timeout` (hyper closes the
+//!   connection otherwise, also on an idle keep-alive connection), a request
+//!   body within `body_timeout`, and a connection that moves no byte in
+//!   either direction for `idle_timeout` is closed (a client that never
+//!   reads its answer);
+//! - headers are capped in size and number (`431`), bodies at `max_body_bytes`
+//!   (`413`, from `Content-Length` before reading, or while reading a chunked one).
+//!
+//! Ingest is authenticated from the headers alone: the token, the agent's
+//! name (`X-Ddscope-Agent`) and its rate limit are checked before a single
+//! byte of the body is read; a refused request is answered with
+//! `Connection: close`, so its body is never read at all. Bodies being
+//! received reserve their size from a shared budget (`ingest_buffer_bytes`),
+//! and at most `max_concurrent_ingest` batches are decoded at once; the
+//! correlator runs on tokio's blocking pool behind a mutex (a poisoned lock
+//! is recovered and counted), so `/healthz` and the pages never wait for it.
+//! Every answer carries a Content-Security-Policy that allows scripts and
+//! styles from the server only (no inline script), plus `nosniff`,
+//! `no-referrer` and `frame-ancestors 'none'`.
+
+use crate::assets;
+use crate::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
+use crate::serve::{check_agent_name, Central, ServeConfig};
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, TRANSFER_ENCODING};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rustc_hash::FxHashMap;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Limits of the HTTP layer (all enforced per connection or per agent).
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Connections served at once (further ones get `503` and are closed).
+    /// Lowered to what the open-file limit allows.
+    pub max_connections: usize,
+    /// Time for a request's headers to arrive (also: how long an idle
+    /// keep-alive connection is kept).
+    pub header_timeout: Duration,
+    /// Time for a request's body to arrive, from when reading it starts.
+    pub body_timeout: Duration,
+    /// A connection that moves no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Largest request body (an agent's batch).
+    pub max_body_bytes: usize,
+    /// Largest request head (request line and headers).
+    pub max_header_bytes: usize,
+    /// Most header fields in one request.
+    pub max_headers: usize,
+    /// Batches per second one agent may send, sustained…
+    pub agent_rate: f64,
+    /// …and in a burst (after an outage the agent sends what it queued).
+    pub agent_burst: f64,
+    /// Agents whose rate is tracked; the least recently seen is forgotten first (counted).
+    pub max_rate_entries: usize,
+    /// Bytes of batch bodies being received at once (each request reserves
+    /// its `Content-Length`, or `max_body_bytes` when chunked); a request that
+    /// finds no room within `ingest_wait` gets `503`.
+    pub ingest_buffer_bytes: usize,
+    /// Batches decoded and correlated at the same time (on the blocking pool).
+    pub max_concurrent_ingest: usize,
+    pub ingest_wait: Duration,
+    /// `/api/state` is built at most this often; requests in between get the last answer.
+    pub state_cache: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 4096,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_body_bytes: 16 << 20,
+            max_header_bytes: 16 << 10,
+            max_headers: 64,
+            agent_rate: 20.0,
+            agent_burst: 200.0,
+            max_rate_entries: 256,
+            ingest_buffer_bytes: 256 << 20,
+            max_concurrent_ingest: 4,
+            ingest_wait: Duration::from_secs(2),
+            state_cache: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Counters of the HTTP layer (`/api/state` → `server`).
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    pub connections_accepted: AtomicU64,
+    pub connections_open: AtomicU64,
+    /// Closed at once because `max_connections` were open.
+    pub connections_refused: AtomicU64,
+    /// `accept` failed (e.g. out of file descriptors).
+    pub accept_errors: AtomicU64,
+    /// Headers not complete within `header_timeout` (includes idle keep-alive connections).
+    pub header_timeouts: AtomicU64,
+    pub body_timeouts: AtomicU64,
+    /// No byte moved for `idle_timeout` (e.g. an answer never read).
+    pub idle_closed: AtomicU64,
+    /// Requests hyper could not parse (garbage, bad Content-Length, headers too large).
+    pub bad_http: AtomicU64,
+    pub unauthorized: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub too_large: AtomicU64,
+    /// Ingest requests turned away because `ingest_buffer_bytes` were reserved by bodies being received.
+    pub busy: AtomicU64,
+    /// Batches refused after reading (bad JSON, agent name, agent cap).
+    pub bad_batches: AtomicU64,
+    pub batches_ingested: AtomicU64,
+    /// Rate-limit entries forgotten to stay within `max_rate_entries`.
+    pub rate_entries_evicted: AtomicU64,
+    /// The central state's lock was poisoned by a panic and recovered.
+    pub poisoned_lock_recoveries: AtomicU64,
+    /// Handlers that failed internally (a panic on the blocking pool).
+    pub internal_errors: AtomicU64,
+}
+
+impl HttpStats {
+    fn json(&self) -> serde_json::Value {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        json!({
+            "connections_accepted": g(&self.connections_accepted),
+            "connections_open": g(&self.connections_open),
+            "connections_refused": g(&self.connections_refused),
+            "accept_errors": g(&self.accept_errors),
+            "header_timeouts": g(&self.header_timeouts),
+            "body_timeouts": g(&self.body_timeouts),
+            "idle_closed": g(&self.idle_closed),
+            "bad_http": g(&self.bad_http),
+            "unauthorized": g(&self.unauthorized),
+            "rate_limited": g(&self.rate_limited),
+            "too_large": g(&self.too_large),
+            "busy": g(&self.busy),
+            "bad_batches": g(&self.bad_batches),
+            "batches_ingested": g(&self.batches_ingested),
+            "rate_entries_evicted": g(&self.rate_entries_evicted),
+            "poisoned_lock_recoveries": g(&self.poisoned_lock_recoveries),
+            "internal_errors": g(&self.internal_errors),
+        })
+    }
+}
+
+/// A token bucket per agent name, at most `cap` names (least recently seen forgotten).
+struct RateLimits {
+    buckets: FxHashMap<String, Bucket>,
+    /// Last-seen tick → name, oldest first.
+    order: BTreeMap<u64, String>,
+    tick: u64,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    tick: u64,
+    limited: u64,
+}
+
+impl RateLimits {
+    /// Takes one token for `agent`; false when its bucket is empty.
+    fn allow(&mut self, agent: &str, l: &HttpLimits, stats: &HttpStats) -> bool {
+        let now = Instant::now();
+        self.tick += 1;
+        let tick = self.tick;
+        if !self.buckets.contains_key(agent) {
+            while self.buckets.len() >= l.max_rate_entries.max(1) {
+                let Some((_, old)) = self.order.pop_first() else { break };
+                self.buckets.remove(&old);
+                stats.rate_entries_evicted.fetch_add(1, Relaxed);
+            }
+            self.buckets.insert(agent.to_string(), Bucket { tokens: l.agent_burst.max(1.0), at: now, tick, limited: 0 });
+            self.order.insert(tick, agent.to_string());
+        }
+        let Some(b) = self.buckets.get_mut(agent) else { return true };
+        self.order.remove(&b.tick);
+        b.tick = tick;
+        self.order.insert(tick, agent.to_string());
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.agent_rate).min(l.agent_burst.max(1.0));
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            b.limited += 1;
+            false
+        }
+    }
+}
+
+struct Ctx {
+    central: Mutex<Central>,
+    token: Option<String>,
+    limits: HttpLimits,
+    stats: HttpStats,
+    rates: Mutex<RateLimits>,
+    ingest: Arc<Semaphore>,
+    /// `ingest_buffer_bytes` in KiB permits.
+    buffer: Arc<Semaphore>,
+    connections: Arc<Semaphore>,
+    /// The last `/api/state` answer; the async mutex makes concurrent requests wait for one build.
+    state: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
+    epoch: Instant,
+}
+
+impl Ctx {
+    fn central(&self) -> MutexGuard<'_, Central> {
+        match self.central.lock() {
+            Ok(g) => g,
+            Err(p) => {
+                // A panic while ingesting: the state may miss part of one
+                // batch, which is better than a server that stops answering.
+                self.stats.poisoned_lock_recoveries.fetch_add(1, Relaxed);
+                self.central.clear_poison();
+                p.into_inner()
+            }
+        }
+    }
+
+    fn rates(&self) -> MutexGuard<'_, RateLimits> {
+        self.rates.lock().unwrap_or_else(|p| {
+            self.rates.clear_poison();
+            p.into_inner()
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+/// A running server; dropping it stops it (connections are closed).
+pub struct Server {
+    rt: Option<tokio::runtime::Runtime>,
+    addr: SocketAddr,
+    ctx: Arc<Ctx>,
+}
+
+impl Server {
+    /// Binds `cfg.listen` and starts serving on a runtime of its own.
+    pub fn start(cfg: ServeConfig) -> anyhow::Result<Server> {
+        let mut limits = cfg.limits.clone();
+        let fds = raise_open_file_limit();
+        // Leave room for the listener, the runtime and the process's own files.
+        limits.max_connections = limits.max_connections.clamp(1, fds.saturating_sub(64).max(16) as usize);
+        let std_listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("cannot listen on {}", cfg.listen))?;
+        std_listener.set_nonblocking(true).context("cannot make the listening socket non-blocking")?;
+        let addr = std_listener.local_addr().context("cannot read the listening address")?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(limits.max_concurrent_ingest.max(1) + 4)
+            .thread_name("ddscope-serve")
+            .enable_io()
+            .enable_time()
+            .build()
+            .context("cannot start the server's runtime")?;
+        let ctx = Arc::new(Ctx {
+            central: Mutex::new(Central::new(cfg.clone())),
+            token: cfg.token.clone().filter(|t| !t.is_empty()),
+            ingest: Arc::new(Semaphore::new(limits.max_concurrent_ingest.max(1))),
+            buffer: Arc::new(Semaphore::new(kib(limits.ingest_buffer_bytes.max(limits.max_body_bytes)) as usize)),
+            connections: Arc::new(Semaphore::new(limits.max_connections)),
+            limits,
+            stats: HttpStats::default(),
+            rates: Mutex::new(RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 }),
+            state: tokio::sync::Mutex::new(None),
+            epoch: Instant::now(),
+        });
+        let listener = {
+            let _guard = rt.enter();
+            TcpListener::from_std(std_listener).context("cannot register the listening socket")?
+        };
+        rt.spawn(accept_loop(listener, ctx.clone()));
+        let c = ctx.clone();
+        rt.spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                every.tick().await;
+                let c = c.clone();
+                if tokio::task::spawn_blocking(move || c.central().tick()).await.is_err() {
+                    // The panic poisoned the lock; the next tick recovers it.
+                }
+            }
+        });
+        Ok(Server { rt: Some(rt), addr, ctx })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The effective limits (`max_connections` lowered to the open-file limit).
+    pub fn limits(&self) -> &HttpLimits {
+        &self.ctx.limits
+    }
+
+    pub fn stats(&self) -> &HttpStats {
+        &self.ctx.stats
+    }
+
+    /// Blocks until the process ends.
+    pub fn wait(self) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Serves until the process ends. Calls `on_ready` with the bound address
+/// and the effective limits once listening.
+pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr, &HttpLimits)) -> anyhow::Result<()> {
+    let server = Server::start(cfg)?;
+    on_ready(server.addr(), server.limits());
+    server.wait();
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit (many connections
+/// need many descriptors); returns the soft limit in force.
+fn raise_open_file_limit() -> u64 {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls with a valid, initialised struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 1024;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit { rlim_cur: r.rlim_max, rlim_max: r.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                r.rlim_cur = r.rlim_max;
+            }
+        }
+    }
+    r.rlim_cur
+}
+
+/// Bytes in KiB semaphore permits (rounded up, at least one).
+fn kib(bytes: usize) -> u32 {
+    bytes.div_ceil(1024).clamp(1, u32::MAX as usize >> 4) as u32
+}
+
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections, try again later\n";
+
+async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                ctx.stats.connections_accepted.fetch_add(1, Relaxed);
+                match ctx.connections.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        tokio::spawn(connection(stream, ctx.clone(), permit));
+                    }
+                    Err(_) => {
+                        ctx.stats.connections_refused.fetch_add(1, Relaxed);
+                        // Best effort, never waits: the socket buffer of a fresh connection has room.
+                        let _ = stream.try_write(BUSY);
+                    }
+                }
+            }
+            Err(_) => {
+                // Out of descriptors or a connection reset before accept: wait a little, go on.
+                ctx.stats.accept_errors.fetch_add(1, Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// A TCP stream that notes when it last moved a byte.
+struct Watched {
+    inner: TcpStream,
+    last: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl Watched {
+    fn moved(&self, n: usize) {
+        if n > 0 {
+            self.last.store(self.epoch.elapsed().as_millis() as u64, Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.moved(n);
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.moved(*n);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Decrements the open-connection gauge when the connection task ends (however it ends).
+struct OpenGuard(Arc<Ctx>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.stats.connections_open.fetch_sub(1, Relaxed);
+    }
+}
+
+async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
+    ctx.stats.connections_open.fetch_add(1, Relaxed);
+    let _open = OpenGuard(ctx.clone());
+    let _ = stream.set_nodelay(true);
+    let last = Arc::new(AtomicU64::new(ctx.now_ms()));
+    let io = TokioIo::new(Watched { inner: stream, last: last.clone(), epoch: ctx.epoch });
+    let l = &ctx.limits;
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(l.header_timeout)
+        .max_buf_size(l.max_header_bytes.max(8192))
+        .max_headers(l.max_headers.max(8))
+        .keep_alive(true);
+    let c2 = ctx.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let c = c2.clone();
+        async move { Ok::<_, Infallible>(handle(req, c).await) }
+    });
+    let conn = b.serve_connection(io, svc);
+    let idle = l.idle_timeout;
+    let watchdog = async {
+        loop {
+            let since = Duration::from_millis(ctx.now_ms().saturating_sub(last.load(Relaxed)));
+            if since >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - since).await;
+        }
+    };
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                if e.is_timeout() {
+                    ctx.stats.header_timeouts.fetch_add(1, Relaxed);
+                } else if e.is_parse() || e.is_parse_too_large() || e.is_parse_status() {
+                    ctx.stats.bad_http.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        _ = watchdog => {
+            ctx.stats.idle_closed.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn respond(code: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    r
+}
+
+fn text(code: StatusCode, msg: impl Into<String>) -> Resp {
+    respond(code, "text/plain; charset=utf-8", msg.into())
+}
+
+/// Scripts and styles from this server only; no inline script or style, no
+/// plugins, no framing, nothing sent anywhere else.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+fn secure(mut r: Resp) -> Resp {
+    let h = r.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+fn close(mut r: Resp) -> Resp {
+    r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Compares without an early exit (the token must not leak through timing).
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn authorized<B>(req: &Request<B>, token: &Option<String>) -> bool {
+    let Some(t) = token else { return true };
+    let want = format!("Bearer {t}");
+    let header_ok = req.headers().get_all(AUTHORIZATION).iter().any(|v| ct_eq(v.as_bytes(), want.as_bytes()));
+    let query_ok = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').filter_map(|kv| kv.strip_prefix("token=")).any(|v| ct_eq(&percent_decode(v), t.as_bytes())));
+    header_ok || query_ok
+}
+
+fn has_body<B>(req: &Request<B>) -> bool {
+    req.headers().contains_key(TRANSFER_ENCODING)
+        || req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
+}
+
+async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
+    let body_sent = has_body(&req);
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let (resp, body_read) = match (&method, path.as_str()) {
+        (&Method::GET | &Method::HEAD, "/healthz") => (text(StatusCode::OK, "ok\n"), false),
+        (&Method::GET | &Method::HEAD, "/" | "/index.html") => (respond(StatusCode::OK, "text/html; charset=utf-8", assets::DASHBOARD_HTML), false),
+        (&Method::GET | &Method::HEAD, "/assets/charts.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::CHARTS_JS), false),
+        (&Method::GET | &Method::HEAD, "/assets/dashboard.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::DASHBOARD_JS), false),
+        (&Method::GET | &Method::HEAD, "/assets/dashboard.css") => (respond(StatusCode::OK, "text/css; charset=utf-8", assets::DASHBOARD_CSS), false),
+        (_, p) if p.starts_with("/api/") => {
+            if !authorized(&req, &ctx.token) {
+                ctx.stats.unauthorized.fetch_add(1, Relaxed);
+                let mut r = text(StatusCode::UNAUTHORIZED, "missing or wrong token\n");
+                r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
+                (r, false)
+            } else {
+                match (&method, p) {
+                    (&Method::POST, INGEST_PATH) => ingest(req, &ctx).await,
+                    (&Method::GET, "/api/state") => (state(&ctx).await, false),
+                    (_, INGEST_PATH | "/api/state") => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
+                    _ => (text(StatusCode::NOT_FOUND, "not found\n"), false),
+                }
+            }
+        }
+        (&Method::GET | &Method::HEAD, _) => (text(StatusCode::NOT_FOUND, "not found\n"), false),
+        _ => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
+    };
+    // A body left unread is never drained: the connection ends with the answer.
+    let resp = if body_sent && !body_read { close(resp) } else { resp };
+    secure(resp)
+}
+
+/// `POST /api/v1/ingest`, already authorised. Returns the answer and whether the body was read.
+async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
+    let l = &ctx.limits;
+    let agent = match req.headers().get(AGENT_HEADER).map(|v| v.to_str()) {
+        Some(Ok(a)) => a.to_string(),
+        Some(Err(_)) => {
+            ctx.stats.bad_batches.fetch_add(1, Relaxed);
+            return (text(StatusCode::BAD_REQUEST, format!("the {AGENT_HEADER} header is not text\n")), false);
+        }
+        None => {
+            ctx.stats.bad_batches.fetch_add(1, Relaxed);
+            return (text(StatusCode::BAD_REQUEST, format!("missing {AGENT_HEADER} header (the agent's name)\n")), false);
+        }
+    };
+    if let Err(e) = check_agent_name(&agent) {
+        ctx.stats.bad_batches.fetch_add(1, Relaxed);
+        return (text(StatusCode::BAD_REQUEST, format!("{e}\n")), false);
+    }
+    if !ctx.rates().allow(&agent, l, &ctx.stats) {
+        ctx.stats.rate_limited.fetch_add(1, Relaxed);
+        let mut r = text(StatusCode::TOO_MANY_REQUESTS, format!("agent {agent} sends more than {} batches per second\n", l.agent_rate));
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        return (r, false);
+    }
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > l.max_body_bytes as u64) {
+        ctx.stats.too_large.fetch_add(1, Relaxed);
+        return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("batch larger than {} bytes\n", l.max_body_bytes)), false);
+    }
+    let reserve = kib(declared.map_or(l.max_body_bytes, |n| n as usize));
+    let room = match tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(reserve)).await {
+        Ok(Ok(p)) => p,
+        _ => {
+            ctx.stats.busy.fetch_add(1, Relaxed);
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: too many batches being received, retry\n");
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            return (r, false);
+        }
+    };
+    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes).collect()).await {
+        Err(_) => {
+            ctx.stats.body_timeouts.fetch_add(1, Relaxed);
+            return (text(StatusCode::REQUEST_TIMEOUT, format!("body not complete within {:?}\n", l.body_timeout)), false);
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            ctx.stats.too_large.fetch_add(1, Relaxed);
+            return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("batch larger than {} bytes\n", l.max_body_bytes)), false);
+        }
+        Ok(Err(e)) => {
+            ctx.stats.bad_http.fetch_add(1, Relaxed);
+            return (text(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")), false);
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    drop(room);
+    // The body is in memory: wait for a decoding slot (bounded by the blocking pool).
+    let Ok(permit) = ctx.ingest.clone().acquire_owned().await else {
+        ctx.stats.internal_errors.fetch_add(1, Relaxed);
+        return (text(StatusCode::INTERNAL_SERVER_ERROR, "ingest closed\n"), true);
+    };
+    let c = ctx.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let b: Batch = serde_json::from_slice(&body).map_err(|e| format!("bad batch: {e}"))?;
+        if b.agent != agent {
+            return Err(format!("the batch names agent {:?}, the {AGENT_HEADER} header {agent:?}", b.agent));
+        }
+        let mut central = c.central();
+        central.ingest(b).inspect_err(|_| central.rejected += 1)
+    })
+    .await;
+    let resp = match done {
+        Ok(Ok(())) => {
+            ctx.stats.batches_ingested.fetch_add(1, Relaxed);
+            respond(StatusCode::NO_CONTENT, "text/plain", Bytes::new())
+        }
+        Ok(Err(e)) => {
+            ctx.stats.bad_batches.fetch_add(1, Relaxed);
+            text(StatusCode::BAD_REQUEST, format!("{e}\n"))
+        }
+        Err(_) => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while ingesting the batch\n")
+        }
+    };
+    (resp, true)
+}
+
+async fn state(ctx: &Arc<Ctx>) -> Resp {
+    let mut cache = ctx.state.lock().await;
+    let fresh = cache.as_ref().filter(|(at, _)| at.elapsed() < ctx.limits.state_cache).map(|(_, b)| b.clone());
+    let body = match fresh {
+        Some(b) => b,
+        None => {
+            let c = ctx.clone();
+            let built = tokio::task::spawn_blocking(move || {
+                let limited: FxHashMap<String, u64> = c.rates().buckets.iter().map(|(k, b)| (k.clone(), b.limited)).collect();
+                let counters = c.stats.json();
+                let doc = c.central().state(counters, &|n| limited.get(n).copied().unwrap_or(0));
+                serde_json::to_vec(&doc).map(Bytes::from)
+            })
+            .await;
+            match built {
+                Ok(Ok(b)) => {
+                    *cache = Some((Instant::now(), b.clone()));
+                    b
+                }
+                _ => {
+                    ctx.stats.internal_errors.fetch_add(1, Relaxed);
+                    return text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while building the state\n");
+                }
+            }
+        }
+    };
+    respond(StatusCode::OK, "application/json", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(percent_decode("a%2Bb%20c+d"), b"a+b c d");
+        assert_eq!(percent_decode("100%"), b"100%");
+        assert_eq!(percent_decode("%zz"), b"%zz");
+        let req = Request::builder().uri("/api/state?x=1&token=t%26k").body(()).unwrap();
+        assert!(authorized(&req, &Some("t&k".into())));
+        assert!(!authorized(&req, &Some("t&kk".into())));
+        let req = Request::builder().uri("/api/state").header("authorization", "Bearer s3").body(()).unwrap();
+        assert!(authorized(&req, &Some("s3".into())));
+        assert!(!authorized(&req, &Some("s4".into())));
+    }
+
+    #[test]
+    fn rate_limit_is_a_token_bucket_per_agent_and_bounded() {
+        let l = HttpLimits { agent_rate: 0.001, agent_burst: 3.0, max_rate_entries: 2, ..HttpLimits::default() };
+        let stats = HttpStats::default();
+        let mut r = RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 };
+        let got: Vec<bool> = (0..5).map(|_| r.allow("a", &l, &stats)).collect();
+        assert_eq!(got, [true, true, true, false, false]);
+        assert!(r.allow("b", &l, &stats));
+        assert_eq!(r.buckets["a"].limited, 2);
+        assert!(r.allow("c", &l, &stats), "a third agent evicts the least recently seen (a)");
+        assert_eq!(stats.rate_entries_evicted.load(Relaxed), 1);
+        assert!(!r.buckets.contains_key("a"));
+        assert_eq!(r.order.len(), 2);
+    }
+}
