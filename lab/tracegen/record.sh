@@ -4,9 +4,10 @@
 #
 #   record.sh OUT_DIR [options] -- COMMAND [ARGS...]
 #     --session NAME     session name (default: ddscope-<pid>)
-#     --live URL_HOST    live session streamed to lttng-relayd on URL_HOST
-#                        (net://URL_HOST); OUT_DIR is then unused and the trace is
-#                        read at net://localhost/host/$(hostname)/NAME
+#     --live URL         live session streamed to lttng-relayd at URL
+#                        (net://HOST[:CTRL_PORT[:DATA_PORT]]); OUT_DIR is then unused
+#                        and the trace is read at net://HOST[:VIEWER_PORT]/host/$(hostname)/NAME
+#     --events PATTERN   UST events to enable (default 'ros2:*')
 #     --lossy            keep LTTng's default discard mode (default: the channel
 #                        blocks the traced program instead of losing events)
 #     --subbuf-size S    sub-buffer size (default 4M), --num-subbuf N (default 8)
@@ -20,6 +21,7 @@ die() { echo "record.sh: $*" >&2; exit 1; }
 out=$1; shift
 session="ddscope-$$"
 live=""
+events="ros2:*"
 blocking=1
 subbuf=4M
 nsubbuf=8
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --session) session=$2; shift 2 ;;
     --live) live=$2; shift 2 ;;
+    --events) events=$2; shift 2 ;;
     --lossy) blocking=0; shift ;;
     --subbuf-size) subbuf=$2; shift 2 ;;
     --num-subbuf) nsubbuf=$2; shift 2 ;;
@@ -47,7 +50,7 @@ cleanup() { lttng destroy "$session" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 if [ -n "$live" ]; then
-  lttng create "$session" --live=100000 --set-url="net://$live" >/dev/null
+  lttng create "$session" --live=100000 --set-url="$live" >/dev/null
 else
   mkdir -p "$(dirname "$out")"
   lttng create "$session" --output="$out" >/dev/null
@@ -55,7 +58,7 @@ fi
 chan_opts=(--userspace --session="$session" --subbuf-size="$subbuf" --num-subbuf="$nsubbuf")
 if [ "$blocking" = 1 ]; then chan_opts+=(--blocking-timeout=inf); fi
 lttng enable-channel "${chan_opts[@]}" ros2 >/dev/null
-lttng enable-event --userspace --session="$session" --channel=ros2 'ros2:*' >/dev/null
+lttng enable-event --userspace --session="$session" --channel=ros2 "$events" >/dev/null
 lttng add-context --userspace --session="$session" --channel=ros2 -t vpid -t vtid -t procname >/dev/null
 lttng start "$session" >/dev/null
 set +e
