@@ -46,6 +46,11 @@ if ! lttng list >/dev/null 2>&1; then
   lttng list >/dev/null 2>&1 || die "cannot reach an LTTng session daemon"
 fi
 
+# A UST session records the enabled events of every traced process of the
+# user, so two recordings at once would see each other's events: serialize.
+exec 9>"${TMPDIR:-/tmp}/ddscope-lttng-record.lock"
+flock 9
+
 cleanup() { lttng destroy "$session" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 

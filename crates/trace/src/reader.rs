@@ -264,6 +264,20 @@ fn is_kernel_trace(root: &Path, trace: &Path) -> bool {
         || trace.file_name().map(|n| n == "kernel").unwrap_or(false)
 }
 
+/// Metadata files larger than this are refused (LTTng's are kilobytes to a few MB).
+const MAX_METADATA_BYTES: u64 = 256 << 20;
+
+fn check_metadata(path: &Path) -> Result<(), TraceError> {
+    let origin = path.display().to_string();
+    let err = |message: String| TraceError::Read { origin: origin.clone(), message };
+    let len = std::fs::metadata(path).map_err(|e| err(e.to_string()))?.len();
+    if len > MAX_METADATA_BYTES {
+        return Err(err(format!("metadata is {len} bytes, more than the {MAX_METADATA_BYTES} accepted")));
+    }
+    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    crate::metadata::check(&bytes).map_err(err)
+}
+
 struct Plugin(*const bt_plugin);
 impl Drop for Plugin {
     fn drop(&mut self) {
@@ -319,6 +333,9 @@ impl TraceReader {
                     return Err(TraceError::KernelOnly { path: path.clone() });
                 }
                 skipped_kernel = kernel;
+                for t in &ust {
+                    check_metadata(&t.join("metadata"))?;
+                }
                 let params = Value(unsafe { bt_value_map_create() });
                 let inputs = unsafe { bt_value_array_create() };
                 for t in &ust {

@@ -33,7 +33,11 @@ def main():
     else:
         it = bt2.TraceCollectionMessageIterator(inputs)
     out = sys.stdout
+    discarded = 0
     for msg in it:
+        if type(msg) is bt2._DiscardedEventsMessageConst:
+            discarded += msg.count if msg.count is not None else 1
+            continue
         if type(msg) is not bt2._EventMessageConst:
             continue
         ev = msg.event
@@ -46,6 +50,8 @@ def main():
             rec[k] = value(cc[k]) if cc is not None and k in cc else None
         rec["fields"] = {k: value(v) for k, v in ev.payload_field.items()}
         out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    if discarded:
+        sys.stderr.write(f"discarded_events={discarded}\n")
 
 
 if __name__ == "__main__":
