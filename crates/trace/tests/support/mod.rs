@@ -152,3 +152,28 @@ pub fn dump_with_timeout(input: &Path, secs: u32) -> (bool, String) {
     assert!(o.status.code().is_some(), "dump killed by a signal on {}: {}", input.display(), String::from_utf8_lossy(&o.stderr));
     (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
+
+/// A record in the JSON form of bt2_jsonl.py / `dump --format jsonl`.
+pub fn record_json(r: &ddscope_trace::Record) -> serde_json::Value {
+    use ddscope_trace::FieldValue;
+    let mut fields = serde_json::Map::new();
+    for (k, v) in r.event.fields() {
+        let v = match v {
+            FieldValue::Hex(x) | FieldValue::Unsigned(x) => serde_json::Value::from(x),
+            FieldValue::Signed(x) => serde_json::Value::from(x),
+            FieldValue::Str(s) => serde_json::Value::from(s),
+            FieldValue::Bytes(b) => b.iter().map(|&x| serde_json::Value::from(x)).collect(),
+        };
+        fields.insert(k.to_string(), v);
+    }
+    serde_json::json!({
+        "name": format!("ros2:{}", r.event.name()),
+        "cycles": r.time.cycles,
+        "ns": r.time.ns_from_origin,
+        "cpu_id": r.context.cpu_id,
+        "vpid": r.context.vpid,
+        "vtid": r.context.vtid,
+        "procname": r.context.procname.map(|p| p.to_string_lossy()),
+        "fields": fields,
+    })
+}
