@@ -41,7 +41,7 @@ pub(crate) fn check(bytes: &[u8]) -> Result<(), String> {
         }
         let content_bits = word(24) as usize;
         let packet_bits = word(28) as usize;
-        if packet_bits % 8 != 0 || packet_bits / 8 < HEADER || content_bits > packet_bits || content_bits < HEADER * 8 {
+        if packet_bits & 7 != 0 || packet_bits / 8 < HEADER || content_bits > packet_bits || content_bits < HEADER * 8 {
             return Err(format!(
                 "metadata packet #{packets} at byte {off} has an invalid size (content {content_bits} bits, packet {packet_bits} bits)"
             ));

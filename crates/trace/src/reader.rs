@@ -12,7 +12,7 @@
 //! memory stays bounded by one batch whatever the trace size.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +22,13 @@ use crate::decode::{cstr_lossy, member_index, ClassDecoder};
 use crate::event::{EventContext, EventTime, ProcName, Record};
 use crate::ffi::*;
 use crate::TraceError;
+
+/// A NUL-terminated C string literal (`c"..."` needs a newer Rust than the workspace's 1.75).
+macro_rules! cstr {
+    ($s:literal) => {
+        concat!($s, "\0").as_ptr() as *const std::os::raw::c_char
+    };
+}
 
 /// Where the events come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -343,7 +350,7 @@ impl TraceReader {
                     unsafe { bt_value_array_append_string_element(inputs, c.as_ptr()) };
                 }
                 unsafe {
-                    bt_value_map_insert_entry(params.0, c"inputs".as_ptr(), inputs);
+                    bt_value_map_insert_entry(params.0, cstr!("inputs"), inputs);
                     bt_value_put_ref(inputs);
                 }
                 (origin, "fs", params, false)
@@ -353,18 +360,18 @@ impl TraceReader {
                 let inputs = unsafe { bt_value_array_create() };
                 let c = cstring(url, url)?;
                 let action = match session_not_found {
-                    SessionNotFound::Continue => c"continue",
-                    SessionNotFound::End => c"end",
-                    SessionNotFound::Fail => c"fail",
+                    SessionNotFound::Continue => cstr!("continue"),
+                    SessionNotFound::End => cstr!("end"),
+                    SessionNotFound::Fail => cstr!("fail"),
                 };
                 unsafe {
                     bt_value_array_append_string_element(inputs, c.as_ptr());
-                    bt_value_map_insert_entry(params.0, c"inputs".as_ptr(), inputs);
+                    bt_value_map_insert_entry(params.0, cstr!("inputs"), inputs);
                     bt_value_put_ref(inputs);
                     bt_value_map_insert_string_entry(
                         params.0,
-                        c"session-not-found-action".as_ptr(),
-                        action.as_ptr(),
+                        cstr!("session-not-found-action"),
+                        action,
                     );
                 }
                 (url.clone(), "lttng-live", params, true)
@@ -375,7 +382,7 @@ impl TraceReader {
         let utils = find_plugin("utils")?;
         let class_c = cstring(class_name, &origin)?;
         let src_class = unsafe { bt_plugin_borrow_source_component_class_by_name_const(ctf.0, class_c.as_ptr()) };
-        let mux_class = unsafe { bt_plugin_borrow_filter_component_class_by_name_const(utils.0, c"muxer".as_ptr()) };
+        let mux_class = unsafe { bt_plugin_borrow_filter_component_class_by_name_const(utils.0, cstr!("muxer")) };
         if src_class.is_null() {
             return Err(TraceError::PluginMissing { plugin: format!("ctf (source.ctf.{class_name})") });
         }
@@ -387,8 +394,7 @@ impl TraceReader {
         if graph.is_null() {
             return Err(TraceError::Setup { origin, message: "cannot create a babeltrace2 graph".into() });
         }
-        let mut stats = ReadStats::default();
-        stats.skipped_kernel_traces = skipped_kernel;
+        let stats = ReadStats { skipped_kernel_traces: skipped_kernel, ..Default::default() };
         let sink = Box::new(SinkState {
             queue: VecDeque::new(),
             opts,
@@ -406,7 +412,7 @@ impl TraceReader {
 
         let mut src: *const bt_component_source = std::ptr::null();
         let st = unsafe {
-            bt_graph_add_source_component(graph, src_class, c"source".as_ptr(), params.0, BT_LOGGING_LEVEL_NONE, &mut src)
+            bt_graph_add_source_component(graph, src_class, cstr!("source"), params.0, BT_LOGGING_LEVEL_NONE, &mut src)
         };
         if st != STATUS_OK {
             return Err(take_bt_error(&reader.origin, "cannot open the trace"));
@@ -416,7 +422,7 @@ impl TraceReader {
             bt_graph_add_filter_component(
                 graph,
                 mux_class,
-                c"muxer".as_ptr(),
+                cstr!("muxer"),
                 std::ptr::null(),
                 BT_LOGGING_LEVEL_NONE,
                 &mut mux,
@@ -428,7 +434,7 @@ impl TraceReader {
         let mut sink_comp: *const bt_component_sink = std::ptr::null();
         let user = &mut *reader.sink as *mut SinkState as *mut c_void;
         let st = unsafe {
-            bt_graph_add_simple_sink_component(graph, c"ddscope".as_ptr(), None, consume, None, user, &mut sink_comp)
+            bt_graph_add_simple_sink_component(graph, cstr!("ddscope"), None, consume, None, user, &mut sink_comp)
         };
         if st != STATUS_OK {
             return Err(take_bt_error(&reader.origin, "cannot create the sink"));
@@ -638,8 +644,8 @@ impl SinkState {
             return;
         }
         self.seen_traces.push(trace);
-        let env = |name: &CStr| -> Option<String> {
-            let v = bt_trace_borrow_environment_entry_value_by_name_const(trace, name.as_ptr());
+        let env = |name: *const std::os::raw::c_char| -> Option<String> {
+            let v = bt_trace_borrow_environment_entry_value_by_name_const(trace, name);
             if v.is_null() {
                 return None;
             }
@@ -651,10 +657,10 @@ impl SinkState {
             }
         };
         self.stats.traces.push(TraceInfo {
-            hostname: env(c"hostname"),
-            domain: env(c"domain"),
-            tracer_name: env(c"tracer_name"),
-            trace_name: env(c"trace_name"),
+            hostname: env(cstr!("hostname")),
+            domain: env(cstr!("domain")),
+            tracer_name: env(cstr!("tracer_name")),
+            trace_name: env(cstr!("trace_name")),
         });
     }
 
