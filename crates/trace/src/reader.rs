@@ -16,7 +16,7 @@ use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::decode::{cstr_lossy, member_index, ClassDecoder};
 use crate::event::{EventContext, EventTime, ProcName, Record};
@@ -62,7 +62,7 @@ pub struct ReaderOptions {
     /// Event classes whose decoder is kept (ros2_tracing has ~40; a trace
     /// declaring more is decoded slower, never wrongly).
     pub max_event_classes: usize,
-    /// Traces (by trace object) whose environment is remembered in [`ReadStats::traces`].
+    /// Distinct trace environments remembered in [`ReadStats::traces`] (and clocks in [`ReadStats::clocks`]).
     pub max_traces: usize,
     /// At the end of a read with no `ros2:*` event at all, fail with
     /// [`TraceError::Foreign`] (default) or just report it in the stats.
@@ -141,6 +141,12 @@ pub struct ReadStats {
     pub clocks: Vec<ClockInfo>,
     /// Layout of `rmw_publish`, once one was seen.
     pub layout: Option<Layout>,
+    /// Times a following live reader (`SessionNotFound::Continue`) lost its
+    /// session or relay and reconnected; events around a reconnection may be
+    /// missed or repeated.
+    pub live_reconnects: u64,
+    /// The error that caused the last reconnection.
+    pub last_live_error: Option<String>,
 }
 
 impl ReadStats {
@@ -180,7 +186,6 @@ struct SinkState {
     packet_slots: Vec<(*const bt_field_class, Option<u64>)>,
     last_clock: *const bt_clock_class,
     last_trace: *const bt_trace,
-    seen_traces: Vec<*const bt_trace>,
     panicked: bool,
 }
 
@@ -191,10 +196,18 @@ struct SinkState {
 /// unknown names, traces) is capped with its overflow counted in [`ReadStats`].
 pub struct TraceReader {
     origin: String,
+    class_name: &'static str,
+    params: Value,
+    /// Null between a failed live reconnection and the next attempt.
     graph: *mut bt_graph,
     sink: Box<SinkState>,
     ended: bool,
     live: bool,
+    /// A live reader with `SessionNotFound::Continue`: it survives session
+    /// restarts and relay errors by reconnecting.
+    follow: bool,
+    retry_at: Option<Instant>,
+    backoff: Duration,
 }
 
 // The graph is owned by the reader and only touched through `&mut self`, one
@@ -204,7 +217,9 @@ unsafe impl Send for TraceReader {}
 
 impl Drop for TraceReader {
     fn drop(&mut self) {
-        unsafe { bt_graph_put_ref(self.graph) };
+        if !self.graph.is_null() {
+            unsafe { bt_graph_put_ref(self.graph) };
+        }
     }
 }
 
@@ -310,6 +325,48 @@ impl Drop for Value {
     }
 }
 
+unsafe fn connect(
+    graph: *mut bt_graph,
+    src_class: *const bt_component_class_source,
+    mux_class: *const bt_component_class_filter,
+    params: *const bt_value,
+    user: *mut c_void,
+    origin: &str,
+) -> Result<(), TraceError> {
+    let mut src: *const bt_component_source = std::ptr::null();
+    if bt_graph_add_source_component(graph, src_class, cstr!("source"), params, BT_LOGGING_LEVEL_NONE, &mut src) != STATUS_OK {
+        return Err(take_bt_error(origin, "cannot open the trace"));
+    }
+    let mut mux: *const bt_component_filter = std::ptr::null();
+    if bt_graph_add_filter_component(graph, mux_class, cstr!("muxer"), std::ptr::null(), BT_LOGGING_LEVEL_NONE, &mut mux)
+        != STATUS_OK
+    {
+        return Err(take_bt_error(origin, "cannot create the muxer"));
+    }
+    let mut sink: *const bt_component_sink = std::ptr::null();
+    if bt_graph_add_simple_sink_component(graph, cstr!("ddscope"), None, consume, None, user, &mut sink) != STATUS_OK {
+        return Err(take_bt_error(origin, "cannot create the sink"));
+    }
+    let n = bt_component_source_get_output_port_count(src);
+    if n == 0 {
+        return Err(TraceError::NoTrace { path: PathBuf::from(origin) });
+    }
+    for i in 0..n {
+        let out = bt_component_source_borrow_output_port_by_index_const(src, i);
+        let free = bt_component_filter_get_input_port_count(mux) - 1;
+        let inp = bt_component_filter_borrow_input_port_by_index_const(mux, free);
+        if bt_graph_connect_ports(graph, out, inp, std::ptr::null_mut()) != STATUS_OK {
+            return Err(take_bt_error(origin, "cannot connect the source to the muxer"));
+        }
+    }
+    let out = bt_component_filter_borrow_output_port_by_index_const(mux, 0);
+    let inp = bt_component_sink_borrow_input_port_by_index_const(sink, 0);
+    if bt_graph_connect_ports(graph, out, inp, std::ptr::null_mut()) != STATUS_OK {
+        return Err(take_bt_error(origin, "cannot connect the muxer to the sink"));
+    }
+    Ok(())
+}
+
 impl TraceReader {
     /// Opens a trace directory (see [`Source::Directory`]).
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, TraceError> {
@@ -378,21 +435,11 @@ impl TraceReader {
             }
         };
 
+        // Fail early, with a clear message, when the plugins are not installed.
         let ctf = find_plugin("ctf")?;
-        let utils = find_plugin("utils")?;
         let class_c = cstring(class_name, &origin)?;
-        let src_class = unsafe { bt_plugin_borrow_source_component_class_by_name_const(ctf.0, class_c.as_ptr()) };
-        let mux_class = unsafe { bt_plugin_borrow_filter_component_class_by_name_const(utils.0, cstr!("muxer")) };
-        if src_class.is_null() {
+        if unsafe { bt_plugin_borrow_source_component_class_by_name_const(ctf.0, class_c.as_ptr()) }.is_null() {
             return Err(TraceError::PluginMissing { plugin: format!("ctf (source.ctf.{class_name})") });
-        }
-        if mux_class.is_null() {
-            return Err(TraceError::PluginMissing { plugin: "utils (filter.utils.muxer)".into() });
-        }
-
-        let graph = unsafe { bt_graph_create(0) };
-        if graph.is_null() {
-            return Err(TraceError::Setup { origin, message: "cannot create a babeltrace2 graph".into() });
         }
         let stats = ReadStats { skipped_kernel_traces: skipped_kernel, ..Default::default() };
         let sink = Box::new(SinkState {
@@ -405,60 +452,54 @@ impl TraceReader {
             packet_slots: Vec::new(),
             last_clock: std::ptr::null(),
             last_trace: std::ptr::null(),
-            seen_traces: Vec::new(),
             panicked: false,
         });
-        let mut reader = TraceReader { origin, graph, sink, ended: false, live };
-
-        let mut src: *const bt_component_source = std::ptr::null();
-        let st = unsafe {
-            bt_graph_add_source_component(graph, src_class, cstr!("source"), params.0, BT_LOGGING_LEVEL_NONE, &mut src)
+        let follow = matches!(source, Source::Live { session_not_found: SessionNotFound::Continue, .. });
+        let mut reader = TraceReader {
+            origin,
+            class_name,
+            params,
+            graph: std::ptr::null_mut(),
+            sink,
+            ended: false,
+            live,
+            follow,
+            retry_at: None,
+            backoff: Duration::from_millis(100),
         };
-        if st != STATUS_OK {
-            return Err(take_bt_error(&reader.origin, "cannot open the trace"));
-        }
-        let mut mux: *const bt_component_filter = std::ptr::null();
-        let st = unsafe {
-            bt_graph_add_filter_component(
-                graph,
-                mux_class,
-                cstr!("muxer"),
-                std::ptr::null(),
-                BT_LOGGING_LEVEL_NONE,
-                &mut mux,
-            )
-        };
-        if st != STATUS_OK {
-            return Err(take_bt_error(&reader.origin, "cannot create the muxer"));
-        }
-        let mut sink_comp: *const bt_component_sink = std::ptr::null();
-        let user = &mut *reader.sink as *mut SinkState as *mut c_void;
-        let st = unsafe {
-            bt_graph_add_simple_sink_component(graph, cstr!("ddscope"), None, consume, None, user, &mut sink_comp)
-        };
-        if st != STATUS_OK {
-            return Err(take_bt_error(&reader.origin, "cannot create the sink"));
-        }
-        unsafe {
-            let n = bt_component_source_get_output_port_count(src);
-            if n == 0 {
-                return Err(TraceError::NoTrace { path: PathBuf::from(&reader.origin) });
-            }
-            for i in 0..n {
-                let out = bt_component_source_borrow_output_port_by_index_const(src, i);
-                let free = bt_component_filter_get_input_port_count(mux) - 1;
-                let inp = bt_component_filter_borrow_input_port_by_index_const(mux, free);
-                if bt_graph_connect_ports(graph, out, inp, std::ptr::null_mut()) != STATUS_OK {
-                    return Err(take_bt_error(&reader.origin, "cannot connect the source to the muxer"));
-                }
-            }
-            let out = bt_component_filter_borrow_output_port_by_index_const(mux, 0);
-            let inp = bt_component_sink_borrow_input_port_by_index_const(sink_comp, 0);
-            if bt_graph_connect_ports(graph, out, inp, std::ptr::null_mut()) != STATUS_OK {
-                return Err(take_bt_error(&reader.origin, "cannot connect the muxer to the sink"));
-            }
-        }
+        reader.build_graph()?;
         Ok(reader)
+    }
+
+    /// Builds source → muxer → sink; on failure no graph is left behind.
+    fn build_graph(&mut self) -> Result<(), TraceError> {
+        let ctf = find_plugin("ctf")?;
+        let utils = find_plugin("utils")?;
+        let class_c = cstring(self.class_name, &self.origin)?;
+        let src_class = unsafe { bt_plugin_borrow_source_component_class_by_name_const(ctf.0, class_c.as_ptr()) };
+        let mux_class = unsafe { bt_plugin_borrow_filter_component_class_by_name_const(utils.0, cstr!("muxer")) };
+        if src_class.is_null() {
+            return Err(TraceError::PluginMissing { plugin: format!("ctf (source.ctf.{})", self.class_name) });
+        }
+        if mux_class.is_null() {
+            return Err(TraceError::PluginMissing { plugin: "utils (filter.utils.muxer)".into() });
+        }
+        let graph = unsafe { bt_graph_create(0) };
+        if graph.is_null() {
+            return Err(TraceError::Setup { origin: self.origin.clone(), message: "cannot create a babeltrace2 graph".into() });
+        }
+        let user = &mut *self.sink as *mut SinkState as *mut c_void;
+        let result = unsafe { connect(graph, src_class, mux_class, self.params.0, user, &self.origin) };
+        match result {
+            Ok(()) => {
+                self.graph = graph;
+                Ok(())
+            }
+            Err(e) => {
+                unsafe { bt_graph_put_ref(graph) };
+                Err(e)
+            }
+        }
     }
 
     /// The path or URL this reader reads (used in its errors).
@@ -485,10 +526,23 @@ impl TraceReader {
             if self.ended {
                 return Ok(Poll::End);
             }
+            if self.graph.is_null() {
+                if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                    return Ok(Poll::Again);
+                }
+                if let Err(e) = self.build_graph() {
+                    self.live_failure(e);
+                    return Ok(Poll::Again);
+                }
+                self.backoff = Duration::from_millis(100);
+            }
             let st = unsafe { bt_graph_run_once(self.graph) };
             if self.sink.panicked {
                 self.ended = true;
-                return Err(TraceError::Read { origin: self.origin.clone(), message: "internal error while decoding an event".into() });
+                return Err(TraceError::Read {
+                    origin: self.origin.clone(),
+                    message: "internal error while decoding an event".into(),
+                });
             }
             match st {
                 STATUS_OK => continue,
@@ -505,11 +559,32 @@ impl TraceReader {
                     }
                 }
                 _ => {
-                    self.ended = true;
-                    return Err(take_bt_error(&self.origin, "reading the trace failed"));
+                    let e = take_bt_error(&self.origin, "reading the trace failed");
+                    if !self.follow {
+                        self.ended = true;
+                        return Err(e);
+                    }
+                    // babeltrace2's live source gives up when the followed
+                    // session is destroyed and another of the same name is
+                    // created ("Session id N is unknown") or the relay daemon
+                    // goes away; an agent keeps following: reconnect.
+                    unsafe { bt_graph_put_ref(self.graph) };
+                    self.graph = std::ptr::null_mut();
+                    self.sink.forget_classes();
+                    self.live_failure(e);
+                    if self.sink.queue.is_empty() {
+                        return Ok(Poll::Again);
+                    }
                 }
             }
         }
+    }
+
+    fn live_failure(&mut self, e: TraceError) {
+        self.sink.stats.live_reconnects += 1;
+        self.sink.stats.last_live_error = Some(e.to_string());
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(2));
     }
 
     /// The next event; waits (sleeping briefly) while a live source has none.
@@ -607,6 +682,18 @@ unsafe fn int_slot(fc: *const bt_field_class, name: &str) -> Option<(u64, bool)>
 }
 
 impl SinkState {
+    /// A trace's classes die with it (a live session that ends and comes back
+    /// under the same name gets new ones, possibly at the same addresses):
+    /// forget everything keyed by address.
+    fn forget_classes(&mut self) {
+        self.classes.clear();
+        self.last_class = 0;
+        self.ctx_slots.clear();
+        self.packet_slots.clear();
+        self.last_clock = std::ptr::null();
+        self.last_trace = std::ptr::null();
+    }
+
     unsafe fn handle(&mut self, m: *const bt_message) {
         match bt_message_get_type(m) {
             BT_MESSAGE_TYPE_EVENT => self.event(m),
@@ -614,6 +701,7 @@ impl SinkState {
                 let stream = bt_message_stream_beginning_borrow_stream_const(m);
                 self.note_trace(bt_stream_borrow_trace_const(stream));
             }
+            BT_MESSAGE_TYPE_STREAM_END => self.forget_classes(),
             BT_MESSAGE_TYPE_DISCARDED_EVENTS => {
                 let mut n = 0u64;
                 if bt_message_discarded_events_get_count(m, &mut n) == BT_PROPERTY_AVAILABILITY_AVAILABLE {
@@ -636,14 +724,10 @@ impl SinkState {
     }
 
     unsafe fn note_trace(&mut self, trace: *const bt_trace) {
-        if trace.is_null() || trace == self.last_trace || self.seen_traces.contains(&trace) {
+        if trace.is_null() || trace == self.last_trace {
             return;
         }
         self.last_trace = trace;
-        if self.seen_traces.len() >= self.opts.max_traces {
-            return;
-        }
-        self.seen_traces.push(trace);
         let env = |name: *const std::os::raw::c_char| -> Option<String> {
             let v = bt_trace_borrow_environment_entry_value_by_name_const(trace, name);
             if v.is_null() {
@@ -656,12 +740,15 @@ impl SinkState {
                 _ => None,
             }
         };
-        self.stats.traces.push(TraceInfo {
+        let info = TraceInfo {
             hostname: env(cstr!("hostname")),
             domain: env(cstr!("domain")),
             tracer_name: env(cstr!("tracer_name")),
             trace_name: env(cstr!("trace_name")),
-        });
+        };
+        if !self.stats.traces.contains(&info) && self.stats.traces.len() < self.opts.max_traces {
+            self.stats.traces.push(info);
+        }
     }
 
     fn count_unknown(&mut self, name: &str) {

@@ -126,6 +126,78 @@ fn follows_a_live_session_like_babeltrace2_reads_it() {
     for (i, (r, t)) in records.iter().zip(&theirs).enumerate() {
         assert_eq!(&record_json(r), t, "live event #{i}");
     }
+
+    // The traced system restarts its tracing under the same session name: a
+    // `continue` reader picks the new session up (new trace, new classes).
+    let mut rec = start_recording(&relayd, &session, "0.5", "300");
+    let before = records.len() as u64;
+    let mut second = None;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut names_ok = true;
+    loop {
+        let got = records.len() as u64 - before;
+        assert!(Instant::now() < deadline, "second session: {got} of {second:?} events; {:?}", reader.stats().last_live_error);
+        if second.is_none() {
+            if let Some(st) = rec.try_wait().expect("wait") {
+                assert!(st.success());
+                let o = rec.wait_with_output().expect("output");
+                second = Some(parse_emitted(&String::from_utf8_lossy(&o.stdout)).iter().map(|e| e.total).sum::<u64>());
+                rec = Command::new("true").spawn().expect("placeholder");
+            }
+        }
+        if second == Some(got) {
+            break;
+        }
+        match reader.poll().expect("live poll") {
+            Poll::Record(r) => {
+                names_ok &= !r.event.name().is_empty();
+                records.push(r)
+            }
+            Poll::Again => std::thread::sleep(Duration::from_millis(5)),
+            Poll::End => panic!("a `continue` live read does not end by itself"),
+        }
+    }
+    let _ = rec.wait();
+    assert_eq!(reader.stats().live_reconnects, 0, "followed without reconnecting");
+    let second = second.expect("second count");
+    assert!(names_ok);
+    assert_eq!(records.len() as u64, before + second, "every event of the second session");
+
+    // A session that starts and ends while the reader is not polled makes
+    // babeltrace2's live source fail ("Session id N is unknown"); a following
+    // reader reconnects and goes on with the next session, whole.
+    let rec = start_recording(&relayd, &session, "0.2", "100");
+    assert!(rec.wait_with_output().expect("record.sh").status.success());
+    let mut rec = start_recording(&relayd, &session, "1", "300");
+    let mut fourth = None;
+    let mut phase: Vec<ddscope_trace::Record> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen_pids = std::collections::BTreeSet::new();
+    loop {
+        // Events of the unpolled third session may or may not come; count the fourth's, by process.
+        let got = phase.iter().filter(|r| r.context.vpid.is_some_and(|p| seen_pids.contains(&p))).count() as u64;
+        assert!(Instant::now() < deadline, "after reconnecting: {got} of {fourth:?}; {:?}", reader.stats().last_live_error);
+        if fourth.is_none() {
+            if let Some(st) = rec.try_wait().expect("wait") {
+                assert!(st.success());
+                let o = rec.wait_with_output().expect("output");
+                let e = parse_emitted(&String::from_utf8_lossy(&o.stdout));
+                seen_pids = e.iter().map(|e| e.pid).collect();
+                fourth = Some(e.iter().map(|e| e.total).sum::<u64>());
+                rec = Command::new("true").spawn().expect("placeholder");
+            }
+        }
+        if fourth.is_some() && fourth == Some(got) {
+            break;
+        }
+        match reader.poll().expect("live poll") {
+            Poll::Record(r) => phase.push(r),
+            Poll::Again => std::thread::sleep(Duration::from_millis(5)),
+            Poll::End => panic!("a `continue` live read does not end by itself"),
+        }
+    }
+    let _ = rec.wait();
+    assert!(reader.stats().live_reconnects >= 1, "reconnected: {:?}", reader.stats());
     drop(reader);
 
     // 2. Attach to a running session with `end`: the read ends when the session is destroyed.
