@@ -4,15 +4,24 @@
 //! header with magic 0x75D11D57, then TSDL text). babeltrace2 2.0.4 loops
 //! forever on a metadata file whose last packet is cut short (a copy
 //! interrupted mid-write, a full disk); checking the packet framing first
-//! turns that into an error. Text (non-packetized) metadata is left to
-//! babeltrace2.
+//! turns that into an error. Then a few facts of the TSDL text that
+//! babeltrace2 2.0.4 asserts on (it aborts the process: found by fuzzing,
+//! fuzz/fuzz_targets/read_trace.rs) are checked; the rest of the TSDL is left
+//! to babeltrace2.
 
 const MAGIC: u32 = 0x75D1_1D57;
 const HEADER: usize = 37;
 
 /// `Ok` when `bytes` is text metadata or a sequence of complete metadata
 /// packets; otherwise a one-line reason.
+#[cfg(test)]
 pub(crate) fn check(bytes: &[u8]) -> Result<(), String> {
+    tsdl_text(bytes).map(|_| ())
+}
+
+/// The TSDL text of a metadata file, after checking its framing and the
+/// facts below.
+pub(crate) fn tsdl_text(bytes: &[u8]) -> Result<Vec<u8>, String> {
     if bytes.len() < 4 {
         return Err(format!("metadata is {} bytes long: truncated", bytes.len()));
     }
@@ -23,8 +32,9 @@ pub(crate) fn check(bytes: &[u8]) -> Result<(), String> {
     } else if be == MAGIC {
         u32::from_be_bytes
     } else {
-        return Ok(()); // text TSDL
+        return check_tsdl(bytes).map(|_| bytes.to_vec()); // text TSDL
     };
+    let mut text = Vec::new();
     let mut off = 0usize;
     let mut packets = 0u64;
     while off < bytes.len() {
@@ -53,8 +63,149 @@ pub(crate) fn check(bytes: &[u8]) -> Result<(), String> {
                 rest.len()
             ));
         }
+        text.extend_from_slice(&rest[HEADER..content_bits / 8]);
         off += size;
         packets += 1;
+    }
+    check_tsdl(&text)?;
+    Ok(text)
+}
+
+/// The LTTng-UST 2.x 64-bit packet header and context, as lttng-ust writes
+/// them (whitespace-normalized). When a trace's metadata declares exactly
+/// these, its stream files' packet framing can be checked at fixed offsets.
+const LTTNG_DECLS: &[&str] = &[
+    "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;",
+    "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;",
+    "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;",
+    "typealias integer { size = 64; align = 8; signed = false; } := unsigned long;",
+    "packet.header := struct { uint32_t magic; uint8_t uuid[16]; uint32_t stream_id; uint64_t stream_instance_id; };",
+    "struct packet_context { uint64_clock_monotonic_t timestamp_begin; uint64_clock_monotonic_t timestamp_end; uint64_t content_size; uint64_t packet_size; uint64_t packet_seq_num; unsigned long events_discarded; uint32_t cpu_id; };",
+];
+
+/// Byte order of an LTTng-UST 64-bit trace whose metadata declares the
+/// standard packet header and context (`None`: another layout).
+pub(crate) fn lttng_byte_order(text: &[u8]) -> Option<bool> {
+    let norm: String = String::from_utf8_lossy(text).split_whitespace().collect::<Vec<_>>().join(" ");
+    if !LTTNG_DECLS.iter().all(|d| norm.contains(d)) || norm.matches("packet.context :=").count() == 0 {
+        return None;
+    }
+    // Every stream must use that context.
+    if norm.matches("packet.context :=").count() != norm.matches("packet.context := struct packet_context;").count() {
+        return None;
+    }
+    match (norm.contains("byte_order = le;"), norm.contains("byte_order = be;")) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
+const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
+/// header 32 bytes + context up to cpu_id: 84 bytes.
+const LTTNG_PACKET_MIN: u64 = 84;
+
+/// Walks the packets of an LTTng-UST stream file: magic, sizes in range,
+/// content within packet, packet within file. babeltrace2 2.0.4 aborts on a
+/// packet size or content size of 2^63 or more (msg-iter.c:1111), found by
+/// fuzzing; this refuses such files first.
+pub(crate) fn check_lttng_stream(file: &mut impl std::io::Read, len: u64, le: bool) -> Result<(), String> {
+    use std::io::Read;
+    let mut off = 0u64;
+    let mut packets = 0u64;
+    let mut head = [0u8; LTTNG_PACKET_MIN as usize];
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let u32_at = |b: &[u8], at: usize| {
+        let w = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+    };
+    let u64_at = |b: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        if le { u64::from_le_bytes(w) } else { u64::from_be_bytes(w) }
+    };
+    while off < len {
+        if len - off < LTTNG_PACKET_MIN {
+            return Err(format!("packet #{packets} at byte {off} truncated ({} bytes left)", len - off));
+        }
+        reader.read_exact(&mut head).map_err(|e| e.to_string())?;
+        if u32_at(&head, 0) != PACKET_MAGIC {
+            return Err(format!("packet #{packets} at byte {off} has no CTF magic"));
+        }
+        let content = u64_at(&head, 48);
+        let size = u64_at(&head, 56);
+        if size % 8 != 0 || size / 8 < LTTNG_PACKET_MIN || content > size || content < LTTNG_PACKET_MIN * 8 || size >= 1 << 62 {
+            return Err(format!("packet #{packets} at byte {off} has invalid sizes (content {content} bits, packet {size} bits)"));
+        }
+        let bytes = size / 8;
+        if bytes > len - off {
+            return Err(format!("packet #{packets} at byte {off} claims {bytes} bytes, the file has {} left: truncated", len - off));
+        }
+        let skip = bytes - LTTNG_PACKET_MIN;
+        std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink()).map_err(|e| e.to_string())?;
+        off += bytes;
+        packets += 1;
+    }
+    Ok(())
+}
+
+/// babeltrace2 2.0.4 aborts (msg-iter.c, `set_current_packet_content_sizes`)
+/// when a structure declares one of `content_size` / `packet_size` without
+/// the other; refuse such metadata. Scans identifiers per brace block,
+/// skipping comments and string literals.
+fn check_tsdl(text: &[u8]) -> Result<(), String> {
+    let mut stack: Vec<(bool, bool, usize)> = vec![(false, false, 0)];
+    let mut i = 0usize;
+    while i < text.len() {
+        let c = text[i];
+        if c == b'/' && text.get(i + 1) == Some(&b'*') {
+            i = text[i + 2..].windows(2).position(|w| w == b"*/").map_or(text.len(), |p| i + 2 + p + 2);
+            continue;
+        }
+        if c == b'/' && text.get(i + 1) == Some(&b'/') {
+            i = text[i..].iter().position(|&b| b == b'\n').map_or(text.len(), |p| i + p + 1);
+            continue;
+        }
+        if c == b'"' {
+            let mut j = i + 1;
+            while j < text.len() && text[j] != b'"' {
+                j += if text[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            continue;
+        }
+        if c == b'{' {
+            if stack.len() > 1024 {
+                return Err("metadata nests structures more than 1024 deep".into());
+            }
+            stack.push((false, false, i));
+        } else if c == b'}' {
+            if let Some((content, packet, at)) = stack.pop() {
+                if content != packet {
+                    return Err(format!(
+                        "metadata declares `{}` without `{}` in the structure at byte {at} of its text",
+                        if content { "content_size" } else { "packet_size" },
+                        if content { "packet_size" } else { "content_size" }
+                    ));
+                }
+            }
+            if stack.is_empty() {
+                stack.push((false, false, i));
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < text.len() && (text[i].is_ascii_alphanumeric() || text[i] == b'_') {
+                i += 1;
+            }
+            let top = stack.len() - 1;
+            match &text[start..i] {
+                b"content_size" => stack[top].0 = true,
+                b"packet_size" => stack[top].1 = true,
+                _ => {}
+            }
+            continue;
+        }
+        i += 1;
     }
     Ok(())
 }
@@ -82,6 +233,16 @@ mod tests {
         m.extend(packet(b"event {};", 128));
         assert_eq!(check(&m), Ok(()));
         assert_eq!(check(b"/* CTF 1.8 */ trace { };"), Ok(()));
+    }
+
+    #[test]
+    fn a_packet_context_with_one_size_field_is_refused() {
+        let ok = b"struct packet_context { uint64_t content_size; /* packet_size */ uint64_t packet_size; };";
+        assert_eq!(check_tsdl(ok), Ok(()));
+        let bad = b"struct packet_context { uint64_t content_size; uint64_t pXcket_size; }; // packet_size";
+        assert!(check_tsdl(bad).expect_err("one size").contains("content_size"));
+        let m = packet(b"struct s { uint64_t packet_size; };", 128);
+        assert!(check(&m).is_err());
     }
 
     #[test]

@@ -297,7 +297,26 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
         return Err(err(format!("metadata is {len} bytes, more than the {MAX_METADATA_BYTES} accepted")));
     }
     let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    crate::metadata::check(&bytes).map_err(err)
+    let text = crate::metadata::tsdl_text(&bytes).map_err(err)?;
+    // Stream files of a standard LTTng-UST trace: check their packet framing.
+    let (Some(le), Some(dir)) = (crate::metadata::lttng_byte_order(&text), path.parent()) else {
+        return Ok(());
+    };
+    let rd = std::fs::read_dir(dir).map_err(|e| err(e.to_string()))?;
+    for entry in rd.flatten() {
+        let p = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !p.is_file() || name == "metadata" || name.starts_with('.') {
+            continue;
+        }
+        let origin = p.display().to_string();
+        let mut f = std::fs::File::open(&p).map_err(|e| TraceError::Read { origin: origin.clone(), message: e.to_string() })?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        crate::metadata::check_lttng_stream(&mut f, len, le)
+            .map_err(|message| TraceError::Read { origin: origin.clone(), message })?;
+    }
+    Ok(())
 }
 
 struct Plugin(*const bt_plugin);

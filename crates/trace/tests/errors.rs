@@ -131,6 +131,19 @@ fn truncated_and_corrupted_traces_fail_cleanly() {
         let e = read_all(&copy, true).err().expect("error");
         one_line(&e, &copy);
     }
+    // A packet size with bit 63 set: babeltrace2 2.0.4 aborts the process on
+    // it (found by fuzzing); the reader refuses the file first.
+    let copy = fresh(&|t| {
+        let p = t.join(&stream_name);
+        let mut b = std::fs::read(&p).expect("read");
+        b[56..64].copy_from_slice(&0x8000_0000_0000_8000u64.to_le_bytes());
+        std::fs::write(&p, b).expect("write");
+    });
+    let (ok, stderr) = dump_with_timeout(&copy, 60);
+    assert!(!ok && stderr.contains("invalid sizes"), "{stderr}");
+    let e = read_all(&copy, true).err().expect("error");
+    assert!(one_line(&e, &copy).contains(&stream_name.to_string_lossy().into_owned()));
+
     // Corrupted bytes: decoded or refused, never a panic, a crash or a hang.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for round in 0..12 {
