@@ -11,6 +11,9 @@ APT_PACKAGES=(
   cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
   # build tools for the lab's workload nodes
   cmake pkg-config g++ make
+  # ros2_tracing traces: the LTTng-UST provider replica, the tracer, and the
+  # reference CTF reader (libbabeltrace2 is linked by crates/trace; see docs/tracing.md)
+  liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
   # online monitoring: real servers in tests
   prometheus prometheus-node-exporter influxdb
   # browser tests

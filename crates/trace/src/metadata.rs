@@ -1,0 +1,261 @@
+//! A structural check of a CTF `metadata` file before babeltrace2 sees it.
+//!
+//! LTTng writes the metadata as a sequence of packets (CTF 1.8 §7.1: a 37-byte
+//! header with magic 0x75D11D57, then TSDL text). babeltrace2 2.0.4 loops
+//! forever on a metadata file whose last packet is cut short (a copy
+//! interrupted mid-write, a full disk); checking the packet framing first
+//! turns that into an error. Then a few facts of the TSDL text that
+//! babeltrace2 2.0.4 asserts on (it aborts the process: found by fuzzing,
+//! fuzz/fuzz_targets/read_trace.rs) are checked; the rest of the TSDL is left
+//! to babeltrace2.
+
+const MAGIC: u32 = 0x75D1_1D57;
+const HEADER: usize = 37;
+
+/// `Ok` when `bytes` is text metadata or a sequence of complete metadata
+/// packets; otherwise a one-line reason.
+#[cfg(test)]
+pub(crate) fn check(bytes: &[u8]) -> Result<(), String> {
+    tsdl_text(bytes).map(|_| ())
+}
+
+/// The TSDL text of a metadata file, after checking its framing and the
+/// facts below.
+pub(crate) fn tsdl_text(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    if bytes.len() < 4 {
+        return Err(format!("metadata is {} bytes long: truncated", bytes.len()));
+    }
+    let le = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let be = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let read: fn([u8; 4]) -> u32 = if le == MAGIC {
+        u32::from_le_bytes
+    } else if be == MAGIC {
+        u32::from_be_bytes
+    } else {
+        return check_tsdl(bytes).map(|_| bytes.to_vec()); // text TSDL
+    };
+    let mut text = Vec::new();
+    let mut off = 0usize;
+    let mut packets = 0u64;
+    while off < bytes.len() {
+        let rest = &bytes[off..];
+        if rest.len() < HEADER {
+            return Err(format!(
+                "metadata truncated: packet #{packets} at byte {off} has {} of its {HEADER} header bytes",
+                rest.len()
+            ));
+        }
+        let word = |at: usize| read([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+        if word(0) != MAGIC {
+            return Err(format!("metadata packet #{packets} at byte {off} has no CTF magic"));
+        }
+        let content_bits = word(24) as usize;
+        let packet_bits = word(28) as usize;
+        if packet_bits & 7 != 0 || packet_bits / 8 < HEADER || content_bits > packet_bits || content_bits < HEADER * 8 {
+            return Err(format!(
+                "metadata packet #{packets} at byte {off} has an invalid size (content {content_bits} bits, packet {packet_bits} bits)"
+            ));
+        }
+        let size = packet_bits / 8;
+        if size > rest.len() {
+            return Err(format!(
+                "metadata truncated: packet #{packets} at byte {off} claims {size} bytes, the file has {} left",
+                rest.len()
+            ));
+        }
+        text.extend_from_slice(&rest[HEADER..content_bits / 8]);
+        off += size;
+        packets += 1;
+    }
+    check_tsdl(&text)?;
+    Ok(text)
+}
+
+/// The LTTng-UST 2.x 64-bit packet header and context, as lttng-ust writes
+/// them (whitespace-normalized). When a trace's metadata declares exactly
+/// these, its stream files' packet framing can be checked at fixed offsets.
+const LTTNG_DECLS: &[&str] = &[
+    "typealias integer { size = 8; align = 8; signed = false; } := uint8_t;",
+    "typealias integer { size = 32; align = 8; signed = false; } := uint32_t;",
+    "typealias integer { size = 64; align = 8; signed = false; } := uint64_t;",
+    "typealias integer { size = 64; align = 8; signed = false; } := unsigned long;",
+    "packet.header := struct { uint32_t magic; uint8_t uuid[16]; uint32_t stream_id; uint64_t stream_instance_id; };",
+    "struct packet_context { uint64_clock_monotonic_t timestamp_begin; uint64_clock_monotonic_t timestamp_end; uint64_t content_size; uint64_t packet_size; uint64_t packet_seq_num; unsigned long events_discarded; uint32_t cpu_id; };",
+];
+
+/// Byte order of an LTTng-UST 64-bit trace whose metadata declares the
+/// standard packet header and context (`None`: another layout).
+pub(crate) fn lttng_byte_order(text: &[u8]) -> Option<bool> {
+    let norm: String = String::from_utf8_lossy(text).split_whitespace().collect::<Vec<_>>().join(" ");
+    if !LTTNG_DECLS.iter().all(|d| norm.contains(d)) || norm.matches("packet.context :=").count() == 0 {
+        return None;
+    }
+    // Every stream must use that context.
+    if norm.matches("packet.context :=").count() != norm.matches("packet.context := struct packet_context;").count() {
+        return None;
+    }
+    match (norm.contains("byte_order = le;"), norm.contains("byte_order = be;")) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
+const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
+/// header 32 bytes + context up to cpu_id: 84 bytes.
+const LTTNG_PACKET_MIN: u64 = 84;
+
+/// Walks the packets of an LTTng-UST stream file: magic, sizes in range,
+/// content within packet, packet within file. babeltrace2 2.0.4 aborts on a
+/// packet size or content size of 2^63 or more (msg-iter.c:1111), found by
+/// fuzzing; this refuses such files first.
+pub(crate) fn check_lttng_stream<F: std::io::Read + std::io::Seek>(file: &mut F, len: u64, le: bool) -> Result<(), String> {
+    use std::io::Read;
+    let mut off = 0u64;
+    let mut packets = 0u64;
+    let mut head = [0u8; LTTNG_PACKET_MIN as usize];
+    let mut reader = std::io::BufReader::with_capacity(4096, file);
+    let u32_at = |b: &[u8], at: usize| {
+        let w = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+    };
+    let u64_at = |b: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        if le { u64::from_le_bytes(w) } else { u64::from_be_bytes(w) }
+    };
+    while off < len {
+        if len - off < LTTNG_PACKET_MIN {
+            return Err(format!("packet #{packets} at byte {off} truncated ({} bytes left)", len - off));
+        }
+        reader.read_exact(&mut head).map_err(|e| e.to_string())?;
+        if u32_at(&head, 0) != PACKET_MAGIC {
+            return Err(format!("packet #{packets} at byte {off} has no CTF magic"));
+        }
+        let content = u64_at(&head, 48);
+        let size = u64_at(&head, 56);
+        if size % 8 != 0 || size / 8 < LTTNG_PACKET_MIN || content > size || content < LTTNG_PACKET_MIN * 8 || size >= 1 << 62 {
+            return Err(format!("packet #{packets} at byte {off} has invalid sizes (content {content} bits, packet {size} bits)"));
+        }
+        let bytes = size / 8;
+        if bytes > len - off {
+            return Err(format!("packet #{packets} at byte {off} claims {bytes} bytes, the file has {} left: truncated", len - off));
+        }
+        let skip = bytes - LTTNG_PACKET_MIN;
+        reader.seek_relative(skip as i64).map_err(|e| e.to_string())?;
+        off += bytes;
+        packets += 1;
+    }
+    Ok(())
+}
+
+/// babeltrace2 2.0.4 aborts (msg-iter.c, `set_current_packet_content_sizes`)
+/// when a structure declares one of `content_size` / `packet_size` without
+/// the other; refuse such metadata. Scans identifiers per brace block,
+/// skipping comments and string literals.
+fn check_tsdl(text: &[u8]) -> Result<(), String> {
+    let mut stack: Vec<(bool, bool, usize)> = vec![(false, false, 0)];
+    let mut i = 0usize;
+    while i < text.len() {
+        let c = text[i];
+        if c == b'/' && text.get(i + 1) == Some(&b'*') {
+            i = text[i + 2..].windows(2).position(|w| w == b"*/").map_or(text.len(), |p| i + 2 + p + 2);
+            continue;
+        }
+        if c == b'/' && text.get(i + 1) == Some(&b'/') {
+            i = text[i..].iter().position(|&b| b == b'\n').map_or(text.len(), |p| i + p + 1);
+            continue;
+        }
+        if c == b'"' {
+            let mut j = i + 1;
+            while j < text.len() && text[j] != b'"' {
+                j += if text[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            continue;
+        }
+        if c == b'{' {
+            if stack.len() > 1024 {
+                return Err("metadata nests structures more than 1024 deep".into());
+            }
+            stack.push((false, false, i));
+        } else if c == b'}' {
+            if let Some((content, packet, at)) = stack.pop() {
+                if content != packet {
+                    return Err(format!(
+                        "metadata declares `{}` without `{}` in the structure at byte {at} of its text",
+                        if content { "content_size" } else { "packet_size" },
+                        if content { "packet_size" } else { "content_size" }
+                    ));
+                }
+            }
+            if stack.is_empty() {
+                stack.push((false, false, i));
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < text.len() && (text[i].is_ascii_alphanumeric() || text[i] == b'_') {
+                i += 1;
+            }
+            let top = stack.len() - 1;
+            match &text[start..i] {
+                b"content_size" => stack[top].0 = true,
+                b"packet_size" => stack[top].1 = true,
+                _ => {}
+            }
+            continue;
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(text: &[u8], size: usize) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&MAGIC.to_le_bytes());
+        p.extend_from_slice(&[0u8; 16]);
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&(((HEADER + text.len()) * 8) as u32).to_le_bytes());
+        p.extend_from_slice(&((size * 8) as u32).to_le_bytes());
+        p.extend_from_slice(&[0, 0, 0, 1, 8]);
+        p.extend_from_slice(text);
+        p.resize(size, 0);
+        p
+    }
+
+    #[test]
+    fn complete_packets_and_text_pass() {
+        let mut m = packet(b"/* CTF 1.8 */", 64);
+        m.extend(packet(b"event {};", 128));
+        assert_eq!(check(&m), Ok(()));
+        assert_eq!(check(b"/* CTF 1.8 */ trace { };"), Ok(()));
+    }
+
+    #[test]
+    fn a_packet_context_with_one_size_field_is_refused() {
+        let ok = b"struct packet_context { uint64_t content_size; /* packet_size */ uint64_t packet_size; };";
+        assert_eq!(check_tsdl(ok), Ok(()));
+        let bad = b"struct packet_context { uint64_t content_size; uint64_t pXcket_size; }; // packet_size";
+        assert!(check_tsdl(bad).expect_err("one size").contains("content_size"));
+        let m = packet(b"struct s { uint64_t packet_size; };", 128);
+        assert!(check(&m).is_err());
+    }
+
+    #[test]
+    fn every_cut_of_a_packet_is_reported() {
+        let mut m = packet(b"/* CTF 1.8 */", 64);
+        m.extend(packet(b"event {};", 128));
+        for cut in 0..m.len() {
+            if cut == 64 {
+                assert_eq!(check(&m[..cut]), Ok(()), "a packet boundary is a complete file");
+                continue;
+            }
+            let e = check(&m[..cut]).expect_err("cut inside a packet");
+            assert!(e.contains("truncated") || e.contains("magic"), "{cut}: {e}");
+        }
+    }
+}
