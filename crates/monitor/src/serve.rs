@@ -150,6 +150,7 @@ impl Central {
                 period_ns: None,
                 message_rows: true,
                 submessage_rows: true,
+                ..Default::default()
             },
             Arc::new(AppTruth::default()),
         );

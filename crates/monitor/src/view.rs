@@ -1,12 +1,17 @@
 //! What `ddscope live` shows per topic: totals since start (from the same
 //! `TopicsAnalysis` as `ddscope topics`) and current rate and bandwidth over a
 //! sliding window of one-second buckets.
+//!
+//! Both tables are capped by [`TopicsConfig`] (writers in the analysis,
+//! topics in the window), evict the least recently seen entry first and
+//! count it ([`LiveStats`]): an agent watching forged traffic stays bounded.
 
+use ddscope_core::bounded::BoundedMap;
 use ddscope_core::decode::Decoder;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::samples::SampleRecord;
-use ddscope_core::topics::{TopicRow, TopicsAnalysis};
-use std::collections::{BTreeMap, VecDeque};
+use ddscope_core::topics::{TopicRow, TopicsAnalysis, TopicsConfig, TopicsStats};
+use std::collections::VecDeque;
 
 const BUCKET_NS: i64 = 1_000_000_000;
 /// Seconds the current rate is averaged over.
@@ -54,14 +59,47 @@ impl Buckets {
 }
 
 /// Per-topic live statistics of one capture point.
-#[derive(Default)]
 pub struct LiveTopics {
     pub analysis: TopicsAnalysis,
-    window: BTreeMap<String, Buckets>,
+    /// Rate buckets per topic, least recently active first.
+    window: BoundedMap<String, Buckets>,
     pub now_ns: i64,
     pub events: u64,
     /// Frame bytes captured (on the wire).
     pub bytes: u64,
+}
+
+impl Default for LiveTopics {
+    fn default() -> Self {
+        Self::new(TopicsConfig::default())
+    }
+}
+
+/// What the live view had to forget to stay within its caps.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct LiveStats {
+    pub topics: TopicsStats,
+    /// Topics in the rate window.
+    pub window_topics: usize,
+    /// Topics dropped from the rate window (least recently active first):
+    /// their current rate restarts from zero if they come back.
+    pub window_topics_evicted: u64,
+}
+
+impl LiveStats {
+    /// What was evicted, if anything (for closing lines, /metrics, the dashboard).
+    pub fn problem_line(&self) -> Option<String> {
+        let mut parts: Vec<String> = self.topics.problem_line().into_iter().collect();
+        if self.window_topics_evicted > 0 {
+            parts.push(format!("{} topics dropped from the rate window (too many topics; least recently active first)", self.window_topics_evicted));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// One line: evictions, or that there were none.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
+    }
 }
 
 /// One line of the live table.
@@ -130,6 +168,20 @@ impl TopicRowJson {
 }
 
 impl LiveTopics {
+    pub fn new(cfg: TopicsConfig) -> Self {
+        LiveTopics {
+            analysis: TopicsAnalysis::with_config(cfg),
+            window: BoundedMap::new(cfg.max_live_topics),
+            now_ns: 0,
+            events: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn stats(&self) -> LiveStats {
+        LiveStats { topics: self.analysis.stats(), window_topics: self.window.len(), window_topics_evicted: self.window.evicted() }
+    }
+
     /// Counts a captured frame's wire length.
     pub fn on_frame(&mut self, orig_len: u32) {
         self.bytes += orig_len as u64;
@@ -151,7 +203,7 @@ impl LiveTopics {
                     format!("? writer {}…{}", &g[..8], &g[24..])
                 }
             };
-            self.window.entry(key).or_default().add(r.first_ts_ns, r.sample_size as u64);
+            self.window.get_or_insert_with(key, Buckets::default, &mut |_, _| {}).add(r.first_ts_ns, r.sample_size as u64);
         }
     }
 

@@ -200,6 +200,7 @@ pub fn run_latency(
         period_ns: period,
         message_rows: o.message_rows,
         submessage_rows: o.submessage_rows,
+        ..Default::default()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());
     let progress: Vec<Progress> = captures.iter().map(|c| Progress::start(&c.name, common::file_size(&c.path))).collect();
@@ -226,7 +227,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Checks that the run found something to correlate; explains why not.
 pub fn check_correlated(run: &LatencyRun) -> anyhow::Result<()> {
-    if run.correlator.flows.is_empty() {
+    if run.correlator.flows().is_empty() {
         let roles = run.correlator.writer_roles();
         let mut per_capture = String::new();
         for (i, c) in run.captures.iter().enumerate() {
@@ -318,6 +319,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         if let Some(l) = o.samples.problem_line() {
             eprintln!("latency: {}: {l}", c.path.display());
         }
+    }
+    if let Some(l) = run.correlator.stats.problem_line() {
+        eprintln!("latency: correlation: {l}");
     }
     for (name, e) in &run.estimates {
         if let Ok(e) = e {
