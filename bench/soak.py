@@ -5,6 +5,12 @@ flat and time linear in the input.
 
 Usage: bench/soak.py [--bin target/release/ddscope] [--scale 1.0] [--only writers,topics]
                      [--ceiling-mb 8000] [--timeout 900] [--out bench/out/soak]
+       bench/soak.py --speed BEFORE_BIN [--bin AFTER_BIN] [--runs 11] FILE...
+
+--speed: the regression check on ordinary captures instead: `topics FILE`
+(pinned to one CPU with taskset) on every FILE and `latency A B` on every
+pair of FILEs named *-pc1.* / *-pc2.*, the two binaries alternating run by
+run; prints the median wall time of each and the change.
 
 Inputs come from tests/hostile/hostile.py (every byte packed by hand, see
 there). For each scenario the full size (10^6 writers, 10^5 topics, 10^5
@@ -95,7 +101,12 @@ def main():
     ap.add_argument("--ceiling-mb", type=int, default=8000)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "soak"))
+    ap.add_argument("--speed", metavar="BEFORE_BIN", help="compare BEFORE_BIN with --bin on FILEs")
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("files", nargs="*")
     a = ap.parse_args()
+    if a.speed:
+        return speed(a.speed, a.bin, a.files, a.runs)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     only = set(filter(None, a.only.split(",")))
@@ -123,6 +134,36 @@ def main():
                 files = 2 if c == "latency" else 1
                 us = wall / (frames * files) * 1e6
                 print(f"| {scenario} | {c} | {n} | {size * files / 1e6:.1f} | {frames * files} | {wall:.2f} | {us:.2f} | {rss:.0f} | {code} | {evictions(stderr)} |", flush=True)
+
+
+def speed(before: str, after: str, files: list[str], runs: int) -> None:
+    """Median wall and CPU time of each binary on ordinary captures, alternating runs."""
+    jobs = [("topics", [f], ["taskset", "-c", "1", "{bin}", "topics", f]) for f in files]
+    for f in files:
+        if "-pc1." in f and f.replace("-pc1.", "-pc2.") in files:
+            g = f.replace("-pc1.", "-pc2.")
+            jobs.append(("latency", [f, g], ["{bin}", "latency", f, g]))
+    print(f"before: {before}\nafter: {after}\n{runs} runs each, alternating; medians\n")
+    print("| command | input | before wall s | after wall s | change | before CPU s | after CPU s | change |")
+    print("|---|---|---|---|---|---|---|---|")
+    for verb, inputs, cmd in jobs:
+        t = {before: [], after: []}
+        cpu = {before: [], after: []}
+        for _ in range(runs):
+            for b in (before, after):
+                c = [x.replace("{bin}", b) for x in cmd]
+                t0 = time.perf_counter()
+                p = subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, status, ru = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(status)
+                t[b].append(time.perf_counter() - t0)
+                cpu[b].append(ru.ru_utime + ru.ru_stime)
+                if p.returncode != 0:
+                    raise SystemExit(f"{c} exited {p.returncode}")
+        med = lambda v: sorted(v)[runs // 2]  # noqa: E731
+        wb, wa, cb, ca = med(t[before]), med(t[after]), med(cpu[before]), med(cpu[after])
+        name = " ".join(pathlib.Path(i).name for i in inputs)
+        print(f"| {verb} | {name} | {wb:.3f} | {wa:.3f} | {(wa / wb - 1) * 100:+.1f} % | {cb:.3f} | {ca:.3f} | {(ca / cb - 1) * 100:+.1f} % |", flush=True)
 
 
 def count_frames(path: pathlib.Path) -> int:

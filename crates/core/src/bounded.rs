@@ -14,11 +14,12 @@
 //!
 //! Why not the `lru` or `hashlink` crates: both allocate one heap node per
 //! entry and neither has a weight budget or an eviction counter; here the
-//! entries live in one slab (`Vec`) linked by 32-bit indices, which costs
-//! two indices per entry and never allocates once the table is full.
+//! entries live in one slab (`Vec`) linked by 32-bit indices, and the hash
+//! index is a `hashbrown::HashTable` of slot numbers (4 bytes per entry, the
+//! key stored once, each key hashed once per operation). The table never
+//! allocates once it is full.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::HashTable;
 use std::hash::{BuildHasher, Hash};
 
 const NIL: u32 = u32::MAX;
@@ -26,6 +27,7 @@ const NIL: u32 = u32::MAX;
 struct Node<K, V> {
     key: K,
     value: V,
+    hash: u64,
     weight: usize,
     /// Towards the least recent end.
     prev: u32,
@@ -36,7 +38,9 @@ struct Node<K, V> {
 /// A hash map capped in entries (and optionally in total weight) that evicts
 /// its least recently touched entry first. See the module documentation.
 pub struct BoundedMap<K, V, S = rustc_hash::FxBuildHasher> {
-    index: HashMap<K, u32, S>,
+    hasher: S,
+    /// Slot numbers, found by the hash of the slot's key.
+    index: HashTable<u32>,
     slots: Vec<Option<Node<K, V>>>,
     free: Vec<u32>,
     /// Least recently touched.
@@ -67,7 +71,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher + Default> Default for BoundedMap<K
 impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     pub fn with_hasher(max_entries: usize, hasher: S) -> Self {
         BoundedMap {
-            index: HashMap::with_hasher(hasher),
+            hasher,
+            index: HashTable::new(),
             slots: Vec::new(),
             free: Vec::new(),
             head: NIL,
@@ -90,7 +95,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// (`n` may exceed the cap: a hash index with room to spare rehashes in
     /// place under insert/remove churn; the slab never exceeds the cap.)
     pub fn with_capacity(mut self, n: usize) -> Self {
-        self.index.reserve(n);
+        let slots = &self.slots;
+        self.index.reserve(n, |&i| slots[i as usize].as_ref().map_or(0, |n| n.hash));
         self.slots.reserve(n.min(self.max_entries));
         self
     }
@@ -127,7 +133,20 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     }
 
     pub fn contains_key(&self, k: &K) -> bool {
-        self.index.contains_key(k)
+        self.find(k).is_some()
+    }
+
+    fn hash(&self, k: &K) -> u64 {
+        self.hasher.hash_one(k)
+    }
+
+    fn find_hashed(&self, hash: u64, k: &K) -> Option<u32> {
+        let slots = &self.slots;
+        self.index.find(hash, |&i| slots[i as usize].as_ref().is_some_and(|n| n.key == *k)).copied()
+    }
+
+    fn find(&self, k: &K) -> Option<u32> {
+        self.find_hashed(self.hash(k), k)
     }
 
     fn node(&self, i: u32) -> &Node<K, V> {
@@ -177,30 +196,33 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
         }
     }
 
+    /// Unlinks slot `i` and drops it from the index.
     fn take(&mut self, i: u32) -> (K, V) {
         self.unlink(i);
         let n = self.slots[i as usize].take().expect("linked slot is occupied");
         self.free.push(i);
-        self.index.remove(&n.key);
+        if let Ok(e) = self.index.find_entry(n.hash, |&j| j == i) {
+            e.remove();
+        }
         self.weight -= n.weight;
         (n.key, n.value)
     }
 
     /// The value, without changing the recency order.
     pub fn get(&self, k: &K) -> Option<&V> {
-        self.index.get(k).map(|&i| &self.node(i).value)
+        self.find(k).map(|i| &self.node(i).value)
     }
 
     /// The value, without changing the recency order.
     pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        let i = *self.index.get(k)?;
+        let i = self.find(k)?;
         Some(&mut self.node_mut(i).value)
     }
 
     /// Marks the entry as just seen; false if absent.
     pub fn touch(&mut self, k: &K) -> bool {
-        match self.index.get(k) {
-            Some(&i) => {
+        match self.find(k) {
+            Some(i) => {
                 self.to_back(i);
                 true
             }
@@ -210,7 +232,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
 
     /// The value, marked as just seen.
     pub fn get_touch(&mut self, k: &K) -> Option<&mut V> {
-        let i = *self.index.get(k)?;
+        let i = self.find(k)?;
         self.to_back(i);
         Some(&mut self.node_mut(i).value)
     }
@@ -225,7 +247,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// Where the entry lives: a handle for [`at_mut`](Self::at_mut), valid
     /// until the entry is removed or evicted (a cache for hot paths).
     pub fn slot(&self, k: &K) -> Option<u32> {
-        self.index.get(k).copied()
+        self.find(k)
     }
 
     /// The entry at `slot` if it still holds key `k` (no change of order).
@@ -253,12 +275,20 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// The entry for `k`, created by `make` if absent (evicting the least
     /// recent entries as needed, each passed to `on_evict`); marked as just seen.
     pub fn get_or_insert_with(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V)) -> &mut V {
-        if let Some(&i) = self.index.get(&k) {
+        let i = self.get_or_insert_slot(k, make, on_evict);
+        &mut self.node_mut(i).value
+    }
+
+    /// Like [`get_or_insert_with`](Self::get_or_insert_with), returning the
+    /// entry's slot (for [`value_at`](Self::value_at) and the other `_at` methods).
+    pub fn get_or_insert_slot(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V)) -> u32 {
+        let hash = self.hash(&k);
+        if let Some(i) = self.find_hashed(hash, &k) {
             self.to_back(i);
-            return &mut self.node_mut(i).value;
+            return i;
         }
         self.make_room(1, NIL, on_evict);
-        let node = Node { key: k.clone(), value: make(), weight: 0, prev: NIL, next: NIL };
+        let node = Node { key: k, value: make(), hash, weight: 0, prev: NIL, next: NIL };
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(node);
@@ -269,14 +299,34 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
                 (self.slots.len() - 1) as u32
             }
         };
-        match self.index.entry(k) {
-            Entry::Vacant(e) => {
-                e.insert(i);
-            }
-            Entry::Occupied(_) => unreachable!("absent above"),
-        }
+        let slots = &self.slots;
+        self.index.insert_unique(hash, i, |&j| slots[j as usize].as_ref().map_or(0, |n| n.hash));
         self.link_back(i);
-        &mut self.node_mut(i).value
+        i
+    }
+
+    /// The value in `slot`, if the slot holds an entry (no change of order).
+    /// Only for a slot just returned by this table: a stale slot may hold another key.
+    pub fn value_at(&mut self, slot: u32) -> Option<&mut V> {
+        match self.slots.get_mut(slot as usize) {
+            Some(Some(n)) => Some(&mut n.value),
+            _ => None,
+        }
+    }
+
+    /// Removes the entry in `slot` (not counted as an eviction).
+    pub fn remove_at(&mut self, slot: u32) -> Option<(K, V)> {
+        matches!(self.slots.get(slot as usize), Some(Some(_))).then(|| self.take(slot))
+    }
+
+    /// [`set_weight`](Self::set_weight) for the entry in `slot`.
+    pub fn set_weight_at(&mut self, slot: u32, weight: usize, on_evict: &mut dyn FnMut(K, V)) {
+        let Some(Some(n)) = self.slots.get_mut(slot as usize) else { return };
+        let old = std::mem::replace(&mut n.weight, weight);
+        self.weight = self.weight - old + weight;
+        if self.weight > self.max_weight {
+            self.make_room(0, slot, on_evict);
+        }
     }
 
     /// Inserts or replaces the value of `k` (marked as just seen); evicted entries go to `on_evict`.
@@ -294,12 +344,8 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// itself is never evicted here: an entry heavier than the whole cap
     /// stays alone. Returns false if `k` is absent.
     pub fn set_weight(&mut self, k: &K, weight: usize, on_evict: &mut dyn FnMut(K, V)) -> bool {
-        let Some(&i) = self.index.get(k) else { return false };
-        let old = std::mem::replace(&mut self.node_mut(i).weight, weight);
-        self.weight = self.weight - old + weight;
-        if self.weight > self.max_weight {
-            self.make_room(0, i, on_evict);
-        }
+        let Some(i) = self.find(k) else { return false };
+        self.set_weight_at(i, weight, on_evict);
         true
     }
 
@@ -309,8 +355,15 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     }
 
     pub fn remove(&mut self, k: &K) -> Option<V> {
-        let i = *self.index.get(k)?;
-        Some(self.take(i).1)
+        let hash = self.hash(k);
+        let slots = &self.slots;
+        let e = self.index.find_entry(hash, |&i| slots[i as usize].as_ref().is_some_and(|n| n.key == *k)).ok()?;
+        let (i, _) = e.remove();
+        self.unlink(i);
+        let n = self.slots[i as usize].take().expect("indexed slot is occupied");
+        self.free.push(i);
+        self.weight -= n.weight;
+        Some(n.value)
     }
 
     /// The least recently touched entry.

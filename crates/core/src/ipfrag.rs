@@ -183,7 +183,7 @@ impl<M: Copy> Reassembler<M> {
         let mut spare = self.pool.pop();
         let pool = &mut self.pool;
         let evicted = &mut self.stats.datagrams_evicted;
-        let p = self.pending.get_or_insert_with(
+        let slot = self.pending.get_or_insert_slot(
             key,
             || Pending {
                 data: spare.take().unwrap_or_default(),
@@ -209,6 +209,7 @@ impl<M: Copy> Reassembler<M> {
         if let Some(b) = spare {
             self.pool.push(b);
         }
+        let p = self.pending.value_at(slot).expect("slot just returned");
         if !more {
             p.total = Some(end);
         }
@@ -239,7 +240,7 @@ impl<M: Copy> Reassembler<M> {
         p.last_ts_ns = p.last_ts_ns.max(ts_ns);
         p.first_ts_ns = p.first_ts_ns.min(ts_ns);
         if p.have.len() > MAX_RANGES || p.captured.len() > MAX_RANGES {
-            if let Some(p) = self.pending.remove(&key) {
+            if let Some((_, p)) = self.pending.remove_at(slot) {
                 self.recycle(p.data);
             }
             self.stats.datagrams_too_fragmented += 1;
@@ -250,7 +251,7 @@ impl<M: Copy> Reassembler<M> {
             let cost = p.cost();
             let pool = &mut self.pool;
             let evicted = &mut self.stats.datagrams_evicted;
-            self.pending.set_weight(&key, cost, &mut |_, gone| {
+            self.pending.set_weight_at(slot, cost, &mut |_, gone| {
                 *evicted += 1;
                 if pool.len() < 64 {
                     let mut b = gone.data;
@@ -261,7 +262,7 @@ impl<M: Copy> Reassembler<M> {
             self.stats.peak_bytes = self.stats.peak_bytes.max(self.pending.weight() as u64);
             return None;
         }
-        let p = self.pending.remove(&key).expect("present");
+        let (_, p) = self.pending.remove_at(slot).expect("present");
         self.stats.datagrams_completed += 1;
         let total = p.total.expect("complete");
         // Keep the bytes captured contiguously from the start.

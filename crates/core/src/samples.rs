@@ -455,7 +455,7 @@ impl SampleTracker {
         if after != before {
             let evicted_before = self.stats.evicted;
             let stats = &mut self.stats;
-            self.open.set_weight(&key, after, &mut |_, gone| {
+            self.open.set_weight_at(slot, after, &mut |_, gone| {
                 stats.evicted += 1;
                 emit(stats, gone, "evicted", out)
             });
