@@ -37,14 +37,14 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "hostile"))
 import hostile  # noqa: E402
 
-# scenario, full count, commands ("topics" or "latency"), note
+# scenario, full count, commands ("topics" or "latency"), generator options, note
 SCENARIOS = [
-    ("writers", 1_000_000, ["topics", "latency"], "distinct writer GUIDs, one DATA each"),
-    ("topics", 100_000, ["topics"], "SEDP publications + subscriptions, one DATA per writer"),
-    ("destinations", 100_000, ["topics"], "one DATA_FRAG sample (2^20 fragments) and one DATA, each to N destinations"),
-    ("fragflood", 1_000_000, ["topics"], "samples announcing 2^20 fragments, last one sent"),
-    ("ipholes", 20_000, ["topics"], "IPv4 datagrams as 200 8-byte fragments with holes"),
-    ("discfrag", 100_000, ["topics"], "SEDP DATA_FRAG sets announcing 1 MiB, first fragment only"),
+    ("writers", 1_000_000, ["topics", "latency"], {}, "distinct writer GUIDs, one DATA each"),
+    ("topics", 100_000, ["topics"], {}, "SEDP publications + subscriptions, one DATA per writer"),
+    ("destinations", 100_000, ["topics"], {}, "one DATA_FRAG sample (2^20 fragments) and one DATA, each to N destinations"),
+    ("fragflood", 1_000_000, ["topics"], {}, "samples announcing 2^20 fragments, last one sent"),
+    ("ipholes", 1_100, ["topics"], {"holes": 4096}, "IPv4 datagrams as 4096 8-byte fragments with holes"),
+    ("discfrag", 100_000, ["topics"], {}, "SEDP DATA_FRAG sets announcing 1 MiB, first fragment only"),
 ]
 
 
@@ -115,7 +115,7 @@ def main():
     print(f"binary: {a.bin}; machine: {platform.platform()}, {os.cpu_count()} cores ({cpu}), {mem:.0f} GiB\n")
     print("| scenario | command | N | input MB | frames | wall s | µs/frame | peak RSS MB | exit | evictions named in the closing lines |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for scenario, full, commands, _note in SCENARIOS:
+    for scenario, full, commands, opts, _note in SCENARIOS:
         if only and scenario not in only:
             continue
         for frac in [float(x) for x in a.sizes.split(",")]:
@@ -123,7 +123,7 @@ def main():
             f1 = out / f"{scenario}-{n}-pc1.pcap"
             f2 = out / f"{scenario}-{n}-pc2.pcap"
             if not f1.exists() or ("latency" in commands and not f2.exists()):
-                hostile.generate(scenario, n, f1, f2 if "latency" in commands else None)
+                hostile.generate(scenario, n, f1, f2 if "latency" in commands else None, **opts)
             size = f1.stat().st_size
             frames = count_frames(f1)
             for c in commands:

@@ -218,7 +218,15 @@ impl SampleStats {
     pub fn problem_line(&self) -> Option<String> {
         let mut parts = vec![];
         if self.evicted > 0 {
-            parts.push(format!("{} samples closed early: too many samples open at once (closed_by = evicted)", self.evicted));
+            let count = self.evicted - self.evicted_for_memory;
+            parts.push(match (count, self.evicted_for_memory) {
+                (_, 0) => format!("{} samples closed early: too many samples open at once (closed_by = evicted)", self.evicted),
+                (0, m) => format!("{m} samples closed early (closed_by = evicted) for fragment-bitmap memory"),
+                (c, m) => format!(
+                    "{} samples closed early (closed_by = evicted): {c} because too many were open at once, {m} for fragment-bitmap memory",
+                    self.evicted
+                ),
+            });
         }
         if self.untracked_large_samples > 0 {
             parts.push(format!("{} samples too large to track per fragment (counted, not checked for completeness)", self.untracked_large_samples));
@@ -234,9 +242,6 @@ impl SampleStats {
                 "{} sample copies to destinations beyond the per-sample cap (counted, not checked for completeness or retransmission)",
                 self.untracked_destinations
             ));
-        }
-        if self.evicted_for_memory > 0 {
-            parts.push(format!("{} of the early-closed samples for fragment-bitmap memory", self.evicted_for_memory));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
