@@ -227,6 +227,56 @@ impl LiveTopics {
 mod tests {
     use super::*;
 
+    /// Oracle: the number of distinct topics and writers the test sent.
+    #[test]
+    fn window_and_writers_are_capped_and_counted() {
+        use ddscope_core::discovery::TopicNames;
+        use ddscope_wire::{EntityId, Guid, GuidPrefix};
+        use std::sync::Arc;
+        let mut v = LiveTopics::new(TopicsConfig { max_writers: 5, max_live_topics: 3 });
+        for i in 0..10u8 {
+            let mut e = SubmsgEvent::blank(Arc::from("cap"));
+            e.kind = ddscope_wire::rtps::SubmsgKind::Data;
+            e.traffic_type = TrafficType::User;
+            e.writer_id = Some(Guid::new(GuidPrefix([i; 12]), EntityId([0, 0, 1, 3])));
+            e.sn = Some(1);
+            v.on_event(&e);
+            let r = SampleRecord {
+                capture: Arc::from("cap"),
+                writer_id: e.writer_id.unwrap(),
+                sn: 1,
+                topic: Some(Arc::new(TopicNames::new(&format!("rt/t{i}"), "T"))),
+                traffic_type: TrafficType::User,
+                first_ts_ns: i as i64 * BUCKET_NS,
+                first_ip_ts_ns: 0,
+                last_ts_ns: 0,
+                complete: true,
+                first_frame: 1,
+                last_frame: 1,
+                sample_size: 10,
+                fragment_size: None,
+                frags_expected: 1,
+                frags_seen: 1,
+                submsgs: 1,
+                ip_frags: 1,
+                bytes: 10,
+                retransmitted_frags: 0,
+                retransmitted_bytes: 0,
+                destinations: 1,
+                nack_frags: 0,
+                pcp: None,
+                vendor_id: 0,
+                closed_by: "complete",
+            };
+            v.on_sample(&r);
+        }
+        let s = v.stats();
+        assert_eq!((s.window_topics, s.window_topics_evicted), (3, 7));
+        assert_eq!((s.topics.writers, s.topics.writers_evicted), (5, 5));
+        let line = s.summary_line();
+        assert!(line.contains("7 topics dropped from the rate window") && line.contains("5 writers"), "{line}");
+    }
+
     #[test]
     fn window_rate() {
         let mut b = Buckets::default();
