@@ -53,14 +53,14 @@ pub struct BoundedMap<K, V, S = rustc_hash::FxBuildHasher> {
     evicted: u64,
 }
 
-impl<K: Hash + Eq + Clone, V> BoundedMap<K, V> {
+impl<K: Hash + Eq, V> BoundedMap<K, V> {
     /// A table of at most `max_entries` entries (at least one).
     pub fn new(max_entries: usize) -> Self {
         Self::with_hasher(max_entries, Default::default())
     }
 }
 
-impl<K: Hash + Eq + Clone, V, S: BuildHasher + Default> Default for BoundedMap<K, V, S> {
+impl<K: Hash + Eq, V, S: BuildHasher + Default> Default for BoundedMap<K, V, S> {
     /// An effectively unbounded table (`usize::MAX` entries): for owners that
     /// set the cap later with [`set_max_entries`](Self::set_max_entries).
     fn default() -> Self {
@@ -68,7 +68,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher + Default> Default for BoundedMap<K
     }
 }
 
-impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
+impl<K: Hash + Eq, V, S: BuildHasher> BoundedMap<K, V, S> {
     pub fn with_hasher(max_entries: usize, hasher: S) -> Self {
         BoundedMap {
             hasher,
@@ -189,7 +189,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
         self.tail = i;
     }
 
-    fn to_back(&mut self, i: u32) {
+    fn move_to_back(&mut self, i: u32) {
         if self.tail != i {
             self.unlink(i);
             self.link_back(i);
@@ -223,7 +223,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     pub fn touch(&mut self, k: &K) -> bool {
         match self.find(k) {
             Some(i) => {
-                self.to_back(i);
+                self.move_to_back(i);
                 true
             }
             None => false,
@@ -233,14 +233,14 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// The value, marked as just seen.
     pub fn get_touch(&mut self, k: &K) -> Option<&mut V> {
         let i = self.find(k)?;
-        self.to_back(i);
+        self.move_to_back(i);
         Some(&mut self.node_mut(i).value)
     }
 
     /// Marks the entry at `slot` (see [`slot`](Self::slot)) as just seen.
     pub fn touch_at(&mut self, slot: u32) {
         if matches!(self.slots.get(slot as usize), Some(Some(_))) {
-            self.to_back(slot);
+            self.move_to_back(slot);
         }
     }
 
@@ -284,7 +284,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     pub fn get_or_insert_slot(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V)) -> u32 {
         let hash = self.hash(&k);
         if let Some(i) = self.find_hashed(hash, &k) {
-            self.to_back(i);
+            self.move_to_back(i);
             return i;
         }
         self.make_room(1, NIL, on_evict);
@@ -443,7 +443,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> BoundedMap<K, V, S> {
     }
 }
 
-impl<K: Hash + Eq + Clone, V, S: BuildHasher> std::ops::Index<&K> for BoundedMap<K, V, S> {
+impl<K: Hash + Eq, V, S: BuildHasher> std::ops::Index<&K> for BoundedMap<K, V, S> {
     type Output = V;
     /// The value of `k` (no change of order); panics if absent, like `HashMap`'s index.
     fn index(&self, k: &K) -> &V {
@@ -451,7 +451,7 @@ impl<K: Hash + Eq + Clone, V, S: BuildHasher> std::ops::Index<&K> for BoundedMap
     }
 }
 
-impl<K: Hash + Eq + Clone, V, S: BuildHasher> std::fmt::Debug for BoundedMap<K, V, S> {
+impl<K: Hash + Eq, V, S: BuildHasher> std::fmt::Debug for BoundedMap<K, V, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BoundedMap")
             .field("len", &self.len())

@@ -150,6 +150,7 @@ impl<M: Copy> Reassembler<M> {
     }
 
     /// Adds one fragment; returns the datagram when it is complete.
+    #[allow(clippy::too_many_arguments)]
     pub fn push(&mut self, key: FragKey, offset: u32, more: bool, data: &[u8], ts_ns: i64, frame: u64, meta: M) -> Option<Reassembled<M>> {
         self.push_declared(key, offset, more, data, data.len(), ts_ns, frame, meta)
     }
