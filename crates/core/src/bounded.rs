@@ -282,9 +282,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> BoundedMap<K, V, S> {
     /// Like [`get_or_insert_with`](Self::get_or_insert_with), returning the
     /// entry's slot (for [`value_at`](Self::value_at) and the other `_at` methods).
     pub fn get_or_insert_slot(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V)) -> u32 {
+        self.slot_or_insert(k, make, on_evict, true)
+    }
+
+    /// The entry for `k`, created by `make` if absent, *without* marking an
+    /// existing entry as seen: for tables kept in insertion order (expiry by
+    /// age of the first sighting), where a new entry goes to the recent end
+    /// and an old one keeps its place.
+    pub fn get_or_insert_keep_order(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V)) -> u32 {
+        self.slot_or_insert(k, make, on_evict, false)
+    }
+
+    fn slot_or_insert(&mut self, k: K, make: impl FnOnce() -> V, on_evict: &mut dyn FnMut(K, V), touch: bool) -> u32 {
         let hash = self.hash(&k);
         if let Some(i) = self.find_hashed(hash, &k) {
-            self.move_to_back(i);
+            if touch {
+                self.move_to_back(i);
+            }
             return i;
         }
         self.make_room(1, NIL, on_evict);
@@ -507,6 +521,19 @@ mod tests {
         assert_eq!(m.keys().copied().collect::<Vec<_>>(), vec![2]);
         assert_eq!(m.weight(), 50);
         assert_eq!(m.evicted(), 2);
+    }
+
+    #[test]
+    fn keep_order_inserts_at_the_back_but_does_not_move() {
+        let mut m: BoundedMap<u32, u32> = BoundedMap::new(10);
+        for k in 0..3 {
+            m.get_or_insert_keep_order(k, || k, &mut none());
+        }
+        let s = m.get_or_insert_keep_order(0, || 99, &mut none());
+        assert_eq!(m.value_at(s).copied(), Some(0));
+        assert_eq!(m.iter_lru().map(|(k, _)| *k).collect::<Vec<_>>(), vec![0, 1, 2]);
+        m.get_or_insert_slot(0, || 99, &mut none());
+        assert_eq!(m.iter_lru().map(|(k, _)| *k).collect::<Vec<_>>(), vec![1, 2, 0]);
     }
 
     #[test]

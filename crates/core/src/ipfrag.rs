@@ -184,7 +184,8 @@ impl<M: Copy> Reassembler<M> {
         let mut spare = self.pool.pop();
         let pool = &mut self.pool;
         let evicted = &mut self.stats.datagrams_evicted;
-        let slot = self.pending.get_or_insert_slot(
+        // Kept in order of each datagram's first fragment: expiry and eviction take the oldest.
+        let slot = self.pending.get_or_insert_keep_order(
             key,
             || Pending {
                 data: spare.take().unwrap_or_default(),

@@ -126,6 +126,34 @@ fn sample_in_flight_at_the_end_is_incomplete_and_nothing_else() {
     assert_eq!(f.lost_examples, vec![2]);
 }
 
+/// Oracle: the order the test sent the samples in. A receiver's sighting
+/// does not move a sample in the judgement queue: rows come out in
+/// first-sighting order, so jitter and period see consecutive samples.
+#[test]
+fn samples_are_judged_in_first_sighting_order() {
+    let mut c = correlator(CorrelatorConfig { window_ns: 1000, ..two_captures() });
+    let w = writer(5);
+    let rec = |cap: &str, sn: i64, t: i64| SampleRecord {
+        capture: Arc::from(cap), writer_id: w, sn, topic: None, traffic_type: TrafficType::User,
+        first_ts_ns: t, first_ip_ts_ns: t, last_ts_ns: t, complete: true, first_frame: 1, last_frame: 1,
+        sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: 1, submsgs: 1, ip_frags: 1,
+        bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0, pcp: None,
+        vendor_id: 0, closed_by: "complete",
+    };
+    let mut rows: Vec<LatencyRow> = vec![];
+    for sn in 1..=5 {
+        c.push(0, Item::Sample(rec("pc1", sn, sn * 100)), &mut |r| rows.push(r));
+    }
+    // The receiver reports them in reverse.
+    for sn in (1..=5).rev() {
+        c.push(1, Item::Sample(rec("pc2", sn, sn * 100 + 10)), &mut |r| rows.push(r));
+    }
+    c.push(0, Item::Watermark(10_000), &mut |r| rows.push(r));
+    c.push(1, Item::Watermark(10_000), &mut |r| rows.push(r));
+    assert_eq!(rows.iter().map(|r| r.sn).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+    assert_eq!(rows.iter().filter(|r| r.jitter_ns == Some(0)).count(), 4);
+}
+
 // ---- issue 10 item 11: wire arithmetic never wraps ----------------------------
 
 fn exact_sn_gaps(sns: &[i64]) -> u64 {

@@ -486,7 +486,9 @@ impl Correlator {
                         self.judge_sample(k, p, out);
                     }
                 }
-                let p = self.pending.get_or_insert_with(key, || PendingSample { first, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                // First-sighting order: a later sighting does not move the sample.
+                let slot = self.pending.get_or_insert_keep_order(key, || PendingSample { first, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let p = self.pending.value_at(slot).expect("slot just returned");
                 if p.topic.is_none() {
                     p.topic = r.topic;
                 }
@@ -505,7 +507,8 @@ impl Correlator {
                         self.judge_frag(k, p, out);
                     }
                 }
-                let p = self.frags.get_or_insert_with(key, || PendingFrag { first_ip, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let slot = self.frags.get_or_insert_keep_order(key, || PendingFrag { first_ip, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let p = self.frags.value_at(slot).expect("slot just returned");
                 if p.topic.is_none() {
                     p.topic = f.topic;
                 }
