@@ -3,15 +3,15 @@
 //! with INFO_TS/INFO_SRC/INFO_DST context applied and discovery tracked so
 //! that user traffic is named by topic and type.
 
+use crate::bounded::BoundedMap;
 use crate::source::Packet;
-use crate::discovery::{self, Announcement, Discovery, EndpointKind};
+use crate::discovery::{self, Announcement, Discovery, DiscoveryLimits, DiscoveryStats, EndpointKind};
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
 use ddscope_wire::{udp, EntityId, Guid, GuidPrefix, WireError};
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,8 +22,15 @@ pub struct DecoderConfig {
     pub reassembly: ReassemblyLimits,
     /// Largest discovery sample reassembled from DATA_FRAG.
     pub max_discovery_sample: u32,
-    /// Discovery samples being reassembled at once.
+    /// Discovery samples being reassembled at once; the least recently
+    /// active set is dropped first (counted in `discovery_fragments_dropped`).
     pub max_discovery_pending: usize,
+    /// Bytes all discovery samples being reassembled may hold together
+    /// (buffers and fragment bitmaps); over it the least recently active
+    /// sets are dropped first.
+    pub max_discovery_bytes: usize,
+    /// Caps of the participant and endpoint tables.
+    pub discovery: DiscoveryLimits,
     /// Problems kept with their frame number for the report (all are counted).
     pub max_diagnostics: usize,
 }
@@ -34,6 +41,8 @@ impl Default for DecoderConfig {
             reassembly: ReassemblyLimits::default(),
             max_discovery_sample: 1 << 20,
             max_discovery_pending: 256,
+            max_discovery_bytes: 16 << 20,
+            discovery: DiscoveryLimits::default(),
             max_diagnostics: 50,
         }
     }
@@ -75,6 +84,8 @@ pub struct DecodeStats {
     /// Discovery DATA_FRAG samples dropped (too large, capacity, or never completed).
     pub discovery_fragments_dropped: u64,
     pub ip: ReassemblyStats,
+    /// Sizes of the discovery tables and what they evicted.
+    pub discovery: DiscoveryStats,
 }
 
 impl DecodeStats {
@@ -96,6 +107,7 @@ impl DecodeStats {
             + self.ip.datagrams_evicted
             + self.ip.datagrams_incomplete_at_end
             + self.ip.oversized_fragments
+            + self.ip.datagrams_too_fragmented
     }
 
     /// One line: what was skipped or malformed, non-zero counters only.
@@ -129,10 +141,15 @@ impl DecodeStats {
         add(self.ip.oversized_fragments, "oversized IP fragments");
         add(self.ip.duplicate_fragments, "duplicate IP fragments");
         add(self.ip.overlapping_fragments, "overlapping IP fragments");
-        if parts.is_empty() {
+        add(self.ip.datagrams_too_fragmented, "IP datagrams dropped with too many holes");
+        let line = if parts.is_empty() {
             "nothing skipped or malformed".to_string()
         } else {
             format!("skipped/malformed: {}", parts.join(", "))
+        };
+        match self.discovery.problem_line() {
+            Some(ev) => format!("{line}; evicted (caps): {ev}"),
+            None => line,
         }
     }
 }
@@ -151,13 +168,23 @@ struct FrameMeta {
     vlan: Option<VlanTag>,
 }
 
-/// A discovery sample arriving as DATA_FRAG, put back together.
+/// A discovery sample arriving as DATA_FRAG, put back together. Buffers
+/// grow as fragments arrive, so a forged announcement of a large sample
+/// costs only what was sent.
 struct DiscoveryFrags {
+    sample_size: u32,
+    /// Bytes from the start of the sample up to the furthest fragment received.
     data: Vec<u8>,
-    have: Vec<bool>,
+    /// One bit per fragment received.
+    have: Vec<u64>,
     missing: usize,
     fragment_size: u16,
-    started_ns: i64,
+}
+
+impl DiscoveryFrags {
+    fn bytes(&self) -> usize {
+        self.data.capacity() + self.have.capacity() * 8 + std::mem::size_of::<Self>()
+    }
 }
 
 /// Context that INFO_* submessages set for the rest of the message.
@@ -174,7 +201,8 @@ pub struct Decoder {
     cfg: DecoderConfig,
     ipfrag: Reassembler<FrameMeta>,
     pub discovery: Discovery,
-    discovery_frags: FxHashMap<(Guid, i64), DiscoveryFrags>,
+    /// Touched on every fragment: the least recently active set goes first.
+    discovery_frags: BoundedMap<(Guid, i64), DiscoveryFrags>,
     pub stats: DecodeStats,
     pub diagnostics: Vec<Diagnostic>,
     /// Events of the message being decoded (traffic types of INFO_* are fixed up per message).
@@ -187,8 +215,8 @@ impl Decoder {
             capture: Arc::from(capture),
             cfg,
             ipfrag: Reassembler::new(cfg.reassembly),
-            discovery: Discovery::default(),
-            discovery_frags: FxHashMap::default(),
+            discovery: Discovery::new(cfg.discovery),
+            discovery_frags: BoundedMap::new(cfg.max_discovery_pending).with_max_weight(cfg.max_discovery_bytes),
             stats: DecodeStats::default(),
             diagnostics: Vec::new(),
             msg_events: Vec::with_capacity(64),
@@ -431,8 +459,8 @@ impl Decoder {
         }
     }
 
-    fn name_writer(&self, ev: &mut SubmsgEvent, writer: Guid) {
-        if let Some(ep) = self.discovery.endpoint(&writer) {
+    fn name_writer(&mut self, ev: &mut SubmsgEvent, writer: Guid) {
+        if let Some(ep) = self.discovery.endpoint_in_use(&writer) {
             ev.topic = Some(ep.names.clone());
         }
     }
@@ -623,6 +651,7 @@ impl Decoder {
             // SEDP topics writer and others: nothing we track.
             return;
         };
+        self.stats.discovery = self.discovery.stats();
         match result {
             Ok(a) => self.announce(ev, a),
             Err(e) => {
@@ -635,7 +664,7 @@ impl Decoder {
     /// Collects a discovery DATA_FRAG; returns the sample once complete.
     fn discovery_fragment(
         &mut self,
-        ev: &SubmsgEvent,
+        _ev: &SubmsgEvent,
         writer: Guid,
         d: &ddscope_wire::rtps::DataFrag<'_>,
     ) -> Option<Vec<u8>> {
@@ -644,57 +673,63 @@ impl Decoder {
             self.stats.discovery_fragments_dropped += 1;
             return None;
         }
-        if !self.discovery_frags.contains_key(&key) {
-            if self.discovery_frags.len() >= self.cfg.max_discovery_pending {
-                // Drop the oldest set.
-                if let Some(old) = self.discovery_frags.iter().min_by_key(|(_, v)| v.started_ns).map(|(k, _)| *k) {
-                    self.discovery_frags.remove(&old);
-                    self.stats.discovery_fragments_dropped += 1;
-                }
-            }
-            let n = (d.sample_size as usize).div_ceil(d.fragment_size as usize);
-            self.discovery_frags.insert(
-                key,
+        let dropped = &mut self.stats.discovery_fragments_dropped;
+        let set = self.discovery_frags.get_or_insert_with(
+            key,
+            || {
+                let n = (d.sample_size as usize).div_ceil(d.fragment_size as usize);
                 DiscoveryFrags {
-                    data: vec![0; d.sample_size as usize],
-                    have: vec![false; n],
+                    sample_size: d.sample_size,
+                    data: Vec::new(),
+                    have: vec![0; n.div_ceil(64)],
                     missing: n,
                     fragment_size: d.fragment_size,
-                    started_ns: ev.ts_ns,
-                },
-            );
-        }
-        let set = self.discovery_frags.get_mut(&key).expect("inserted");
-        if set.fragment_size != d.fragment_size || set.data.len() != d.sample_size as usize {
+                }
+            },
+            &mut |_, _| *dropped += 1,
+        );
+        if set.fragment_size != d.fragment_size || set.sample_size != d.sample_size {
             self.discovery_frags.remove(&key);
             self.stats.discovery_fragments_dropped += 1;
             return None;
         }
         let fsz = d.fragment_size as usize;
+        let size = set.sample_size as usize;
         for i in 0..d.fragments_in_submessage as usize {
-            let num = d.fragment_starting_num as usize + i; // 1-based
-            let idx = num - 1;
-            if idx >= set.have.len() {
+            // Fragment numbers are 1-based; 0 is malformed and ends the loop.
+            let Some(idx) = (d.fragment_starting_num as usize + i).checked_sub(1) else { break };
+            if idx * fsz >= size {
                 break;
             }
             let start = idx * fsz;
-            let end = ((idx + 1) * fsz).min(set.data.len());
+            let end = ((idx + 1) * fsz).min(size);
             let src_start = i * fsz;
             let src_end = src_start + (end - start);
             if src_end > d.payload.len() {
                 break;
             }
+            if set.data.len() < end {
+                set.data.resize(end, 0);
+            }
             set.data[start..end].copy_from_slice(&d.payload[src_start..src_end]);
-            if !set.have[idx] {
-                set.have[idx] = true;
+            let (w, b) = (idx / 64, idx % 64);
+            if set.have[w] & (1 << b) == 0 {
+                set.have[w] |= 1 << b;
                 set.missing -= 1;
             }
         }
         if set.missing == 0 {
-            self.discovery_frags.remove(&key).map(|s| s.data)
-        } else {
-            None
+            return self.discovery_frags.remove(&key).map(|s| s.data);
         }
+        let bytes = set.bytes();
+        let dropped = &mut self.stats.discovery_fragments_dropped;
+        self.discovery_frags.set_weight(&key, bytes, &mut |_, _| *dropped += 1);
+        if self.discovery_frags.weight() > self.cfg.max_discovery_bytes {
+            // This set alone is over the budget: drop it too.
+            self.discovery_frags.remove(&key);
+            self.stats.discovery_fragments_dropped += 1;
+        }
+        None
     }
 
     /// Ends the capture: counts whatever is still incomplete.
@@ -703,6 +738,7 @@ impl Decoder {
         self.stats.ip = self.ipfrag.stats;
         self.stats.discovery_fragments_dropped += self.discovery_frags.len() as u64;
         self.discovery_frags.clear();
+        self.stats.discovery = self.discovery.stats();
     }
 }
 

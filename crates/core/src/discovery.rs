@@ -3,6 +3,7 @@
 //! DATA_FRAG samples, so that every user submessage can be named by topic and
 //! type.
 
+use crate::bounded::BoundedMap;
 use crate::ros;
 use ddscope_wire::cdr::CdrReader;
 use ddscope_wire::locator::Locator;
@@ -341,16 +342,109 @@ pub fn inline_status(inline_qos: &[u8], le: bool) -> (Option<u32>, Option<[u8; 1
     (status, key)
 }
 
-/// Participants and endpoints seen so far.
-#[derive(Debug, Default)]
+/// Caps of the discovery tables (see [`Discovery`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DiscoveryLimits {
+    /// Participants remembered (SPDP); the least recently announced is forgotten first. ~400 bytes each.
+    pub max_participants: usize,
+    /// Endpoints remembered (SEDP writers and readers); the least recently
+    /// announced or used is forgotten first. ~500 bytes each.
+    pub max_endpoints: usize,
+}
+
+impl Default for DiscoveryLimits {
+    fn default() -> Self {
+        DiscoveryLimits { max_participants: 1 << 14, max_endpoints: 100_000 }
+    }
+}
+
+/// What discovery had to forget to stay within its caps.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct DiscoveryStats {
+    pub participants: usize,
+    pub endpoints: usize,
+    /// Participants forgotten (least recently announced first).
+    pub participants_evicted: u64,
+    /// Endpoints forgotten (least recently announced or used first): their
+    /// traffic is no longer named by topic.
+    pub endpoints_evicted: u64,
+}
+
+impl DiscoveryStats {
+    /// What was evicted, if anything (for closing lines).
+    pub fn problem_line(&self) -> Option<String> {
+        let mut parts = vec![];
+        if self.participants_evicted > 0 {
+            parts.push(format!("{} discovery participants", self.participants_evicted));
+        }
+        if self.endpoints_evicted > 0 {
+            parts.push(format!("{} discovery endpoints (their traffic is no longer named by topic)", self.endpoints_evicted));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// One line: evictions, or that there were none.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
+    }
+}
+
+/// Participants and endpoints seen so far, capped (least recently seen
+/// evicted first), with an index of how many writers and readers each topic
+/// has so that per-topic rows cost one lookup, not a scan of every endpoint.
+#[derive(Debug)]
 pub struct Discovery {
-    pub participants: FxHashMap<GuidPrefix, ParticipantInfo>,
-    pub endpoints: FxHashMap<Guid, Arc<EndpointInfo>>,
+    pub participants: BoundedMap<GuidPrefix, ParticipantInfo>,
+    pub endpoints: BoundedMap<Guid, Arc<EndpointInfo>>,
+    /// Raw topic name → (writers, readers) among `endpoints`.
+    topic_counts: FxHashMap<String, (u32, u32)>,
+}
+
+impl Default for Discovery {
+    fn default() -> Self {
+        Self::new(DiscoveryLimits::default())
+    }
+}
+
+fn count_change(counts: &mut FxHashMap<String, (u32, u32)>, e: &EndpointInfo, add: bool) {
+    let topic = &e.names.topic_raw;
+    if add {
+        let c = match counts.get_mut(topic.as_str()) {
+            Some(c) => c,
+            None => counts.entry(topic.clone()).or_default(),
+        };
+        match e.kind {
+            EndpointKind::Writer => c.0 += 1,
+            EndpointKind::Reader => c.1 += 1,
+        }
+    } else if let Some(c) = counts.get_mut(topic.as_str()) {
+        match e.kind {
+            EndpointKind::Writer => c.0 = c.0.saturating_sub(1),
+            EndpointKind::Reader => c.1 = c.1.saturating_sub(1),
+        }
+        if *c == (0, 0) {
+            counts.remove(topic.as_str());
+        }
+    }
 }
 
 impl Discovery {
+    pub fn new(limits: DiscoveryLimits) -> Self {
+        Discovery {
+            participants: BoundedMap::new(limits.max_participants),
+            endpoints: BoundedMap::new(limits.max_endpoints),
+            topic_counts: FxHashMap::default(),
+        }
+    }
+
     pub fn endpoint(&self, guid: &Guid) -> Option<&Arc<EndpointInfo>> {
         self.endpoints.get(guid)
+    }
+
+    /// Like [`endpoint`](Self::endpoint), and marks the endpoint as in use
+    /// (traffic of a known endpoint keeps it from being evicted first).
+    pub fn endpoint_in_use(&mut self, guid: &Guid) -> Option<&Arc<EndpointInfo>> {
+        self.endpoints.get_touch(guid).map(|e| &*e)
     }
 
     pub fn vendor_of(&self, prefix: &GuidPrefix) -> Option<u16> {
@@ -359,7 +453,7 @@ impl Discovery {
 
     pub fn add_participant(&mut self, p: ParticipantInfo) -> GuidPrefix {
         let prefix = p.guid_prefix;
-        self.participants.insert(prefix, p);
+        self.participants.insert(prefix, p, &mut |_, _| {});
         prefix
     }
 
@@ -370,9 +464,13 @@ impl Discovery {
             if *old.names == *e.names {
                 e.names = old.names.clone();
             }
+            let old = old.clone();
+            count_change(&mut self.topic_counts, &old, false);
         }
         let e = Arc::new(e);
-        self.endpoints.insert(e.guid, e.clone());
+        let counts = &mut self.topic_counts;
+        self.endpoints.insert(e.guid, e.clone(), &mut |_, gone| count_change(counts, &gone, false));
+        count_change(&mut self.topic_counts, &e, true);
         e
     }
 
@@ -384,6 +482,25 @@ impl Discovery {
             if let Some(p) = self.participants.get_mut(&guid.prefix) {
                 p.disposed = true;
             }
+        }
+    }
+
+    /// Writers announced for a topic (by raw name), disposed ones included.
+    pub fn writers_of(&self, topic_raw: &str) -> u64 {
+        self.topic_counts.get(topic_raw).map_or(0, |c| c.0 as u64)
+    }
+
+    /// Readers announced for a topic (by raw name), disposed ones included.
+    pub fn readers_of(&self, topic_raw: &str) -> u64 {
+        self.topic_counts.get(topic_raw).map_or(0, |c| c.1 as u64)
+    }
+
+    pub fn stats(&self) -> DiscoveryStats {
+        DiscoveryStats {
+            participants: self.participants.len(),
+            endpoints: self.endpoints.len(),
+            participants_evicted: self.participants.evicted(),
+            endpoints_evicted: self.endpoints.evicted(),
         }
     }
 

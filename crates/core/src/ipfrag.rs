@@ -4,11 +4,12 @@
 //! fragments; the RTPS submessages can only be read from the whole datagram.
 //! The reassembler also keeps what the thesis measures: how many fragments a
 //! datagram had and when its first and last fragment were captured.
-//! State is bounded by a timeout (capture time) and by capacity (datagrams
-//! and bytes); whatever is dropped is counted.
+//! State is bounded by a timeout (capture time) and by capacity: datagrams,
+//! and bytes counted as the memory really held (buffer capacity, the lists
+//! of received ranges and a fixed cost per datagram), so the byte cap holds
+//! against any fragment pattern. Whatever is dropped is counted.
 
-use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
+use crate::bounded::BoundedMap;
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,7 +24,10 @@ pub struct FragKey {
 pub struct ReassemblyLimits {
     /// A datagram whose first fragment is older than this (capture time) is dropped.
     pub timeout_ns: i64,
+    /// Datagrams being reassembled at once; the oldest is dropped first.
     pub max_datagrams: usize,
+    /// Memory all datagrams being reassembled may hold together (buffers,
+    /// range lists, per-datagram overhead); the oldest are dropped first.
     pub max_bytes: usize,
 }
 
@@ -52,6 +56,11 @@ pub struct ReassemblyStats {
     pub overlapping_fragments: u64,
     /// Fragments that would make a datagram longer than 65535 bytes.
     pub oversized_fragments: u64,
+    /// Datagrams dropped because their fragments left more than
+    /// [`MAX_RANGES`] separate pieces (no real sender fragments like that).
+    pub datagrams_too_fragmented: u64,
+    /// Peak memory held by datagrams in reassembly, as accounted against `max_bytes`.
+    pub peak_bytes: u64,
 }
 
 /// A datagram put back together.
@@ -78,20 +87,34 @@ struct Pending<M> {
     captured: Vec<(u32, u32)>,
     total: Option<u32>,
     fragments: u16,
+    /// Capture time of the datagram's first fragment to arrive (expiry).
+    arrived_ns: i64,
     first_ts_ns: i64,
     last_ts_ns: i64,
     first_frame: u64,
-    generation: u64,
     meta: M,
+}
+
+/// Separate received pieces a datagram may have before it is dropped: a
+/// 64 KB datagram in 1480-byte fragments has 45, and reordering leaves far
+/// fewer holes; a flood of tiny fragments with gaps would otherwise cost
+/// memory and time per fragment.
+pub const MAX_RANGES: usize = 128;
+
+/// Memory of one pending datagram beyond its buffers: the entry, its key
+/// twice (index and slot) and the range lists' headers.
+const PENDING_OVERHEAD: usize = 192;
+
+impl<M> Pending<M> {
+    fn cost(&self) -> usize {
+        self.data.capacity() + (self.have.capacity() + self.captured.capacity()) * 8 + PENDING_OVERHEAD
+    }
 }
 
 pub struct Reassembler<M> {
     limits: ReassemblyLimits,
-    pending: FxHashMap<FragKey, Pending<M>>,
-    /// Arrival order for expiry and eviction: (first_ts, key, generation).
-    order: VecDeque<(i64, FragKey, u64)>,
-    bytes: usize,
-    generation: u64,
+    /// In arrival order of each datagram's first fragment (never touched), weighted by memory.
+    pending: BoundedMap<FragKey, Pending<M>>,
     pool: Vec<Vec<u8>>,
     pub stats: ReassemblyStats,
 }
@@ -102,18 +125,16 @@ impl<M: Copy> Reassembler<M> {
     pub fn new(limits: ReassemblyLimits) -> Self {
         Reassembler {
             limits,
-            pending: FxHashMap::default(),
-            order: VecDeque::new(),
-            bytes: 0,
-            generation: 0,
+            pending: BoundedMap::new(limits.max_datagrams).with_max_weight(limits.max_bytes),
             pool: Vec::new(),
             stats: ReassemblyStats::default(),
         }
     }
 
-    /// Gives a finished datagram's buffer back for reuse.
+    /// Gives a finished datagram's buffer back for reuse (at most 64 are
+    /// kept, each at most 64 KiB: 4 MiB outside the byte cap).
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < 64 {
+        if self.pool.len() < 64 && buf.capacity() <= MAX_DATAGRAM as usize + 1 {
             buf.clear();
             self.pool.push(buf);
         }
@@ -123,7 +144,13 @@ impl<M: Copy> Reassembler<M> {
         self.pending.len()
     }
 
+    /// Memory held by datagrams in reassembly, as accounted against the byte cap.
+    pub fn bytes(&self) -> usize {
+        self.pending.weight()
+    }
+
     /// Adds one fragment; returns the datagram when it is complete.
+    #[allow(clippy::too_many_arguments)]
     pub fn push(&mut self, key: FragKey, offset: u32, more: bool, data: &[u8], ts_ns: i64, frame: u64, meta: M) -> Option<Reassembled<M>> {
         self.push_declared(key, offset, more, data, data.len(), ts_ns, frame, meta)
     }
@@ -153,34 +180,38 @@ impl<M: Copy> Reassembler<M> {
             return None;
         }
         let end = end as u32;
-        if !self.pending.contains_key(&key) {
-            self.make_room(data.len());
-            self.generation += 1;
-            let buf = self.pool.pop().unwrap_or_default();
-            self.pending.insert(
-                key,
-                Pending {
-                    data: buf,
-                    have: Vec::with_capacity(4),
-                    captured: Vec::with_capacity(4),
-                    total: None,
-                    fragments: 0,
-                    first_ts_ns: ts_ns,
-                    last_ts_ns: ts_ns,
-                    first_frame: frame,
-                    generation: self.generation,
-                    meta,
-                },
-            );
-            self.order.push_back((ts_ns, key, self.generation));
-            // Completed datagrams leave stale entries behind; compact now and then
-            // so the queue stays proportional to what is really pending.
-            if self.order.len() > 2 * self.limits.max_datagrams + 1024 {
-                let pending = &self.pending;
-                self.order.retain(|(_, k, g)| pending.get(k).is_some_and(|p| p.generation == *g));
-            }
+        // A recycled buffer for a new datagram (given back below if unused).
+        let mut spare = self.pool.pop();
+        let pool = &mut self.pool;
+        let evicted = &mut self.stats.datagrams_evicted;
+        // Kept in order of each datagram's first fragment: expiry and eviction take the oldest.
+        let slot = self.pending.get_or_insert_keep_order(
+            key,
+            || Pending {
+                data: spare.take().unwrap_or_default(),
+                have: Vec::with_capacity(4),
+                captured: Vec::with_capacity(4),
+                total: None,
+                fragments: 0,
+                arrived_ns: ts_ns,
+                first_ts_ns: ts_ns,
+                last_ts_ns: ts_ns,
+                first_frame: frame,
+                meta,
+            },
+            &mut |_, gone| {
+                *evicted += 1;
+                if pool.len() < 64 {
+                    let mut b = gone.data;
+                    b.clear();
+                    pool.push(b);
+                }
+            },
+        );
+        if let Some(b) = spare {
+            self.pool.push(b);
         }
-        let p = self.pending.get_mut(&key).expect("inserted above");
+        let p = self.pending.value_at(slot).expect("slot just returned");
         if !more {
             p.total = Some(end);
         }
@@ -196,7 +227,12 @@ impl<M: Copy> Reassembler<M> {
         }
         let cap_end = offset as usize + data.len();
         if p.data.len() < cap_end {
-            self.bytes += cap_end - p.data.len();
+            if p.data.capacity() < cap_end {
+                // Grow geometrically, never past the largest datagram (or its known length).
+                let limit = p.total.map_or(MAX_DATAGRAM as usize, |t| t as usize).max(cap_end);
+                let want = (p.data.capacity() * 2).clamp(cap_end, limit);
+                p.data.reserve_exact(want - p.data.len());
+            }
             p.data.resize(cap_end, 0);
         }
         p.data[offset as usize..cap_end].copy_from_slice(data);
@@ -205,12 +241,30 @@ impl<M: Copy> Reassembler<M> {
         p.fragments = p.fragments.saturating_add(1);
         p.last_ts_ns = p.last_ts_ns.max(ts_ns);
         p.first_ts_ns = p.first_ts_ns.min(ts_ns);
-        let complete = matches!(p.total, Some(t) if p.have.len() == 1 && p.have[0] == (0, t));
-        if !complete {
+        if p.have.len() > MAX_RANGES || p.captured.len() > MAX_RANGES {
+            if let Some((_, p)) = self.pending.remove_at(slot) {
+                self.recycle(p.data);
+            }
+            self.stats.datagrams_too_fragmented += 1;
             return None;
         }
-        let p = self.pending.remove(&key).expect("present");
-        self.bytes -= p.data.len();
+        let complete = matches!(p.total, Some(t) if p.have.len() == 1 && p.have[0] == (0, t));
+        if !complete {
+            let cost = p.cost();
+            let pool = &mut self.pool;
+            let evicted = &mut self.stats.datagrams_evicted;
+            self.pending.set_weight_at(slot, cost, &mut |_, gone| {
+                *evicted += 1;
+                if pool.len() < 64 {
+                    let mut b = gone.data;
+                    b.clear();
+                    pool.push(b);
+                }
+            });
+            self.stats.peak_bytes = self.stats.peak_bytes.max(self.pending.weight() as u64);
+            return None;
+        }
+        let (_, p) = self.pending.remove_at(slot).expect("present");
         self.stats.datagrams_completed += 1;
         let total = p.total.expect("complete");
         // Keep the bytes captured contiguously from the start.
@@ -231,38 +285,14 @@ impl<M: Copy> Reassembler<M> {
         })
     }
 
-    fn drop_front(&mut self) -> Option<bool> {
-        let (_, key, gen) = self.order.pop_front()?;
-        match self.pending.get(&key) {
-            Some(p) if p.generation == gen => {
-                let p = self.pending.remove(&key).expect("present");
-                self.bytes -= p.data.len();
-                self.recycle(p.data);
-                Some(true)
-            }
-            _ => Some(false),
-        }
-    }
-
     fn expire(&mut self, now_ns: i64) {
-        while let Some(&(t, _, _)) = self.order.front() {
-            if now_ns.saturating_sub(t) <= self.limits.timeout_ns {
+        while let Some((_, p)) = self.pending.peek_lru() {
+            if now_ns.saturating_sub(p.arrived_ns) <= self.limits.timeout_ns {
                 break;
             }
-            if self.drop_front() == Some(true) {
+            if let Some((_, p)) = self.pending.pop_lru() {
                 self.stats.datagrams_timed_out += 1;
-            }
-        }
-    }
-
-    fn make_room(&mut self, incoming: usize) {
-        while !self.pending.is_empty()
-            && (self.pending.len() >= self.limits.max_datagrams || self.bytes + incoming > self.limits.max_bytes)
-        {
-            match self.drop_front() {
-                Some(true) => self.stats.datagrams_evicted += 1,
-                Some(false) => {}
-                None => break,
+                self.recycle(p.data);
             }
         }
     }
@@ -271,8 +301,6 @@ impl<M: Copy> Reassembler<M> {
     pub fn finish(&mut self) {
         self.stats.datagrams_incomplete_at_end += self.pending.len() as u64;
         self.pending.clear();
-        self.order.clear();
-        self.bytes = 0;
     }
 }
 

@@ -1,6 +1,7 @@
 //! ddscope's engine: capture reading, decoding (IP reassembly, RTPS,
 //! discovery), the event schema, analyses and sinks.
 
+pub mod bounded;
 pub mod source;
 pub mod decode;
 pub mod discovery;

@@ -11,7 +11,13 @@
 //! emitted at once, and only a compact entry is kept for the linger time; if
 //! the sample is sent again towards the same destination, a correction record
 //! (`closed_by = "retransmission"`) reports the retransmission.
+//!
+//! Everything is capped by [`SampleConfig`]: open samples, destinations per
+//! sample, and the bytes of all fragment bitmaps together (bitmaps grow with
+//! the fragments actually received, not with the count a sample announces).
+//! What does not fit is counted in [`SampleStats`].
 
+use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
@@ -30,14 +36,30 @@ pub struct SampleConfig {
     pub linger_ns: i64,
     /// An incomplete sample with no activity for this long is emitted as incomplete.
     pub timeout_ns: i64,
+    /// Samples open at once (and unfragmented samples remembered for their
+    /// linger); the least recently active is closed first (`closed_by = evicted`).
     pub max_samples: usize,
     /// Samples announcing more fragments than this are not tracked fragment by fragment.
     pub max_fragments: u32,
+    /// Destinations tracked per sample (each with its own fragment bitmap);
+    /// copies to further destinations are counted but not checked for
+    /// completeness or retransmission ([`SampleStats::untracked_destinations`]).
+    pub max_destinations: usize,
+    /// Bytes all fragment bitmaps may hold together; over it the least
+    /// recently active samples are closed early ([`SampleStats::evicted_for_memory`]).
+    pub max_fragment_bytes: usize,
 }
 
 impl Default for SampleConfig {
     fn default() -> Self {
-        SampleConfig { linger_ns: 1_000_000_000, timeout_ns: 5_000_000_000, max_samples: 1 << 16, max_fragments: 1 << 20 }
+        SampleConfig {
+            linger_ns: 1_000_000_000,
+            timeout_ns: 5_000_000_000,
+            max_samples: 1 << 16,
+            max_fragments: 1 << 20,
+            max_destinations: 64,
+            max_fragment_bytes: 32 << 20,
+        }
     }
 }
 
@@ -131,7 +153,8 @@ impl SampleRecord {
 
 struct DestState {
     dst: SocketAddr,
-    /// Fragments seen towards this destination (inline up to 128 fragments).
+    /// Fragments seen towards this destination, up to the highest one seen
+    /// (inline up to 128 fragments).
     have: SmallVec<[u64; 2]>,
     count: u32,
 }
@@ -144,6 +167,21 @@ struct SampleState {
     complete_ts: Option<i64>,
     last_activity: i64,
     last_datagram: (u64, SocketAddr),
+}
+
+impl SampleState {
+    /// Heap bytes of the fragment bitmaps (the sample's weight in the bitmap budget).
+    fn bitmap_bytes(&self) -> usize {
+        self.dests.iter().map(|d| if d.have.spilled() { d.have.capacity() * 8 } else { 0 }).sum::<usize>()
+            + if self.dests.spilled() { self.dests.capacity() * std::mem::size_of::<DestState>() } else { 0 }
+    }
+}
+
+/// An unfragmented sample already emitted, remembered for its linger.
+struct Recent {
+    emitted_ns: i64,
+    /// Destinations it was sent to (hashes), at most `max_destinations`.
+    dsts: SmallVec<[u64; 2]>,
 }
 
 /// Counters of the tracker itself.
@@ -165,6 +203,14 @@ pub struct SampleStats {
     /// repeat window (`max_samples` entries) was full: a later repeat of one
     /// of them counts as a new sample instead of a supplement.
     pub repeat_window_full: u64,
+    /// Destinations of a sample beyond `max_destinations`: their copies are
+    /// counted as wire cost but not checked for completeness or retransmission.
+    pub untracked_destinations: u64,
+    /// Of `evicted`: samples closed early because the fragment bitmaps
+    /// reached `max_fragment_bytes`.
+    pub evicted_for_memory: u64,
+    /// Peak bytes held by fragment bitmaps.
+    pub peak_fragment_bytes: u64,
 }
 
 impl SampleStats {
@@ -172,7 +218,15 @@ impl SampleStats {
     pub fn problem_line(&self) -> Option<String> {
         let mut parts = vec![];
         if self.evicted > 0 {
-            parts.push(format!("{} samples closed early: too many samples open at once (closed_by = evicted)", self.evicted));
+            let count = self.evicted - self.evicted_for_memory;
+            parts.push(match (count, self.evicted_for_memory) {
+                (_, 0) => format!("{} samples closed early: too many samples open at once (closed_by = evicted)", self.evicted),
+                (0, m) => format!("{m} samples closed early (closed_by = evicted) for fragment-bitmap memory"),
+                (c, m) => format!(
+                    "{} samples closed early (closed_by = evicted): {c} because too many were open at once, {m} for fragment-bitmap memory",
+                    self.evicted
+                ),
+            });
         }
         if self.untracked_large_samples > 0 {
             parts.push(format!("{} samples too large to track per fragment (counted, not checked for completeness)", self.untracked_large_samples));
@@ -183,24 +237,37 @@ impl SampleStats {
         if self.repeat_window_full > 0 {
             parts.push(format!("{} unfragmented samples forgotten before their linger ended (repeat window full): a repeat of one would count as a new sample", self.repeat_window_full));
         }
+        if self.untracked_destinations > 0 {
+            parts.push(format!(
+                "{} sample copies to destinations beyond the per-sample cap (counted, not checked for completeness or retransmission)",
+                self.untracked_destinations
+            ));
+        }
         (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// One line: what the tracker gave up, or that it gave up nothing.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().unwrap_or_else(|| "no sample evicted or untracked".to_string())
     }
 }
 
 type Key = (Guid, i64);
 
+/// aHash: the keys differ mostly in consecutive sequence numbers, which
+/// FxHash spreads poorly under heavy insert/remove churn.
+type Table<V> = BoundedMap<Key, V, ahash::RandomState>;
+
 pub struct SampleTracker {
     cfg: SampleConfig,
-    /// Open samples. aHash: the keys differ mostly in consecutive sequence
-    /// numbers, which FxHash spreads poorly under heavy insert/remove churn.
-    open: ahash::AHashMap<Key, Box<SampleState>>,
-    /// Samples by (last known) activity time, oldest first: timeouts and eviction.
-    by_activity: VecDeque<(i64, Key)>,
+    /// Open samples, least recently active first (timeouts and eviction),
+    /// weighted by the bytes of their fragment bitmaps.
+    open: Table<Box<SampleState>>,
     /// Complete samples by completion time: the end of their linger.
     completed: VecDeque<(i64, Key)>,
-    /// Unfragmented samples already emitted: destinations seen, for the linger time.
-    recent: ahash::AHashMap<Key, SmallVec<[u64; 2]>>,
-    recent_order: VecDeque<(i64, Key)>,
+    /// Unfragmented samples already emitted, in emission order: destinations
+    /// seen, for the linger time.
+    recent: Table<Recent>,
     last_sweep_ns: i64,
     now_ns: i64,
     pub stats: SampleStats,
@@ -215,18 +282,27 @@ fn dst_hash(a: &SocketAddr) -> u64 {
     h.finish()
 }
 
+/// Closes a sample: counts it and hands its record out.
+fn emit(stats: &mut SampleStats, mut s: Box<SampleState>, why: &'static str, out: &mut dyn FnMut(SampleRecord)) {
+    s.rec.closed_by = why;
+    if s.rec.complete {
+        stats.complete += 1;
+    } else {
+        stats.incomplete += 1;
+    }
+    out(s.rec);
+}
+
 impl SampleTracker {
     pub fn new(cfg: SampleConfig) -> Self {
         SampleTracker {
             cfg,
-            open: ahash::AHashMap::default(),
-            by_activity: VecDeque::new(),
+            open: BoundedMap::with_hasher(cfg.max_samples, Default::default()).with_max_weight(cfg.max_fragment_bytes),
             completed: VecDeque::new(),
             // Sized once for the cap (twice over, so churn only ever rehashes
             // in place): the table never grows, and pages are only resident
             // once used, so a small capture stays small.
-            recent: ahash::AHashMap::with_capacity_and_hasher(2 * cfg.max_samples.min(1 << 20), Default::default()),
-            recent_order: VecDeque::with_capacity(cfg.max_samples.min(1 << 20)),
+            recent: BoundedMap::with_hasher(cfg.max_samples, Default::default()).with_capacity(2 * cfg.max_samples.min(1 << 20)),
             last_sweep_ns: i64::MIN,
             now_ns: i64::MIN,
             stats: SampleStats::default(),
@@ -245,7 +321,7 @@ impl SampleTracker {
             SubmsgKind::NackFrag => {
                 if let (Some(w), Some(sn)) = (e.writer_id, e.sn) {
                     if let Some(s) = self.open.get_mut(&(w, sn)) {
-                        s.rec.nack_frags += 1;
+                        s.rec.nack_frags = s.rec.nack_frags.saturating_add(1);
                     }
                 }
             }
@@ -269,48 +345,45 @@ impl SampleTracker {
         let (Some(writer), Some(sn)) = (e.writer_id, e.sn) else { return };
         let key = (writer, sn);
         let sample_size = e.sample_size.unwrap_or(0);
-        if e.kind == SubmsgKind::Data && !self.open.contains_key(&key) {
-            self.on_unfragmented(e, writer, sn, sample_size, out);
-            return;
-        }
-        let (frag_start, nfrags) = e.fragment_range();
-        let expected = match (e.kind, e.fragment_size) {
-            (SubmsgKind::DataFrag, Some(fs)) if fs > 0 => (sample_size as u64).div_ceil(fs as u64).max(1),
-            _ => 1,
-        };
-        if self.open.len() >= self.cfg.max_samples && !self.open.contains_key(&key) {
-            self.evict_oldest(out);
-        }
-        if self.by_activity.len() > 4 * self.cfg.max_samples + 1024 {
-            // Entries of closed samples pile up until they age out: drop them now.
-            let open = &self.open;
-            self.by_activity.retain(|(_, k)| open.contains_key(k));
-        }
-        let tracked = expected <= self.cfg.max_fragments as u64;
-        let mut created = false;
-        // One probe: the sample's state, created on its first submessage.
-        let s = self.open.entry(key).or_insert_with(|| {
-            created = true;
-            Box::new(SampleState {
-                rec: SampleRecord {
-                    fragment_size: if e.kind == SubmsgKind::DataFrag { e.fragment_size } else { None },
-                    frags_expected: expected.min(u32::MAX as u64) as u32,
-                    ..SampleRecord::first_seen(e, writer, sn, sample_size)
-                },
-                dests: SmallVec::new(),
-                tracked,
-                complete_ts: None,
-                last_activity: e.ts_ns,
-                last_datagram: (0, e.dst),
-            })
-        });
-        if created {
-            self.stats.samples += 1;
-            if !tracked {
-                self.stats.untracked_large_samples += 1;
+        let slot = match self.open.slot(&key) {
+            Some(slot) => slot,
+            None if e.kind == SubmsgKind::Data => {
+                self.on_unfragmented(e, writer, sn, sample_size, out);
+                return;
             }
-            self.by_activity.push_back((e.ts_ns, key));
-        }
+            None => {
+                let expected = match e.fragment_size {
+                    Some(fs) if fs > 0 => (sample_size as u64).div_ceil(fs as u64).max(1),
+                    _ => 1,
+                };
+                let tracked = expected <= self.cfg.max_fragments as u64;
+                self.stats.samples += 1;
+                if !tracked {
+                    self.stats.untracked_large_samples += 1;
+                }
+                let state = Box::new(SampleState {
+                    rec: SampleRecord {
+                        fragment_size: e.fragment_size,
+                        frags_expected: expected.min(u32::MAX as u64) as u32,
+                        ..SampleRecord::first_seen(e, writer, sn, sample_size)
+                    },
+                    dests: SmallVec::new(),
+                    tracked,
+                    complete_ts: None,
+                    last_activity: e.ts_ns,
+                    last_datagram: (0, e.dst),
+                });
+                let stats = &mut self.stats;
+                self.open.insert(key, state, &mut |_, gone| {
+                    stats.evicted += 1;
+                    emit(stats, gone, "evicted", out)
+                });
+                self.open.slot(&key).expect("inserted above")
+            }
+        };
+        let (frag_start, nfrags) = e.fragment_range();
+        let s = self.open.at_mut(slot, &key).expect("slot of an open sample");
+        let before = s.bitmap_bytes();
         let r = &mut s.rec;
         if r.topic.is_none() {
             r.topic = e.topic.clone();
@@ -325,40 +398,50 @@ impl SampleTracker {
         r.first_ts_ns = r.first_ts_ns.min(e.ts_ns);
         r.first_ip_ts_ns = r.first_ip_ts_ns.min(e.ip_first_ts_ns);
         r.first_frame = r.first_frame.min(e.frame);
-        r.submsgs += 1;
-        r.bytes += e.payload_size.unwrap_or(0) as u64;
+        r.submsgs = r.submsgs.saturating_add(1);
+        r.bytes = r.bytes.saturating_add(e.payload_size.unwrap_or(0) as u64);
         if s.last_datagram != (e.frame, e.dst) {
             s.last_datagram = (e.frame, e.dst);
-            r.ip_frags += e.ip_frags as u32;
+            r.ip_frags = r.ip_frags.saturating_add(e.ip_frags as u32);
         }
         if s.complete_ts.is_none() {
             r.last_ts_ns = r.last_ts_ns.max(e.ts_ns);
             r.last_frame = r.last_frame.max(e.frame);
         }
         if !s.tracked {
+            self.open.touch_at(slot);
             return;
         }
-        let words = (r.frags_expected as usize).div_ceil(64);
         let di = match s.dests.iter().position(|d| d.dst == e.dst) {
             Some(i) => i,
+            None if s.dests.len() >= self.cfg.max_destinations => {
+                self.stats.untracked_destinations += 1;
+                self.open.touch_at(slot);
+                return;
+            }
             None => {
-                s.dests.push(DestState { dst: e.dst, have: SmallVec::from_elem(0, words), count: 0 });
-                r.destinations = s.dests.len() as u16;
+                s.dests.push(DestState { dst: e.dst, have: SmallVec::new(), count: 0 });
+                r.destinations = s.dests.len().min(u16::MAX as usize) as u16;
                 s.dests.len() - 1
             }
         };
         let d = &mut s.dests[di];
         let fsize = r.fragment_size.unwrap_or(0) as u64;
-        for i in 0..nfrags {
-            let num = frag_start as u64 + i as u64; // 1-based
-            if num == 0 || num > r.frags_expected as u64 {
-                continue;
-            }
+        // Fragment numbers are 1-based; only those the sample can have count
+        // (a forged range costs nothing beyond it).
+        let first = (frag_start as u64).max(1);
+        let last = (frag_start as u64 + nfrags as u64).saturating_sub(1).min(r.frags_expected as u64);
+        for num in first..=last {
             let idx = (num - 1) as usize;
             let (w, b) = (idx / 64, idx % 64);
+            if w >= d.have.len() {
+                // Only as far as the fragments received reach.
+                d.have.resize(w + 1, 0);
+            }
             if d.have[w] & (1 << b) != 0 {
-                r.retransmitted_frags += 1;
-                r.retransmitted_bytes += if fsize > 0 { fsize } else { e.payload_size.unwrap_or(0) as u64 };
+                r.retransmitted_frags = r.retransmitted_frags.saturating_add(1);
+                r.retransmitted_bytes =
+                    r.retransmitted_bytes.saturating_add(if fsize > 0 { fsize } else { e.payload_size.unwrap_or(0) as u64 });
             } else {
                 d.have[w] |= 1 << b;
                 d.count += 1;
@@ -372,17 +455,23 @@ impl SampleTracker {
             r.last_frame = e.frame;
             self.completed.push_back((e.ts_ns, key));
         }
+        let after = s.bitmap_bytes();
+        self.open.touch_at(slot);
+        if after != before {
+            let evicted_before = self.stats.evicted;
+            let stats = &mut self.stats;
+            self.open.set_weight_at(slot, after, &mut |_, gone| {
+                stats.evicted += 1;
+                emit(stats, gone, "evicted", out)
+            });
+            self.stats.evicted_for_memory += self.stats.evicted - evicted_before;
+            self.stats.peak_fragment_bytes = self.stats.peak_fragment_bytes.max(self.open.weight() as u64);
+        }
     }
 
     fn close(&mut self, key: (Guid, i64), why: &'static str, out: &mut dyn FnMut(SampleRecord)) {
-        if let Some(mut s) = self.open.remove(&key) {
-            s.rec.closed_by = why;
-            if s.rec.complete {
-                self.stats.complete += 1;
-            } else {
-                self.stats.incomplete += 1;
-            }
-            out(s.rec);
+        if let Some(s) = self.open.remove(&key) {
+            emit(&mut self.stats, s, why, out);
         }
     }
 
@@ -403,55 +492,38 @@ impl SampleTracker {
             closed_by,
             ..SampleRecord::first_seen(e, writer, sn, size)
         };
-        if let Some(dsts) = self.recent.get_mut(&key) {
-            if dsts.contains(&dst) {
+        if let Some(r) = self.recent.get_mut(&key) {
+            if r.dsts.contains(&dst) {
                 self.stats.retransmissions_after_emit += 1;
                 out(record(false, 1, CLOSED_RETRANSMISSION));
             } else {
                 // The same sample towards another reader: not a new sample,
                 // but its datagram is wire cost of the sample.
-                dsts.push(dst);
+                if r.dsts.len() < self.cfg.max_destinations {
+                    r.dsts.push(dst);
+                } else {
+                    // Not remembered: a repeat to it will count as another copy.
+                    self.stats.untracked_destinations += 1;
+                }
                 self.stats.copies_after_emit += 1;
                 out(record(true, 0, CLOSED_COPY));
             }
             return;
         }
-        if self.recent.len() >= self.cfg.max_samples {
-            // Capacity: forget the oldest (a later repeat of it would count as a new sample).
-            while let Some((_, k)) = self.recent_order.pop_front() {
-                if self.recent.remove(&k).is_some() {
-                    self.stats.repeat_window_full += 1;
-                    break;
-                }
-            }
-        }
         self.stats.samples += 1;
         self.stats.complete += 1;
-        self.recent.insert(key, smallvec::smallvec![dst]);
-        self.recent_order.push_back((e.ts_ns, key));
+        // Capacity: the oldest is forgotten (a later repeat of it would count as a new sample).
+        let full = &mut self.stats.repeat_window_full;
+        self.recent.insert(key, Recent { emitted_ns: e.ts_ns, dsts: smallvec::smallvec![dst] }, &mut |_, _| *full += 1);
         out(record(true, 0, "complete"));
-    }
-
-    fn evict_oldest(&mut self, out: &mut dyn FnMut(SampleRecord)) {
-        while let Some((_, key)) = self.by_activity.pop_front() {
-            if self.open.contains_key(&key) {
-                self.stats.evicted += 1;
-                self.close(key, "evicted", out);
-                return;
-            }
-        }
     }
 
     fn sweep(&mut self, out: &mut dyn FnMut(SampleRecord)) {
         self.last_sweep_ns = self.now_ns;
         let now = self.now_ns;
         let (linger, timeout) = (self.cfg.linger_ns, self.cfg.timeout_ns);
-        while let Some(&(t, key)) = self.recent_order.front() {
-            if now.saturating_sub(t) <= linger {
-                break;
-            }
-            self.recent_order.pop_front();
-            self.recent.remove(&key);
+        while self.recent.peek_lru().is_some_and(|(_, r)| now.saturating_sub(r.emitted_ns) > linger) {
+            self.recent.pop_lru();
         }
         // Complete samples whose linger is over (unless a late repair moved them on).
         while let Some(&(t, key)) = self.completed.front() {
@@ -466,35 +538,31 @@ impl SampleTracker {
                 self.completed.push_back((s.last_activity, key));
             }
         }
-        // Incomplete samples that went quiet.
-        while let Some(&(t, key)) = self.by_activity.front() {
-            if now.saturating_sub(t) <= timeout {
+        // Incomplete samples that went quiet: the least recently active come first.
+        let mut budget = self.open.len();
+        while let Some((&key, s)) = self.open.peek_lru() {
+            if budget == 0 || now.saturating_sub(s.last_activity) <= timeout {
                 break;
             }
-            self.by_activity.pop_front();
-            let Some(s) = self.open.get(&key) else { continue };
+            budget -= 1;
             if s.complete_ts.is_some() {
                 // The completed queue closes it; keep it evictable meanwhile.
-                self.by_activity.push_back((now, key));
-            } else if now.saturating_sub(s.last_activity) > timeout {
-                self.close(key, "timeout", out);
+                self.open.touch(&key);
             } else {
-                self.by_activity.push_back((s.last_activity, key));
+                self.close(key, "timeout", out);
             }
         }
     }
 
     /// End of input: every open sample is emitted, in first-seen order.
     pub fn finish(&mut self, out: &mut dyn FnMut(SampleRecord)) {
-        let mut keys: Vec<_> = self.open.iter().map(|(k, s)| (s.rec.first_ts_ns, *k)).collect();
-        keys.sort();
-        self.by_activity.clear();
+        let mut open = self.open.drain_lru();
+        open.sort_by_key(|(k, s)| (s.rec.first_ts_ns, *k));
         self.completed.clear();
         self.recent.clear();
-        self.recent_order.clear();
-        for (_, k) in keys {
-            let why = if self.open[&k].rec.complete { "complete" } else { "end" };
-            self.close(k, why, out);
+        for (_, s) in open {
+            let why = if s.rec.complete { "complete" } else { "end" };
+            emit(&mut self.stats, s, why, out);
         }
     }
 }
@@ -628,7 +696,7 @@ mod tests {
             t.on_event(&data(sn, 100 + sn, 7411), &mut |r| out.push(r));
         }
         assert_eq!(t.stats.repeat_window_full, 1);
-        assert!(t.recent.len() <= 2 && t.recent_order.len() <= 2);
+        assert!(t.recent.len() <= 2);
         // sn 1 was forgotten: its repeat is a new sample, not a supplement.
         t.on_event(&data(1, 200, 7411), &mut |r| out.push(r));
         assert!(!out.last().unwrap().is_supplement());
@@ -673,7 +741,7 @@ mod tests {
 
     #[test]
     fn incomplete_times_out_and_capacity_evicts() {
-        let mut t = SampleTracker::new(SampleConfig { linger_ns: 10, timeout_ns: 1000, max_samples: 2, max_fragments: 1 << 20 });
+        let mut t = SampleTracker::new(SampleConfig { linger_ns: 10, timeout_ns: 1000, max_samples: 2, ..Default::default() });
         let mut out = vec![];
         t.on_event(&frag(1, 1, 3, 0, 1), &mut |r| out.push(r));
         t.on_event(&frag(2, 1, 3, 10, 1), &mut |r| out.push(r));

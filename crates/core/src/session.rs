@@ -44,6 +44,9 @@ pub struct LatencyOptions {
     pub message_rows: bool,
     pub submessage_rows: bool,
     pub decoder: DecoderConfig,
+    /// The correlator's caps (captures, offsets, window, period and row
+    /// levels are taken from the fields above).
+    pub correlator: CorrelatorConfig,
 }
 
 impl Default for LatencyOptions {
@@ -56,6 +59,7 @@ impl Default for LatencyOptions {
             message_rows: true,
             submessage_rows: false,
             decoder: DecoderConfig::default(),
+            correlator: CorrelatorConfig::default(),
         }
     }
 }
@@ -236,6 +240,7 @@ pub fn run_latency(
         period_ns: o.period_ns,
         message_rows: o.message_rows,
         submessage_rows: o.submessage_rows,
+        ..o.correlator.clone()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());
     let decoding = FileDecoding { decoder: o.decoder, samples: correlation_samples(o.window_ns) };
@@ -245,7 +250,7 @@ pub fn run_latency(
 
 /// Checks that the run found something to correlate; explains why not.
 pub fn check_correlated(run: &LatencyRun) -> Result<(), SessionError> {
-    if run.correlator.flows.is_empty() {
+    if run.correlator.flows().is_empty() {
         let roles = run.correlator.writer_roles();
         let mut per_capture = String::new();
         for (i, c) in run.captures.iter().enumerate() {

@@ -1,15 +1,65 @@
 //! Per-topic (or per-writer) summary of one capture point: who publishes
 //! what, how often, how big, how fragmented, how much repair traffic.
+//!
+//! Per-writer state is capped ([`TopicsConfig::max_writers`], least recently
+//! seen writer evicted first and counted in [`TopicsStats`]); rows cost
+//! O(writers · log) plus one index lookup per topic for its reader count.
 
-use crate::discovery::{Discovery, EndpointKind, TopicNames};
+use crate::bounded::BoundedMap;
+use crate::discovery::{Discovery, TopicNames};
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
 use crate::samples::SampleRecord;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
-use rustc_hash::FxHashMap;
+use serde::Serialize;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Caps of the per-topic analysis (and of the live view built on it).
+#[derive(Debug, Clone, Copy)]
+pub struct TopicsConfig {
+    /// Writers with statistics; the least recently seen is evicted first
+    /// ([`TopicsStats::writers_evicted`]). ~300 bytes each.
+    pub max_writers: usize,
+    /// Topics in the live view's rate window (`ddscope live`, agents); the
+    /// least recently active is evicted first. ~200 bytes each.
+    pub max_live_topics: usize,
+}
+
+impl Default for TopicsConfig {
+    fn default() -> Self {
+        TopicsConfig { max_writers: 100_000, max_live_topics: 10_000 }
+    }
+}
+
+/// What the topic analysis had to forget to stay within its caps.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct TopicsStats {
+    pub writers: usize,
+    /// Writers whose statistics were dropped (least recently seen first).
+    pub writers_evicted: u64,
+    /// Samples that were counted in the dropped writers' statistics.
+    pub samples_evicted: u64,
+}
+
+impl TopicsStats {
+    /// What was evicted, if anything (for closing lines).
+    pub fn problem_line(&self) -> Option<String> {
+        (self.writers_evicted > 0).then(|| {
+            format!(
+                "{} writers' statistics evicted (too many writers; least recently seen first), with {} samples",
+                self.writers_evicted, self.samples_evicted
+            )
+        })
+    }
+
+    /// One line: evictions, or that there were none.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
+    }
+}
 
 #[derive(Debug, Default, Clone)]
 struct WriterStats {
@@ -39,12 +89,18 @@ struct WriterStats {
 }
 
 /// Aggregates events and sample records of one capture point.
-#[derive(Default)]
 pub struct TopicsAnalysis {
-    index: FxHashMap<Guid, usize>,
-    stats: Vec<(Guid, WriterStats)>,
-    /// The writer of the previous event: consecutive submessages mostly share it.
-    last: Option<(Guid, usize)>,
+    /// Per writer, in first-seen order while nothing is evicted (rows keep that order).
+    stats: BoundedMap<Guid, WriterStats>,
+    /// The writer of the previous event and its slot: consecutive submessages mostly share it.
+    last: Option<(Guid, u32)>,
+    samples_evicted: u64,
+}
+
+impl Default for TopicsAnalysis {
+    fn default() -> Self {
+        Self::with_config(TopicsConfig::default())
+    }
 }
 
 impl TopicsAnalysis {
@@ -52,20 +108,27 @@ impl TopicsAnalysis {
         Self::default()
     }
 
+    pub fn with_config(cfg: TopicsConfig) -> Self {
+        TopicsAnalysis { stats: BoundedMap::new(cfg.max_writers), last: None, samples_evicted: 0 }
+    }
+
+    pub fn stats(&self) -> TopicsStats {
+        TopicsStats { writers: self.stats.len(), writers_evicted: self.stats.evicted(), samples_evicted: self.samples_evicted }
+    }
+
     fn writer(&mut self, g: Guid) -> &mut WriterStats {
-        let i = match self.last {
-            Some((lg, i)) if lg == g => i,
-            _ => {
-                let n = self.stats.len();
-                let i = *self.index.entry(g).or_insert(n);
-                if i == n {
-                    self.stats.push((g, WriterStats::default()));
-                }
-                self.last = Some((g, i));
-                i
-            }
+        // The last writer used is the most recent already: no lookup, no reordering.
+        let hit = match self.last {
+            Some((lg, slot)) => lg == g && self.stats.at_mut(slot, &g).is_some(),
+            None => false,
         };
-        &mut self.stats[i].1
+        if !hit {
+            let evicted = &mut self.samples_evicted;
+            self.stats.get_or_insert_with(g, WriterStats::default, &mut |_, s| *evicted += s.samples);
+            self.last = self.stats.slot(&g).map(|slot| (g, slot));
+        }
+        let slot = self.last.map_or(u32::MAX, |l| l.1);
+        self.stats.at_mut(slot, &g).expect("present: found or inserted above")
     }
 
     pub fn on_event(&mut self, e: &SubmsgEvent) {
@@ -93,9 +156,13 @@ impl TopicsAnalysis {
                     s.vendors.push(e.vendor_id);
                 }
                 if let Some(sn) = e.sn {
-                    match s.max_sn {
-                        Some(m) if sn > m + 1 => s.sn_gaps += (sn - m - 1) as u64,
-                        _ => {}
+                    if let Some(m) = s.max_sn {
+                        if sn > m {
+                            // Numbers skipped; i128 so that a jump across the
+                            // whole i64 range neither wraps nor overflows.
+                            let skipped = (sn as i128 - m as i128 - 1) as u128;
+                            s.sn_gaps = s.sn_gaps.saturating_add(skipped.min(u64::MAX as u128) as u64);
+                        }
                     }
                     if s.max_sn.is_none_or(|m| sn > m) {
                         s.max_sn = Some(sn);
@@ -142,12 +209,12 @@ impl TopicsAnalysis {
     /// Rows per topic (`by_writer == false`) or per writer, for `traffic` types
     /// (all when empty). Topic names come from discovery when events lacked them.
     pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
-        let mut groups: BTreeMap<(String, String, String), Vec<(Guid, WriterStats)>> = BTreeMap::new();
-        for (g, s) in &self.stats {
-            let mut s = s.clone();
-            if s.topic.is_none() {
-                s.topic = discovery.endpoint(g).map(|e| e.names.clone());
-            }
+        // Members by reference, usually one per group (inline): rows cost
+        // little beyond the rows themselves even with 10^5 writers.
+        type Member<'a> = (Guid, &'a WriterStats, Option<Arc<TopicNames>>);
+        let mut groups: BTreeMap<(String, String, String), SmallVec<[Member<'_>; 1]>> = BTreeMap::new();
+        for (g, s) in self.stats.iter() {
+            let topic = s.topic.clone().or_else(|| discovery.endpoint(g).map(|e| e.names.clone()));
             let tt = s.traffic_type.unwrap_or(TrafficType::User);
             if !traffic.is_empty() && !traffic.contains(&tt) {
                 continue;
@@ -156,16 +223,16 @@ impl TopicsAnalysis {
                 // Only ACKNACKs towards a writer we know nothing about.
                 continue;
             }
-            let key = match (&s.topic, by_writer) {
+            let key = match (&topic, by_writer) {
                 (Some(t), false) => (t.topic_raw.clone(), t.type_raw.clone(), String::new()),
                 (Some(t), true) => (t.topic_raw.clone(), t.type_raw.clone(), g.to_string()),
                 (None, _) => ("\u{10ffff}".into(), String::new(), g.to_string()),
             };
-            groups.entry(key).or_default().push((*g, s));
+            groups.entry(key).or_default().push((*g, s, topic));
         }
-        let mut rows = vec![];
+        let mut rows = Vec::with_capacity(groups.len());
         for ((topic_raw, _, writer_key), members) in groups {
-            let names = members.iter().find_map(|(_, s)| s.topic.clone());
+            let names = members.iter().find_map(|(_, _, t)| t.clone());
             let mut row = TopicRow { capture: capture.to_string(), names: names.clone(), ..Default::default() };
             if by_writer || names.is_none() {
                 row.writer_id = Guid::parse_hex(&writer_key);
@@ -175,7 +242,7 @@ impl TopicsAnalysis {
             let mut hist = vec![];
             let mut parts: Vec<String> = vec![];
             let mut vendors: Vec<u16> = vec![];
-            for (g, s) in &members {
+            for (g, s, _) in &members {
                 row.traffic_type = s.traffic_type.map(|t| t.as_str()).unwrap_or("user");
                 if let Some(ep) = discovery.endpoint(g) {
                     rel.push(ep.reliability.to_string());
@@ -212,7 +279,7 @@ impl TopicsAnalysis {
                 row.ip_frags += s.ip_frags;
                 row.retransmitted_fragments += s.retransmitted_frags;
                 row.retransmitted_bytes += s.retransmitted_bytes;
-                row.sn_gaps += s.sn_gaps;
+                row.sn_gaps = row.sn_gaps.saturating_add(s.sn_gaps);
                 row.heartbeats += s.heartbeats + s.heartbeat_frags;
                 row.acknacks += s.acknacks;
                 row.nack_frags += s.nack_frags;
@@ -223,7 +290,7 @@ impl TopicsAnalysis {
                     row.last_ts_ns = Some(row.last_ts_ns.map_or(l, |x| x.max(l)));
                     // Rate per writer: (n-1) samples over the span between first and last.
                     if s.samples >= 2 && l > f {
-                        *row.rate_hz.get_or_insert(0.0) += (s.samples - 1) as f64 / ((l - f) as f64 / 1e9);
+                        *row.rate_hz.get_or_insert(0.0) += (s.samples - 1) as f64 / (l.saturating_sub(f) as f64 / 1e9);
                     }
                 }
             }
@@ -243,17 +310,9 @@ impl TopicsAnalysis {
             vendors.sort();
             row.vendors = vendors.iter().map(|v| format!("0x{v:04x}")).collect();
             if names.is_some() && !by_writer {
-                row.readers = discovery
-                    .endpoints
-                    .values()
-                    .filter(|e| e.kind == EndpointKind::Reader && e.names.topic_raw == topic_raw)
-                    .count() as u64;
+                row.readers = discovery.readers_of(&topic_raw);
             } else if let Some(n) = &names {
-                row.readers = discovery
-                    .endpoints
-                    .values()
-                    .filter(|e| e.kind == EndpointKind::Reader && e.names.topic_raw == n.topic_raw)
-                    .count() as u64;
+                row.readers = discovery.readers_of(&n.topic_raw);
             }
             if let (Some(f), Some(l)) = (row.first_ts_ns, row.last_ts_ns) {
                 if l > f && row.samples >= 2 {
@@ -275,16 +334,8 @@ impl TopicsAnalysis {
                     continue;
                 }
                 if seen.insert(e.names.topic_raw.clone()) {
-                    let writers = discovery
-                        .endpoints
-                        .values()
-                        .filter(|x| x.kind == EndpointKind::Writer && x.names.topic_raw == e.names.topic_raw)
-                        .count() as u64;
-                    let readers = discovery
-                        .endpoints
-                        .values()
-                        .filter(|x| x.kind == EndpointKind::Reader && x.names.topic_raw == e.names.topic_raw)
-                        .count() as u64;
+                    let writers = discovery.writers_of(&e.names.topic_raw);
+                    let readers = discovery.readers_of(&e.names.topic_raw);
                     rows.push(TopicRow {
                         capture: capture.to_string(),
                         names: Some(e.names.clone()),

@@ -198,7 +198,7 @@ fn feed(path: &Path, name: &str, reg: &Registry, influx: &InfluxSink) -> ddscope
 }
 
 fn correlate(sender: PathBuf, receiver: PathBuf) -> Vec<LatencyRow> {
-    let cfg = CorrelatorConfig { captures: vec!["pc1".into(), "pc2".into()], offsets_ns: vec![0, 0], window_ns: 2_000_000_000, period_ns: None, message_rows: true, submessage_rows: true };
+    let cfg = CorrelatorConfig { captures: vec!["pc1".into(), "pc2".into()], offsets_ns: vec![0, 0], window_ns: 2_000_000_000, period_ns: None, message_rows: true, submessage_rows: true, ..Default::default() };
     let mut c = Correlator::new(cfg, Arc::new(AppTruth::default()));
     let mut rows = vec![];
     correlate_files(&[CaptureInput { path: sender, name: "pc1".into() }, CaptureInput { path: receiver, name: "pc2".into() }], FileDecoding { samples: correlation_samples(5_000_000_000), ..FileDecoding::default() }, &mut c, &[], &mut |r| rows.push(r)).unwrap();

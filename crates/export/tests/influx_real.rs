@@ -158,6 +158,7 @@ fn correlate(sender: &std::path::Path, receiver: &std::path::Path) -> Vec<Latenc
         period_ns: None,
         message_rows: true,
         submessage_rows: true,
+        ..Default::default()
     };
     let mut c = Correlator::new(cfg, Arc::new(AppTruth::default()));
     let mut rows = vec![];

@@ -299,6 +299,7 @@ impl Central {
                 period_ns: None,
                 message_rows: true,
                 submessage_rows: true,
+                ..Default::default()
             },
             Arc::new(AppTruth::default()),
         );

@@ -1,12 +1,17 @@
 //! What `ddscope live` shows per topic: totals since start (from the same
 //! `TopicsAnalysis` as `ddscope topics`) and current rate and bandwidth over a
 //! sliding window of one-second buckets.
+//!
+//! Both tables are capped by [`TopicsConfig`] (writers in the analysis,
+//! topics in the window), evict the least recently seen entry first and
+//! count it ([`LiveStats`]): an agent watching forged traffic stays bounded.
 
+use ddscope_core::bounded::BoundedMap;
 use ddscope_core::decode::Decoder;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::samples::SampleRecord;
-use ddscope_core::topics::{TopicRow, TopicsAnalysis};
-use std::collections::{BTreeMap, VecDeque};
+use ddscope_core::topics::{TopicRow, TopicsAnalysis, TopicsConfig, TopicsStats};
+use std::collections::VecDeque;
 
 const BUCKET_NS: i64 = 1_000_000_000;
 /// Seconds the current rate is averaged over.
@@ -54,14 +59,47 @@ impl Buckets {
 }
 
 /// Per-topic live statistics of one capture point.
-#[derive(Default)]
 pub struct LiveTopics {
     pub analysis: TopicsAnalysis,
-    window: BTreeMap<String, Buckets>,
+    /// Rate buckets per topic, least recently active first.
+    window: BoundedMap<String, Buckets>,
     pub now_ns: i64,
     pub events: u64,
     /// Frame bytes captured (on the wire).
     pub bytes: u64,
+}
+
+impl Default for LiveTopics {
+    fn default() -> Self {
+        Self::new(TopicsConfig::default())
+    }
+}
+
+/// What the live view had to forget to stay within its caps.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct LiveStats {
+    pub topics: TopicsStats,
+    /// Topics in the rate window.
+    pub window_topics: usize,
+    /// Topics dropped from the rate window (least recently active first):
+    /// their current rate restarts from zero if they come back.
+    pub window_topics_evicted: u64,
+}
+
+impl LiveStats {
+    /// What was evicted, if anything (for closing lines, /metrics, the dashboard).
+    pub fn problem_line(&self) -> Option<String> {
+        let mut parts: Vec<String> = self.topics.problem_line().into_iter().collect();
+        if self.window_topics_evicted > 0 {
+            parts.push(format!("{} topics dropped from the rate window (too many topics; least recently active first)", self.window_topics_evicted));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// One line: evictions, or that there were none.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
+    }
 }
 
 /// One line of the live table.
@@ -130,6 +168,20 @@ impl TopicRowJson {
 }
 
 impl LiveTopics {
+    pub fn new(cfg: TopicsConfig) -> Self {
+        LiveTopics {
+            analysis: TopicsAnalysis::with_config(cfg),
+            window: BoundedMap::new(cfg.max_live_topics),
+            now_ns: 0,
+            events: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn stats(&self) -> LiveStats {
+        LiveStats { topics: self.analysis.stats(), window_topics: self.window.len(), window_topics_evicted: self.window.evicted() }
+    }
+
     /// Counts a captured frame's wire length.
     pub fn on_frame(&mut self, orig_len: u32) {
         self.bytes += orig_len as u64;
@@ -151,7 +203,7 @@ impl LiveTopics {
                     format!("? writer {}…{}", &g[..8], &g[24..])
                 }
             };
-            self.window.entry(key).or_default().add(r.first_ts_ns, r.sample_size as u64);
+            self.window.get_or_insert_with(key, Buckets::default, &mut |_, _| {}).add(r.first_ts_ns, r.sample_size as u64);
         }
     }
 
@@ -174,6 +226,56 @@ impl LiveTopics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Oracle: the number of distinct topics and writers the test sent.
+    #[test]
+    fn window_and_writers_are_capped_and_counted() {
+        use ddscope_core::discovery::TopicNames;
+        use ddscope_wire::{EntityId, Guid, GuidPrefix};
+        use std::sync::Arc;
+        let mut v = LiveTopics::new(TopicsConfig { max_writers: 5, max_live_topics: 3 });
+        for i in 0..10u8 {
+            let mut e = SubmsgEvent::blank(Arc::from("cap"));
+            e.kind = ddscope_wire::rtps::SubmsgKind::Data;
+            e.traffic_type = TrafficType::User;
+            e.writer_id = Some(Guid::new(GuidPrefix([i; 12]), EntityId([0, 0, 1, 3])));
+            e.sn = Some(1);
+            v.on_event(&e);
+            let r = SampleRecord {
+                capture: Arc::from("cap"),
+                writer_id: e.writer_id.unwrap(),
+                sn: 1,
+                topic: Some(Arc::new(TopicNames::new(&format!("rt/t{i}"), "T"))),
+                traffic_type: TrafficType::User,
+                first_ts_ns: i as i64 * BUCKET_NS,
+                first_ip_ts_ns: 0,
+                last_ts_ns: 0,
+                complete: true,
+                first_frame: 1,
+                last_frame: 1,
+                sample_size: 10,
+                fragment_size: None,
+                frags_expected: 1,
+                frags_seen: 1,
+                submsgs: 1,
+                ip_frags: 1,
+                bytes: 10,
+                retransmitted_frags: 0,
+                retransmitted_bytes: 0,
+                destinations: 1,
+                nack_frags: 0,
+                pcp: None,
+                vendor_id: 0,
+                closed_by: "complete",
+            };
+            v.on_sample(&r);
+        }
+        let s = v.stats();
+        assert_eq!((s.window_topics, s.window_topics_evicted), (3, 7));
+        assert_eq!((s.topics.writers, s.topics.writers_evicted), (5, 5));
+        let line = s.summary_line();
+        assert!(line.contains("7 topics dropped from the rate window") && line.contains("5 writers"), "{line}");
+    }
 
     #[test]
     fn window_rate() {

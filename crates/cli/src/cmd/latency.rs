@@ -159,6 +159,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             eprintln!("latency: {}: {l}", c.path.display());
         }
     }
+    if let Some(l) = run.correlator.stats.problem_line() {
+        eprintln!("latency: correlation: {l}");
+    }
     for (name, e) in &run.estimates {
         if let Ok(e) = e {
             eprintln!(

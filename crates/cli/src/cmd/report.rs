@@ -127,7 +127,7 @@ fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter)
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut flows = BTreeMap::new();
-    for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows.iter()) {
+    for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows()) {
         if filter.is_active() && !filter.matches(s.names.as_deref()) {
             continue;
         }

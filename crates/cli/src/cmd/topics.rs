@@ -94,6 +94,7 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         let res = run_file(path, &name, DecoderConfig::default(), Some(SampleConfig::default()), Some(progress.counter.clone()), &mut analysis);
         progress.finish();
         let res = res.map_err(common::input_error)?;
+        let topic_stats = analysis.stats();
         let rows: Vec<TopicRow> = analysis
             .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
             .into_iter()
@@ -101,6 +102,9 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
             .collect();
         crate::closing::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
         if let Some(l) = res.samples.problem_line() {
+            eprintln!("topics: {}: {l}", path.display());
+        }
+        if let Some(l) = topic_stats.problem_line() {
             eprintln!("topics: {}: {l}", path.display());
         }
         let mut c = String::from("{\"name\":");

@@ -12,12 +12,18 @@
 //! DATA_FRAG sightings plus their progress (watermarks); a sample is judged
 //! once every capture has moved `window` past it, so memory is bounded by
 //! the window, and the same code serves files and live agents.
+//!
+//! Every table is also capped by [`CorrelatorConfig`] (pending samples and
+//! submessages, writers, flows and the bytes of their statistics), evicts
+//! its least recently seen entry first and counts it in
+//! [`CorrelationStats`]: forged writers cannot make it grow without bound.
 
 pub mod app;
 pub mod files;
 pub mod offset;
 pub mod stats;
 
+use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
@@ -25,10 +31,10 @@ use crate::samples::SampleRecord;
 use app::AppTruth;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
-use rustc_hash::FxHashMap;
 use serde::Serialize;
-use stats::{Dist, DistSummary, Jitter};
-use std::collections::{BTreeMap, VecDeque};
+use smallvec::SmallVec;
+use stats::{Dist, DistSummary, JitterTrack};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One DATA_FRAG submessage at one capture point.
@@ -88,6 +94,44 @@ pub struct CorrelatorConfig {
     pub period_ns: Option<i64>,
     pub message_rows: bool,
     pub submessage_rows: bool,
+    /// Samples waiting for judgement (the window's contents). Beyond it the
+    /// oldest is judged early, with what has been seen so far
+    /// ([`CorrelationStats::samples_judged_early`]). ~250 bytes each.
+    pub max_pending_samples: usize,
+    /// DATA_FRAG submessages waiting for judgement; beyond it the oldest is
+    /// judged early ([`CorrelationStats::submessages_judged_early`]). ~150 bytes each.
+    pub max_pending_submessages: usize,
+    /// Writers remembered (sender capture, period, jitter state); the least
+    /// recently seen is forgotten first ([`CorrelationStats::writers_evicted`]).
+    /// ~300 bytes each plus their intervals.
+    pub max_writers: usize,
+    /// Flows (topic × sender → receiver) with statistics; the least recently
+    /// updated is dropped first, with its statistics ([`CorrelationStats::flows_evicted`]).
+    pub max_flows: usize,
+    /// Bytes all flows' latency distributions may hold together; over it the
+    /// least recently updated flows are dropped.
+    pub max_flow_bytes: usize,
+}
+
+impl Default for CorrelatorConfig {
+    /// No captures yet (see [`Correlator::add_capture`]), a 5 s window, the
+    /// period inferred, message and submessage rows, and caps that keep the
+    /// correlator under ~200 MB whatever the traffic.
+    fn default() -> Self {
+        CorrelatorConfig {
+            captures: vec![],
+            offsets_ns: vec![],
+            window_ns: 5_000_000_000,
+            period_ns: None,
+            message_rows: true,
+            submessage_rows: true,
+            max_pending_samples: 1 << 18,
+            max_pending_submessages: 1 << 18,
+            max_writers: 1 << 16,
+            max_flows: 1 << 14,
+            max_flow_bytes: 64 << 20,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,14 +147,18 @@ struct Sighting {
 }
 
 struct PendingSample {
+    /// First sighting (corrected), the order in which samples are judged.
+    first: i64,
     topic: Option<Arc<TopicNames>>,
-    seen: Vec<(usize, Sighting)>,
+    /// Usually a sender and one receiver: kept inline.
+    seen: SmallVec<[(usize, Sighting); 2]>,
 }
 
 struct PendingFrag {
+    first_ip: i64,
     topic: Option<Arc<TopicNames>>,
     /// (capture, first IP fragment, last IP fragment, duplicates)
-    seen: Vec<(usize, i64, i64, u32)>,
+    seen: SmallVec<[(usize, i64, i64, u32); 2]>,
 }
 
 #[derive(Default)]
@@ -118,16 +166,33 @@ struct WriterState {
     topic: Option<Arc<TopicNames>>,
     /// Captures that have seen this writer's samples.
     captures: u64,
-    /// Votes: how often each capture saw a sample first.
-    first_votes: BTreeMap<usize, u64>,
+    /// Votes: how often each capture saw a sample first (capture, votes).
+    first_votes: SmallVec<[(usize, u64); 2]>,
     last_sender_first: Option<(i64, i64)>,
     intervals: Dist,
-    jitter: FxHashMap<usize, Jitter>,
+    /// Per receiver capture: the previous sample, for jitter.
+    jitter: SmallVec<[(usize, JitterTrack); 1]>,
 }
 
 impl WriterState {
     fn sender(&self) -> Option<usize> {
-        self.first_votes.iter().max_by_key(|(c, v)| (**v, std::cmp::Reverse(**c))).map(|(c, _)| *c)
+        self.first_votes.iter().max_by_key(|(c, v)| (*v, std::cmp::Reverse(*c))).map(|(c, _)| *c)
+    }
+    fn vote(&mut self, c: usize) {
+        match self.first_votes.iter_mut().find(|(x, _)| *x == c) {
+            Some((_, v)) => *v += 1,
+            None => self.first_votes.push((c, 1)),
+        }
+    }
+    fn jitter(&mut self, r: usize) -> &mut JitterTrack {
+        let i = match self.jitter.iter().position(|(x, _)| *x == r) {
+            Some(i) => i,
+            None => {
+                self.jitter.push((r, JitterTrack::default()));
+                self.jitter.len() - 1
+            }
+        };
+        &mut self.jitter[i].1
     }
     fn period(&self, given: Option<i64>) -> Option<i64> {
         given.or_else(|| if self.intervals.count() >= 3 { self.intervals.percentile(50.0).map(|p| p as i64) } else { None })
@@ -137,6 +202,8 @@ impl WriterState {
 /// Accumulated statistics of one flow: a topic from one sender capture to one receiver capture.
 #[derive(Default, Clone)]
 pub struct FlowStats {
+    /// The topic's names, when discovery named it.
+    pub names: Option<Arc<TopicNames>>,
     pub samples: u64,
     pub delivered: u64,
     pub lost: u64,
@@ -158,7 +225,16 @@ impl FlowStats {
     fn layer(&mut self, name: &'static str, v: i64) {
         self.layers.entry(name).or_default().record(v);
     }
+
+    /// Heap bytes held by the flow's distributions (its weight in the flow budget).
+    pub fn heap_bytes(&self) -> usize {
+        let dists = self.layers.values().chain([&self.jitter_signed, &self.jitter_abs, &self.repaired, &self.clean]);
+        dists.map(|d| d.heap_bytes() + std::mem::size_of::<Dist>()).sum::<usize>() + self.lost_examples.capacity() * 8
+    }
 }
+
+/// Flows are keyed by topic (or "writer GUID" when unnamed), sender and receiver capture.
+pub type FlowKey = (String, usize, usize);
 
 /// Layers, in the order reports show them.
 pub const LAYERS: [&str; 7] = ["application", "sender_stack", "message", "first_first", "last_last", "submessage", "receiver_stack"];
@@ -213,23 +289,69 @@ pub struct CorrelationStats {
     pub max_pending_submessages: usize,
     /// Repairs reported after their sample was judged (not reflected in `repaired`).
     pub late_repairs: u64,
+    /// Samples judged before their window ended because more than
+    /// `max_pending_samples` were waiting (a receiver's sighting after that
+    /// is not matched).
+    pub samples_judged_early: u64,
+    /// DATA_FRAGs judged early because more than `max_pending_submessages` were waiting.
+    pub submessages_judged_early: u64,
+    /// Writers forgotten (least recently seen first) to stay within `max_writers`.
+    pub writers_evicted: u64,
+    /// Flows dropped with their statistics (least recently updated first) to
+    /// stay within `max_flows` / `max_flow_bytes`.
+    pub flows_evicted: u64,
+    /// Samples that were counted in the dropped flows.
+    pub flow_samples_evicted: u64,
+    /// Flows (and bytes of their statistics) held at the end.
+    pub flows: usize,
+    pub flow_bytes: usize,
+}
+
+impl CorrelationStats {
+    /// What the correlator had to give up to stay within its caps, if anything.
+    pub fn problem_line(&self) -> Option<String> {
+        let mut parts = vec![];
+        if self.samples_judged_early > 0 {
+            parts.push(format!(
+                "{} samples judged before their window ended (too many samples pending at once; a later sighting is not matched)",
+                self.samples_judged_early
+            ));
+        }
+        if self.submessages_judged_early > 0 {
+            parts.push(format!("{} DATA_FRAG submessages judged before their window ended (too many pending)", self.submessages_judged_early));
+        }
+        if self.writers_evicted > 0 {
+            parts.push(format!("{} writers forgotten (too many writers; least recently seen first)", self.writers_evicted));
+        }
+        if self.flows_evicted > 0 {
+            parts.push(format!(
+                "{} flows evicted with the statistics of {} samples (too many flows or too much statistics memory; least recently updated first)",
+                self.flows_evicted, self.flow_samples_evicted
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// One line for closing summaries: evictions, or that there were none.
+    pub fn summary_line(&self) -> String {
+        self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
+    }
 }
 
 pub struct Correlator {
     cfg: CorrelatorConfig,
     names: Vec<Arc<str>>,
     app: Arc<AppTruth>,
-    pending: FxHashMap<(Guid, i64), PendingSample>,
-    order: VecDeque<(i64, (Guid, i64))>,
-    frags: FxHashMap<(Guid, i64, u32), PendingFrag>,
-    frag_order: VecDeque<(i64, (Guid, i64, u32))>,
+    /// In first-sighting order (entries are never touched): the front is judged first.
+    pending: BoundedMap<(Guid, i64), PendingSample>,
+    frags: BoundedMap<(Guid, i64, u32), PendingFrag>,
     watermarks: Vec<i64>,
     /// First and last time each capture has seen (corrected).
     spans: Vec<(i64, i64)>,
     ended: Vec<bool>,
-    writers: FxHashMap<Guid, WriterState>,
-    pub flows: BTreeMap<(String, usize, usize), FlowStats>,
-    flow_topics: BTreeMap<(String, usize, usize), Option<Arc<TopicNames>>>,
+    writers: BoundedMap<Guid, WriterState>,
+    /// Weighted by the bytes of their distributions.
+    flows: BoundedMap<FlowKey, FlowStats>,
     pub stats: CorrelationStats,
     negative_examples: Vec<(usize, usize, i64)>,
 }
@@ -246,16 +368,13 @@ impl Correlator {
         Correlator {
             names,
             app,
-            pending: FxHashMap::default(),
-            order: VecDeque::new(),
-            frags: FxHashMap::default(),
-            frag_order: VecDeque::new(),
+            pending: BoundedMap::new(cfg.max_pending_samples),
+            frags: BoundedMap::new(cfg.max_pending_submessages),
             watermarks: vec![i64::MIN; n],
             spans: vec![(i64::MAX, i64::MIN); n],
             ended: vec![false; n],
-            writers: FxHashMap::default(),
-            flows: BTreeMap::new(),
-            flow_topics: BTreeMap::new(),
+            writers: BoundedMap::new(cfg.max_writers),
+            flows: BoundedMap::new(cfg.max_flows).with_max_weight(cfg.max_flow_bytes),
             stats: CorrelationStats::default(),
             negative_examples: vec![],
             cfg,
@@ -297,8 +416,23 @@ impl Correlator {
     }
 
     fn corr(&self, c: usize, t: i64) -> i64 {
-        t - self.cfg.offsets_ns[c]
+        t.saturating_sub(self.cfg.offsets_ns[c])
     }
+
+    /// Flows with statistics, in topic order (as [`summaries`](Self::summaries) lists them).
+    pub fn flows(&self) -> Vec<(&FlowKey, &FlowStats)> {
+        let mut v: Vec<_> = self.flows.iter().collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
+    /// Updates a flow's weight after new values; drops least recently updated flows over the budget.
+    fn reweigh(&mut self, key: &FlowKey) {
+        let Some(bytes) = self.flows.get(key).map(|f| f.heap_bytes()) else { return };
+        let evicted = &mut self.stats.flow_samples_evicted;
+        self.flows.set_weight(key, bytes, &mut |_, f| *evicted += f.samples);
+    }
+
 
     fn note_span(&mut self, c: usize, t: i64) {
         let s = &mut self.spans[c];
@@ -339,17 +473,22 @@ impl Correlator {
                     sample_size: r.sample_size,
                 };
                 self.note_span(c, s.first_ts);
-                let w = self.writers.entry(r.writer_id).or_default();
+                let w = self.writers.get_or_insert_with(r.writer_id, WriterState::default, &mut |_, _| {});
                 w.captures |= 1 << c;
                 if w.topic.is_none() {
                     w.topic = r.topic.clone();
                 }
                 let key = (r.writer_id, r.sn);
                 let first = s.first_ts;
-                let p = self.pending.entry(key).or_insert_with(|| PendingSample { topic: None, seen: Vec::with_capacity(2) });
-                if p.seen.is_empty() {
-                    self.order.push_back((first, key));
+                if !self.pending.contains_key(&key) && self.pending.len() >= self.cfg.max_pending_samples {
+                    if let Some((k, p)) = self.pending.evict_lru() {
+                        self.stats.samples_judged_early += 1;
+                        self.judge_sample(k, p, out);
+                    }
                 }
+                // First-sighting order: a later sighting does not move the sample.
+                let slot = self.pending.get_or_insert_keep_order(key, || PendingSample { first, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let p = self.pending.value_at(slot).expect("slot just returned");
                 if p.topic.is_none() {
                     p.topic = r.topic;
                 }
@@ -362,10 +501,14 @@ impl Correlator {
                 let first_ip = self.corr(c, f.first_ip_ts_ns);
                 let last = self.corr(c, f.last_ts_ns);
                 let key = (f.writer, f.sn, f.fragment_starting_num);
-                let p = self.frags.entry(key).or_insert_with(|| PendingFrag { topic: None, seen: Vec::with_capacity(2) });
-                if p.seen.is_empty() {
-                    self.frag_order.push_back((first_ip, key));
+                if !self.frags.contains_key(&key) && self.frags.len() >= self.cfg.max_pending_submessages {
+                    if let Some((k, p)) = self.frags.evict_lru() {
+                        self.stats.submessages_judged_early += 1;
+                        self.judge_frag(k, p, out);
+                    }
                 }
+                let slot = self.frags.get_or_insert_keep_order(key, || PendingFrag { first_ip, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let p = self.frags.value_at(slot).expect("slot just returned");
                 if p.topic.is_none() {
                     p.topic = f.topic;
                 }
@@ -396,24 +539,20 @@ impl Correlator {
     fn judge_due(&mut self, out: &mut dyn FnMut(LatencyRow)) {
         let lw = self.low_watermark();
         let horizon = lw.saturating_sub(self.cfg.window_ns);
-        while let Some(&(t, key)) = self.order.front() {
-            if t > horizon {
-                break;
-            }
-            self.order.pop_front();
-            if let Some(p) = self.pending.remove(&key) {
+        while self.pending.peek_lru().is_some_and(|(_, p)| p.first <= horizon) {
+            if let Some((key, p)) = self.pending.pop_lru() {
                 self.judge_sample(key, p, out);
             }
         }
-        while let Some(&(t, key)) = self.frag_order.front() {
-            if t > horizon {
-                break;
-            }
-            self.frag_order.pop_front();
-            if let Some(p) = self.frags.remove(&key) {
+        while self.frags.peek_lru().is_some_and(|(_, p)| p.first_ip <= horizon) {
+            if let Some((key, p)) = self.frags.pop_lru() {
                 self.judge_frag(key, p, out);
             }
         }
+        self.stats.writers_evicted = self.writers.evicted();
+        self.stats.flows_evicted = self.flows.evicted();
+        self.stats.flows = self.flows.len();
+        self.stats.flow_bytes = self.flows.weight();
     }
 
     /// Judges everything still pending (end of input).
@@ -428,8 +567,8 @@ impl Correlator {
         self.stats.samples_judged += 1;
         let Some(&(first_c, _)) = p.seen.iter().min_by_key(|(c, s)| (s.first_ts, *c)) else { return };
         let app = self.app.clone();
-        let w = self.writers.entry(writer).or_default();
-        *w.first_votes.entry(first_c).or_default() += 1;
+        let w = self.writers.get_or_insert_with(writer, WriterState::default, &mut |_, _| {});
+        w.vote(first_c);
         let sender = w.sender().unwrap_or(first_c);
         if sender != first_c {
             self.stats.sender_disagreements += 1;
@@ -438,15 +577,17 @@ impl Correlator {
         let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
         // Publication period from the sender's consecutive samples.
         if let Some((psn, pts)) = w.last_sender_first {
-            if sn == psn + 1 && snd.first_ts > pts {
-                w.intervals.record(snd.first_ts - pts);
+            if psn.checked_add(1) == Some(sn) && snd.first_ts > pts {
+                w.intervals.record(snd.first_ts.saturating_sub(pts));
             }
         }
         if w.last_sender_first.is_none_or(|(s, _)| sn > s) {
             w.last_sender_first = Some((sn, snd.first_ts));
         }
         let period = w.period(self.cfg.period_ns);
-        let receivers: Vec<usize> = (0..self.names.len()).filter(|&c| c != sender && w.captures & (1 << c) != 0).collect();
+        // The captures that saw this sample count even if the writer's state was evicted meanwhile.
+        let captures = p.seen.iter().fold(w.captures, |a, (c, _)| a | 1 << c);
+        let receivers: SmallVec<[usize; 4]> = (0..self.names.len()).filter(|&c| c != sender && captures & (1 << c) != 0).collect();
         if receivers.is_empty() {
             self.stats.single_capture_samples += 1;
             return;
@@ -461,8 +602,11 @@ impl Correlator {
                 continue;
             }
             let key = (topic_key(&topic, &writer), sender, r);
-            self.flow_topics.entry(key.clone()).or_insert_with(|| topic.clone());
-            let flow = self.flows.entry(key).or_default();
+            let evicted = &mut self.stats.flow_samples_evicted;
+            let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
+            if flow.names.is_none() {
+                flow.names = topic.clone();
+            }
             flow.samples += 1;
             flow.period_ns = period;
             let repaired = snd.retransmitted_frags > 0 || seen.is_some_and(|s| s.retransmitted_frags > 0);
@@ -499,7 +643,7 @@ impl Correlator {
                 app_publish_ts_ns: publish.map(|p| p.t_ns),
                 app_receive_ts_ns: None,
                 app_latency_ns: None,
-                sender_stack_ns: publish.map(|p| snd.first_ts - p.t_ns),
+                sender_stack_ns: publish.map(|p| snd.first_ts.saturating_sub(p.t_ns)),
                 receiver_stack_ns: None,
             };
             if let Some(s) = row.sender_stack_ns {
@@ -508,17 +652,19 @@ impl Correlator {
             match seen {
                 Some(rs) if rs.complete => {
                     flow.delivered += 1;
-                    let lat = rs.last_ts - snd.first_ts;
+                    let lat = rs.last_ts.saturating_sub(snd.first_ts);
+                    let first_first = rs.first_ts.saturating_sub(snd.first_ts);
+                    let last_last = rs.last_ts.saturating_sub(snd.last_ts);
                     row.status = "delivered";
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                     row.receiver_last_ts_ns = Some(rs.last_ts);
                     row.latency_ns = Some(lat);
-                    row.first_first_ns = Some(rs.first_ts - snd.first_ts);
-                    row.last_last_ns = Some(rs.last_ts - snd.last_ts);
+                    row.first_first_ns = Some(first_first);
+                    row.last_last_ns = Some(last_last);
                     row.receiver_duplicate_frags = rs.retransmitted_frags;
                     flow.layer("message", lat);
-                    flow.layer("first_first", rs.first_ts - snd.first_ts);
-                    flow.layer("last_last", rs.last_ts - snd.last_ts);
+                    flow.layer("first_first", first_first);
+                    flow.layer("last_last", last_last);
                     if repaired {
                         flow.repaired.record(lat);
                     } else {
@@ -530,11 +676,11 @@ impl Correlator {
                             self.negative_examples.push((sender, r, lat));
                         }
                     }
-                    let wj = self.writers.get_mut(&writer).expect("writer state");
-                    let j = wj.jitter.entry(r).or_default().record(sn, lat);
+                    // The writer was touched at the top of this function: still present.
+                    let j = self.writers.get_mut(&writer).and_then(|w| w.jitter(r).next(sn, lat));
                     if let Some(j) = j {
                         flow.jitter_signed.record(j);
-                        flow.jitter_abs.record(j.abs());
+                        flow.jitter_abs.record(j.saturating_abs());
                     }
                     row.jitter_ns = j;
                     // The row uses the period known so far; the summary classifies
@@ -545,21 +691,22 @@ impl Correlator {
                         None => None,
                     };
                     if let Some(rcv) = app.receive_on(writer, sn, &self.names[r]) {
+                        let stack = rcv.t_ns.saturating_sub(rs.last_ts);
                         row.app_receive_ts_ns = Some(rcv.t_ns);
-                        row.receiver_stack_ns = Some(rcv.t_ns - rs.last_ts);
-                        flow.layer("receiver_stack", rcv.t_ns - rs.last_ts);
+                        row.receiver_stack_ns = Some(stack);
+                        flow.layer("receiver_stack", stack);
                         if let Some(p) = publish {
-                            row.app_latency_ns = Some(rcv.t_ns - p.t_ns);
-                            flow.layer("application", rcv.t_ns - p.t_ns);
+                            let app_lat = rcv.t_ns.saturating_sub(p.t_ns);
+                            row.app_latency_ns = Some(app_lat);
+                            flow.layer("application", app_lat);
                         }
                     }
                 }
                 Some(rs) => {
+                    // Some fragments arrived (or the receiver's capture ended
+                    // while the sample was in flight): incomplete, not lost —
+                    // every sample ends in exactly one state.
                     flow.incomplete += 1;
-                    flow.lost += 1;
-                    if flow.lost_examples.len() < 10 {
-                        flow.lost_examples.push(sn);
-                    }
                     row.status = "incomplete";
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                 }
@@ -570,6 +717,7 @@ impl Correlator {
                     }
                 }
             }
+            self.reweigh(&key);
             if self.cfg.message_rows {
                 out(row);
             }
@@ -583,9 +731,15 @@ impl Correlator {
         self.stats.submessages_judged += 1;
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         for &(r, _r_first_ip, r_last, r_dups) in p.seen.iter().filter(|s| s.0 != sender) {
-            let lat = r_last - s_first_ip;
+            let lat = r_last.saturating_sub(s_first_ip);
             let key = (topic_key(&topic, &writer), sender, r);
-            self.flows.entry(key).or_default().layer("submessage", lat);
+            let evicted = &mut self.stats.flow_samples_evicted;
+            let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
+            if flow.names.is_none() {
+                flow.names = topic.clone();
+            }
+            flow.layer("submessage", lat);
+            self.reweigh(&key);
             if self.cfg.submessage_rows {
                 out(LatencyRow {
                     level: Level::Submessage,
@@ -629,8 +783,8 @@ impl Correlator {
             (Some(p), Some(d)) => d.count_at_most(p),
             _ => 0,
         };
-        self.flows
-            .iter()
+        self.flows()
+            .into_iter()
             .map(|((topic, s, r), f)| {
                 let layers = LAYERS
                     .iter()
@@ -638,7 +792,7 @@ impl Correlator {
                     .collect();
                 FlowSummary {
                     topic: topic.clone(),
-                    names: self.flow_topics.get(&(topic.clone(), *s, *r)).cloned().flatten(),
+                    names: f.names.clone(),
                     sender: self.names[*s].to_string(),
                     receiver: self.names[*r].to_string(),
                     samples: f.samples,
@@ -650,7 +804,7 @@ impl Correlator {
                     retransmitted_bytes: f.retransmitted_bytes,
                     period_ms: f.period_ns.map(|p| p as f64 / 1e6),
                     in_time: in_time(f),
-                    late: f.delivered - in_time(f),
+                    late: f.delivered.saturating_sub(in_time(f)),
                     layers,
                     jitter: f.jitter_signed.summary(),
                     jitter_abs: f.jitter_abs.summary(),
@@ -717,8 +871,8 @@ impl Correlator {
                 if a0 > a1 || b0 > b1 {
                     continue;
                 }
-                let overlap = a1.min(b1) - a0.max(b0);
-                let shorter = (a1 - a0).min(b1 - b0).max(1);
+                let overlap = a1.min(b1).saturating_sub(a0.max(b0));
+                let shorter = a1.saturating_sub(a0).min(b1.saturating_sub(b0)).max(1);
                 if overlap < shorter / 2 {
                     w.push(format!(
                         "the capture times of {} and {} hardly overlap ({} starts {:+.3} s after {}): their clocks differ, or they \
@@ -726,7 +880,7 @@ impl Correlator {
                         self.names[a],
                         self.names[b],
                         self.names[b],
-                        (b0 - a0) as f64 / 1e9,
+                        b0.saturating_sub(a0) as f64 / 1e9,
                         self.names[a],
                         self.names[b]
                     ));
@@ -916,6 +1070,7 @@ const FLOW_COLUMNS: &[Column] = &[
     col("samples", U64),
     col("delivered", U64),
     col("lost", U64),
+    col("incomplete", U64),
     col("retransmitted_samples", U64),
     col("retransmitted_frags", U64),
     col("retransmitted_bytes", U64),
@@ -943,18 +1098,19 @@ impl Record for FlowSummary {
             3 => Value::U(self.samples),
             4 => Value::U(self.delivered),
             5 => Value::U(self.lost),
-            6 => Value::U(self.retransmitted_samples),
-            7 => Value::U(self.retransmitted_frags),
-            8 => Value::U(self.retransmitted_bytes),
-            9 => f(&self.clean, self.clean.mean_ms),
-            10 => f(&self.repaired, self.repaired.mean_ms),
-            11 => f(&self.jitter, self.jitter.mean_ms),
-            12 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
-            13 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
-            14 => f(&self.jitter_abs, self.jitter_abs.max_ms),
-            15 => self.period_ms.map_or(Value::Null, Value::F),
-            16 => Value::U(self.in_time),
-            17 => Value::U(self.late),
+            6 => Value::U(self.incomplete),
+            7 => Value::U(self.retransmitted_samples),
+            8 => Value::U(self.retransmitted_frags),
+            9 => Value::U(self.retransmitted_bytes),
+            10 => f(&self.clean, self.clean.mean_ms),
+            11 => f(&self.repaired, self.repaired.mean_ms),
+            12 => f(&self.jitter, self.jitter.mean_ms),
+            13 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
+            14 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
+            15 => f(&self.jitter_abs, self.jitter_abs.max_ms),
+            16 => self.period_ms.map_or(Value::Null, Value::F),
+            17 => Value::U(self.in_time),
+            18 => Value::U(self.late),
             _ => Value::Null,
         }
     }
@@ -1018,6 +1174,7 @@ mod tests {
                 period_ns: None,
                 message_rows: true,
                 submessage_rows: true,
+                ..Default::default()
             },
             Arc::new(app),
         )

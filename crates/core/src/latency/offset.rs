@@ -129,7 +129,7 @@ pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetErro
             continue;
         }
         matched += 1;
-        let d = tb - ta;
+        let d = tb.saturating_sub(*ta);
         let e = by_participant.entry(*pa).or_insert((i64::MAX, i64::MIN, 0));
         e.0 = e.0.min(d);
         e.1 = e.1.max(d);
@@ -149,7 +149,7 @@ pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetErro
     for k in 1..parts.len() {
         left_max = left_max.max(parts[k - 1].2);
         let right_min = parts[k..].iter().map(|p| p.1).min().expect("non-empty");
-        let gap = right_min - left_max;
+        let gap = right_min.saturating_sub(left_max);
         if gap >= 0 && best.is_none_or(|(_, g)| gap > g) {
             best = Some((k, gap));
         }
@@ -157,15 +157,16 @@ pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetErro
     let (k, _) = best.ok_or(OffsetError::Overlapping)?;
     let b_max = parts[..k].iter().map(|p| p.2).max().expect("non-empty");
     let a_min = parts[k..].iter().map(|p| p.1).min().expect("non-empty");
-    let offset = b_max + (a_min - b_max) / 2;
+    // Midpoint without overflow: the two bounds can be anywhere in i64.
+    let offset = (b_max as i128 + (a_min as i128 - b_max as i128) / 2) as i64;
     Ok(OffsetEstimate {
         offset_ns: offset,
-        uncertainty_ns: (a_min - b_max) / 2,
+        uncertainty_ns: ((a_min as i128 - b_max as i128) / 2).clamp(i64::MIN as i128, i64::MAX as i128) as i64,
         matched,
         a_side: parts[k..].iter().map(|p| p.0.to_string()).collect(),
         b_side: parts[..k].iter().map(|p| p.0.to_string()).collect(),
-        min_delay_ab_ns: a_min - offset,
-        min_delay_ba_ns: offset - b_max,
+        min_delay_ab_ns: a_min.saturating_sub(offset),
+        min_delay_ba_ns: offset.saturating_sub(b_max),
     })
 }
 

@@ -1,10 +1,58 @@
 //! Latency statistics in bounded memory: exact count, mean, standard
-//! deviation, min and max (Welford), percentiles from an HDR histogram with
-//! three significant digits (0.1 % relative error), and jitter
+//! deviation, min and max (Welford), percentiles as an HDR histogram with
+//! three significant digits (0.1 % relative error) computes them, and jitter
 //! (seed 004 Eq. 10: d(X) − d(X−1), signed and absolute).
+//!
+//! A dense HDR histogram of latencies in nanoseconds costs 100–200 KB
+//! whatever it holds, and a correlation keeps several per flow and writer.
+//! So a [`Dist`] starts *sparse*: one (bucket, count) pair per distinct
+//! histogram bucket seen, bucketed exactly as `hdrhistogram` buckets, and
+//! becomes a dense `hdrhistogram::Histogram` only once that would be
+//! smaller. Both answer every query with the same numbers (a property test
+//! checks it against a plain histogram), so results do not depend on the
+//! representation; a flow with a handful of samples costs a few hundred bytes.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::sync::OnceLock;
+
+/// Significant digits of every latency histogram.
+const SIGFIG: u8 = 3;
+/// A sparse store never holds more distinct buckets than this (64 KiB);
+/// beyond it, or once a dense histogram would be smaller, it becomes dense.
+const MAX_SPARSE_BUCKETS: usize = 4096;
+
+/// An empty histogram whose only use is its bucket arithmetic
+/// (`lowest_equivalent`, `highest_equivalent`), which does not depend on counts.
+fn buckets() -> &'static Histogram<u64> {
+    static T: OnceLock<Histogram<u64>> = OnceLock::new();
+    T.get_or_init(|| Histogram::new(SIGFIG).expect("3 significant digits is valid"))
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new(SIGFIG).expect("3 significant digits is valid")
+}
+
+/// Entries of a dense histogram able to hold values up to `max`: 1024
+/// counters per power of two above 2048, plus the first 2048.
+fn dense_len(max: u64) -> usize {
+    let bits = 64 - (max | 2047).leading_zeros() as usize;
+    (bits - 11 + 2) * 1024
+}
+
+/// The non-negative values of a [`Dist`], counted per histogram bucket.
+#[derive(Clone)]
+enum Store {
+    /// (lowest value of the bucket, count), sorted by bucket.
+    Sparse(Vec<(u64, u64)>),
+    Dense(Box<Histogram<u64>>),
+}
+
+impl Store {
+    fn is_sparse(&self) -> bool {
+        matches!(self, Store::Sparse(_))
+    }
+}
 
 /// Distribution of one latency layer for one flow (values in ns).
 #[derive(Clone)]
@@ -16,20 +64,12 @@ pub struct Dist {
     max: i64,
     /// Negative values cannot go into the histogram: counted apart.
     negative: u64,
-    hist: Histogram<u64>,
+    store: Store,
 }
 
 impl Default for Dist {
     fn default() -> Self {
-        Dist {
-            count: 0,
-            mean: 0.0,
-            m2: 0.0,
-            min: i64::MAX,
-            max: i64::MIN,
-            negative: 0,
-            hist: Histogram::new(3).expect("3 significant digits is valid"),
-        }
+        Dist { count: 0, mean: 0.0, m2: 0.0, min: i64::MAX, max: i64::MIN, negative: 0, store: Store::Sparse(Vec::new()) }
     }
 }
 
@@ -58,8 +98,44 @@ impl Dist {
         if v < 0 {
             self.negative += 1;
         } else {
-            // Saturate absurd values rather than fail.
-            let _ = self.hist.record(v as u64);
+            self.add_bucket(v as u64, 1);
+        }
+    }
+
+    /// Counts `n` values in the bucket of `v` (v >= 0).
+    fn add_bucket(&mut self, v: u64, n: u64) {
+        match &mut self.store {
+            Store::Dense(h) => {
+                // Any non-negative i64 fits an auto-resizing histogram.
+                let _ = h.record_n(v, n);
+            }
+            Store::Sparse(s) => {
+                let key = buckets().lowest_equivalent(v);
+                match s.binary_search_by_key(&key, |e| e.0) {
+                    Ok(i) => s[i].1 = s[i].1.saturating_add(n),
+                    Err(i) => {
+                        if s.len() == s.capacity() {
+                            // Grow by a quarter: the store stays within 25 % of its contents.
+                            s.reserve_exact((s.len() / 4).max(4));
+                        }
+                        s.insert(i, (key, n));
+                        let max = self.max.max(0) as u64;
+                        if s.len() > MAX_SPARSE_BUCKETS.min(dense_len(max) / 2) {
+                            self.densify();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn densify(&mut self) {
+        if let Store::Sparse(s) = &self.store {
+            let mut h = new_histogram();
+            for &(key, n) in s {
+                let _ = h.record_n(key, n);
+            }
+            self.store = Store::Dense(Box::new(h));
         }
     }
 
@@ -67,17 +143,72 @@ impl Dist {
         self.count
     }
 
+    /// Values in the histogram (the non-negative ones).
+    fn hist_len(&self) -> u64 {
+        self.count - self.negative
+    }
+
+    /// Heap bytes held (for memory budgets).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.store {
+            Store::Sparse(s) => s.capacity() * std::mem::size_of::<(u64, u64)>(),
+            Store::Dense(h) => h.distinct_values() * 8 + std::mem::size_of::<Histogram<u64>>(),
+        }
+    }
+
+    /// Whether the values are still counted sparsely (few distinct buckets).
+    pub fn is_sparse(&self) -> bool {
+        self.store.is_sparse()
+    }
+
     /// How many recorded values are at most `v` (histogram resolution: 0.1 %).
     pub fn count_at_most(&self, v: i64) -> u64 {
         if v < 0 {
             return 0;
         }
-        let max = self.hist.max();
-        self.negative + if self.hist.is_empty() { 0 } else { self.hist.count_between(0, (v as u64).min(max)) }
+        if self.hist_len() == 0 {
+            return self.negative;
+        }
+        self.negative
+            + match &self.store {
+                Store::Dense(h) => h.count_between(0, (v as u64).min(h.max())),
+                Store::Sparse(s) => {
+                    let t = buckets();
+                    // The histogram's max is the top of the bucket of the largest value.
+                    let hmax = t.highest_equivalent(self.max as u64);
+                    let lim = t.lowest_equivalent((v as u64).min(hmax));
+                    s.iter().take_while(|e| e.0 <= lim).map(|e| e.1).fold(0u64, |a, b| a.saturating_add(b))
+                }
+            }
     }
 
     pub fn mean(&self) -> f64 {
         self.mean
+    }
+
+    /// `Histogram::value_at_percentile` over the buckets, whatever the store.
+    fn value_at_percentile(&self, percentile: f64) -> u64 {
+        match &self.store {
+            Store::Dense(h) => h.value_at_percentile(percentile),
+            Store::Sparse(s) => {
+                // The same steps as hdrhistogram's value_at_quantile.
+                let quantile = percentile / 100.0;
+                let quantile = if quantile > 1.0 { 1.0 } else { quantile };
+                let total: u64 = s.iter().map(|e| e.1).fold(0u64, |a, b| a.saturating_add(b));
+                let mut count_at_quantile = (quantile * total as f64).ceil() as u64;
+                if count_at_quantile == 0 {
+                    count_at_quantile = 1;
+                }
+                let mut acc = 0u64;
+                for &(key, n) in s {
+                    acc = acc.saturating_add(n);
+                    if acc >= count_at_quantile {
+                        return if quantile == 0.0 { key } else { buckets().highest_equivalent(key) };
+                    }
+                }
+                0
+            }
+        }
     }
 
     /// Percentile q in [0, 100]; negative values count as below every recorded one.
@@ -89,11 +220,11 @@ impl Dist {
         if rank <= self.negative as f64 && self.negative > 0 {
             return Some(self.min as f64);
         }
-        if self.hist.is_empty() {
+        if self.hist_len() == 0 {
             return Some(self.max as f64);
         }
-        let q_pos = ((rank - self.negative as f64) / self.hist.len() as f64 * 100.0).clamp(0.0, 100.0);
-        Some((self.hist.value_at_percentile(q_pos) as f64).clamp(self.min as f64, self.max as f64))
+        let q_pos = ((rank - self.negative as f64) / self.hist_len() as f64 * 100.0).clamp(0.0, 100.0);
+        Some((self.value_at_percentile(q_pos) as f64).clamp(self.min as f64, self.max as f64))
     }
 
     pub fn summary(&self) -> DistSummary {
@@ -127,7 +258,19 @@ impl Dist {
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.negative += other.negative;
-        let _ = self.hist.add(&other.hist);
+        match &other.store {
+            Store::Sparse(s) => {
+                for &(key, c) in s {
+                    self.add_bucket(key, c);
+                }
+            }
+            Store::Dense(h) => {
+                self.densify();
+                if let Store::Dense(mine) = &mut self.store {
+                    let _ = mine.add(&**h);
+                }
+            }
+        }
     }
 }
 
@@ -176,10 +319,33 @@ impl Dist {
     }
 }
 
+/// The previous sample of a stream, for jitter: d(X) − d(X−1) needs only
+/// the last (sn, latency) pair.
+#[derive(Clone, Copy, Default)]
+pub struct JitterTrack {
+    last: Option<(i64, i64)>,
+}
+
+impl JitterTrack {
+    /// Takes the latency `d` of sample `sn`; returns d(X) − d(X−1) when the
+    /// previous sample (sn − 1) was the last one taken. Saturates instead of
+    /// wrapping on absurd values.
+    pub fn next(&mut self, sn: i64, d: i64) -> Option<i64> {
+        let j = match self.last {
+            Some((prev_sn, prev_d)) if prev_sn.checked_add(1) == Some(sn) => Some(d.saturating_sub(prev_d)),
+            _ => None,
+        };
+        if self.last.is_none_or(|(s, _)| sn > s) {
+            self.last = Some((sn, d));
+        }
+        j
+    }
+}
+
 /// Jitter of a flow: consecutive-sample latency differences.
 #[derive(Clone, Default)]
 pub struct Jitter {
-    last: Option<(i64, i64)>,
+    track: JitterTrack,
     pub signed: Dist,
     pub absolute: Dist,
 }
@@ -188,16 +354,10 @@ impl Jitter {
     /// Records the latency `d` of sample `sn`; returns d(X) − d(X−1) when the
     /// previous sample (sn − 1) was the last one recorded.
     pub fn record(&mut self, sn: i64, d: i64) -> Option<i64> {
-        let j = match self.last {
-            Some((prev_sn, prev_d)) if sn == prev_sn + 1 => Some(d - prev_d),
-            _ => None,
-        };
+        let j = self.track.next(sn, d);
         if let Some(j) = j {
             self.signed.record(j);
-            self.absolute.record(j.abs());
-        }
-        if self.last.is_none_or(|(s, _)| sn > s) {
-            self.last = Some((sn, d));
+            self.absolute.record(j.saturating_abs());
         }
         j
     }
@@ -254,5 +414,134 @@ mod tests {
         assert_eq!(j.record(5, 110), None); // sample 4 missing
         assert_eq!(j.signed.count(), 2);
         assert_eq!(j.absolute.summary().max_ms, 30.0 / 1e6);
+    }
+
+    /// The implementation before sparse stores: a plain auto-resizing histogram.
+    struct Reference {
+        count: u64,
+        negative: u64,
+        min: i64,
+        max: i64,
+        hist: Histogram<u64>,
+    }
+
+    impl Reference {
+        fn new() -> Self {
+            Reference { count: 0, negative: 0, min: i64::MAX, max: i64::MIN, hist: new_histogram() }
+        }
+        fn record(&mut self, v: i64) {
+            self.count += 1;
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+            if v < 0 {
+                self.negative += 1;
+            } else {
+                let _ = self.hist.record(v as u64);
+            }
+        }
+        fn percentile(&self, q: f64) -> Option<f64> {
+            if self.count == 0 {
+                return None;
+            }
+            let rank = q / 100.0 * self.count as f64;
+            if rank <= self.negative as f64 && self.negative > 0 {
+                return Some(self.min as f64);
+            }
+            if self.hist.is_empty() {
+                return Some(self.max as f64);
+            }
+            let q_pos = ((rank - self.negative as f64) / self.hist.len() as f64 * 100.0).clamp(0.0, 100.0);
+            Some((self.hist.value_at_percentile(q_pos) as f64).clamp(self.min as f64, self.max as f64))
+        }
+        fn count_at_most(&self, v: i64) -> u64 {
+            if v < 0 {
+                return 0;
+            }
+            let max = self.hist.max();
+            self.negative + if self.hist.is_empty() { 0 } else { self.hist.count_between(0, (v as u64).min(max)) }
+        }
+    }
+
+    const QS: [f64; 12] = [0.0, 0.1, 1.0, 10.0, 25.0, 33.3, 50.0, 75.0, 90.0, 99.0, 99.9, 100.0];
+
+    fn same(d: &Dist, r: &Reference, probes: &[i64]) -> Result<(), proptest::test_runner::TestCaseError> {
+        for q in QS {
+            prop_assert_eq!(d.percentile(q), r.percentile(q), "percentile {}", q);
+        }
+        for &v in probes {
+            prop_assert_eq!(d.count_at_most(v), r.count_at_most(v), "count_at_most {}", v);
+        }
+        Ok(())
+    }
+
+    fn value() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            0i64..5_000,
+            -1_000_000i64..100_000_000,
+            1_000_000i64..1_100_000,
+            any::<i64>(),
+            Just(i64::MAX),
+            Just(0),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Oracle: hdrhistogram itself. Sparse, dense and merged stores give
+        /// exactly the percentiles and counts a plain histogram gives.
+        #[test]
+        fn sparse_and_dense_agree_with_a_histogram(values in proptest::collection::vec(value(), 0..3000), split in 0usize..3000) {
+            let mut d = Dist::default();
+            let mut r = Reference::new();
+            let (mut a, mut b) = (Dist::default(), Dist::default());
+            for (i, &v) in values.iter().enumerate() {
+                d.record(v);
+                r.record(v);
+                if i < split { a.record(v) } else { b.record(v) }
+            }
+            let probes: Vec<i64> = values.iter().take(20).copied().chain([0, 1, 2047, 2048, 1_000_000, i64::MAX, -5]).collect();
+            same(&d, &r, &probes)?;
+            a.merge(&b);
+            same(&a, &r, &probes)?;
+        }
+    }
+
+    #[test]
+    fn many_distinct_values_become_dense_with_the_same_answers() {
+        let mut d = Dist::default();
+        let mut r = Reference::new();
+        for i in 0..200_000i64 {
+            let v = (i * 7919) % 50_000_000;
+            d.record(v);
+            r.record(v);
+        }
+        assert!(!d.is_sparse());
+        same(&d, &r, &[0, 10_000, 25_000_000, 49_999_999]).unwrap();
+        // A flow of a few samples stays small.
+        let mut small = Dist::default();
+        for v in [2_100_000, 2_200_000, 2_150_000] {
+            small.record(v);
+        }
+        assert!(small.is_sparse() && small.heap_bytes() <= 256, "{}", small.heap_bytes());
+        // Dense merged into sparse and the reverse.
+        let mut s2 = small.clone();
+        s2.merge(&d);
+        let mut d2 = d.clone();
+        d2.merge(&small);
+        assert_eq!(s2.summary(), d2.summary());
+    }
+
+    #[test]
+    fn jitter_does_not_wrap() {
+        let mut j = Jitter::default();
+        assert_eq!(j.record(i64::MAX, 5), None);
+        // i64::MAX + 1 would wrap to i64::MIN: not consecutive.
+        assert_eq!(j.record(i64::MIN, 7), None);
+        let mut j = Jitter::default();
+        j.record(1, i64::MIN);
+        assert_eq!(j.record(2, i64::MAX), Some(i64::MAX));
+        assert_eq!(j.record(3, i64::MIN), Some(i64::MIN));
+        assert_eq!(j.absolute.summary().max_ms, i64::MAX as f64 / 1e6);
     }
 }
