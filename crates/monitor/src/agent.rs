@@ -6,7 +6,7 @@
 //! and counted.
 
 use crate::capture::{CaptureCounters, LiveCapture};
-use crate::protocol::{Batch, MetricSample, WireItem};
+use crate::protocol::{Batch, MetricSample, StreamItem};
 use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
 use crate::view::LiveTopics;
 use ddscope_core::decode::DecoderConfig;
@@ -48,11 +48,11 @@ pub struct AgentReport {
 
 /// Converts a correlation item into its form on the wire to `serve` (the
 /// end of the capture travels as the batch's `last` flag, not as an item).
-fn wire_item(item: &Item) -> Option<WireItem> {
+fn stream_item(item: &Item) -> Option<StreamItem> {
     match item {
-        Item::Sample(r) => Some(WireItem::sample(r)),
-        Item::Frag(f) => Some(WireItem::frag(f)),
-        Item::Watermark(t) => Some(WireItem::Watermark { t: *t }),
+        Item::Sample(r) => Some(StreamItem::sample(r)),
+        Item::Frag(f) => Some(StreamItem::frag(f)),
+        Item::Watermark(t) => Some(StreamItem::Watermark { t: *t }),
         Item::End => None,
     }
 }
@@ -112,7 +112,7 @@ pub fn run(
             if let Some(f) = feed.as_mut() {
                 f.flush();
             }
-            let items: Vec<WireItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| wire_item(&i)).collect();
+            let items: Vec<StreamItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| stream_item(&i)).collect();
             for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
                 on_note(&n);
                 notes.push(n);

@@ -8,7 +8,7 @@ use ddscope_core::events::TrafficType;
 use ddscope_core::latency::{FragSighting, Item};
 use ddscope_core::samples::SampleRecord;
 use ddscope_wire::Guid;
-use rustc_hash::FxHashMap;
+use ddscope_core::bounded::BoundedMap;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ pub const AGENT_HEADER: &str = "x-ddscope-agent";
 
 /// A sample record on the wire between agent and server.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct WireSample {
+pub struct StreamSample {
     pub w: String,
     pub sn: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,7 +47,7 @@ pub struct WireSample {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct WireFrag {
+pub struct StreamFrag {
     pub w: String,
     pub sn: i64,
     pub frag: u32,
@@ -57,9 +57,9 @@ pub struct WireFrag {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "k", rename_all = "snake_case")]
-pub enum WireItem {
-    Sample(WireSample),
-    Frag(WireFrag),
+pub enum StreamItem {
+    Sample(StreamSample),
+    Frag(StreamFrag),
     Watermark { t: i64 },
 }
 
@@ -81,9 +81,9 @@ fn tt_of(c: u8) -> TrafficType {
     }
 }
 
-impl WireItem {
-    pub fn sample(r: &SampleRecord) -> WireItem {
-        WireItem::Sample(WireSample {
+impl StreamItem {
+    pub fn sample(r: &SampleRecord) -> StreamItem {
+        StreamItem::Sample(StreamSample {
             w: r.writer_id.to_string(),
             sn: r.sn,
             topic: r.topic.as_ref().map(|t| (t.topic_raw.clone(), t.type_raw.clone())),
@@ -109,8 +109,8 @@ impl WireItem {
         })
     }
 
-    pub fn frag(f: &FragSighting) -> WireItem {
-        WireItem::Frag(WireFrag {
+    pub fn frag(f: &FragSighting) -> StreamItem {
+        StreamItem::Frag(StreamFrag {
             w: f.writer.to_string(),
             sn: f.sn,
             frag: f.fragment_starting_num,
@@ -120,19 +120,35 @@ impl WireItem {
     }
 }
 
-/// Turns wire items back into correlator items, sharing topic names.
-#[derive(Default)]
-pub struct Decoder {
-    names: FxHashMap<(String, String), Arc<TopicNames>>,
-    topic_of: FxHashMap<Guid, Arc<TopicNames>>,
+/// Topic names and writers remembered per agent stream (least recently
+/// seen evicted first; a writer whose entry was evicted is named again by
+/// its next sample record, which carries its topic).
+pub const MAX_STREAM_TOPICS: usize = 16_384;
+pub const MAX_STREAM_WRITERS: usize = 65_536;
+
+/// Turns stream items back into correlator items, sharing topic names.
+pub struct ItemDecoder {
+    names: BoundedMap<(String, String), Arc<TopicNames>>,
+    topic_of: BoundedMap<Guid, Arc<TopicNames>>,
 }
 
-impl Decoder {
-    pub fn item(&mut self, capture: &Arc<str>, w: WireItem) -> Result<Item, String> {
+impl Default for ItemDecoder {
+    fn default() -> Self {
+        ItemDecoder { names: BoundedMap::new(MAX_STREAM_TOPICS), topic_of: BoundedMap::new(MAX_STREAM_WRITERS) }
+    }
+}
+
+impl ItemDecoder {
+    /// Entries evicted from the name tables (topics, writers).
+    pub fn evicted(&self) -> (u64, u64) {
+        (self.names.evicted(), self.topic_of.evicted())
+    }
+
+    pub fn item(&mut self, capture: &Arc<str>, w: StreamItem) -> Result<Item, String> {
         let guid = |s: &str| Guid::parse_hex(s).ok_or_else(|| format!("bad writer GUID {s:?}"));
         Ok(match w {
-            WireItem::Watermark { t } => Item::Watermark(t),
-            WireItem::Frag(f) => {
+            StreamItem::Watermark { t } => Item::Watermark(t),
+            StreamItem::Frag(f) => {
                 let writer = guid(&f.w)?;
                 Item::Frag(FragSighting {
                     writer,
@@ -140,18 +156,19 @@ impl Decoder {
                     fragment_starting_num: f.frag,
                     first_ip_ts_ns: f.first_ip,
                     last_ts_ns: f.last,
-                    topic: self.topic_of.get(&writer).cloned(),
+                    topic: self.topic_of.get_touch(&writer).map(|t| t.clone()),
                 })
             }
-            WireItem::Sample(s) => {
+            StreamItem::Sample(s) => {
                 let writer = guid(&s.w)?;
                 let topic = match s.topic {
                     Some(k) => {
-                        let t = self.names.entry(k.clone()).or_insert_with(|| Arc::new(TopicNames::new(&k.0, &k.1))).clone();
-                        self.topic_of.insert(writer, t.clone());
+                        let make = || Arc::new(TopicNames::new(&k.0, &k.1));
+                        let t = self.names.get_or_insert_with(k.clone(), make, &mut |_, _| {}).clone();
+                        self.topic_of.insert(writer, t.clone(), &mut |_, _| {});
                         Some(t)
                     }
-                    None => self.topic_of.get(&writer).cloned(),
+                    None => self.topic_of.get_touch(&writer).map(|t| t.clone()),
                 };
                 Item::Sample(SampleRecord {
                     capture: capture.clone(),
@@ -207,7 +224,7 @@ pub struct Batch {
     pub seq: u64,
     /// The agent's wall clock when it sent the batch (ns).
     pub sent_ns: i64,
-    pub items: Vec<WireItem>,
+    pub items: Vec<StreamItem>,
     /// Items the agent dropped because its queue was full.
     pub dropped_items: u64,
     /// The agent's per-topic table (`ddscope live` rows), when it changed.
@@ -257,9 +274,9 @@ mod tests {
             vendor_id: 0x0110,
             closed_by: "complete",
         };
-        let json = serde_json::to_string(&WireItem::sample(&r)).unwrap();
-        let back: WireItem = serde_json::from_str(&json).unwrap();
-        let mut d = Decoder::default();
+        let json = serde_json::to_string(&StreamItem::sample(&r)).unwrap();
+        let back: StreamItem = serde_json::from_str(&json).unwrap();
+        let mut d = ItemDecoder::default();
         match d.item(&Arc::from("pc1"), back).unwrap() {
             Item::Sample(s) => {
                 assert_eq!((s.writer_id, s.sn, s.last_ts_ns, s.sample_size, s.pcp), (r.writer_id, 7, 20, 100, Some(5)));
@@ -267,7 +284,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(d.item(&Arc::from("pc1"), WireItem::Frag(WireFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0 })).is_err());
+        assert!(d.item(&Arc::from("pc1"), StreamItem::Frag(StreamFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0 })).is_err());
     }
 }
 

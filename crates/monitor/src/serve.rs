@@ -276,7 +276,7 @@ pub type ServerCounters = Value;
 pub struct Central {
     cfg: ServeConfig,
     corr: Correlator,
-    decoder: protocol::Decoder,
+    decoder: protocol::ItemDecoder,
     agents: BTreeMap<String, Agent>,
     series: SeriesStore,
     /// Batches refused after they were read (bad JSON, bad agent name, agent cap).
@@ -307,7 +307,7 @@ impl Central {
         Central {
             cfg,
             corr,
-            decoder: protocol::Decoder::default(),
+            decoder: protocol::ItemDecoder::default(),
             agents: BTreeMap::new(),
             series,
             rejected: 0,
@@ -506,6 +506,8 @@ impl Central {
                 "series_evicted": self.series.evicted,
                 "topic_rows_truncated": self.topic_rows_truncated,
                 "oversized_documents": self.oversized_documents,
+                "stream_topics_evicted": self.decoder.evicted().0,
+                "stream_writers_evicted": self.decoder.evicted().1,
             },
             "server": server,
         })
@@ -527,7 +529,7 @@ pub fn check_agent_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::WireItem;
+    use crate::protocol::StreamItem;
 
     fn row(topic: &str, sender: &str, t: i64) -> LatencyRow {
         use ddscope_core::discovery::TopicNames;
@@ -602,7 +604,7 @@ mod tests {
             agent: "pc1".into(),
             seq: 1,
             sent_ns: 0,
-            items: vec![WireItem::Watermark { t: 1 }],
+            items: vec![StreamItem::Watermark { t: 1 }],
             dropped_items: 0,
             topics: Some(topics),
             system: vec![],

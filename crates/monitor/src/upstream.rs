@@ -178,7 +178,7 @@ impl UpstreamLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::WireItem;
+    use crate::protocol::StreamItem;
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
@@ -187,7 +187,7 @@ mod tests {
             agent: agent.into(),
             seq,
             sent_ns: 0,
-            items: vec![WireItem::Watermark { t: 1 }, WireItem::Watermark { t: 2 }],
+            items: vec![StreamItem::Watermark { t: 1 }, StreamItem::Watermark { t: 2 }],
             dropped_items: 0,
             topics: None,
             system: vec![],

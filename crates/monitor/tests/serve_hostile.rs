@@ -3,7 +3,7 @@
 //! loopback port) driven over real TCP connections by hand-written HTTP, and
 //! the server's own counters in `/api/state`.
 
-use ddscope_monitor::protocol::{Batch, WireItem, WireSample, AGENT_HEADER, INGEST_PATH};
+use ddscope_monitor::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
 use ddscope_monitor::serve::{HttpLimits, ServeConfig, Server};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -67,7 +67,7 @@ fn state(addr: SocketAddr, token: Option<&str>) -> Value {
     serde_json::from_str(&body).expect("state is JSON")
 }
 
-fn batch(agent: &str, seq: u64, items: Vec<WireItem>) -> Vec<u8> {
+fn batch(agent: &str, seq: u64, items: Vec<StreamItem>) -> Vec<u8> {
     serde_json::to_vec(&Batch {
         agent: agent.into(),
         seq,
@@ -129,7 +129,7 @@ fn healthz_answers_within_100ms_while_1000_slow_clients_hold_connections() {
     let (code, head, _) = request(addr, "GET", "/", &[], b"");
     assert_eq!(code, 200);
     assert!(head.contains("content-security-policy: default-src 'none'; script-src 'self'"), "{head}");
-    assert_eq!(post_batch(addr, "pc1", None, &batch("pc1", 1, vec![WireItem::Watermark { t: 1 }])), 204);
+    assert_eq!(post_batch(addr, "pc1", None, &batch("pc1", 1, vec![StreamItem::Watermark { t: 1 }])), 204);
     let s = state(addr, None);
     assert!(s["server"]["connections_open"].as_u64().unwrap() >= 1000, "{}", s["server"]);
     assert_eq!(s["agents"][0]["name"], "pc1");
@@ -285,8 +285,8 @@ fn connections_over_the_limit_are_answered_503_and_closed() {
     assert!(srv.stats().connections_refused.load(std::sync::atomic::Ordering::Relaxed) >= 1);
 }
 
-fn sample(w: &str, sn: i64, t: i64) -> WireItem {
-    WireItem::Sample(WireSample {
+fn sample(w: &str, sn: i64, t: i64) -> StreamItem {
+    StreamItem::Sample(StreamSample {
         w: w.into(),
         sn,
         topic: None,
@@ -319,11 +319,11 @@ fn state_answers_and_latency_series_stay_bounded_with_many_flows() {
     let addr = srv.addr();
     // 100 writers (one flow each, named by writer): sent at pc1, received at pc2 1 ms later.
     let writers: Vec<String> = (0..100).map(|i| format!("0110aaaa01020304050607{i:02x}00001203")).collect();
-    let tx: Vec<WireItem> = writers.iter().enumerate().map(|(i, w)| sample(w, 1, 1_000_000_000 + i as i64 * 1000)).collect();
-    let rx: Vec<WireItem> = writers.iter().enumerate().map(|(i, w)| sample(w, 1, 1_001_000_000 + i as i64 * 1000)).collect();
+    let tx: Vec<StreamItem> = writers.iter().enumerate().map(|(i, w)| sample(w, 1, 1_000_000_000 + i as i64 * 1000)).collect();
+    let rx: Vec<StreamItem> = writers.iter().enumerate().map(|(i, w)| sample(w, 1, 1_001_000_000 + i as i64 * 1000)).collect();
     assert_eq!(post_batch(addr, "pc1", None, &batch("pc1", 1, tx)), 204);
     assert_eq!(post_batch(addr, "pc2", None, &batch("pc2", 1, rx)), 204);
-    let wm = |a: &str| batch(a, 2, vec![WireItem::Watermark { t: 5_000_000_000 }]);
+    let wm = |a: &str| batch(a, 2, vec![StreamItem::Watermark { t: 5_000_000_000 }]);
     assert_eq!(post_batch(addr, "pc1", None, &wm("pc1")), 204);
     assert_eq!(post_batch(addr, "pc2", None, &wm("pc2")), 204);
     std::thread::sleep(Duration::from_millis(300)); // past the state cache
