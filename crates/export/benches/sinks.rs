@@ -74,7 +74,7 @@ fn main() {
     let (caller, total, bytes) = {
         let mut cfg = InfluxConfig::new(&server.url(), "bench");
         cfg.delivery = delivery.clone();
-        push_all(reps, InfluxSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |s| s.shutdown(Duration::from_secs(600)))
+        push_all(reps, InfluxSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |mut s| s.shutdown(Duration::from_secs(600)))
     };
     rows.push(format!(
         "| InfluxDB line protocol (`ddscope_submsg` + `ddscope_data`) | {n_events} | {:.0} | {:.2} | {:.0} events/s, {bytes:.0} B/point |",
@@ -89,7 +89,7 @@ fn main() {
     let (caller, total, bytes) = {
         let mut cfg = OtlpConfig::new(&collector.url(), "pc1");
         cfg.delivery = delivery.clone();
-        push_all(reps, OtlpSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |s| s.shutdown(Duration::from_secs(600)))
+        push_all(reps, OtlpSink::start(cfg).unwrap(), |s| s.on_events(events.iter()), |mut s| s.shutdown(Duration::from_secs(600)))
     };
     rows.push(format!(
         "| OTLP/HTTP spans (protobuf) | {n_events} | {:.0} | {:.2} | {:.0} events/s, {bytes:.0} B/span |",

@@ -2,11 +2,12 @@
 //! the sinks, and fan every event, sample record and latency row out to them.
 
 use crate::health::CaptureHealth;
-use crate::influx::{InfluxConfig, InfluxSink};
-use crate::otlp::{OtlpConfig, OtlpSink};
+use crate::influx::InfluxConfig;
+use crate::otlp::OtlpConfig;
 use crate::prometheus::{MetricsServer, Registry, RegistryConfig, DEFAULT_ADDR};
-use crate::system::{now_ns, SystemSampler, SystemSource};
-use crate::SinkStatsSnapshot;
+use crate::promtext::Family;
+use crate::system::{now_ns, SystemSampler, SystemSnapshot, SystemSource};
+use crate::{SinkStats, SinkStatsSnapshot};
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::samples::SampleRecord;
@@ -18,39 +19,77 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// A push sink of the agent: it hears what the agent sees and never blocks
+/// (each sink queues and delivers on its own thread). Adding a sink is one
+/// implementation of this trait in its own file plus a line in [`PUSH_SINKS`].
+pub trait PushSink: Send + Sync {
+    fn on_event(&self, _e: &SubmsgEvent) {}
+    fn on_sample(&self, _r: &SampleRecord) {}
+    fn on_latency(&self, _r: &LatencyRow) {}
+    fn on_topic_rows(&self, _rows: &[TopicRow], _ts_ns: i64) {}
+    fn on_capture_health(&self, _h: &CaptureHealth, _ts_ns: i64) {}
+    fn on_system(&self, _s: &SystemSnapshot) {}
+    /// True when the sink carries the registry's metrics (pushed every `metrics_interval`).
+    fn wants_metrics(&self) -> bool {
+        false
+    }
+    fn on_metrics(&self, _fams: &[Family], _ts_ns: i64) {}
+    /// Delivery counters (registered as `ddscope_export_*{sink=…}` in /metrics).
+    fn stats(&self) -> &Arc<SinkStats>;
+    /// Waits up to `timeout` for the queue to drain; false if something is still queued.
+    fn flush(&self, timeout: Duration) -> bool;
+    /// Flushes for up to `timeout` and stops; what is left is counted as dropped.
+    fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot;
+}
+
+/// One kind of push sink: the names `--export` knows it by, how its target
+/// is checked when the option is parsed, and how it is started.
+pub struct SinkKind {
+    pub names: &'static [&'static str],
+    /// What the target looks like, for error messages.
+    pub target: &'static str,
+    pub check: fn(&str) -> Result<(), String>,
+    pub start: fn(target: &str, host: &str, opts: &ExportOptions) -> Result<Box<dyn PushSink>, String>,
+}
+
+/// The registry of push sinks (Prometheus is not one: it is served, not pushed).
+pub const PUSH_SINKS: &[SinkKind] = &[
+    SinkKind { names: &["influx", "influxdb"], target: "http://HOST:PORT[/DB]", check: crate::influx::check_target, start: crate::influx::start_sink },
+    SinkKind { names: &["otlp"], target: "http://HOST:PORT", check: crate::otlp::check_target, start: crate::otlp::start_sink },
+];
+
 /// One `--export` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExportSpec {
     /// `prometheus[=ADDR]`: serve `/metrics` (default 127.0.0.1:9464).
     Prometheus(String),
-    /// `influx=http://HOST:PORT[/DB]`: InfluxDB 1.x line protocol (database default `ddscope`).
-    Influx(String),
-    /// `otlp=http://HOST:PORT`: OTLP/HTTP protobuf (`/v1/traces`, `/v1/metrics`).
-    Otlp(String),
+    /// `KIND=TARGET` of a push sink in [`PUSH_SINKS`] (`kind` is its first name).
+    Push { kind: &'static str, target: String },
 }
 
 impl FromStr for ExportSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, target) = s.split_once('=').map(|(k, t)| (k, Some(t))).unwrap_or((s, None));
-        match (kind, target) {
-            ("prometheus", None) => Ok(ExportSpec::Prometheus(DEFAULT_ADDR.into())),
-            ("prometheus", Some(a)) => {
-                a.parse::<SocketAddr>().map_err(|e| format!("prometheus={a}: not an ADDRESS:PORT ({e})"))?;
-                Ok(ExportSpec::Prometheus(a.into()))
-            }
-            ("influx" | "influxdb", Some(u)) => {
-                InfluxConfig::from_url(u)?;
-                Ok(ExportSpec::Influx(u.into()))
-            }
-            ("otlp", Some(u)) => {
-                if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err(format!("otlp={u}: expected http://HOST:PORT (OTLP/HTTP, usually port 4318)"));
+        if kind == "prometheus" {
+            return match target {
+                None => Ok(ExportSpec::Prometheus(DEFAULT_ADDR.into())),
+                Some(a) => {
+                    a.parse::<SocketAddr>().map_err(|e| format!("prometheus={a}: not an ADDRESS:PORT ({e})"))?;
+                    Ok(ExportSpec::Prometheus(a.into()))
                 }
-                Ok(ExportSpec::Otlp(u.into()))
+            };
+        }
+        let Some(k) = PUSH_SINKS.iter().find(|k| k.names.contains(&kind)) else {
+            let known: Vec<String> = PUSH_SINKS.iter().map(|k| format!("{}={}", k.names[0], k.target)).collect();
+            return Err(format!("unknown export {s:?}: expected prometheus[=ADDR], {}", known.join(" or ")));
+        };
+        match target {
+            None => Err(format!("{kind}: needs a target ({kind}={})", k.target)),
+            Some(t) => {
+                (k.check)(t)?;
+                Ok(ExportSpec::Push { kind: k.names[0], target: t.into() })
             }
-            ("influx" | "influxdb" | "otlp", None) => Err(format!("{kind}: needs a URL ({kind}=http://HOST:PORT)")),
-            _ => Err(format!("unknown export {s:?}: expected prometheus[=ADDR], influx=URL or otlp=URL")),
         }
     }
 }
@@ -96,12 +135,17 @@ pub enum ExportError {
     Thread(#[from] std::io::Error),
 }
 
+/// A started push sink with its name.
+struct Started {
+    name: &'static str,
+    sink: Arc<dyn PushSink>,
+}
+
 /// The sinks of one agent.
 pub struct Exporters {
     registry: Arc<Registry>,
     server: Option<MetricsServer>,
-    influx: Option<Arc<InfluxSink>>,
-    otlp: Option<Arc<OtlpSink>>,
+    sinks: Vec<Started>,
     system: Option<SystemSampler>,
     ticker: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
@@ -112,7 +156,7 @@ impl Exporters {
     /// without a `prometheus` spec.
     pub fn start(host: &str, specs: &[ExportSpec], opts: ExportOptions) -> Result<Self, ExportError> {
         let registry = Arc::new(Registry::new(opts.registry.clone()).map_err(ExportError::Config)?);
-        let mut ex = Exporters { registry: registry.clone(), server: None, influx: None, otlp: None, system: None, ticker: None };
+        let mut ex = Exporters { registry: registry.clone(), server: None, sinks: vec![], system: None, ticker: None };
         for spec in specs {
             match spec {
                 ExportSpec::Prometheus(addr) => {
@@ -121,48 +165,50 @@ impl Exporters {
                     }
                     ex.server = Some(MetricsServer::start(addr, registry.clone(), opts.metrics_token.as_deref())?);
                 }
-                ExportSpec::Influx(url) => {
-                    let mut cfg = InfluxConfig::from_url(url).map_err(ExportError::Config)?;
-                    (opts.influx)(&mut cfg);
-                    let sink = InfluxSink::start(cfg).map_err(ExportError::Config)?;
-                    registry.register_sink("influx", sink.stats().clone());
-                    ex.influx = Some(Arc::new(sink));
-                }
-                ExportSpec::Otlp(url) => {
-                    let mut cfg = OtlpConfig::new(url, host);
-                    (opts.otlp)(&mut cfg);
-                    let sink = OtlpSink::start(cfg).map_err(ExportError::Config)?;
-                    registry.register_sink("otlp", sink.stats().clone());
-                    ex.otlp = Some(Arc::new(sink));
+                ExportSpec::Push { kind, target } => {
+                    let k = PUSH_SINKS
+                        .iter()
+                        .find(|k| k.names[0] == *kind)
+                        .ok_or_else(|| ExportError::Config(format!("unknown export kind {kind}")))?;
+                    let sink: Arc<dyn PushSink> = Arc::from((k.start)(target, host, &opts).map_err(ExportError::Config)?);
+                    registry.register_sink(kind, sink.stats().clone());
+                    ex.sinks.push(Started { name: kind, sink });
                 }
             }
         }
         if let Some(src) = opts.system.clone() {
             let reg = registry.clone();
-            let influx = ex.influx.clone();
+            let sinks: Vec<Arc<dyn PushSink>> = ex.sinks.iter().map(|s| s.sink.clone()).collect();
             ex.system = Some(SystemSampler::start(host, src, opts.system_interval, move |snap| {
                 reg.set_system("system", snap.families_with_errors());
-                if let Some(i) = &influx {
-                    i.on_system(snap);
+                for s in &sinks {
+                    s.on_system(snap);
                 }
             })?);
         }
-        if let Some(otlp) = ex.otlp.clone() {
+        let metric_sinks: Vec<Arc<dyn PushSink>> = ex.sinks.iter().filter(|s| s.sink.wants_metrics()).map(|s| s.sink.clone()).collect();
+        if !metric_sinks.is_empty() {
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
             let reg = registry.clone();
             let every = opts.otlp_metrics_interval.max(Duration::from_millis(100));
-            let t = std::thread::Builder::new().name("ddscope-otlp-metrics".into()).spawn(move || {
+            let t = std::thread::Builder::new().name("ddscope-export-metrics".into()).spawn(move || {
                 let mut next = std::time::Instant::now() + every;
+                let push = || {
+                    let fams = reg.families();
+                    for s in &metric_sinks {
+                        s.on_metrics(&fams, now_ns());
+                    }
+                };
                 while !st.load(Relaxed) {
                     if std::time::Instant::now() >= next {
-                        otlp.export_families(&reg.families(), now_ns());
+                        push();
                         next += every;
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 // A last round so that the final counts arrive.
-                otlp.export_families(&reg.families(), now_ns());
+                push();
             })?;
             ex.ticker = Some((stop, t));
         }
@@ -178,48 +224,38 @@ impl Exporters {
         self.server.as_ref().map(|s| s.addr())
     }
 
-    pub fn influx(&self) -> Option<&Arc<InfluxSink>> {
-        self.influx.as_ref()
-    }
-
-    pub fn otlp(&self) -> Option<&Arc<OtlpSink>> {
-        self.otlp.as_ref()
-    }
-
     pub fn on_event(&self, e: &SubmsgEvent) {
         self.registry.on_event(e);
-        if let Some(i) = &self.influx {
-            i.on_event(e);
-        }
-        if let Some(o) = &self.otlp {
-            o.on_event(e);
+        for s in &self.sinks {
+            s.sink.on_event(e);
         }
     }
 
     pub fn on_sample(&self, r: &SampleRecord) {
         self.registry.on_sample(r);
-        if let Some(i) = &self.influx {
-            i.on_sample(r);
+        for s in &self.sinks {
+            s.sink.on_sample(r);
         }
     }
 
     pub fn on_latency(&self, r: &LatencyRow) {
         self.registry.on_latency(r);
-        if let Some(i) = &self.influx {
-            i.on_latency(r);
+        for s in &self.sinks {
+            s.sink.on_latency(r);
         }
     }
 
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
-        if let Some(i) = &self.influx {
-            i.on_topic_rows(rows, ts_ns);
+        for s in &self.sinks {
+            s.sink.on_topic_rows(rows, ts_ns);
         }
     }
 
     pub fn set_capture_health(&self, h: &CaptureHealth) {
         self.registry.set_capture_health(h);
-        if let Some(i) = &self.influx {
-            i.on_capture_health(h, now_ns());
+        let now = now_ns();
+        for s in &self.sinks {
+            s.sink.on_capture_health(h, now);
         }
     }
 
@@ -227,9 +263,7 @@ impl Exporters {
     pub fn flush(&self, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
-        let a = self.influx.as_ref().is_none_or(|i| i.flush(left()));
-        let b = self.otlp.as_ref().is_none_or(|o| o.flush(left()));
-        a && b
+        self.sinks.iter().fold(true, |ok, s| s.sink.flush(left()) && ok)
     }
 
     /// Stops sampling, flushes the push sinks for up to `timeout` each and
@@ -237,23 +271,16 @@ impl Exporters {
     pub fn shutdown(mut self, timeout: Duration) -> Vec<(&'static str, SinkStatsSnapshot)> {
         self.stop_threads();
         let mut out = vec![];
-        if let Some(i) = self.influx.take() {
-            out.push(("influx", match Arc::try_unwrap(i) {
-                Ok(s) => s.shutdown(timeout),
-                Err(shared) => {
-                    shared.flush(timeout);
-                    shared.stats().snapshot()
+        for mut s in std::mem::take(&mut self.sinks) {
+            let snap = match Arc::get_mut(&mut s.sink) {
+                Some(sink) => sink.shutdown(timeout),
+                None => {
+                    // Still shared (a thread that did not stop): flush and report.
+                    s.sink.flush(timeout);
+                    s.sink.stats().snapshot()
                 }
-            }));
-        }
-        if let Some(o) = self.otlp.take() {
-            out.push(("otlp", match Arc::try_unwrap(o) {
-                Ok(s) => s.shutdown(timeout),
-                Err(shared) => {
-                    shared.flush(timeout);
-                    shared.stats().snapshot()
-                }
-            }));
+            };
+            out.push((s.name, snap));
         }
         out
     }
@@ -285,8 +312,9 @@ mod tests {
         assert_eq!("prometheus".parse::<ExportSpec>().unwrap(), ExportSpec::Prometheus("127.0.0.1:9464".into()));
         assert_eq!("prometheus=127.0.0.1:1".parse::<ExportSpec>().unwrap(), ExportSpec::Prometheus("127.0.0.1:1".into()));
         assert!("prometheus=localhost".parse::<ExportSpec>().unwrap_err().contains("ADDRESS:PORT"));
-        assert_eq!("influx=http://h:8086/db".parse::<ExportSpec>().unwrap(), ExportSpec::Influx("http://h:8086/db".into()));
-        assert!("influx".parse::<ExportSpec>().unwrap_err().contains("needs a URL"));
+        assert_eq!("influx=http://h:8086/db".parse::<ExportSpec>().unwrap(), ExportSpec::Push { kind: "influx", target: "http://h:8086/db".into() });
+        assert_eq!("influxdb=http://h:8086".parse::<ExportSpec>().unwrap(), ExportSpec::Push { kind: "influx", target: "http://h:8086".into() });
+        assert!("influx".parse::<ExportSpec>().unwrap_err().contains("needs a target"));
         assert!("otlp=h:4318".parse::<ExportSpec>().unwrap_err().contains("http://"));
         assert!("kafka=x".parse::<ExportSpec>().unwrap_err().contains("unknown export"));
     }

@@ -764,8 +764,49 @@ impl InfluxSink {
     }
 
     /// Flushes for up to `timeout` and stops; what is left is counted as dropped.
-    pub fn shutdown(mut self, timeout: Duration) -> SinkStatsSnapshot {
+    pub fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot {
         self.delivery.shutdown(timeout)
+    }
+}
+
+/// `influx=URL` is checked when the option is parsed.
+pub(crate) fn check_target(url: &str) -> Result<(), String> {
+    InfluxConfig::from_url(url).map(|_| ())
+}
+
+pub(crate) fn start_sink(url: &str, _host: &str, opts: &crate::ExportOptions) -> Result<Box<dyn crate::PushSink>, String> {
+    let mut cfg = InfluxConfig::from_url(url)?;
+    (opts.influx)(&mut cfg);
+    Ok(Box::new(InfluxSink::start(cfg)?))
+}
+
+impl crate::PushSink for InfluxSink {
+    fn on_event(&self, e: &SubmsgEvent) {
+        InfluxSink::on_event(self, e)
+    }
+    fn on_sample(&self, r: &SampleRecord) {
+        InfluxSink::on_sample(self, r)
+    }
+    fn on_latency(&self, r: &LatencyRow) {
+        InfluxSink::on_latency(self, r)
+    }
+    fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
+        InfluxSink::on_topic_rows(self, rows, ts_ns)
+    }
+    fn on_capture_health(&self, h: &CaptureHealth, ts_ns: i64) {
+        InfluxSink::on_capture_health(self, h, ts_ns)
+    }
+    fn on_system(&self, s: &SystemSnapshot) {
+        InfluxSink::on_system(self, s)
+    }
+    fn stats(&self) -> &Arc<SinkStats> {
+        InfluxSink::stats(self)
+    }
+    fn flush(&self, timeout: Duration) -> bool {
+        InfluxSink::flush(self, timeout)
+    }
+    fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot {
+        InfluxSink::shutdown(self, timeout)
     }
 }
 

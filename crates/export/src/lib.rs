@@ -25,5 +25,5 @@ pub mod promtext;
 pub mod system;
 
 pub use delivery::{DeliveryConfig, SinkStats, SinkStatsSnapshot};
-pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters};
+pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters, PushSink, SinkKind, PUSH_SINKS};
 pub use health::CaptureHealth;

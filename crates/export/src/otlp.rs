@@ -438,8 +438,45 @@ impl OtlpSink {
         self.delivery.flush(timeout)
     }
 
-    pub fn shutdown(mut self, timeout: Duration) -> SinkStatsSnapshot {
+    pub fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot {
         self.delivery.shutdown(timeout)
+    }
+}
+
+/// `otlp=URL` is checked when the option is parsed.
+pub(crate) fn check_target(url: &str) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("otlp={url}: expected http://HOST:PORT (OTLP/HTTP, usually port 4318)"))
+    }
+}
+
+pub(crate) fn start_sink(url: &str, host: &str, opts: &crate::ExportOptions) -> Result<Box<dyn crate::PushSink>, String> {
+    let mut cfg = OtlpConfig::new(url, host);
+    (opts.otlp)(&mut cfg);
+    Ok(Box::new(OtlpSink::start(cfg)?))
+}
+
+/// Spans per submessage, and the registry's metrics every interval.
+impl crate::PushSink for OtlpSink {
+    fn on_event(&self, e: &SubmsgEvent) {
+        OtlpSink::on_event(self, e)
+    }
+    fn wants_metrics(&self) -> bool {
+        true
+    }
+    fn on_metrics(&self, fams: &[Family], ts_ns: i64) {
+        self.export_families(fams, ts_ns)
+    }
+    fn stats(&self) -> &Arc<SinkStats> {
+        OtlpSink::stats(self)
+    }
+    fn flush(&self, timeout: Duration) -> bool {
+        OtlpSink::flush(self, timeout)
+    }
+    fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot {
+        OtlpSink::shutdown(self, timeout)
     }
 }
 

@@ -327,7 +327,7 @@ fn outage_keeps_what_fits_counts_drops_and_reconnects() {
     let mut cfg = InfluxConfig::new(&server.url(), DB);
     cfg.data_keys = false;
     cfg.delivery = delivery;
-    let sink = InfluxSink::start(cfg).unwrap();
+    let mut sink = InfluxSink::start(cfg).unwrap();
     for sn in 1..=3000 {
         sink.on_event(&user_event(&capture, &topic, w, sn, T0 + sn * 1000, 10));
     }

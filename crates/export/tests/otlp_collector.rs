@@ -285,7 +285,7 @@ fn collector_down_then_up_delivers_what_was_kept() {
     let mut server = otelcol();
     server.stop();
     let events = decode(&shared_captures().join("fastdds-vlan-pcp-ipfrag.pcapng"), "pc1");
-    let sink = sink(&server, "pc1", DeliveryConfig { batch_max_records: 50, batch_max_bytes: 64 << 10, queue_max_bytes: 64 << 10, ..fast() });
+    let mut sink = sink(&server, "pc1", DeliveryConfig { batch_max_records: 50, batch_max_bytes: 64 << 10, queue_max_bytes: 64 << 10, ..fast() });
     // Three passes over the capture: more than the queue holds.
     for _ in 0..3 {
         sink.on_events(events.iter());
