@@ -51,6 +51,18 @@ impl CaptureHealth {
         skip("ip_datagrams_timed_out", s.ip.datagrams_timed_out);
         skip("ip_oversized_fragments", s.ip.oversized_fragments);
         self.evicted.insert("ip_datagrams".into(), s.ip.datagrams_evicted);
+        self.evicted.insert("ip_datagrams_too_fragmented".into(), s.ip.datagrams_too_fragmented);
+        self.evicted.insert("discovery_participants".into(), s.discovery.participants_evicted);
+        self.evicted.insert("discovery_endpoints".into(), s.discovery.endpoints_evicted);
+        self
+    }
+
+    /// Adds the sample tracker's evictions (open samples, fragment-bitmap memory, destinations).
+    pub fn with_sample_stats(mut self, s: &ddscope_core::samples::SampleStats) -> Self {
+        self.evicted.insert("samples".into(), s.evicted);
+        self.evicted.insert("samples_for_fragment_memory".into(), s.evicted_for_memory);
+        self.evicted.insert("sample_destinations".into(), s.untracked_destinations);
+        self.evicted.insert("repeat_window".into(), s.repeat_window_full);
         self
     }
 }

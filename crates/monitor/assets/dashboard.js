@@ -60,18 +60,19 @@
     const lim = s.limits || {};
     const running = agents.filter((a) => a.running).length;
     $("status").textContent = `${agents.length} agents (${running} running), ${lim.flows_total ?? flows.length} flows, ${s.correlation.samples_judged} samples judged, window ${s.window_s} s — updated ${new Date().toLocaleTimeString()}`;
-    put("agent-table", table(["agent", "state", "last batch (s ago)", "batches", "items", "lost batches", "dropped items", "rate-limited", "frames", "kernel dropped", "if_dropped", "skipped / malformed"],
+    put("agent-table", table(["agent", "state", "last batch (s ago)", "batches", "items", "lost batches", "dropped items", "rate-limited", "frames", "kernel dropped", "if_dropped", "skipped / malformed", "evicted (caps)"],
       agents.map((a) => {
         const c = (a.counters && typeof a.counters === "object") ? a.counters : {};
         const k = (c.kernel && typeof c.kernel === "object") ? c.kernel : {};
         return [a.name, a.running ? "running" : "stopped", f(a.last_seen_s, 1), a.batches, a.items,
-          bad(a.lost_batches), bad(a.dropped_items), bad(a.rate_limited), c.frames, k.dropped ? bad(k.dropped) : k.dropped, k.if_dropped, c.skipped];
+          bad(a.lost_batches), bad(a.dropped_items), bad(a.rate_limited), c.frames, k.dropped ? bad(k.dropped) : k.dropped, k.if_dropped, c.skipped, c.evicted ? bad(c.evicted) : ""];
       }), 2));
     const sv = s.server || {};
     $("server-line").textContent = `server: ${sv.connections_open ?? 0} connections open; refused ${sv.connections_refused ?? 0} over the limit, ` +
       `${sv.unauthorized ?? 0} unauthorized, ${sv.rate_limited ?? 0} rate-limited, ${sv.too_large ?? 0} too large, ${sv.bad_batches ?? 0} bad batches, ` +
       `${(sv.header_timeouts ?? 0) + (sv.body_timeouts ?? 0) + (sv.idle_closed ?? 0)} timed out; ` +
-      `latency series evicted ${lim.series_evicted ?? 0}, topic rows not shown ${lim.topic_rows_truncated ?? 0}`;
+      `latency series evicted ${lim.series_evicted ?? 0}, topic rows not shown ${lim.topic_rows_truncated ?? 0}` +
+      (s.correlation_evicted ? `; correlation: ${s.correlation_evicted}` : "");
     const trows = [];
     for (const a of agents) for (const t of arr(a.topics)) {
       if (!t || typeof t !== "object") continue;

@@ -22,6 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What the agent's caps evicted so far, in one line (empty when nothing).
+fn evictions(dec: &ddscope_core::decode::Decoder, samples: &ddscope_core::samples::SampleStats, view: &LiveTopics) -> String {
+    let parts: Vec<String> = [dec.stats.discovery.problem_line(), samples.problem_line(), view.stats().problem_line()].into_iter().flatten().collect();
+    parts.join("; ")
+}
+
 /// Items that trigger a batch before the 250 ms flush interval.
 const FLUSH_ITEMS: usize = 4096;
 
@@ -35,6 +41,8 @@ pub struct AgentConfig {
 
 /// What the agent did, for its closing lines.
 pub struct AgentReport {
+    /// What the caps evicted (empty when nothing).
+    pub evicted: String,
     pub frames: u64,
     pub counters: CaptureCounters,
     pub decode_summary: String,
@@ -133,7 +141,10 @@ pub fn run(
                     h.kernel_dropped = counters.dropped;
                     h.interface_dropped = counters.if_dropped;
                     h.bytes = view.bytes;
-                    h.evicted.insert("samples".into(), tracker_stats.evicted);
+                    let live = view.stats();
+                    let mut h = h.with_sample_stats(&tracker_stats);
+                    h.evicted.insert("topic_writers".into(), live.topics.writers_evicted);
+                    h.evicted.insert("live_topics".into(), live.window_topics_evicted);
                     x.set_capture_health(&h);
                     let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
                     x.on_topic_rows(&trows, now);
@@ -173,6 +184,8 @@ pub fn run(
                         "skipped": dec.stats.summary_line(),
                         "decode": dec.stats,
                         "samples": tracker_stats,
+                        "live": view.stats(),
+                        "evicted": evictions(dec, &tracker_stats, &view),
                         "timestamps": cap.timestamp_note,
                     })),
                     last: !running,
@@ -198,6 +211,7 @@ pub fn run(
             frames: point.decoder.stats.frames,
             counters,
             decode_summary: point.decoder.stats.summary_line(),
+            evicted: evictions(&point.decoder, &point.tracker.as_ref().map(|t| t.stats.clone()).unwrap_or_default(), &view),
             items_sent: up.delivered,
             items_dropped: up.dropped_queue_full + up.dropped_at_shutdown + up.rejected,
             send_failures: up.failed_attempts,

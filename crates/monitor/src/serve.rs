@@ -492,6 +492,7 @@ impl Central {
             "flows": flows,
             "writers": writers,
             "correlation": self.corr.stats,
+            "correlation_evicted": self.corr.stats.problem_line(),
             "pending": {"samples": ps, "submessages": pf},
             "warnings": self.corr.warnings(),
             "rejected_batches": self.rejected,

@@ -132,6 +132,9 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         "agent {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
         a.name, report.frames, report.counters.received, report.counters.dropped, report.counters.if_dropped, report.decode_summary
     );
+    if !report.evicted.is_empty() {
+        eprintln!("agent {}: evicted (caps): {}", a.name, report.evicted);
+    }
     if a.send_to.is_some() {
         eprintln!(
             "agent {}: sent {} items to the server, dropped {}, {} failed sends, {} batches refused by the server",
