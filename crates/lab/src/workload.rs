@@ -78,6 +78,10 @@ impl NodeBins {
                 p.display()
             );
         }
+        let clock = self.dir.join("libddslab-lttng-clock.so");
+        if !clock.is_file() {
+            bail!("tracing {tracing}: {} not found (built with the provider)", clock.display());
+        }
         Ok(Some(p))
     }
 
