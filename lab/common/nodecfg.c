@@ -12,7 +12,7 @@ static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s --node NAME --host HOST --truth FILE [--content pattern|zeros|random] [--domain N]\n"
           "          [--pub SPEC]... [--sub SPEC]... [--relay SPEC]... [--check] [--ready-timeout S]\n"
-          "          [--iface-ip ADDR] | --list-types | --version\n"
+          "          [--iface-ip ADDR] [--tracing humble|jazzy] | --list-types | --version\n"
           "SPEC: comma-separated key=value (see lab/common/nodecfg.h and docs/lab.md)\n",
           prog);
 }
@@ -102,6 +102,10 @@ int nodecfg_parse(node_config *cfg, int argc, char **argv) {
       if (parse_u64(v, &d) || d > 232) { fprintf(stderr, "error: bad --domain %s\n", v); return -1; }
       cfg->domain = (int)d;
     }
+    else if (!strcmp(a, "--tracing")) {
+      if (strcmp(v, "humble") != 0 && strcmp(v, "jazzy") != 0) { fprintf(stderr, "error: --tracing must be humble or jazzy, not %s\n", v); return -1; }
+      snprintf(cfg->tracing, sizeof cfg->tracing, "%s", v);
+    }
     else if (!strcmp(a, "--run-id")) { /* only tags the command line so a run's processes can be found */ }
     else if (!strcmp(a, "--ready-timeout")) {
       if (parse_f64(v, &cfg->ready_timeout_s) || cfg->ready_timeout_s <= 0) { fprintf(stderr, "error: bad --ready-timeout %s\n", v); return -1; }
@@ -154,6 +158,21 @@ int64_t now_realtime_ns(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+int64_t now_monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+instant_ns now_instant(void) {
+  instant_ns i;
+  i.rt_ns = now_realtime_ns();
+  i.mono_ns = now_monotonic_ns();
+  return i;
+}
+
+int64_t current_tid(void) { return (int64_t)gettid(); }
 
 void sleep_until_realtime(int64_t t_ns, volatile int *stop) {
   /* sleep in slices of at most 100 ms so that a stop request is seen quickly */
@@ -221,23 +240,40 @@ static void truth_head(truth_log *t, const char *event, int64_t t_ns, const char
   json_str(t->f, topic);
 }
 
+static void truth_instant(FILE *f, const char *name, instant_ns i) {
+  fprintf(f, ",\"%s_ns\":%lld,\"%s_mono_ns\":%lld", name, (long long)i.rt_ns, name, (long long)i.mono_ns);
+}
+
 void truth_publish(truth_log *t, int64_t t_ns, const char *topic, const char *writer_guid, int64_t seq, size_t size,
-                   const char *src_writer_guid, int64_t src_seq) {
+                   const char *src_writer_guid, int64_t src_seq, const truth_pub_trace *tr) {
   pthread_mutex_lock(&t->lock);
   truth_head(t, "publish", t_ns, topic);
   fprintf(t->f, ",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu", writer_guid, (long long)seq, size);
   if (src_writer_guid) fprintf(t->f, ",\"src_writer_guid\":\"%s\",\"src_seq\":%lld", src_writer_guid, (long long)src_seq);
+  if (tr) {
+    fprintf(t->f, ",\"source_ts_ns\":%lld", (long long)tr->rmw_publish.rt_ns);
+    truth_instant(t->f, "rclcpp_publish", tr->rclcpp_publish);
+    truth_instant(t->f, "rmw_publish", tr->rmw_publish);
+    fprintf(t->f, ",\"tid\":%lld", (long long)tr->tid);
+  }
   fputs("}\n", t->f);
   t->lines++;
   pthread_mutex_unlock(&t->lock);
 }
 
 void truth_receive(truth_log *t, int64_t t_ns, const char *topic, const char *writer_guid, int64_t seq, size_t size,
-                   int64_t source_ts_ns) {
+                   int64_t source_ts_ns, const truth_recv_trace *tr) {
   pthread_mutex_lock(&t->lock);
   truth_head(t, "receive", t_ns, topic);
-  fprintf(t->f, ",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu,\"source_ts_ns\":%lld}\n", writer_guid,
+  fprintf(t->f, ",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu,\"source_ts_ns\":%lld", writer_guid,
           (long long)seq, size, (long long)source_ts_ns);
+  if (tr) {
+    truth_instant(t->f, "rmw_take", tr->rmw_take);
+    truth_instant(t->f, "callback_start", tr->callback_start);
+    truth_instant(t->f, "callback_end", tr->callback_end);
+    fprintf(t->f, ",\"tid\":%lld", (long long)tr->tid);
+  }
+  fputs("}\n", t->f);
   t->lines++;
   pthread_mutex_unlock(&t->lock);
 }

@@ -3,6 +3,7 @@
  *
  *   ddslab-cyclone --node NAME --host HOST --truth FILE [--content pattern|zeros|random] [--domain N]
  *                  [--pub SPEC]... [--sub SPEC]... [--relay SPEC]... [--check] [--ready-timeout S]
+ *                  [--tracing humble|jazzy]
  *   ddslab-cyclone --version | --list-types
  *
  * SPEC is a comma-separated key=value list:
@@ -11,6 +12,9 @@
  *   --relay input=/raw_image,topic=/image,type=...,bytes=...,ratio=1,delay_ns=10000000,compute=sleep,
  *           reliability=reliable,depth=10,readers=1
  * readers / writers: how many matches to wait for before reporting READY.
+ *
+ * --tracing: emit ros2_tracing's tracepoints in that distro's layout (lab/common/nodetrace.h)
+ * and record their instants in the ground truth.
  *
  * Protocol on stdin/stdout (driven by `ddscope lab`):
  *   node -> "READY"                      once every writer and reader has matched its peers
@@ -64,6 +68,7 @@ typedef struct {
   rosmsg_content content;
   int check_only;
   double ready_timeout_s;
+  char tracing[16];         /* "" (off), "humble" or "jazzy" */
   int nspecs;
   node_spec specs[NODECFG_MAX];
 } node_config;
@@ -76,6 +81,17 @@ int nodecfg_build(node_config *cfg);
 
 /* Current CLOCK_REALTIME in ns. */
 int64_t now_realtime_ns(void);
+/* Current CLOCK_MONOTONIC in ns (the clock LTTng stamps events with). */
+int64_t now_monotonic_ns(void);
+
+/* One instant on both clocks: CLOCK_REALTIME first, then CLOCK_MONOTONIC, so
+ * that the monotonic reading is the one closest to what follows it (a tracepoint). */
+typedef struct {
+  int64_t rt_ns, mono_ns;
+} instant_ns;
+instant_ns now_instant(void);
+/* The calling thread's id (what LTTng records as vtid outside a pid namespace). */
+int64_t current_tid(void);
 /* Sleeps until the absolute CLOCK_REALTIME time t_ns (returns early if *stop becomes set). */
 void sleep_until_realtime(int64_t t_ns, volatile int *stop);
 /* Computes for d ns: sleeping (default) or spinning on the CPU. */
@@ -89,11 +105,22 @@ typedef struct {
   uint64_t lines;
 } truth_log;
 
+/* With tracing, the instants of the tracepoints a sample went through (docs/lab.md). */
+typedef struct {
+  instant_ns rclcpp_publish, rmw_publish; /* rmw_publish.rt_ns is the source timestamp */
+  int64_t tid;
+} truth_pub_trace;
+typedef struct {
+  instant_ns rmw_take, callback_start, callback_end;
+  int64_t tid;
+} truth_recv_trace;
+
 int truth_open(truth_log *t, const char *path, const char *host, const char *node);
+/* `tr` NULL: tracing off, only the base fields. */
 void truth_publish(truth_log *t, int64_t t_ns, const char *topic, const char *writer_guid, int64_t seq, size_t size,
-                   const char *src_writer_guid, int64_t src_seq);
+                   const char *src_writer_guid, int64_t src_seq, const truth_pub_trace *tr);
 void truth_receive(truth_log *t, int64_t t_ns, const char *topic, const char *writer_guid, int64_t seq, size_t size,
-                   int64_t source_ts_ns);
+                   int64_t source_ts_ns, const truth_recv_trace *tr);
 void truth_close(truth_log *t);
 
 /* 16 GUID bytes -> 32 lowercase hex chars + NUL. */

@@ -3,7 +3,10 @@
  * Publishes periodic topics, subscribes, and relays (receive -> compute ->
  * publish) exactly as configured on the command line (see
  * lab/common/nodecfg.h), and records every sample it publishes or receives in
- * a JSON-lines ground-truth file (docs/lab.md). */
+ * a JSON-lines ground-truth file (docs/lab.md). With --tracing it also plays
+ * the ROS 2 layers above DDS: rclcpp / rcl / rmw_cyclonedds's tracepoints
+ * (lab/common/nodetrace.h), the receive path shaped like rclcpp's executor
+ * (one sample per take, the callback on the thread that took it). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include "dds/dds.h"
 #include "dds/version.h"
 #include "nodecfg.h"
+#include "nodetrace.h"
 #include "rawtype.h"
 
 static volatile int g_stop = 0;    /* stop publishing and exit */
@@ -33,6 +37,7 @@ typedef struct {
   double credit;
   pthread_t th;
   int started;
+  nt_publisher nt;
 } outlet;
 
 typedef struct {
@@ -48,6 +53,7 @@ typedef struct {
   int nwriters;
   outlet *relays[NODECFG_MAX];
   int nrelays;
+  nt_subscription nt;
 } inlet;
 
 static outlet g_out[NODECFG_MAX];
@@ -100,9 +106,25 @@ static dds_qos_t *endpoint_qos(const node_spec *sp, int writer) {
 
 static void publish_one(outlet *o, const char *src_guid, int64_t src_seq) {
   rosmsg *msg = &o->spec->msg;
-  int64_t t = now_realtime_ns();
-  rosmsg_set_stamp(msg, t);
-  rosmsg_set_counter(msg, o->published + 1);
+  int64_t t;
+  truth_pub_trace tr;
+  if (nt_on) {
+    /* the user fills the message, then rclcpp::Publisher::publish -> rcl_publish ->
+     * rmw_publish, which (rmw_cyclonedds) takes tstamp = dds_time(), records
+     * rmw_publish with it and writes the sample with dds_write_ts(..., tstamp) */
+    rosmsg_set_stamp(msg, now_realtime_ns());
+    rosmsg_set_counter(msg, o->published + 1);
+    NT_TRACE(tr.rclcpp_publish, nt_api.rclcpp_publish(&o->nt.rcl, msg->buf));
+    nt_api.rcl_publish(&o->nt.rcl, msg->buf);
+    uint64_t mark = nt_clock_mark();
+    tr.rmw_publish.rt_ns = t = now_realtime_ns();
+    nt_api.rmw_publish(&o->nt.rmw, msg->buf, t);
+    tr.rmw_publish.mono_ns = nt_event_mono(mark);
+  } else {
+    t = now_realtime_ns();
+    rosmsg_set_stamp(msg, t);
+    rosmsg_set_counter(msg, o->published + 1);
+  }
   rawsample s;
   memset(&s, 0, sizeof s);
   s.buf = msg->buf;
@@ -110,7 +132,9 @@ static void publish_one(outlet *o, const char *src_guid, int64_t src_seq) {
   dds_return_t rc = dds_write_ts(o->writer, &s, t);
   if (rc == DDS_RETCODE_OK) {
     o->published++;
-    truth_publish(&g_truth, t, o->spec->topic, o->guid, (int64_t)o->published, msg->size, src_guid, src_seq);
+    if (nt_on) tr.tid = current_tid();
+    truth_publish(&g_truth, t, o->spec->topic, o->guid, (int64_t)o->published, msg->size, src_guid, src_seq,
+                  nt_on ? &tr : NULL);
   } else {
     o->failed++;
     if (o->failed <= 5) fprintf(stderr, "%s: write on %s failed: %s\n", die_prefix(), o->spec->topic, dds_strretcode(rc));
@@ -125,7 +149,10 @@ static void *pub_thread(void *arg) {
     if (due >= g_tstop) break;
     sleep_until_realtime(due, &g_stop);
     if (g_stop) break;
-    publish_one(o, NULL, -1); /* late? publish at once: the mean rate is what the scenario asks for */
+    /* the timer callback of a ROS 2 publisher node; late? publish at once: the mean rate is what the scenario asks for */
+    if (nt_on) nt_api.callback_start(&o->nt.timer_cb, 0);
+    publish_one(o, NULL, -1);
+    if (nt_on) nt_api.callback_end(&o->nt.timer_cb);
   }
   return NULL;
 }
@@ -143,46 +170,79 @@ static const char *writer_guid_of(inlet *in, dds_instance_handle_t h) {
   return w->guid;
 }
 
-#define TAKE_MAX 64
-static void drain(inlet *in) {
-  rawsample samples[TAKE_MAX];
-  void *ptrs[TAKE_MAX];
-  dds_sample_info_t infos[TAKE_MAX];
-  for (int i = 0; i < TAKE_MAX; i++) ptrs[i] = &samples[i];
+/* rmw_take of rmw_cyclonedds: one sample per take, skipping invalid samples
+ * (instance state changes); 0 if no valid sample was there. */
+static int take_one(inlet *in, rawsample *s, dds_sample_info_t *info) {
+  void *ptr = s;
   for (;;) {
-    dds_return_t n = dds_take(in->reader, ptrs, infos, TAKE_MAX, TAKE_MAX);
-    if (n <= 0) return;
-    int64_t t = now_realtime_ns();
-    for (int i = 0; i < n; i++) {
-      if (!infos[i].valid_data) continue;
-      const char *guid = writer_guid_of(in, infos[i].publication_handle);
-      truth_receive(&g_truth, t, in->spec->topic, guid, samples[i].sn, samples[i].len, infos[i].source_timestamp);
-      in->received++;
-      for (int r = 0; r < in->nrelays; r++) {
-        outlet *o = in->relays[r];
-        o->credit += o->spec->ratio;
-        if (o->credit >= 1.0 - 1e-9) {
-          o->credit -= 1.0;
-          compute_for(o->spec->delay_ns, o->spec->spin);
-          publish_one(o, guid, samples[i].sn);
-        }
-      }
+    dds_return_t n = dds_take(in->reader, &ptr, info, 1, 1);
+    if (n <= 0) return 0;
+    if (info->valid_data) return 1;
+  }
+}
+
+/* One taken sample: rmw_take -> rcl_take -> rclcpp_take -> the subscription
+ * callback (where relays compute and publish), on this thread. */
+static void on_sample(inlet *in, const rawsample *s, const dds_sample_info_t *info) {
+  const char *guid = writer_guid_of(in, info->publication_handle);
+  truth_recv_trace tr;
+  if (nt_on) {
+    NT_TRACE(tr.rmw_take, nt_api.rmw_take(&in->nt.rmw, s, info->source_timestamp, 1));
+    nt_api.rcl_take(s);
+    nt_api.rclcpp_take(s);
+    NT_TRACE(tr.callback_start, nt_api.callback_start(&in->nt.callback, 0));
+  } else {
+    tr.rmw_take.rt_ns = now_realtime_ns();
+  }
+  /* t_ns: the take returned the sample (rmw_take.rt_ns) */
+  in->received++;
+  for (int r = 0; r < in->nrelays; r++) {
+    outlet *o = in->relays[r];
+    o->credit += o->spec->ratio;
+    if (o->credit >= 1.0 - 1e-9) {
+      o->credit -= 1.0;
+      compute_for(o->spec->delay_ns, o->spec->spin);
+      publish_one(o, guid, s->sn);
     }
+  }
+  if (nt_on) {
+    NT_TRACE(tr.callback_end, nt_api.callback_end(&in->nt.callback));
+    tr.tid = current_tid();
+  }
+  truth_receive(&g_truth, tr.rmw_take.rt_ns, in->spec->topic, guid, s->sn, s->len, info->source_timestamp,
+                nt_on ? &tr : NULL);
+}
+
+/* What rclcpp's executor does for a subscription the wait set reported ready,
+ * repeated while samples remain (rclcpp's next wait would return at once).
+ * A ready reader whose first take finds no valid sample is an empty take. */
+static void drain(inlet *in, int ready) {
+  rawsample s;
+  dds_sample_info_t info;
+  for (int k = 0;; k++) {
+    if (!take_one(in, &s, &info)) {
+      if (k == 0 && ready) nt_take_nothing(&in->nt, &s);
+      return;
+    }
+    on_sample(in, &s, &info);
   }
 }
 
 static void *rx_thread(void *arg) {
   dds_entity_t ws = *(dds_entity_t *)arg;
+  dds_attach_t ready[NODECFG_MAX];
   while (!g_rx_stop) {
     if (g_nin == 0) {
       /* a waitset with nothing attached returns at once: do not spin */
       usleep(100000);
       continue;
     }
-    dds_waitset_wait(ws, NULL, 0, DDS_MSECS(100));
-    for (int i = 0; i < g_nin; i++) drain(&g_in[i]);
+    dds_return_t n = dds_waitset_wait(ws, ready, NODECFG_MAX, DDS_MSECS(100));
+    for (dds_return_t k = 0; k < n && k < NODECFG_MAX; k++) {
+      if (ready[k] < (dds_attach_t)g_nin) drain(&g_in[ready[k]], 1);
+    }
   }
-  for (int i = 0; i < g_nin; i++) drain(&g_in[i]);
+  for (int i = 0; i < g_nin; i++) drain(&g_in[i], 0);
   return NULL;
 }
 
@@ -261,6 +321,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: error: cannot write ground truth %s\n", die_prefix(), g_cfg.truth);
     return 2;
   }
+  char err[512];
+  if (nt_init(g_cfg.tracing, err, sizeof err)) {
+    fprintf(stderr, "%s: error: tracing: %s\n", die_prefix(), err);
+    return 2;
+  }
 
   /* One participant per process, as rmw_cyclonedds does; ROS 2 marks it with its enclave. */
   dds_qos_t *pq = dds_create_qos();
@@ -273,6 +338,7 @@ int main(int argc, char **argv) {
     return 3;
   }
   dds_entity_t ws = dds_create_waitset(pp);
+  nt_node_init(g_cfg.node, "/");
 
   /* Writers first. Readers are created only once discovery knows the remote writers of their
    * topic: a volatile Cyclone reader that gets a writer's first HEARTBEAT before it has
@@ -298,11 +364,14 @@ int main(int argc, char **argv) {
       dds_delete_qos(q);
       if (in->reader < 0) { fprintf(stderr, "%s: error: reader %s: %s\n", die_prefix(), sp->topic, dds_strretcode(in->reader)); return 3; }
       dds_entity_t rc = dds_create_readcondition(in->reader, DDS_ANY_STATE);
-      dds_waitset_attach(ws, rc, (dds_attach_t)i);
+      dds_waitset_attach(ws, rc, (dds_attach_t)(in - g_in));
       dds_guid_t g;
       dds_get_guid(in->reader, &g);
       char hex[33];
       guid_hex(g.v, hex);
+      char sym[512];
+      nt_subscription_symbol(sym, sizeof sym, g_cfg.node, rosmsg_ros_name(sp->type), sp->topic);
+      nt_subscription_init(&in->nt, g.v, sp->topic, sp->depth, sym);
       fprintf(stderr, "%s: reader %s type %s guid %s\n", die_prefix(), sp->topic, rosmsg_dds_name(sp->type), hex);
     } else {
       outlet *o = &g_out[g_nout++];
@@ -314,6 +383,12 @@ int main(int argc, char **argv) {
       dds_guid_t g;
       dds_get_guid(o->writer, &g);
       guid_hex(g.v, o->guid);
+      nt_publisher_init(&o->nt, g.v, sp->topic, sp->depth);
+      if (sp->kind == SPEC_PUB) {
+        char sym[512];
+        nt_timer_symbol(sym, sizeof sym, g_cfg.node, sp->topic);
+        nt_timer_init(&o->nt, (int64_t)llround(1e9 / sp->rate_hz), sym);
+      }
       fprintf(stderr, "%s: writer %s type %s %zu bytes guid %s\n", die_prefix(), sp->topic, rosmsg_dds_name(sp->type), sp->msg.size, o->guid);
     }
   }

@@ -4,7 +4,9 @@
 // file as ddslab-cyclone, so a scenario can put Fast DDS on the wire for any
 // node (`vendor = "fastdds"`). Samples are handed to Fast DDS already
 // serialised through a TopicDataType that copies the bytes; the type name in
-// discovery is the ROS 2 DDS type name, as rmw_fastrtps announces it.
+// discovery is the ROS 2 DDS type name, as rmw_fastrtps announces it. With
+// --tracing the node also plays rclcpp / rcl / rmw_fastrtps's tracepoints
+// (lab/common/nodetrace.h).
 #include <fastdds/dds/domain/DomainParticipant.hpp>
 #include <fastdds/dds/domain/DomainParticipantFactory.hpp>
 #include <fastdds/dds/publisher/DataWriter.hpp>
@@ -36,6 +38,7 @@
 #include <unistd.h>
 
 #include "nodecfg.h"
+#include "nodetrace.h"
 
 using namespace eprosima::fastdds::dds;
 using eprosima::fastrtps::rtps::GUID_t;
@@ -105,13 +108,30 @@ struct Outlet {
   double credit = 0;
   std::thread th;
   std::mutex lock;
+  nt_publisher nt{};
 
   void publish_one(const char* src_guid, int64_t src_seq) {
     std::lock_guard<std::mutex> g(lock);
     rosmsg* msg = &spec->msg;
-    int64_t t = now_realtime_ns();
-    rosmsg_set_stamp(msg, t);
-    rosmsg_set_counter(msg, published + 1);
+    int64_t t;
+    truth_pub_trace tr;
+    if (nt_on) {
+      // the user fills the message, then rclcpp::Publisher::publish -> rcl_publish -> rmw_publish,
+      // which (rmw_fastrtps) takes Time_t::now(stamp), records rmw_publish with stamp.to_ns() and
+      // writes the sample with write_w_timestamp(..., stamp)
+      rosmsg_set_stamp(msg, now_realtime_ns());
+      rosmsg_set_counter(msg, published + 1);
+      NT_TRACE(tr.rclcpp_publish, nt_api.rclcpp_publish(&nt.rcl, msg->buf));
+      nt_api.rcl_publish(&nt.rcl, msg->buf);
+      uint64_t mark = nt_clock_mark();
+      tr.rmw_publish.rt_ns = t = now_realtime_ns();
+      nt_api.rmw_publish(&nt.rmw, msg->buf, t);
+      tr.rmw_publish.mono_ns = nt_event_mono(mark);
+    } else {
+      t = now_realtime_ns();
+      rosmsg_set_stamp(msg, t);
+      rosmsg_set_counter(msg, published + 1);
+    }
     Sample s;
     s.buf = msg->buf;
     s.len = static_cast<uint32_t>(msg->size);
@@ -121,10 +141,13 @@ struct Outlet {
     ts.seconds(static_cast<int32_t>(t / 1000000000));
     ts.nanosec(static_cast<uint32_t>(t % 1000000000));
     wp.source_timestamp(ts);
+    // write_w_timestamp(data, HANDLE_NIL, ts) is this very call inside Fast DDS (a WriteParams with the
+    // source timestamp); the WriteParams form also returns the sample identity, i.e. the sequence number
     if (writer->write(&s, wp)) {
       published++;
+      if (nt_on) tr.tid = current_tid();
       truth_publish(&g_truth, t, spec->topic, guid, seq_of(wp.sample_identity().sequence_number()), msg->size,
-                    src_guid, src_seq);
+                    src_guid, src_seq, nt_on ? &tr : nullptr);
     } else {
       failed++;
       if (failed <= 5) std::fprintf(stderr, "%s: write on %s failed\n", g_cfg.node, spec->topic);
@@ -137,27 +160,59 @@ struct Inlet : public DataReaderListener {
   DataReader* reader = nullptr;
   std::atomic<uint64_t> received{0};
   std::vector<Outlet*> relays;
+  nt_subscription nt{};
 
+  // rmw_take of rmw_fastrtps: one sample per take, skipping invalid samples (instance state changes)
+  static bool take_one(DataReader* r, Sample* s, SampleInfo* info) {
+    while (r->take_next_sample(s, info) == ReturnCode_t::RETCODE_OK) {
+      if (info->valid_data) return true;
+    }
+    return false;
+  }
+
+  // One taken sample: rmw_take -> rcl_take -> rclcpp_take -> the subscription callback (where relays
+  // compute and publish), on this thread.
+  void on_sample(const Sample& s, const SampleInfo& info) {
+    char guid[33];
+    guid_to_hex(info.sample_identity.writer_guid(), guid);
+    int64_t sn = seq_of(info.sample_identity.sequence_number());
+    int64_t src_ts = static_cast<int64_t>(info.source_timestamp.seconds()) * 1000000000 + info.source_timestamp.nanosec();
+    truth_recv_trace tr;
+    if (nt_on) {
+      NT_TRACE(tr.rmw_take, nt_api.rmw_take(&nt.rmw, &s, src_ts, 1));
+      nt_api.rcl_take(&s);
+      nt_api.rclcpp_take(&s);
+      NT_TRACE(tr.callback_start, nt_api.callback_start(&nt.callback, 0));
+    } else {
+      tr.rmw_take.rt_ns = now_realtime_ns();
+    }
+    // t_ns: the take returned the sample (rmw_take.rt_ns)
+    received++;
+    for (Outlet* o : relays) {
+      o->credit += o->spec->ratio;
+      if (o->credit >= 1.0 - 1e-9) {
+        o->credit -= 1.0;
+        compute_for(o->spec->delay_ns, o->spec->spin);
+        o->publish_one(guid, sn);
+      }
+    }
+    if (nt_on) {
+      NT_TRACE(tr.callback_end, nt_api.callback_end(&nt.callback));
+      tr.tid = current_tid();
+    }
+    truth_receive(&g_truth, tr.rmw_take.rt_ns, spec->topic, guid, sn, s.len, src_ts, nt_on ? &tr : nullptr);
+  }
+
+  // Takes until nothing is left; a notification whose first take finds no valid sample is an empty take.
   void on_data_available(DataReader* r) override {
     Sample s;
     SampleInfo info;
-    while (r->take_next_sample(&s, &info) == ReturnCode_t::RETCODE_OK) {
-      if (!info.valid_data) continue;
-      int64_t t = now_realtime_ns();
-      char guid[33];
-      guid_to_hex(info.sample_identity.writer_guid(), guid);
-      int64_t sn = seq_of(info.sample_identity.sequence_number());
-      int64_t src_ts = static_cast<int64_t>(info.source_timestamp.seconds()) * 1000000000 + info.source_timestamp.nanosec();
-      truth_receive(&g_truth, t, spec->topic, guid, sn, s.len, src_ts);
-      received++;
-      for (Outlet* o : relays) {
-        o->credit += o->spec->ratio;
-        if (o->credit >= 1.0 - 1e-9) {
-          o->credit -= 1.0;
-          compute_for(o->spec->delay_ns, o->spec->spin);
-          o->publish_one(guid, sn);
-        }
+    for (int k = 0;; k++) {
+      if (!take_one(r, &s, &info)) {
+        if (k == 0) nt_take_nothing(&nt, &s);
+        return;
       }
+      on_sample(s, info);
     }
   }
 };
@@ -174,7 +229,10 @@ void pub_loop(Outlet* o) {
     if (due >= g_tstop) break;
     sleep_until_realtime(due, &g_stop_flag);
     if (g_stop) break;
+    // the timer callback of a ROS 2 publisher node
+    if (nt_on) nt_api.callback_start(&o->nt.timer_cb, 0);
     o->publish_one(nullptr, -1);
+    if (nt_on) nt_api.callback_end(&o->nt.timer_cb);
   }
 }
 
@@ -205,6 +263,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: cannot write ground truth %s\n", g_cfg.node, g_cfg.truth);
     return 2;
   }
+  char err[512];
+  if (nt_init(g_cfg.tracing, err, sizeof err)) {
+    std::fprintf(stderr, "%s: error: tracing: %s\n", g_cfg.node, err);
+    return 2;
+  }
 
   DomainParticipantQos pq = PARTICIPANT_QOS_DEFAULT;
   pq.name(g_cfg.node);
@@ -222,6 +285,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: cannot create Fast DDS participant\n", g_cfg.node);
     return 3;
   }
+  nt_node_init(g_cfg.node, "/");
   Publisher* pub = pp->create_publisher(PUBLISHER_QOS_DEFAULT);
   Subscriber* sub = pp->create_subscriber(SUBSCRIBER_QOS_DEFAULT);
 
@@ -274,6 +338,17 @@ int main(int argc, char** argv) {
         return 3;
       }
       guid_to_hex(o->writer->guid(), o->guid);
+      {
+        uint8_t g[16];
+        std::memcpy(g, o->writer->guid().guidPrefix.value, 12);
+        std::memcpy(g + 12, o->writer->guid().entityId.value, 4);
+        nt_publisher_init(&o->nt, g, sp->topic, sp->depth);
+        if (sp->kind == SPEC_PUB) {
+          char sym[512];
+          nt_timer_symbol(sym, sizeof sym, g_cfg.node, sp->topic);
+          nt_timer_init(&o->nt, static_cast<int64_t>(std::llround(1e9 / sp->rate_hz)), sym);
+        }
+      }
       std::fprintf(stderr, "%s: writer %s type %s %zu bytes guid %s\n", g_cfg.node, sp->topic, tname, sp->msg.size,
                    o->guid);
       outs.push_back(std::move(o));
@@ -294,11 +369,22 @@ int main(int argc, char** argv) {
     q.history().depth = sp->depth;
     q.endpoint().history_memory_policy = eprosima::fastrtps::rtps::PREALLOCATED_WITH_REALLOC_MEMORY_MODE;
     q.data_sharing().off();
-    in->reader = sub->create_datareader(topics[sp->dds_topic], q, in.get());
+    // the listener is attached once the subscription is announced in the trace (rclcpp registers
+    // the callback before the executor can run it)
+    in->reader = sub->create_datareader(topics[sp->dds_topic], q, nullptr);
     if (!in->reader) {
       std::fprintf(stderr, "%s: error: cannot create reader %s\n", g_cfg.node, sp->topic);
       return 3;
     }
+    {
+      uint8_t g[16];
+      std::memcpy(g, in->reader->guid().guidPrefix.value, 12);
+      std::memcpy(g + 12, in->reader->guid().entityId.value, 4);
+      char sym[512];
+      nt_subscription_symbol(sym, sizeof sym, g_cfg.node, rosmsg_ros_name(sp->type), sp->topic);
+      nt_subscription_init(&in->nt, g, sp->topic, sp->depth, sym);
+    }
+    in->reader->set_listener(in.get());
   }
 
   auto all_matched = [&](bool report) {

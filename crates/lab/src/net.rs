@@ -8,11 +8,12 @@
 //! recognised (the pid is in the name). [`Lab`] removes what it created when
 //! it is dropped.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use ddscope_traffic::{Bytes, Rate};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 
+use crate::addr::parse_subnet;
 use crate::scenario::Scenario;
 
 /// Prefix of every namespace the lab creates.
@@ -20,7 +21,7 @@ pub const NS_PREFIX: &str = "ddsl-";
 /// Interface name of a host's link inside its namespace.
 pub const HOST_IF: &str = "eth0";
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct HostNet {
     pub name: String,
     pub netns: String,
@@ -45,22 +46,6 @@ pub struct Lab {
     pub prefix_len: u8,
     created: Vec<String>,
     keep: bool,
-}
-
-/// Parses "a.b.c.d/len" and checks it has room for `needed` addresses.
-pub fn parse_subnet(s: &str, needed: usize) -> Result<(Ipv4Addr, u8)> {
-    let (addr, len) = s.split_once('/').ok_or_else(|| anyhow!("{s:?}: write it as a.b.c.d/len"))?;
-    let addr: Ipv4Addr = addr.parse().map_err(|_| anyhow!("{s:?}: bad IPv4 address"))?;
-    let len: u8 = len.parse().map_err(|_| anyhow!("{s:?}: bad prefix length"))?;
-    if !(8..=30).contains(&len) {
-        bail!("{s:?}: prefix length must lie between 8 and 30");
-    }
-    let hosts = (1u64 << (32 - len)) - 2;
-    if (hosts as usize) < needed {
-        bail!("{s:?}: room for {hosts} addresses, {needed} needed");
-    }
-    let mask = u32::MAX << (32 - len);
-    Ok((Ipv4Addr::from(u32::from(addr) & mask), len))
 }
 
 /// A short id unique to this run: the pid plus 16 random bits.
@@ -262,15 +247,6 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subnets() {
-        assert_eq!(parse_subnet("10.77.0.0/24", 3).unwrap(), (Ipv4Addr::new(10, 77, 0, 0), 24));
-        assert_eq!(parse_subnet("10.77.0.9/24", 3).unwrap().0, Ipv4Addr::new(10, 77, 0, 0));
-        assert!(parse_subnet("10.77.0.0/30", 3).is_err());
-        assert!(parse_subnet("10.77.0.0", 3).is_err());
-        assert!(parse_subnet("10.77.0.300/24", 3).is_err());
-    }
 
     #[test]
     fn bursts() {

@@ -63,6 +63,28 @@ pub fn in_netns(ns: &str, prog: &str) -> Command {
     c
 }
 
+/// A `Command` that runs `prog args…` in the network, mount and UTS
+/// namespaces of process `pid` (`nsenter`, which execs the program: the pid
+/// is the program's). A traced host's processes join its session daemon's
+/// namespaces this way, where the host's private `/var/run/lttng` lives.
+pub fn in_ns_of(pid: i32, prog: &str) -> Command {
+    let mut c = Command::new("nsenter");
+    c.args(["--target", &pid.to_string(), "--mount", "--net", "--uts", "--no-fork"]);
+    // entering a mount namespace resets the working directory to its root
+    if let Ok(cwd) = std::env::current_dir() {
+        c.arg(format!("--wd={}", cwd.display()));
+    }
+    c.args(["--", prog]);
+    c.process_group(0);
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            Ok(())
+        });
+    }
+    c
+}
+
 pub struct Proc {
     pub name: String,
     pub child: Child,

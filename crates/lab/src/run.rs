@@ -1,11 +1,11 @@
-//! `ddscope lab run`: hosts up, captures on, workload discovered, START,
-//! interference, STOP, captures off, hosts down; then the captures are
-//! converted, the ground truth merged and accounted for, the wire checked with
-//! `ddscope topics`, and `run.json` written.
+//! `ddscope lab run`: hosts up, captures on, trace sessions on, workload
+//! discovered, START, interference, STOP, trace sessions and captures off,
+//! hosts down; then the captures are converted, the ground truth merged and
+//! accounted for, the wire checked with `ddscope topics`, the traces read
+//! against the ground truth, and `run.json` written.
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
@@ -14,10 +14,16 @@ use std::process::{ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::lttng::{self, HostSession, StopStats};
 use crate::net::{self, Lab};
 use crate::pcapng;
 use crate::procs::{self, in_netns, Procs};
-use crate::scenario::{self, Scenario, Vendor};
+use crate::report::{
+    AgentReport, CaptureReport, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
+    RunReport, Timing, Tools, TopicChecks, TopicReport, TopicsDoc, Topology, TracingReport, TruthFile, WireCheck, FORMAT,
+};
+use crate::scenario::{self, Scenario, Tracing, Vendor};
+use crate::tracecheck::{self, NodeProc};
 use crate::truth;
 use crate::workload::{self, NodeBins};
 
@@ -94,7 +100,7 @@ fn wait_for_text(path: &Path, needle: &str, timeout: Duration, proc_: &mut procs
     }
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct CaptureStats {
     pub captured: Option<u64>,
     pub received_by_filter: Option<u64>,
@@ -146,6 +152,13 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     if !sc.interference.is_empty() {
         which("iperf3")?;
     }
+    let traced = sc.traced_hosts();
+    if !traced.is_empty() {
+        // the host sessions (lttng-tools), joining a host's namespaces (util-linux), the reference reader
+        for tool in ["lttng", "lttng-sessiond", "nsenter", "mount", "babeltrace2"] {
+            which(tool)?;
+        }
+    }
     let bins = NodeBins::find()?;
     workload::check_nodes(&sc, &bins).map_err(|e| anyhow!("{}: {e}", opts.scenario.display()))?;
 
@@ -168,6 +181,8 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         let n = p.file_name().unwrap_or_default().to_string_lossy().to_string();
         if n.ends_with(".pcapng") || n.ends_with(".pcapng.gz") || n.ends_with(".truth.jsonl") || n == "run.json" || n == "scenario.toml" {
             fs::remove_file(&p)?;
+        } else if n.ends_with(".lttng") && p.is_dir() {
+            fs::remove_dir_all(&p).with_context(|| format!("cannot remove the old trace {}", p.display()))?;
         }
     }
     fs::write(out.join("scenario.toml"), sc.to_toml()?)?;
@@ -195,9 +210,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     // -------- analysis on files only --------
     let report = analyse(opts, &sc, &bins, &hosts, &out, &tmp, drive, &run_id, started)?;
     let _ = fs::remove_dir_all(&tmp);
-    let failures: Vec<String> = report["failures"].as_array().unwrap().iter().map(|v| v.as_str().unwrap_or("").to_string()).collect();
     fs::write(out.join("run.json"), serde_json::to_string_pretty(&report)? + "\n")?;
     print_summary(&report);
+    let failures = &report.failures;
     if !failures.is_empty() {
         let shown: Vec<&str> = failures.iter().take(4).map(|s| s.as_str()).collect();
         let more = if failures.len() > 4 { format!(" and {} more", failures.len() - 4) } else { String::new() };
@@ -216,14 +231,28 @@ fn which(tool: &str) -> Result<()> {
     Ok(())
 }
 
+/// A host's trace session as the workload left it.
+struct TraceRun {
+    host: String,
+    session: String,
+    dir_name: String,
+    started_ns: i64,
+    /// What the tracer reported at `lttng stop`, or why stopping failed.
+    stop: std::result::Result<StopStats, String>,
+}
+
 struct DriveResult {
     t0: i64,
     tstop: i64,
     captures: Vec<(String, PathBuf, CaptureStats)>,
     node_exits: BTreeMap<String, Option<i32>>,
     node_summaries: BTreeMap<String, Vec<String>>,
-    iperf: Vec<Value>,
+    /// iperf3's report per interference index (None: none could be read).
+    iperf: BTreeMap<usize, Option<IperfReport>>,
     nodes: Vec<(String, String, Vendor, PathBuf)>,
+    /// Process id of every node.
+    node_pids: BTreeMap<String, i32>,
+    traces: Vec<TraceRun>,
     /// CPU seconds per process (user + system), from wait4.
     cpu: BTreeMap<String, Option<f64>>,
     /// Exit codes of the monitoring agents (`--agent`).
@@ -276,13 +305,26 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         say!(opts, "agents running on {}", lab.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "));
     }
 
+    // 1c. one LTTng session per traced host, recording before any node of the host starts
+    //     (a node registers its tracepoints at start; events of an unregistered process are lost)
+    let mut sessions: BTreeMap<String, HostSession> = BTreeMap::new();
+    let traced = sc.traced_hosts();
+    for (host, distros) in &traced {
+        let h = lab.host(host).ok_or_else(|| anyhow!("internal: traced host {host} not in the lab"))?;
+        let dir_name = format!("{host}.lttng");
+        let log = out.join("logs").join(format!("lttng-{host}.log"));
+        let s = HostSession::start(procs, h, run_id, &out.join(&dir_name), &tmp.join(format!("lttng-home-{host}")), &log)?;
+        say!(opts, "tracing {host} ({}) into {dir_name}", distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "));
+        sessions.insert(host.clone(), s);
+    }
+
     // 2. iperf3 servers
     let mut iperf_servers = vec![];
     for (k, it) in sc.interference.iter().enumerate() {
         if it.flow.rate.0 == 0 {
             continue; // 0 % load: no traffic at all
         }
-        let dst = lab.host(&it.to).unwrap();
+        let dst = lab.host(&it.to).ok_or_else(|| anyhow!("internal: host {} not in the lab", it.to))?;
         let port = (5201 + k).to_string();
         let log = out.join("logs").join(format!("iperf3-{k}-server.log"));
         let mut cmd = in_netns(&dst.netns, "iperf3");
@@ -298,22 +340,28 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     // 3. workload
     let (tx, rx) = mpsc::channel::<(usize, String)>();
     let mut nodes: Vec<RunningNode> = vec![];
+    let mut node_pids = BTreeMap::new();
     for (k, n) in sc.nodes.iter().enumerate() {
-        let h = lab.host(&n.host).unwrap();
+        let h = lab.host(&n.host).ok_or_else(|| anyhow!("internal: host {} of node {} not in the lab", n.host, n.name))?;
         let truth_part = tmp.join(format!("truth-{}.jsonl", n.name));
         let log = out.join("logs").join(format!("{}.log", n.name));
         let prog = bins.path(n.vendor)?;
         let args = workload::node_args(sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
-        let mut cmd = in_netns(&h.netns, prog);
+        // a traced host's processes live in its session daemon's mount namespace
+        let mut cmd = match sessions.get(&n.host) {
+            Some(s) => s.command(prog),
+            None => in_netns(&h.netns, prog),
+        };
         cmd.args(&args)
             .env("CYCLONEDDS_URI", workload::cyclone_config(sc, &h.iface))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(File::create(&log)?);
         let i = procs.spawn(&format!("node {}", n.name), cmd)?;
+        node_pids.insert(n.name.clone(), procs.get(i).pid());
         let stdin = procs.get(i).child.stdin.take();
-        let stdout = procs.get(i).child.stdout.take().unwrap();
+        let stdout = procs.get(i).child.stdout.take().ok_or_else(|| anyhow!("internal: node {} has no stdout pipe", n.name))?;
         let txk = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -365,8 +413,8 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         if it.flow.rate.0 == 0 {
             continue;
         }
-        let src = lab.host(&it.from).unwrap();
-        let dst = lab.host(&it.to).unwrap();
+        let src = lab.host(&it.from).ok_or_else(|| anyhow!("internal: host {} not in the lab", it.from))?;
+        let dst = lab.host(&it.to).ok_or_else(|| anyhow!("internal: host {} not in the lab", it.to))?;
         let json_path = out.join("logs").join(format!("iperf3-{k}-client.json"));
         let blocks = ((it.flow.rate.0 as f64 * sc.duration.as_secs_f64()) / (8.0 * it.flow.payload_bytes.0 as f64)).ceil() as u64;
         let mut cmd = in_netns(&src.netns, "iperf3");
@@ -404,6 +452,12 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
                 bail!("agent on {name} exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
             }
         }
+        for (host, s) in &sessions {
+            if let Some(st) = procs.get(s.proc_idx).poll() {
+                let log = fs::read_to_string(&s.log).unwrap_or_default();
+                bail!("lttng-sessiond on {host} exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
+            }
+        }
         if last_note.elapsed() > Duration::from_secs(10) {
             say!(opts, "{:.0} s to go", (end - now_ns()) as f64 / 1e9);
             last_note = Instant::now();
@@ -424,7 +478,20 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         node_exits.insert(n.name.clone(), st.code());
         cpu.insert(format!("node {}", n.name), procs.get(n.proc_idx).cpu_s);
     }
-    let mut iperf = vec![];
+    // 6b. the nodes are gone: stop the trace sessions (flushing every event to disk)
+    let mut traces = vec![];
+    for (host, s) in &sessions {
+        let stop = s.stop(procs).map_err(|e| e.to_string());
+        cpu.insert(format!("lttng-sessiond {host}"), procs.get(s.proc_idx).cpu_s);
+        traces.push(TraceRun {
+            host: host.clone(),
+            session: s.session.clone(),
+            dir_name: format!("{host}.lttng"),
+            started_ns: s.started_ns,
+            stop,
+        });
+    }
+    let mut iperf = BTreeMap::new();
     for (k, i, path) in iperf_clients {
         let p = procs.get(i);
         if p.poll().is_none() {
@@ -432,8 +499,8 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         }
         p.wait_timeout(Duration::from_secs(5));
         cpu.insert(format!("iperf3 client {k}"), p.cpu_s);
-        let v: Value = fs::read_to_string(&path).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Value::Null);
-        iperf.push(json!({"index": k, "client": v}));
+        let report: Option<IperfReport> = fs::read_to_string(&path).ok().and_then(|s| serde_json::from_str(&s).ok());
+        iperf.insert(k, report);
     }
     for i in iperf_servers {
         let p = procs.get(i);
@@ -470,11 +537,11 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         );
     }
     let node_list = nodes.iter().map(|n| (n.name.clone(), n.host.clone(), n.vendor, n.truth_part.clone())).collect();
-    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, cpu, agent_exits })
+    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, node_pids, traces, cpu, agent_exits })
 }
 
 /// Runs `ddscope topics CAPTURE --format json` (this very binary).
-fn topics_of(capture: &Path) -> Result<Value> {
+fn topics_of(capture: &Path) -> Result<TopicsDoc> {
     let exe = std::env::var_os("DDSCOPE_BIN").map(PathBuf::from).unwrap_or(std::env::current_exe()?);
     let out = std::process::Command::new(&exe)
         .arg("topics")
@@ -485,7 +552,7 @@ fn topics_of(capture: &Path) -> Result<Value> {
     if !out.status.success() {
         bail!("ddscope topics {}: {}", capture.display(), String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").trim());
     }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    serde_json::from_slice(&out.stdout).map_err(|e| anyhow!("ddscope topics {} --format json: unexpected output: {e}", capture.display()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -499,7 +566,7 @@ fn analyse(
     d: DriveResult,
     run_id: &str,
     started: Instant,
-) -> Result<Value> {
+) -> Result<RunReport> {
     let mut failures: Vec<String> = vec![];
     let tol = sc.fidelity.rate_tolerance.0;
 
@@ -507,7 +574,7 @@ fn analyse(
     let mut captures = vec![];
     let mut capture_files: BTreeMap<String, PathBuf> = BTreeMap::new();
     for (host, pcap, st) in &d.captures {
-        let h = hosts.iter().find(|h| &h.name == host).unwrap();
+        let h = hosts.iter().find(|h| &h.name == host).ok_or_else(|| anyhow!("internal: capture of unknown host {host}"))?;
         let name = if opts.gzip { format!("{host}.pcapng.gz") } else { format!("{host}.pcapng") };
         let dst = out.join(&name);
         let descr = format!("ddscope lab host {host} ({} {} {}), scenario {}, run {run_id}", h.netns, h.ip, h.mac, sc.name);
@@ -531,11 +598,8 @@ fn analyse(
         if let Some(e) = &cs.read_error {
             eprintln!("lab: capture on {host}: {e} (the frames before it are kept)");
         }
-        captures.push(json!({
-            "host": host, "file": name, "packets": cs.packets, "bytes": cs.bytes, "read_error": cs.read_error,
-            "first_ts_ns": cs.first_ts_ns, "last_ts_ns": cs.last_ts_ns,
-            "tcpdump": st, "file_bytes": fs::metadata(&dst).map(|m| m.len()).unwrap_or(0),
-        }));
+        let file_bytes = fs::metadata(&dst).map(|m| m.len()).unwrap_or(0);
+        captures.push(CaptureReport::new(host, &name, &cs, st.clone(), file_bytes));
         capture_files.insert(host.clone(), dst);
     }
 
@@ -547,7 +611,7 @@ fn analyse(
         let file = format!("{}.truth.jsonl", h.name);
         let (recs, problems) = truth::merge(&parts, &out.join(&file))?;
         failures.extend(problems);
-        truth_files.push(json!({"host": h.name, "file": file, "records": recs.len()}));
+        truth_files.push(TruthFile { host: h.name.clone(), file, records: recs.len() });
         records.extend(recs);
     }
     let acc = truth::account(sc, &records);
@@ -569,11 +633,16 @@ fn analyse(
     }
 
     // the wire, per capture; a capture that lost packets (allowed by the scenario) cannot vouch for rates
-    let mut wire: BTreeMap<String, Value> = BTreeMap::new();
+    let mut wire: BTreeMap<String, TopicsDoc> = BTreeMap::new();
     let mut wire_skipped = vec![];
     for (host, f) in &capture_files {
-        let (_, _, st) = d.captures.iter().find(|c| &c.0 == host).unwrap();
-        if st.dropped_by_kernel.unwrap_or(0) + st.dropped_by_interface.unwrap_or(0) > 0 {
+        let dropped = d
+            .captures
+            .iter()
+            .find(|c| &c.0 == host)
+            .map(|(_, _, st)| st.dropped_by_kernel.unwrap_or(0) + st.dropped_by_interface.unwrap_or(0) > 0)
+            .unwrap_or(false);
+        if dropped {
             wire_skipped.push(format!("{host}: the capture dropped packets, wire checks skipped"));
             continue;
         }
@@ -592,21 +661,21 @@ fn analyse(
     let mut topics = vec![];
     for t in &acc.topics {
         let ws: Vec<_> = writers.iter().filter(|w| w.flow.topic == t.topic).collect();
-        let flow = &ws[0].flow;
-        let nom = nominal[&t.topic];
-        let mut checks = serde_json::Map::new();
+        let Some(first) = ws.first() else {
+            failures.push(format!("{}: accounted for but no writer in the scenario", t.topic));
+            continue;
+        };
+        let flow = &first.flow;
+        let nom = nominal.get(&t.topic).copied().unwrap_or(0.0);
         // application side
         let gt_rate_ok = t.rate_hz.map(|r| ((r - nom) / nom).abs() <= tol);
         let sizes_ok = t.writers.iter().all(|w| w.sizes == vec![flow.sample_bytes.0]);
         let seq_ok = t.writers.iter().all(|w| w.seq_contiguous);
         let reliable = flow.reliability == ddscope_traffic::Reliability::Reliable;
         let delivery_ok = t.lost == 0 || !reliable || sc.fidelity.allow_loss;
-        checks.insert("truth_rate_within_tolerance".into(), json!(gt_rate_ok));
-        checks.insert("truth_sizes_exact".into(), json!(sizes_ok));
-        checks.insert("truth_seq_contiguous".into(), json!(seq_ok));
-        checks.insert("delivery".into(), json!(delivery_ok));
-        if gt_rate_ok == Some(false) {
-            fidelity_fail(sc, &mut failures, format!("{}: published at {:.3} Hz, nominal {nom} Hz", t.topic, t.rate_hz.unwrap()));
+        let checks = TopicChecks { truth_rate_within_tolerance: gt_rate_ok, truth_sizes_exact: sizes_ok, truth_seq_contiguous: seq_ok, delivery: delivery_ok };
+        if let (Some(false), Some(r)) = (gt_rate_ok, t.rate_hz) {
+            fidelity_fail(sc, &mut failures, format!("{}: published at {r:.3} Hz, nominal {nom} Hz", t.topic));
         }
         if t.published == 0 {
             fidelity_fail(sc, &mut failures, format!("{}: nothing published", t.topic));
@@ -622,7 +691,7 @@ fn analyse(
         }
         // the wire: every capture whose host sends this topic to a remote reader
         let mut wire_checks = vec![];
-        for (host, v) in &wire {
+        for (host, doc) in &wire {
             let local_writers: Vec<_> = ws.iter().filter(|w| &w.host == host).collect();
             let remote_readers = readers.iter().filter(|r| r.topic == t.topic && &r.host != host).count();
             let incoming = ws.iter().any(|w| &w.host != host) && readers.iter().any(|r| r.topic == t.topic && &r.host == host);
@@ -631,59 +700,94 @@ fn analyse(
             }
             let wire_nominal: f64 = local_writers.iter().map(|w| w.flow.rate_hz).sum();
             let published: u64 = t.writers.iter().filter(|w| &w.host == host).map(|w| w.published).sum();
-            let entry = v["topics"].as_array().and_then(|a| a.iter().find(|e| e["topic_name"] == json!(t.topic)));
-            let Some(e) = entry else {
+            let Some(e) = doc.topics.iter().find(|e| e.topic_name.as_deref() == Some(t.topic.as_str())) else {
                 failures.push(format!("{}: not seen in the capture of {host}", t.topic));
                 continue;
             };
-            let rate = e["rate_hz"].as_f64();
-            let rate_ok = rate.map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol);
-            let size_ok = e["min_sample_size"].as_u64() == Some(flow.sample_bytes.0) && e["max_sample_size"].as_u64() == Some(flow.sample_bytes.0);
-            let samples_ok = e["samples"].as_u64() == Some(published);
-            let type_ok = e["type_raw"].as_str() == Some(&dds_type_name(&flow.type_name));
+            let rate_ok = e.rate_hz.map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol);
+            let size_ok = e.min_sample_size == Some(flow.sample_bytes.0) && e.max_sample_size == Some(flow.sample_bytes.0);
+            let samples_ok = e.samples == published;
+            let type_ok = e.type_raw.as_deref() == Some(dds_type_name(&flow.type_name).as_str());
+            let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "null".into());
             if rate_ok != Some(true) {
-                fidelity_fail(sc, &mut failures, format!("{} on {host}: {} Hz on the wire, nominal {wire_nominal} Hz", t.topic, rate.map(|r| format!("{r:.3}")).unwrap_or("no".into())));
+                fidelity_fail(sc, &mut failures, format!("{} on {host}: {} Hz on the wire, nominal {wire_nominal} Hz", t.topic, e.rate_hz.map(|r| format!("{r:.3}")).unwrap_or("no".into())));
             }
             if !size_ok {
                 failures.push(format!(
                     "{} on {host}: sample sizes {}..{} on the wire, configured {}",
-                    t.topic, e["min_sample_size"], e["max_sample_size"], flow.sample_bytes.0
+                    t.topic,
+                    opt(e.min_sample_size),
+                    opt(e.max_sample_size),
+                    flow.sample_bytes.0
                 ));
             }
             if !samples_ok {
-                failures.push(format!("{} on {host}: {} samples on the wire, {published} published", t.topic, e["samples"]));
+                failures.push(format!("{} on {host}: {} samples on the wire, {published} published", t.topic, e.samples));
             }
             if !type_ok {
-                failures.push(format!("{} on {host}: type {} on the wire", t.topic, e["type_raw"]));
+                failures.push(format!("{} on {host}: type {} on the wire", t.topic, e.type_raw.as_deref().unwrap_or("null")));
             }
-            wire_checks.push(json!({
-                "host": host, "nominal_rate_hz": wire_nominal, "rate_hz": rate, "samples": e["samples"], "published": published,
-                "min_sample_size": e["min_sample_size"], "max_sample_size": e["max_sample_size"], "mean_sample_size": e["mean_sample_size"],
-                "type_raw": e["type_raw"], "vendors": e["vendors"], "writers": e["writers"], "readers": e["readers"],
-                "rtps_frags_per_sample": e["rtps_frags_per_sample"], "ip_frags_per_sample": e["ip_frags_per_sample"],
-                "retransmitted_fragments": e["retransmitted_fragments"], "sn_gaps": e["sn_gaps"], "heartbeats": e["heartbeats"],
-                "acknacks": e["acknacks"], "nack_frags": e["nack_frags"], "gaps": e["gaps"],
-                "rate_ok": rate_ok, "size_ok": size_ok, "samples_ok": samples_ok, "type_ok": type_ok,
-            }));
+            wire_checks.push(WireCheck {
+                host: host.clone(),
+                nominal_rate_hz: wire_nominal,
+                rate_hz: e.rate_hz,
+                samples: e.samples,
+                published,
+                min_sample_size: e.min_sample_size,
+                max_sample_size: e.max_sample_size,
+                mean_sample_size: e.mean_sample_size,
+                type_raw: e.type_raw.clone(),
+                vendors: e.vendors.clone(),
+                writers: e.writers,
+                readers: e.readers,
+                rtps_frags_per_sample: e.rtps_frags_per_sample,
+                ip_frags_per_sample: e.ip_frags_per_sample,
+                retransmitted_fragments: e.retransmitted_fragments,
+                sn_gaps: e.sn_gaps,
+                heartbeats: e.heartbeats,
+                acknacks: e.acknacks,
+                nack_frags: e.nack_frags,
+                gaps: e.gaps,
+                rate_ok,
+                size_ok,
+                samples_ok,
+                type_ok,
+            });
         }
         let on_wire = !wire_checks.is_empty();
-        topics.push(json!({
-            "topic": t.topic, "type_name": flow.type_name, "type_raw": dds_type_name(&flow.type_name),
-            "sample_bytes": flow.sample_bytes.0, "reliability": flow.reliability, "history_depth": flow.history_depth,
-            "nominal_rate_hz": nom, "crosses_link": on_wire, "truth": t, "wire": wire_checks, "checks": checks,
-        }));
+        topics.push(TopicReport {
+            topic: t.topic.clone(),
+            type_name: flow.type_name.clone(),
+            type_raw: dds_type_name(&flow.type_name),
+            sample_bytes: flow.sample_bytes.0,
+            reliability: flow.reliability,
+            history_depth: flow.history_depth,
+            nominal_rate_hz: nom,
+            crosses_link: on_wire,
+            truth: t.clone(),
+            wire: wire_checks,
+            checks,
+        });
     }
 
     let mut nodes = vec![];
     for (name, host, vendor, _) in &d.nodes {
-        nodes.push(json!({"name": name, "host": host, "vendor": vendor.as_str(), "exit_code": d.node_exits.get(name),
-            "log": format!("logs/{name}.log"), "summary": d.node_summaries.get(name)}));
+        let tracing = sc.nodes.iter().find(|n| &n.name == name).map(|n| sc.tracing_of(n)).unwrap_or_default();
+        nodes.push(NodeReport {
+            name: name.clone(),
+            host: host.clone(),
+            vendor: *vendor,
+            exit_code: d.node_exits.get(name).copied().flatten(),
+            log: format!("logs/{name}.log"),
+            summary: d.node_summaries.get(name).cloned(),
+            pid: d.node_pids.get(name).copied(),
+            tracing,
+        });
     }
     let mut interference = vec![];
     for (k, it) in sc.interference.iter().enumerate() {
-        let client = d.iperf.iter().find(|v| v["index"] == json!(k)).map(|v| v["client"].clone()).unwrap_or(Value::Null);
-        let sum = &client["end"]["sum"];
-        let achieved = sum["bits_per_second"].as_f64();
+        let sum = d.iperf.get(&k).and_then(|r| r.as_ref()).map(|r| r.end.sum.clone()).unwrap_or_default();
+        let achieved = sum.bits_per_second;
         // Below target is reported, not failed: iperf3 writes as fast as its socket lets it, so a
         // saturated link (the point of the 95 % level) slows it just like a machine that cannot
         // generate the load; run.json and the warning give the number.
@@ -699,57 +803,138 @@ fn analyse(
                 _ => {}
             }
         }
-        interference.push(json!({
-            "from": it.from, "to": it.to, "load": it.load.map(|l| l.to_string()), "rate_bps": it.flow.rate.0,
-            "payload_bytes": it.flow.payload_bytes.0, "pacing_ns": it.flow.pacing.0, "datagrams_per_burst": it.flow.datagrams_per_burst(),
-            "achieved_bps": achieved, "below_target": below_target, "packets": sum["packets"], "lost_packets": sum["lost_packets"], "jitter_ms": sum["jitter_ms"],
-            "log": format!("logs/iperf3-{k}-client.json"),
-        }));
+        interference.push(InterferenceReport {
+            from: it.from.clone(),
+            to: it.to.clone(),
+            load: it.load.map(|l| l.to_string()),
+            rate_bps: it.flow.rate.0,
+            payload_bytes: it.flow.payload_bytes.0,
+            pacing_ns: it.flow.pacing.0,
+            datagrams_per_burst: it.flow.datagrams_per_burst(),
+            achieved_bps: achieved,
+            below_target,
+            packets: sum.packets,
+            lost_packets: sum.lost_packets,
+            jitter_ms: sum.jitter_ms,
+            log: format!("logs/iperf3-{k}-client.json"),
+        });
     }
+
+    // the traces, each against the ground truth of its host
+    let tracing = if d.traces.is_empty() {
+        None
+    } else {
+        let mut host_reports = vec![];
+        for tr in &d.traces {
+            let host_nodes: Vec<NodeProc> = sc
+                .nodes
+                .iter()
+                .filter(|n| n.host == tr.host)
+                .map(|n| NodeProc {
+                    name: n.name.clone(),
+                    pid: d.node_pids.get(&n.name).copied(),
+                    tracing: sc.tracing_of(n),
+                    writers: n.publish.len() + n.relay.len(),
+                    readers: n.subscribe.len(),
+                })
+                .collect();
+            let host_records: Vec<&truth::Record> = records.iter().filter(|r| r.host == tr.host).collect();
+            say!(opts, "reading the trace {}", tr.dir_name);
+            let (mut rep, problems) = tracecheck::check_host(&tr.host, &tr.dir_name, &out.join(&tr.dir_name), &host_nodes, &host_records);
+            rep.session = tr.session.clone();
+            rep.started_ns = tr.started_ns;
+            rep.distros = sc.traced_hosts().get(&tr.host).map(|s| s.iter().copied().collect()).unwrap_or_default();
+            match &tr.stop {
+                Ok(st) => {
+                    rep.stopped_ns = Some(st.stopped_ns);
+                    rep.lost_events = Some(st.lost_events);
+                    rep.lost_packets = Some(st.lost_packets);
+                    if st.lost_events > 0 || st.lost_packets > 0 {
+                        failures.push(format!(
+                            "trace of {}: the tracer lost {} events and {} packets (buffers full)",
+                            tr.host, st.lost_events, st.lost_packets
+                        ));
+                    }
+                }
+                Err(e) => failures.push(format!("trace of {}: {e}", tr.host)),
+            }
+            failures.extend(problems);
+            host_reports.push(rep);
+        }
+        let distros: std::collections::BTreeSet<Tracing> = sc.traced_hosts().values().flatten().copied().collect();
+        Some(TracingReport {
+            distros: distros.into_iter().collect(),
+            channel: ChannelReport {
+                name: lttng::CHANNEL.to_string(),
+                events: lttng::EVENTS.to_string(),
+                contexts: lttng::CONTEXTS.iter().map(|c| c.to_string()).collect(),
+                mode: "discard".to_string(),
+                buffers: "per-uid".to_string(),
+                subbuf_size: lttng::SUBBUF_SIZE,
+                num_subbuf: lttng::NUM_SUBBUF,
+            },
+            hosts: host_reports,
+        })
+    };
+
     let wall = (d.tstop - d.t0) as f64 / 1e9 + sc.linger.as_secs_f64();
     let total_cpu: f64 = d.cpu.values().flatten().sum();
-    let cpu_report = json!({
-        "processes_s": d.cpu,
-        "total_s": total_cpu,
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "mean_cores_busy": total_cpu / wall.max(1e-9),
-        "note": "user+system CPU of the lab's processes over the run (publication time + linger), excluding the kernel's softirq work for the link",
-    });
-    let tools = json!({
-        "ddscope": env!("CARGO_PKG_VERSION"),
-        "cyclonedds": bins.version(Vendor::Cyclone),
-        "fastdds": bins.version(Vendor::Fastdds),
-        "tcpdump": first_line(&["tcpdump", "--version"]),
-        "iperf3": first_line(&["iperf3", "--version"]),
-        "iproute2": first_line(&["ip", "-V"]),
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-    });
-    Ok(json!({
-        "format": "ddscope-lab-run/1",
-        "ok": failures.is_empty(),
-        "failures": failures,
-        "scenario": sc.name,
-        "scenario_file": opts.scenario.display().to_string(),
-        "resolved_scenario": "scenario.toml",
-        "run_id": run_id,
-        "tools": tools,
-        "timing": {"t0_ns": d.t0, "tstop_ns": d.tstop, "duration_s": sc.duration.as_secs_f64(), "linger_s": sc.linger.as_secs_f64(),
-                   "wall_s": started.elapsed().as_secs_f64()},
-        "network": {"mtu": sc.network.mtu, "rate": sc.network.rate.map(|r| r.to_string()),
-                    "topology": if hosts.len() == 2 { "point-to-point" } else { "bridge" }, "hosts": hosts},
-        "dds": sc.dds,
-        "fidelity": sc.fidelity,
-        "captures": captures,
-        "truth": truth_files,
-        "nodes": nodes,
-        "topics": topics,
-        "interference": interference,
-        "agents": d.agent_exits.iter().map(|(h, c)| json!({"host": h, "exit_code": c, "log": format!("logs/agent-{h}.log")})).collect::<Vec<_>>(),
-        "cpu": cpu_report,
-        "unknown_receptions": acc.unknown_receptions,
-        "wire_checks_skipped": wire_skipped,
-    }))
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).ok();
+    let cpu_report = CpuReport {
+        processes_s: d.cpu.clone(),
+        total_s: total_cpu,
+        cpus,
+        mean_cores_busy: total_cpu / wall.max(1e-9),
+        note: "user+system CPU of the lab's processes over the run (publication time + linger), excluding the kernel's softirq work for the link".to_string(),
+    };
+    let traced = tracing.is_some();
+    let tools = Tools {
+        ddscope: env!("CARGO_PKG_VERSION").to_string(),
+        cyclonedds: bins.version(Vendor::Cyclone),
+        fastdds: bins.version(Vendor::Fastdds),
+        tcpdump: first_line(&["tcpdump", "--version"]),
+        iperf3: first_line(&["iperf3", "--version"]),
+        iproute2: first_line(&["ip", "-V"]),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+        cpus,
+        lttng: if traced { lttng::version() } else { None },
+        babeltrace2: if traced { first_line(&["babeltrace2", "--version"]) } else { None },
+    };
+    Ok(RunReport {
+        format: FORMAT.to_string(),
+        ok: failures.is_empty(),
+        failures,
+        scenario: sc.name.clone(),
+        scenario_file: opts.scenario.display().to_string(),
+        resolved_scenario: "scenario.toml".to_string(),
+        run_id: run_id.to_string(),
+        tools,
+        timing: Timing {
+            t0_ns: d.t0,
+            tstop_ns: d.tstop,
+            duration_s: sc.duration.as_secs_f64(),
+            linger_s: sc.linger.as_secs_f64(),
+            wall_s: started.elapsed().as_secs_f64(),
+        },
+        network: NetworkReport {
+            mtu: sc.network.mtu,
+            rate: sc.network.rate.map(|r| r.to_string()),
+            topology: if hosts.len() == 2 { Topology::PointToPoint } else { Topology::Bridge },
+            hosts: hosts.to_vec(),
+        },
+        dds: sc.dds.clone(),
+        fidelity: sc.fidelity.clone(),
+        captures,
+        truth: truth_files,
+        nodes,
+        topics,
+        interference,
+        agents: d.agent_exits.iter().map(|(h, c)| AgentReport { host: h.clone(), exit_code: *c, log: format!("logs/agent-{h}.log") }).collect(),
+        cpu: cpu_report,
+        unknown_receptions: acc.unknown_receptions,
+        wire_checks_skipped: wire_skipped,
+        tracing,
+    })
 }
 
 fn fidelity_fail(sc: &Scenario, failures: &mut Vec<String>, msg: String) {
@@ -770,38 +955,52 @@ pub fn dds_type_name(ros: &str) -> String {
     }
 }
 
-fn print_summary(report: &Value) {
+fn print_summary(report: &RunReport) {
     println!(
         "{:<56} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6}",
         "topic", "bytes", "nominal", "truth_hz", "wire_hz", "published", "received", "lost"
     );
-    for t in report["topics"].as_array().unwrap() {
-        let wire_hz = t["wire"].as_array().and_then(|w| w.first()).and_then(|w| w["rate_hz"].as_f64());
+    for t in &report.topics {
+        let wire_hz = t.wire.first().and_then(|w| w.rate_hz);
         println!(
             "{:<56} {:>10} {:>10.3} {:>10} {:>10} {:>9} {:>9} {:>6}",
-            t["topic"].as_str().unwrap_or(""),
-            t["sample_bytes"].to_string(),
-            t["nominal_rate_hz"].as_f64().unwrap_or(0.0),
-            t["truth"]["rate_hz"].as_f64().map(|r| format!("{r:.3}")).unwrap_or("-".into()),
+            t.topic,
+            t.sample_bytes,
+            t.nominal_rate_hz,
+            t.truth.rate_hz.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
             wire_hz.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
-            t["truth"]["published"].to_string(),
-            t["truth"]["received"].to_string(),
-            t["truth"]["lost"].to_string(),
+            t.truth.published,
+            t.truth.received,
+            t.truth.lost,
         );
     }
-    for c in report["captures"].as_array().unwrap() {
+    for c in &report.captures {
         println!(
             "capture {}: {} packets, {} bytes on disk, {} dropped by kernel",
-            c["file"].as_str().unwrap_or(""),
-            c["packets"],
-            c["file_bytes"],
-            c["tcpdump"]["dropped_by_kernel"]
+            c.file,
+            c.packets,
+            c.file_bytes,
+            c.tcpdump.dropped_by_kernel.map(|d| d.to_string()).unwrap_or_else(|| "null".into())
         );
     }
-    if let Some(c) = report["cpu"]["mean_cores_busy"].as_f64() {
-        println!("cpu: lab processes kept {c:.2} of {} cores busy", report["cpu"]["cpus"]);
+    if let Some(tr) = &report.tracing {
+        for h in &tr.hosts {
+            println!(
+                "trace {}: {} events of {} processes, {} lost ({})",
+                h.dir,
+                h.events,
+                h.processes.len(),
+                h.lost_events.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+                h.distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
     }
-    println!("{}", if report["ok"] == json!(true) { "run ok" } else { "run FAILED" });
+    println!(
+        "cpu: lab processes kept {:.2} of {} cores busy",
+        report.cpu.mean_cores_busy,
+        report.cpu.cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
+    );
+    println!("{}", if report.ok { "run ok" } else { "run FAILED" });
 }
 
 #[cfg(test)]

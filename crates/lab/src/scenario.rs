@@ -33,6 +33,10 @@ pub struct Scenario {
     /// Synthetic payload bytes: a gradient (`pattern`, compresses well), `zeros` or `random`.
     #[serde(default)]
     pub content: Content,
+    /// ros2_tracing tracepoints in the nodes (layout of that ROS 2 distro) and one LTTng
+    /// session per host; a node's own `tracing` overrides it.
+    #[serde(default, skip_serializing_if = "Tracing::is_off")]
+    pub tracing: Tracing,
     #[serde(default)]
     pub network: Network,
     #[serde(default)]
@@ -77,6 +81,48 @@ impl Content {
             Content::Zeros => "zeros",
             Content::Random => "random",
         }
+    }
+}
+
+/// Which ros2_tracing layout the nodes emit (docs/tracing.md): Humble's
+/// `rmw_publish` records only the message, Jazzy's also the source timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Tracing {
+    #[default]
+    Off,
+    Humble,
+    Jazzy,
+}
+
+impl Tracing {
+    pub fn is_off(&self) -> bool {
+        *self == Tracing::Off
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tracing::Off => "off",
+            Tracing::Humble => "humble",
+            Tracing::Jazzy => "jazzy",
+        }
+    }
+}
+
+impl std::str::FromStr for Tracing {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "off" | "none" => Ok(Tracing::Off),
+            "humble" => Ok(Tracing::Humble),
+            "jazzy" => Ok(Tracing::Jazzy),
+            _ => bail!("unknown tracing {s:?} (use off, humble or jazzy)"),
+        }
+    }
+}
+
+impl std::fmt::Display for Tracing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -252,6 +298,9 @@ pub struct Node {
     pub host: String,
     #[serde(default)]
     pub vendor: Vendor,
+    /// Overrides the scenario's `tracing` for this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<Tracing>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub publish: Vec<TopicFlow>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -361,6 +410,8 @@ pub struct Overrides {
     pub vendors: Vec<(String, Vendor)>,
     /// Offered load of every interference flow, as a share of network.rate.
     pub load: Option<Percent>,
+    /// Tracing of every node (replaces the scenario's and the nodes' own setting).
+    pub tracing: Option<Tracing>,
 }
 
 /// What one node publishes or relays, with what a run needs to know about it.
@@ -491,7 +542,7 @@ impl Scenario {
                 bail!("network.rate {r}: below 1 Mbit/s");
             }
         }
-        crate::net::parse_subnet(&self.network.subnet, self.hosts.len() + 1).map_err(|e| anyhow!("network.subnet: {e}"))?;
+        crate::addr::parse_subnet(&self.network.subnet, self.hosts.len() + 1).map_err(|e| anyhow!("network.subnet: {e}"))?;
         if self.dds.multicast == Multicast::False {
             bail!("dds.multicast = false: the lab discovers peers by multicast SPDP; use spdp or default");
         }
@@ -580,7 +631,7 @@ impl Scenario {
 
     /// Expands `generate`, applies overrides and checks the workload as a whole.
     pub fn resolve(self, duration: Option<Nanos>, vendors: &[(String, Vendor)]) -> Result<Scenario> {
-        self.resolve_with(&Overrides { duration, vendors: vendors.to_vec(), load: None })
+        self.resolve_with(&Overrides { duration, vendors: vendors.to_vec(), load: None, tracing: None })
     }
 
     /// [`Scenario::resolve`] with every command-line override.
@@ -633,6 +684,7 @@ impl Scenario {
                     name: format!("gen{gi}_pub{p}"),
                     host: g.publisher_hosts[p % g.publisher_hosts.len()].clone(),
                     vendor: g.vendor,
+                    tracing: None,
                     publish: topics.clone(),
                     subscribe: vec![],
                     relay: vec![],
@@ -643,6 +695,7 @@ impl Scenario {
                     name: format!("gen{gi}_sub{s}"),
                     host: g.subscriber_hosts[s % g.subscriber_hosts.len()].clone(),
                     vendor: Vendor::Cyclone,
+                    tracing: None,
                     publish: vec![],
                     subscribe: topics
                         .iter()
@@ -650,6 +703,12 @@ impl Scenario {
                         .collect(),
                     relay: vec![],
                 });
+            }
+        }
+        if let Some(t) = o.tracing {
+            self.tracing = t;
+            for n in &mut self.nodes {
+                n.tracing = None;
             }
         }
         for (node, vendor) in vendors {
@@ -800,6 +859,23 @@ impl Scenario {
         out
     }
 
+    /// The ros2_tracing layout `node` emits (its own setting, else the scenario's).
+    pub fn tracing_of(&self, node: &Node) -> Tracing {
+        node.tracing.unwrap_or(self.tracing)
+    }
+
+    /// Hosts with at least one traced node, with the layouts their nodes emit.
+    pub fn traced_hosts(&self) -> BTreeMap<String, BTreeSet<Tracing>> {
+        let mut out: BTreeMap<String, BTreeSet<Tracing>> = BTreeMap::new();
+        for n in &self.nodes {
+            let t = self.tracing_of(n);
+            if !t.is_off() {
+                out.entry(n.host.clone()).or_default().insert(t);
+            }
+        }
+        out
+    }
+
     pub fn host_index(&self, host: &str) -> Option<usize> {
         self.hosts.iter().position(|h| h.name == host)
     }
@@ -909,6 +985,34 @@ load = "40%"
             .unwrap_err()
             .to_string();
         assert!(e.contains("exceeds its input rate"), "{e}");
+    }
+
+    #[test]
+    fn tracing_defaults_overrides_and_reads_back() {
+        let sc = parse(&SIMPLE.replace("duration = \"2s\"", "duration = \"2s\"\ntracing = \"jazzy\"").replace(
+            "name = \"msg_driven\"\nhost = \"pc2\"",
+            "name = \"msg_driven\"\nhost = \"pc2\"\ntracing = \"off\"",
+        ))
+        .unwrap()
+        .resolve(None, &[])
+        .unwrap();
+        assert_eq!(sc.tracing, Tracing::Jazzy);
+        let node = |n: &str| sc.nodes.iter().find(|x| x.name == n).unwrap();
+        assert_eq!(sc.tracing_of(node("filter")), Tracing::Jazzy);
+        assert_eq!(sc.tracing_of(node("msg_driven")), Tracing::Off);
+        assert_eq!(sc.traced_hosts().into_iter().collect::<Vec<_>>(), vec![("pc1".to_string(), [Tracing::Jazzy].into())]);
+        let again = parse(&sc.to_toml().unwrap()).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(again.tracing_of(again.nodes.iter().find(|x| x.name == "msg_driven").unwrap()), Tracing::Off);
+        // the command line sets every node
+        let o = Overrides { tracing: Some(Tracing::Humble), ..Overrides::default() };
+        let all = parse(&sc.to_toml().unwrap()).unwrap().resolve_with(&o).unwrap();
+        assert!(all.nodes.iter().all(|n| all.tracing_of(n) == Tracing::Humble));
+        assert_eq!(all.traced_hosts().len(), 2);
+        // off by default, and not written out
+        let plain = parse(SIMPLE).unwrap().resolve(None, &[]).unwrap();
+        assert!(plain.traced_hosts().is_empty() && !plain.to_toml().unwrap().contains("tracing"));
+        let e = parse(&SIMPLE.replace("duration = \"2s\"", "duration = \"2s\"\ntracing = \"rolling\"")).unwrap_err().to_string();
+        assert!(e.contains("tracing") || e.contains("rolling"), "{e}");
     }
 
     #[test]

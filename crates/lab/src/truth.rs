@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::scenario::Scenario;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct Record {
     pub event: String,
     pub t_ns: i64,
@@ -29,6 +29,21 @@ pub struct Record {
     pub src_seq: Option<i64>,
     #[serde(default)]
     pub source_ts_ns: Option<i64>,
+    /// With tracing: CLOCK_MONOTONIC instants read right before the tracepoints
+    /// they mirror (the CLOCK_REALTIME ones, `*_ns`, are not needed here) and
+    /// the thread that ran them.
+    #[serde(default)]
+    pub rclcpp_publish_mono_ns: Option<i64>,
+    #[serde(default)]
+    pub rmw_publish_mono_ns: Option<i64>,
+    #[serde(default)]
+    pub rmw_take_mono_ns: Option<i64>,
+    #[serde(default)]
+    pub callback_start_mono_ns: Option<i64>,
+    #[serde(default)]
+    pub callback_end_mono_ns: Option<i64>,
+    #[serde(default)]
+    pub tid: Option<i64>,
 }
 
 /// Merges the per-node files (`parts`) into `dst`, ordered by `t_ns`
@@ -81,7 +96,7 @@ fn t_of(line: &str) -> Option<i64> {
     rest[..end].parse().ok()
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Latency {
     pub samples: usize,
     pub mean_ms: f64,
@@ -95,13 +110,13 @@ impl Latency {
         if v.is_empty() {
             return None;
         }
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.sort_by(|a, b| a.total_cmp(b));
         let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
         Some(Latency { samples: v.len(), mean_ms: v.iter().sum::<f64>() / v.len() as f64, p50_ms: q(0.5), p99_ms: q(0.99), max_ms: q(1.0) })
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WriterTruth {
     pub node: String,
     pub host: String,
@@ -116,7 +131,7 @@ pub struct WriterTruth {
     pub sizes: Vec<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReaderTruth {
     pub node: String,
     pub host: String,
@@ -131,7 +146,7 @@ pub struct ReaderTruth {
     pub latency: Option<Latency>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TopicTruth {
     pub topic: String,
     pub writers: Vec<WriterTruth>,
@@ -341,6 +356,7 @@ topic = "/x"
             src_writer_guid: None,
             src_seq: None,
             source_ts_ns: None,
+            ..Record::default()
         };
         let recs = vec![
             rec("publish", 0, "p", 1),

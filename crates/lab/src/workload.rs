@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::scenario::{ComputeMode, Multicast, Node, Scenario, Vendor};
+use crate::scenario::{ComputeMode, Multicast, Node, Scenario, Tracing, Vendor};
 use ddscope_traffic::Reliability;
 
 pub const CYCLONE_NODE: &str = "ddslab-cyclone";
@@ -66,6 +66,25 @@ impl NodeBins {
         Ok(p)
     }
 
+    /// The ros2_tracing provider library a node loads for `tracing` (built next to the nodes).
+    pub fn tracing_provider(&self, tracing: Tracing) -> Result<Option<PathBuf>> {
+        if tracing.is_off() {
+            return Ok(None);
+        }
+        let p = self.dir.join(format!("libddslab-ros2tp-{}.so", tracing.as_str()));
+        if !p.is_file() {
+            bail!(
+                "tracing {tracing}: {} not found (the ros2_tracing replica needs liblttng-ust-dev when lab/ is built)",
+                p.display()
+            );
+        }
+        let clock = self.dir.join("libddslab-lttng-clock.so");
+        if !clock.is_file() {
+            bail!("tracing {tracing}: {} not found (built with the provider)", clock.display());
+        }
+        Ok(Some(p))
+    }
+
     /// `--version` of a node program, e.g. "cyclonedds 0.10.2".
     pub fn version(&self, vendor: Vendor) -> Option<String> {
         let out = Command::new(self.path(vendor).ok()?).arg("--version").output().ok()?;
@@ -105,6 +124,11 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
     if let (Vendor::Fastdds, Some(ip)) = (node.vendor, iface_ip) {
         a.push("--iface-ip".into());
         a.push(ip.into());
+    }
+    let tracing = sc.tracing_of(node);
+    if !tracing.is_off() {
+        a.push("--tracing".into());
+        a.push(tracing.as_str().into());
     }
     let readers_of = |topic: &str| writers.iter().find(|w| w.flow.topic == topic).map(|w| w.readers).unwrap_or(0);
     for p in &node.publish {
@@ -185,6 +209,7 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
 /// Runs every node's program with `--check`: message types known, sizes reachable.
 pub fn check_nodes(sc: &Scenario, bins: &NodeBins) -> Result<()> {
     for n in &sc.nodes {
+        bins.tracing_provider(sc.tracing_of(n)).map_err(|e| anyhow!("node {}: {e}", n.name))?;
         let prog = bins.path(n.vendor)?;
         let args = node_args(sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
         let out = Command::new(&prog).args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;

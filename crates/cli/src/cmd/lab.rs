@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use ddscope_lab::net::{self, Lab};
 use ddscope_lab::run::{self, RunOptions};
-use ddscope_lab::scenario::{self, Vendor};
+use ddscope_lab::scenario::{self, Tracing, Vendor};
 use ddscope_lab::workload::{self, NodeBins};
 
 #[derive(Args, Debug)]
@@ -15,11 +15,13 @@ use ddscope_lab::workload::{self, NodeBins};
     about = "Emulated multi-host lab with real DDS workloads",
     long_about = "Creates the scenario's hosts as network namespaces joined by veth (a bridge for more than two), runs \
 real Cyclone DDS / Fast DDS workload nodes that look like ROS 2 on the wire, adds iperf3 interference, captures every \
-host's interface with nanosecond timestamps and records application ground truth. Needs root. Scenario format and \
-output files: docs/lab.md.",
+host's interface with nanosecond timestamps and records application ground truth; with tracing, the nodes emit \
+ros2_tracing's tracepoints and every host records an LTTng trace. Needs root. Scenario format and output files: \
+docs/lab.md.",
     after_help = "Examples:\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml --duration 5s --out /tmp/simple\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml --vendor filter=fastdds --vendor sensor=fastdds\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --tracing jazzy --duration 5s --out /tmp/traced\n  \
 ddscope lab check examples/lab/autoware-sensing.toml\n  \
 sudo ddscope lab up examples/lab/simple-robotic.toml\n  \
 sudo ddscope lab down --all"
@@ -35,6 +37,7 @@ enum Cmd {
     #[command(after_help = "Examples:\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml --load 40% --duration 10s --out /tmp/run40\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --tracing humble --out /tmp/traced   # pc1.lttng, pc2.lttng\n  \
 sudo ddscope lab run examples/lab/param-topologies.toml --gzip")]
     Run(RunArgs),
     /// Check a scenario (types, sizes, topology) without running it; no root needed
@@ -63,6 +66,10 @@ struct RunArgs {
     /// Offered load of every interference flow as a share of the link rate (thesis Table 4.3: 0%, 40%, 95%)
     #[arg(long)]
     load: Option<Percent>,
+    /// ros2_tracing tracepoints in every node, in that ROS 2 distro's layout, and one LTTng
+    /// session per host (HOST.lttng); overrides the scenario's `tracing`
+    #[arg(long, value_name = "off|humble|jazzy")]
+    tracing: Option<Tracing>,
     /// Write the captures gzip-compressed (HOST.pcapng.gz)
     #[arg(long)]
     gzip: bool,
@@ -117,7 +124,7 @@ fn parse_vendors(v: &[String]) -> Result<Vec<(String, Vendor)>> {
 pub fn run(args: LabArgs) -> Result<i32> {
     match args.cmd {
         Cmd::Run(a) => run::run(&RunOptions {
-            overrides: scenario::Overrides { duration: a.duration, vendors: parse_vendors(&a.vendors)?, load: a.load },
+            overrides: scenario::Overrides { duration: a.duration, vendors: parse_vendors(&a.vendors)?, load: a.load, tracing: a.tracing },
             scenario: a.scenario,
             out: a.out,
             gzip: a.gzip,
@@ -161,7 +168,7 @@ fn check(a: CheckArgs) -> Result<i32> {
     let writers = sc.writers();
     let readers = sc.readers();
     for (topic, rate) in &rates {
-        let w = writers.iter().find(|w| &w.flow.topic == topic).unwrap();
+        let Some(w) = writers.iter().find(|w| &w.flow.topic == topic) else { continue };
         let bps = w.flow.sample_bytes.0 as f64 * 8.0 * rate;
         total += bps;
         let ws: Vec<String> = writers.iter().filter(|x| &x.flow.topic == topic).map(|x| format!("{}@{}", x.node, x.host)).collect();
@@ -171,6 +178,14 @@ fn check(a: CheckArgs) -> Result<i32> {
     println!("total payload {:.1} Mbit/s", total / 1e6);
     for it in &sc.interference {
         println!("interference {} -> {}: {} in {}-byte datagrams every {}", it.from, it.to, it.flow.rate, it.flow.payload_bytes, it.flow.pacing);
+    }
+    for (host, distros) in sc.traced_hosts() {
+        let traced: Vec<&str> = sc.nodes.iter().filter(|n| n.host == host && !sc.tracing_of(n).is_off()).map(|n| n.name.as_str()).collect();
+        println!(
+            "tracing {host}: {} ({}) -> {host}.lttng",
+            distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "),
+            traced.join(", ")
+        );
     }
     println!("ok");
     Ok(0)
