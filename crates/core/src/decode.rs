@@ -8,7 +8,7 @@ use crate::source::Packet;
 use crate::discovery::{self, Announcement, Discovery, DiscoveryLimits, DiscoveryStats, EndpointKind};
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
-use crate::ros_graph::{self, RosGraphError, RosGraphLimits};
+use crate::ros_graph::{self, RosGraphError, RosGraphLimits, RosNode};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
@@ -220,6 +220,29 @@ pub struct Decoder {
     pub diagnostics: Vec<Diagnostic>,
     /// Events of the message being decoded (traffic types of INFO_* are fixed up per message).
     msg_events: Vec<SubmsgEvent>,
+    /// The last writer and reader looked up in the ROS graph, and the graph
+    /// generation the answers belong to: consecutive submessages mostly share them.
+    node_cache: NodeCache,
+}
+
+#[derive(Default)]
+struct NodeCache {
+    generation: u64,
+    writer: Option<(Guid, Option<Arc<RosNode>>)>,
+    reader: Option<(Guid, Option<Arc<RosNode>>)>,
+}
+
+impl NodeCache {
+    fn lookup(slot: &mut Option<(Guid, Option<Arc<RosNode>>)>, graph: &crate::ros_graph::RosGraph, g: Guid) -> Option<Arc<RosNode>> {
+        match slot {
+            Some((k, n)) if *k == g => n.clone(),
+            _ => {
+                let n = graph.node_of(&g).cloned();
+                *slot = Some((g, n.clone()));
+                n
+            }
+        }
+    }
 }
 
 impl Decoder {
@@ -233,6 +256,7 @@ impl Decoder {
             stats: DecodeStats::default(),
             diagnostics: Vec::new(),
             msg_events: Vec::with_capacity(64),
+            node_cache: NodeCache::default(),
         }
     }
 
@@ -476,10 +500,15 @@ impl Decoder {
         if let Some(ep) = self.discovery.endpoint_in_use(&writer) {
             ev.topic = Some(ep.names.clone());
         }
-        if !self.discovery.ros.is_empty() {
-            ev.writer_node = self.discovery.ros.node_of(&writer).cloned();
+        let graph = &self.discovery.ros;
+        if !graph.is_empty() {
+            let c = &mut self.node_cache;
+            if c.generation != graph.generation() {
+                *c = NodeCache { generation: graph.generation(), writer: None, reader: None };
+            }
+            ev.writer_node = NodeCache::lookup(&mut c.writer, graph, writer);
             if let Some(r) = ev.reader_id.filter(|r| r.entity != EntityId::UNKNOWN) {
-                ev.reader_node = self.discovery.ros.node_of(&r).cloned();
+                ev.reader_node = NodeCache::lookup(&mut c.reader, graph, r);
             }
         }
     }

@@ -477,6 +477,8 @@ pub struct RosGraph {
     gid16: u64,
     /// The layout the last sample used: tried first on the next.
     last_layout: GidLayout,
+    /// Bumped on every change (lookups cached by the decoder stay valid while it is unchanged).
+    generation: u64,
 }
 
 impl Default for RosGraph {
@@ -497,7 +499,13 @@ impl RosGraph {
             gid24: 0,
             gid16: 0,
             last_layout: GidLayout::Bytes24,
+            generation: 0,
         }
+    }
+
+    /// Changes whenever the graph changes.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn limits(&self) -> &RosGraphLimits {
@@ -544,6 +552,7 @@ impl RosGraph {
     /// Replaces a participant's nodes with those of `p`.
     pub fn update(&mut self, p: ParticipantEntities) {
         self.samples += 1;
+        self.generation += 1;
         self.last_layout = p.layout;
         match p.layout {
             GidLayout::Bytes24 => self.gid24 += 1,
