@@ -8,6 +8,7 @@ use crate::source::Packet;
 use crate::discovery::{self, Announcement, Discovery, DiscoveryLimits, DiscoveryStats, EndpointKind};
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
+use crate::ros_graph::{self, RosGraphError, RosGraphLimits, RosNode};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
@@ -31,6 +32,8 @@ pub struct DecoderConfig {
     pub max_discovery_bytes: usize,
     /// Caps of the participant and endpoint tables.
     pub discovery: DiscoveryLimits,
+    /// Caps of the ROS graph (`ros_discovery_info`: nodes and their gids).
+    pub ros_graph: RosGraphLimits,
     /// Problems kept with their frame number for the report (all are counted).
     pub max_diagnostics: usize,
 }
@@ -43,6 +46,7 @@ impl Default for DecoderConfig {
             max_discovery_pending: 256,
             max_discovery_bytes: 16 << 20,
             discovery: DiscoveryLimits::default(),
+            ros_graph: RosGraphLimits::default(),
             max_diagnostics: 50,
         }
     }
@@ -81,8 +85,13 @@ pub struct DecodeStats {
     pub unknown_submessages: u64,
     /// Discovery samples that could not be parsed.
     pub bad_discovery_samples: u64,
-    /// Discovery DATA_FRAG samples dropped (too large, capacity, or never completed).
+    /// Discovery DATA_FRAG samples dropped (too large, capacity, or never completed);
+    /// `ros_discovery_info` samples arriving as DATA_FRAG are reassembled the same way and counted here too.
     pub discovery_fragments_dropped: u64,
+    /// `ros_discovery_info` samples that are not a valid ParticipantEntitiesInfo (or were cut by the snap length).
+    pub bad_ros_discovery_samples: u64,
+    /// `ros_discovery_info` samples refused for announcing more nodes or gids than the caps.
+    pub ros_discovery_over_limits: u64,
     pub ip: ReassemblyStats,
     /// Sizes of the discovery tables and what they evicted.
     pub discovery: DiscoveryStats,
@@ -103,6 +112,8 @@ impl DecodeStats {
             + self.unknown_submessages
             + self.bad_discovery_samples
             + self.discovery_fragments_dropped
+            + self.bad_ros_discovery_samples
+            + self.ros_discovery_over_limits
             + self.ip.datagrams_timed_out
             + self.ip.datagrams_evicted
             + self.ip.datagrams_incomplete_at_end
@@ -135,6 +146,8 @@ impl DecodeStats {
         add(self.unknown_submessages, "unknown submessages");
         add(self.bad_discovery_samples, "unparsable discovery samples");
         add(self.discovery_fragments_dropped, "discovery fragment sets dropped");
+        add(self.bad_ros_discovery_samples, "malformed ros_discovery_info samples");
+        add(self.ros_discovery_over_limits, "ros_discovery_info samples over the node/gid caps");
         add(self.ip.datagrams_timed_out, "IP datagrams timed out in reassembly");
         add(self.ip.datagrams_evicted, "IP datagrams evicted from reassembly");
         add(self.ip.datagrams_incomplete_at_end, "IP datagrams incomplete at end of capture");
@@ -207,6 +220,29 @@ pub struct Decoder {
     pub diagnostics: Vec<Diagnostic>,
     /// Events of the message being decoded (traffic types of INFO_* are fixed up per message).
     msg_events: Vec<SubmsgEvent>,
+    /// The last writer and reader looked up in the ROS graph, and the graph
+    /// generation the answers belong to: consecutive submessages mostly share them.
+    node_cache: NodeCache,
+}
+
+#[derive(Default)]
+struct NodeCache {
+    generation: u64,
+    writer: Option<(Guid, Option<Arc<RosNode>>)>,
+    reader: Option<(Guid, Option<Arc<RosNode>>)>,
+}
+
+impl NodeCache {
+    fn lookup(slot: &mut Option<(Guid, Option<Arc<RosNode>>)>, graph: &crate::ros_graph::RosGraph, g: Guid) -> Option<Arc<RosNode>> {
+        match slot {
+            Some((k, n)) if *k == g => n.clone(),
+            _ => {
+                let n = graph.node_of(&g).cloned();
+                *slot = Some((g, n.clone()));
+                n
+            }
+        }
+    }
 }
 
 impl Decoder {
@@ -215,11 +251,12 @@ impl Decoder {
             capture: Arc::from(capture),
             cfg,
             ipfrag: Reassembler::new(cfg.reassembly),
-            discovery: Discovery::new(cfg.discovery),
+            discovery: Discovery::new(cfg.discovery).with_ros_limits(cfg.ros_graph),
             discovery_frags: BoundedMap::new(cfg.max_discovery_pending).with_max_weight(cfg.max_discovery_bytes),
             stats: DecodeStats::default(),
             diagnostics: Vec::new(),
             msg_events: Vec::with_capacity(64),
+            node_cache: NodeCache::default(),
         }
     }
 
@@ -463,6 +500,42 @@ impl Decoder {
         if let Some(ep) = self.discovery.endpoint_in_use(&writer) {
             ev.topic = Some(ep.names.clone());
         }
+        let graph = &self.discovery.ros;
+        if !graph.is_empty() {
+            let c = &mut self.node_cache;
+            if c.generation != graph.generation() {
+                *c = NodeCache { generation: graph.generation(), writer: None, reader: None };
+            }
+            ev.writer_node = NodeCache::lookup(&mut c.writer, graph, writer);
+            if let Some(r) = ev.reader_id.filter(|r| r.entity != EntityId::UNKNOWN) {
+                ev.reader_node = NodeCache::lookup(&mut c.reader, graph, r);
+            }
+        }
+    }
+
+    /// Whether the event's writer publishes the ROS graph (`ros_discovery_info`).
+    fn is_ros_discovery(ev: &SubmsgEvent) -> bool {
+        ev.topic.as_deref().is_some_and(|t| t.topic_raw == ros_graph::ROS_DISCOVERY_TOPIC)
+    }
+
+    /// A complete `ros_discovery_info` sample: update the ROS graph.
+    fn ros_discovery_sample(&mut self, ev: &SubmsgEvent, payload: &[u8]) {
+        let frame = ev.frame;
+        match self.discovery.ros.apply_sample(payload, false) {
+            Ok(()) => {}
+            Err(e) => {
+                match e {
+                    RosGraphError::Malformed(_) => self.stats.bad_ros_discovery_samples += 1,
+                    RosGraphError::OverLimit(_) => self.stats.ros_discovery_over_limits += 1,
+                }
+                let w = ev.writer_id;
+                self.diag(frame, || match w {
+                    Some(w) => format!("ros_discovery_info sample from {w}: {e}"),
+                    None => format!("ros_discovery_info sample: {e}"),
+                });
+            }
+        }
+        self.stats.discovery = self.discovery.stats();
     }
 
     fn fill(&mut self, ev: &mut SubmsgEvent, sm: &Submessage<'_>, ctx: &mut MessageContext, le: bool) {
@@ -505,6 +578,27 @@ impl Decoder {
                     }
                 } else {
                     self.name_writer(ev, w);
+                    if let (Some(p), false) = (d.payload, d.key_flag) {
+                        if Self::is_ros_discovery(ev) {
+                            if p.len() < d.payload_len {
+                                // Cut by the snap length: the node list cannot be read.
+                                self.stats.bad_ros_discovery_samples += 1;
+                            } else {
+                                self.ros_discovery_sample(ev, p);
+                            }
+                        } else if ev.topic.is_none()
+                            && ev.traffic_type == TrafficType::User
+                            && p.len() >= d.payload_len
+                            && ros_graph::looks_like_participant_entities(p, &ctx.src_prefix)
+                        {
+                            // SEDP not captured: recognised by content (the sender's own
+                            // GUID comes first). A payload that then does not decode is an
+                            // ordinary user sample, not a malformed one.
+                            if self.discovery.ros.apply_sample(p, true).is_ok() {
+                                self.stats.discovery = self.discovery.stats();
+                            }
+                        }
+                    }
                 }
             }
             Submessage::DataFrag(d) => {
@@ -533,6 +627,13 @@ impl Decoder {
                     }
                 } else if ev.traffic_type != TrafficType::Discovery {
                     self.name_writer(ev, w);
+                    if !d.key_flag && Self::is_ros_discovery(ev) {
+                        if d.payload.len() < d.payload_len {
+                            self.stats.discovery_fragments_dropped += 1;
+                        } else if let Some(sample) = self.discovery_fragment(ev, w, &d) {
+                            self.ros_discovery_sample(ev, &sample);
+                        }
+                    }
                 }
             }
             Submessage::Heartbeat(h) => {

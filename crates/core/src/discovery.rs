@@ -5,6 +5,7 @@
 
 use crate::bounded::BoundedMap;
 use crate::ros;
+use crate::ros_graph::{RosGraph, RosGraphLimits, RosGraphStats, RosNode};
 use ddscope_wire::cdr::CdrReader;
 use ddscope_wire::locator::Locator;
 use ddscope_wire::plist::{self, ParamIter};
@@ -368,6 +369,8 @@ pub struct DiscoveryStats {
     /// Endpoints forgotten (least recently announced or used first): their
     /// traffic is no longer named by topic.
     pub endpoints_evicted: u64,
+    /// The ROS graph from `ros_discovery_info` (node names).
+    pub ros: RosGraphStats,
 }
 
 impl DiscoveryStats {
@@ -380,6 +383,9 @@ impl DiscoveryStats {
         if self.endpoints_evicted > 0 {
             parts.push(format!("{} discovery endpoints (their traffic is no longer named by topic)", self.endpoints_evicted));
         }
+        if let Some(l) = self.ros.problem_line() {
+            parts.push(l);
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
@@ -391,13 +397,25 @@ impl DiscoveryStats {
 
 /// Participants and endpoints seen so far, capped (least recently seen
 /// evicted first), with an index of how many writers and readers each topic
-/// has so that per-topic rows cost one lookup, not a scan of every endpoint.
+/// has so that per-topic rows cost one lookup, not a scan of every endpoint;
+/// and the ROS graph (`ros_discovery_info`: which node owns which endpoint).
 #[derive(Debug)]
 pub struct Discovery {
     pub participants: BoundedMap<GuidPrefix, ParticipantInfo>,
     pub endpoints: BoundedMap<Guid, Arc<EndpointInfo>>,
     /// Raw topic name → (writers, readers) among `endpoints`.
     topic_counts: FxHashMap<String, (u32, u32)>,
+    /// ROS 2 nodes and the readers/writers they own.
+    pub ros: RosGraph,
+}
+
+/// An endpoint with the ROS node that owns it (JSON output of `topics`).
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointWithNode {
+    #[serde(flatten)]
+    pub endpoint: Arc<EndpointInfo>,
+    /// `{namespace, name, fq_name}`, or null when no `ros_discovery_info` named it.
+    pub node: Option<Arc<RosNode>>,
 }
 
 impl Default for Discovery {
@@ -434,7 +452,19 @@ impl Discovery {
             participants: BoundedMap::new(limits.max_participants),
             endpoints: BoundedMap::new(limits.max_endpoints),
             topic_counts: FxHashMap::default(),
+            ros: RosGraph::default(),
         }
+    }
+
+    /// With the ROS graph capped by `ros` instead of its defaults.
+    pub fn with_ros_limits(mut self, ros: RosGraphLimits) -> Self {
+        self.ros = RosGraph::new(ros);
+        self
+    }
+
+    /// The ROS node owning a reader or writer, if `ros_discovery_info` named it.
+    pub fn node_of(&self, guid: &Guid) -> Option<&Arc<RosNode>> {
+        self.ros.node_of(guid)
     }
 
     pub fn endpoint(&self, guid: &Guid) -> Option<&Arc<EndpointInfo>> {
@@ -501,6 +531,7 @@ impl Discovery {
             endpoints: self.endpoints.len(),
             participants_evicted: self.participants.evicted(),
             endpoints_evicted: self.endpoints.evicted(),
+            ros: self.ros.stats(),
         }
     }
 
@@ -509,6 +540,17 @@ impl Discovery {
         let mut v: Vec<_> = self.endpoints.values().cloned().collect();
         v.sort_by(|a, b| (&a.names.topic_raw, a.guid).cmp(&(&b.names.topic_raw, b.guid)));
         v
+    }
+
+    /// [`endpoints_sorted`](Self::endpoints_sorted), each with its ROS node.
+    pub fn endpoints_with_nodes(&self) -> Vec<EndpointWithNode> {
+        self.endpoints_sorted()
+            .into_iter()
+            .map(|e| {
+                let node = self.ros.node_of(&e.guid).cloned();
+                EndpointWithNode { endpoint: e, node }
+            })
+            .collect()
     }
 }
 

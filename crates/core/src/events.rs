@@ -4,6 +4,7 @@
 
 use crate::discovery::{EndpointInfo, TopicNames};
 use crate::record::{opt_i, opt_u, Value};
+use crate::ros_graph::RosNode;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::{Guid, GuidPrefix};
 use serde::Serialize;
@@ -80,6 +81,10 @@ pub struct SubmsgEvent {
     pub source_ts_ns: Option<i64>,
     /// The writer's topic, once discovery has been seen.
     pub topic: Option<Arc<TopicNames>>,
+    /// The ROS 2 node owning the writer, once its participant's `ros_discovery_info` has been seen.
+    pub writer_node: Option<Arc<RosNode>>,
+    /// The ROS 2 node owning the reader (a specific reader: ACKNACK, NACK_FRAG, directed DATA/HEARTBEAT).
+    pub reader_node: Option<Arc<RosNode>>,
     pub hb_first_sn: Option<i64>,
     pub hb_last_sn: Option<i64>,
     pub count: Option<i32>,
@@ -132,6 +137,8 @@ impl SubmsgEvent {
             payload_size: None,
             source_ts_ns: None,
             topic: None,
+            writer_node: None,
+            reader_node: None,
             hb_first_sn: None,
             hb_last_sn: None,
             count: None,
@@ -196,6 +203,8 @@ crate::record!(SubmsgEvent, r, {
     payload_size: U64 => opt_u(r.payload_size),
     source_ts_ns: I64 => opt_i(r.source_ts_ns),
     topic_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
+    writer_node: Str => r.writer_node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
+    reader_node: Str => r.reader_node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
     type_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
     topic_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
     type_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_raw)),
@@ -232,7 +241,7 @@ mod tests {
     #[test]
     fn every_column_has_a_value_arm() {
         let e = SubmsgEvent::blank(Arc::from("x"));
-        assert_eq!(SubmsgEvent::columns().len(), 48);
+        assert_eq!(SubmsgEvent::columns().len(), 50);
         // The last column must be reachable (no silent Null for a listed column).
         let names: Vec<_> = SubmsgEvent::columns().iter().map(|c| c.name).collect();
         let unique: std::collections::HashSet<_> = names.iter().collect();

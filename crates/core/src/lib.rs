@@ -9,6 +9,7 @@ pub mod events;
 pub mod ipfrag;
 pub mod record;
 pub mod ros;
+pub mod ros_graph;
 pub mod output;
 pub mod samples;
 pub mod topics;

@@ -21,6 +21,7 @@ use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::ros_graph::RosNode;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
 use serde::Serialize;
@@ -70,6 +71,8 @@ pub struct SampleRecord {
     pub writer_id: Guid,
     pub sn: i64,
     pub topic: Option<Arc<TopicNames>>,
+    /// The ROS 2 node owning the writer (from `ros_discovery_info` in this capture), once known.
+    pub node: Option<Arc<RosNode>>,
     pub traffic_type: TrafficType,
     /// Capture time of the first DATA/DATA_FRAG of the sample (datagram completion, as tshark times it).
     pub first_ts_ns: i64,
@@ -116,6 +119,7 @@ impl SampleRecord {
             writer_id: writer,
             sn,
             topic: e.topic.clone(),
+            node: e.writer_node.clone(),
             traffic_type: e.traffic_type,
             first_ts_ns: e.ts_ns,
             first_ip_ts_ns: e.ip_first_ts_ns,
@@ -388,6 +392,9 @@ impl SampleTracker {
         if r.topic.is_none() {
             r.topic = e.topic.clone();
         }
+        if r.node.is_none() {
+            r.node = e.writer_node.clone();
+        }
         if (r.sample_size != sample_size || (e.kind == SubmsgKind::DataFrag && r.fragment_size != e.fragment_size))
             && !(e.kind == SubmsgKind::Data && r.fragment_size.is_none())
         {
@@ -595,6 +602,7 @@ const COLUMNS: &[Column] = &[
     col("pcp", U64),
     col("vendor_id", Str),
     col("closed_by", Str),
+    col("writer_node", Str),
 ];
 
 impl Record for SampleRecord {
@@ -631,6 +639,7 @@ impl Record for SampleRecord {
             24 => self.pcp.map_or(Value::Null, |p| Value::U(p as u64)),
             25 => Value::Vendor(self.vendor_id),
             26 => Value::S(self.closed_by),
+            27 => self.node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
             _ => Value::Null,
         }
     }

@@ -7,6 +7,7 @@
 
 use crate::bounded::BoundedMap;
 use crate::discovery::{Discovery, TopicNames};
+use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
 use crate::samples::SampleRecord;
@@ -207,8 +208,26 @@ impl TopicsAnalysis {
     }
 
     /// Rows per topic (`by_writer == false`) or per writer, for `traffic` types
-    /// (all when empty). Topic names come from discovery when events lacked them.
+    /// (all when empty). Topic names come from discovery when events lacked
+    /// them; ROS node names from discovery's ROS graph (`ros_discovery_info`).
     pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
+        // Raw topic name → nodes of its readers: one pass over the graph's gids.
+        let mut reader_nodes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (g, owner) in discovery.ros.entities() {
+            if owner.role != EntityRole::Reader {
+                continue;
+            }
+            if let Some(ep) = discovery.endpoint(g) {
+                let v = reader_nodes.entry(ep.names.topic_raw.as_str()).or_default();
+                if !v.contains(&owner.node.fq_name) {
+                    v.push(owner.node.fq_name.clone());
+                }
+            }
+        }
+        for v in reader_nodes.values_mut() {
+            v.sort();
+        }
+        let readers_of = |topic_raw: &str| reader_nodes.get(topic_raw).cloned().unwrap_or_default();
         // Members by reference, usually one per group (inline): rows cost
         // little beyond the rows themselves even with 10^5 writers.
         type Member<'a> = (Guid, &'a WriterStats, Option<Arc<TopicNames>>);
@@ -242,8 +261,14 @@ impl TopicsAnalysis {
             let mut hist = vec![];
             let mut parts: Vec<String> = vec![];
             let mut vendors: Vec<u16> = vec![];
+            let mut nodes: Vec<String> = vec![];
             for (g, s, _) in &members {
                 row.traffic_type = s.traffic_type.map(|t| t.as_str()).unwrap_or("user");
+                if let Some(n) = discovery.node_of(g) {
+                    if !nodes.contains(&n.fq_name) {
+                        nodes.push(n.fq_name.clone());
+                    }
+                }
                 if let Some(ep) = discovery.endpoint(g) {
                     rel.push(ep.reliability.to_string());
                     dur.push(ep.durability.to_string());
@@ -309,6 +334,14 @@ impl TopicsAnalysis {
             row.partitions = parts;
             vendors.sort();
             row.vendors = vendors.iter().map(|v| format!("0x{v:04x}")).collect();
+            nodes.sort();
+            if by_writer && nodes.len() == 1 {
+                row.writer_node = nodes.first().cloned();
+            }
+            row.writer_nodes = nodes;
+            if let Some(n) = &names {
+                row.reader_nodes = readers_of(&n.topic_raw);
+            }
             if names.is_some() && !by_writer {
                 row.readers = discovery.readers_of(&topic_raw);
             } else if let Some(n) = &names {
@@ -342,6 +375,7 @@ impl TopicsAnalysis {
                         traffic_type: tt.as_str(),
                         writers,
                         readers,
+                        reader_nodes: readers_of(&e.names.topic_raw),
                         reliability: Some(e.reliability.to_string()),
                         durability: Some(e.durability.to_string()),
                         history: e.history.map(|h| h.to_string()),
@@ -367,6 +401,12 @@ pub struct TopicRow {
     pub names: Option<Arc<TopicNames>>,
     /// Set for `--by writer` rows and for writers whose topic is unknown.
     pub writer_id: Option<Guid>,
+    /// `--by writer` rows: the ROS node owning the writer (fully qualified, `/ns/name`).
+    pub writer_node: Option<String>,
+    /// ROS nodes owning the row's writers (sorted, unique).
+    pub writer_nodes: Vec<String>,
+    /// ROS nodes owning readers of the topic (announced by SEDP and named by `ros_discovery_info`).
+    pub reader_nodes: Vec<String>,
     pub traffic_type: &'static str,
     pub vendors: Vec<String>,
     pub reliability: Option<String>,
@@ -431,6 +471,9 @@ const COLUMNS: &[Column] = &[
     col("pcp", Str),
     col("first_ts_ns", I64),
     col("last_ts_ns", I64),
+    col("writer_node", Str),
+    col("writer_nodes", Str),
+    col("reader_nodes", Str),
 ];
 
 impl Record for TopicRow {
@@ -475,6 +518,9 @@ impl Record for TopicRow {
             31 => Value::Pcps(self.pcps),
             32 => self.first_ts_ns.map_or(Value::Null, Value::I),
             33 => self.last_ts_ns.map_or(Value::Null, Value::I),
+            34 => self.writer_node.as_deref().map_or(Value::Null, Value::S),
+            35 => Value::Strs(&self.writer_nodes),
+            36 => Value::Strs(&self.reader_nodes),
             _ => Value::Null,
         }
     }

@@ -134,7 +134,7 @@ fn samples_are_judged_in_first_sighting_order() {
     let mut c = correlator(CorrelatorConfig { window_ns: 1000, ..two_captures() });
     let w = writer(5);
     let rec = |cap: &str, sn: i64, t: i64| SampleRecord {
-        capture: Arc::from(cap), writer_id: w, sn, topic: None, traffic_type: TrafficType::User,
+        capture: Arc::from(cap), writer_id: w, sn, topic: None, node: None, traffic_type: TrafficType::User,
         first_ts_ns: t, first_ip_ts_ns: t, last_ts_ns: t, complete: true, first_frame: 1, last_frame: 1,
         sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: 1, submsgs: 1, ip_frags: 1,
         bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0, pcp: None,
@@ -229,7 +229,7 @@ proptest! {
         let mut rows: Vec<LatencyRow> = vec![];
         let w = writer(3);
         let rec = |cap: &str, sn: i64, first: i64, last: i64, complete: bool| SampleRecord {
-            capture: Arc::from(cap), writer_id: w, sn, topic: None, traffic_type: TrafficType::User,
+            capture: Arc::from(cap), writer_id: w, sn, topic: None, node: None, traffic_type: TrafficType::User,
             first_ts_ns: first, first_ip_ts_ns: first, last_ts_ns: last, complete, first_frame: 1, last_frame: 1,
             sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: u32::from(complete), submsgs: 1,
             ip_frags: 1, bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0,
@@ -412,7 +412,7 @@ fn correlator_tables_are_capped_and_counted() {
     let mut rows = 0u64;
     let w = |i: u32| writer(i);
     let rec = |cap: &str, i: u32, t: i64| SampleRecord {
-        capture: Arc::from(cap), writer_id: w(i), sn: 1, topic: None, traffic_type: TrafficType::User,
+        capture: Arc::from(cap), writer_id: w(i), sn: 1, topic: None, node: None, traffic_type: TrafficType::User,
         first_ts_ns: t, first_ip_ts_ns: t, last_ts_ns: t, complete: true, first_frame: 1, last_frame: 1,
         sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: 1, submsgs: 1, ip_frags: 1,
         bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0, pcp: None,

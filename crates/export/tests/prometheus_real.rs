@@ -44,6 +44,7 @@ fn sample(capture: &Arc<str>, topic: &Arc<TopicNames>, writer: Guid, sn: i64, ts
         writer_id: writer,
         sn,
         topic: Some(topic.clone()),
+        node: None,
         traffic_type: TrafficType::User,
         first_ts_ns: ts,
         first_ip_ts_ns: ts,

@@ -175,6 +175,8 @@ impl ItemDecoder {
                     writer_id: writer,
                     sn: s.sn,
                     topic,
+                    // Node names stay at the agent (its topic table carries them).
+                    node: None,
                     traffic_type: tt_of(s.tt),
                     first_ts_ns: s.first,
                     first_ip_ts_ns: s.first_ip,
@@ -252,6 +254,7 @@ mod tests {
             writer_id: Guid::parse_hex("0110aaaa0102030405060708000012 03".replace(' ', "").as_str()).unwrap(),
             sn: 7,
             topic: Some(Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"))),
+            node: None,
             traffic_type: TrafficType::User,
             first_ts_ns: 10,
             first_ip_ts_ns: 9,

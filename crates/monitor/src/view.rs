@@ -246,6 +246,7 @@ mod tests {
                 writer_id: e.writer_id.unwrap(),
                 sn: 1,
                 topic: Some(Arc::new(TopicNames::new(&format!("rt/t{i}"), "T"))),
+                node: None,
                 traffic_type: TrafficType::User,
                 first_ts_ns: i as i64 * BUCKET_NS,
                 first_ip_ts_ns: 0,

@@ -30,10 +30,12 @@ Columns (CSV/JSONL/Parquet carry all of them): capture, frame, ts_ns, interface,
 src, dst, vlan_id, pcp, ip_id, ip_frags, ip_first_ts_ns, ip_last_ts_ns, rtps_len,
 vendor_id, guid_prefix, submsg_index, kind, flags, submsg_len, traffic_type,
 writer_id, reader_id, sn, fragment_starting_num, frags_in_submsg, fragment_size,
-sample_size, payload_size, source_ts_ns, topic_name, type_name, topic_raw,
-type_raw, hb_first_sn, hb_last_sn, count, set_base, set_num_bits, set,
+sample_size, payload_size, source_ts_ns, topic_name, writer_node, reader_node,
+type_name, topic_raw, type_raw, hb_first_sn, hb_last_sn, count, set_base, set_num_bits, set,
 gap_start, last_fragment_num, final_flag, status_info, key_hash, endpoint_id,
 endpoint_kind, endpoint_topic_raw, endpoint_type_raw.
+writer_node/reader_node are the ROS 2 nodes (/namespace/name) owning the writer
+and the reader, as their participants announce them on ros_discovery_info.
 `frame` is the frame at which the UDP datagram is complete (tshark's numbering
 with IP reassembly); ip_first_ts_ns/ip_last_ts_ns are the capture times of the
 datagram's first and last IP fragment.")]
@@ -101,6 +103,7 @@ const SAMPLE_TABLE_COLUMNS: &[&str] = &[
     "writer_id",
     "sn",
     "topic_name",
+    "writer_node",
     "first_ts_ns",
     "last_ts_ns",
     "complete",
@@ -126,6 +129,7 @@ const TABLE_COLUMNS: &[&str] = &[
     "ip_frags",
     "pcp",
     "topic_name",
+    "writer_node",
 ];
 
 /// Which rows a dissection keeps.

@@ -29,7 +29,10 @@ Examples:
   ddscope topics pc1.pcapng --format json | jq '.topics[] | {topic_name, rate_hz}'
 
 rate_hz is per writer (n-1)/(t_last-t_first) over first-seen times, summed over
-the topic's writers; sizes are serialized payload sizes (CDR incl. the 4-byte
+the topic's writers; writer_nodes/reader_nodes (writer_node with --by writer)
+are the ROS 2 nodes owning the writers and readers, as their participants
+announce them on ros_discovery_info (empty without ROS 2 or when that was not
+captured); sizes are serialized payload sizes (CDR incl. the 4-byte
 encapsulation header); rtps_frags_per_sample counts DATA_FRAG fragments
 (0 for unfragmented samples); ip_frags_per_sample counts IP fragments of the
 datagrams carrying the sample; sn_gaps counts sequence numbers skipped in the
@@ -58,6 +61,8 @@ pub struct TopicsArgs {
 const TABLE_COLUMNS: &[&str] = &[
     "topic_name",
     "type_name",
+    "writer_nodes",
+    "reader_nodes",
     "vendors",
     "reliability",
     "writers",
@@ -118,7 +123,9 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         c.push_str(",\"participants\":");
         c.push_str(&serde_json::to_string(&res.decoder.discovery.participants.values().collect::<Vec<_>>())?);
         c.push_str(",\"endpoints\":");
-        c.push_str(&serde_json::to_string(&res.decoder.discovery.endpoints_sorted())?);
+        c.push_str(&serde_json::to_string(&res.decoder.discovery.endpoints_with_nodes())?);
+        c.push_str(",\"ros_nodes\":");
+        c.push_str(&serde_json::to_string(&res.decoder.discovery.ros.participants_sorted())?);
         c.push_str(",\"diagnostics\":");
         c.push_str(&serde_json::to_string(&res.decoder.diagnostics)?);
         c.push('}');
@@ -161,8 +168,11 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     }
     if a.by == By::Writer {
         cols.push("writer_id");
+        cols.push("writer_node");
+        cols.extend(TABLE_COLUMNS.iter().filter(|c| **c != "writer_nodes"));
+    } else {
+        cols.extend_from_slice(TABLE_COLUMNS);
     }
-    cols.extend_from_slice(TABLE_COLUMNS);
     let mut w: RecordWriter<TopicRow> = RecordWriter::new(a.format.into(), out, &cols)?;
     for r in &all_rows {
         w.write(r)?;

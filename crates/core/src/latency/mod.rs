@@ -1141,6 +1141,7 @@ mod tests {
             writer_id: writer(),
             sn,
             topic: Some(Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"))),
+            node: None,
             traffic_type: TrafficType::User,
             first_ts_ns: first,
             first_ip_ts_ns: first - 10,
