@@ -14,4 +14,5 @@ pub mod samples;
 pub mod topics;
 pub mod pipeline;
 pub mod latency;
+pub mod ros2;
 pub mod session;
