@@ -181,7 +181,7 @@ pub struct TraceJoin {
     /// In arrival order.
     publishes: BoundedMap<u64, Publish>,
     pub_by_ts: FxHashMap<(usize, i64), SmallVec<[u64; 1]>>,
-    pub_by_order: FxHashMap<(Guid, i64), u64>,
+    pub_by_order: FxHashMap<(usize, Guid, i64), u64>,
     /// (host, source timestamp) → takes, in arrival order.
     takes: BoundedMap<(usize, i64), SmallVec<[Take; 1]>>,
     /// Writers whose samples could not be joined because the trace started too late (counted once each).
@@ -191,7 +191,7 @@ pub struct TraceJoin {
     pub stats: JoinStats,
 }
 
-fn unindex(by_ts: &mut FxHashMap<(usize, i64), SmallVec<[u64; 1]>>, by_order: &mut FxHashMap<(Guid, i64), u64>, id: u64, p: &Publish) {
+fn unindex(by_ts: &mut FxHashMap<(usize, i64), SmallVec<[u64; 1]>>, by_order: &mut FxHashMap<(usize, Guid, i64), u64>, id: u64, p: &Publish) {
     if let Some(ts) = p.rec.source_ts {
         if let Some(v) = by_ts.get_mut(&(p.host, ts)) {
             v.retain(|x| *x != id);
@@ -201,8 +201,8 @@ fn unindex(by_ts: &mut FxHashMap<(usize, i64), SmallVec<[u64; 1]>>, by_order: &m
         }
     }
     if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
-        if by_order.get(&(w, n as i64)) == Some(&id) {
-            by_order.remove(&(w, n as i64));
+        if by_order.get(&(p.host, w, n as i64)) == Some(&id) {
+            by_order.remove(&(p.host, w, n as i64));
         }
     }
 }
@@ -237,7 +237,7 @@ impl TraceJoin {
             self.pub_by_ts.entry((p.host, ts)).or_default().push(id);
         }
         if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
-            self.pub_by_order.insert((w, n as i64), id);
+            self.pub_by_order.insert((p.host, w, n as i64), id);
             if n == 1 || !self.declared.contains_key(&w) {
                 self.declared.insert(w, (), &mut |_, _| {});
             }
@@ -293,7 +293,7 @@ impl TraceJoin {
             }
         }
         if found.is_none() && !has_ts {
-            if let Some(id) = self.pub_by_order.get(&(writer, sn)) {
+            if let Some(id) = self.pub_by_order.get(&(sender, writer, sn)) {
                 found = Some((*id, Join::PublishOrder));
             } else if ros_topic && !self.declared.contains_key(&writer) && !self.too_late.contains_key(&writer) {
                 self.too_late.insert(writer, (), &mut |_, _| {});
