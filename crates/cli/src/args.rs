@@ -92,6 +92,41 @@ pub fn named_run(s: &str) -> Result<NamedRun, String> {
     }
 }
 
+/// `HOST=DIR`: the ros2_tracing trace of one host (named after its capture point).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceArg {
+    pub host: String,
+    pub dir: std::path::PathBuf,
+}
+
+pub fn trace(s: &str) -> Result<TraceArg, String> {
+    match s.split_once('=') {
+        Some((h, d)) if !h.is_empty() && !d.is_empty() => Ok(TraceArg { host: h.to_string(), dir: d.into() }),
+        _ => Err(format!("{s:?}: write HOST=DIR (HOST = the capture-point name of the traced host, e.g. pc1=~/.ros/tracing/session-1)")),
+    }
+}
+
+/// `auto` (list the chains found) or topics in order: `/raw_image,/image,/actuator`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathArg {
+    Auto,
+    Topics(Vec<String>),
+}
+
+pub fn path(s: &str) -> Result<PathArg, String> {
+    if s == "auto" {
+        return Ok(PathArg::Auto);
+    }
+    let topics: Vec<String> = s.split(',').map(|t| t.trim().to_string()).collect();
+    if topics.len() < 2 || topics.iter().any(|t| t.is_empty()) {
+        return Err(format!("{s:?}: give two or more topics in order, comma-separated (/raw_image,/image,/actuator), or auto"));
+    }
+    if let Some(t) = topics.iter().find(|t| !t.starts_with('/')) {
+        return Err(format!("{s:?}: {t:?} is not a ROS 2 topic name (they start with /)"));
+    }
+    Ok(PathArg::Topics(topics))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +156,17 @@ mod tests {
         assert!(named_run("a=").is_err());
         assert!(positive_duration("0s").is_err());
         assert_eq!(positive_duration("2s"), Ok(std::time::Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn traces_and_paths() {
+        assert_eq!(trace("pc1=/tmp/t").map(|t| t.host), Ok("pc1".into()));
+        assert!(trace("pc1").unwrap_err().contains("HOST=DIR"));
+        assert!(trace("=x").is_err());
+        assert_eq!(path("auto"), Ok(PathArg::Auto));
+        assert_eq!(path("/a, /b"), Ok(PathArg::Topics(vec!["/a".into(), "/b".into()])));
+        assert!(path("/a").unwrap_err().contains("two or more"));
+        assert!(path("/a,,/b").is_err());
+        assert!(path("/a,b").unwrap_err().contains("not a ROS 2 topic"));
     }
 }

@@ -11,6 +11,7 @@ pub use ddscope_core::session::capture_name;
 use crate::progress::Progress;
 use ddscope_core::latency::files::CaptureInput;
 use ddscope_core::latency::LatencyRow;
+use ddscope_core::ros2::{ChainRow, TraceInput};
 use ddscope_core::session::{self, LatencyOptions, LatencyRun};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,18 +205,76 @@ impl TopicFilter {
     }
 }
 
+/// The traces of a run: those found in run directories (`HOST.lttng/`),
+/// replaced per host by those given with `--trace HOST=DIR`.
+pub fn traces(found: Vec<TraceInput>, given: &[crate::args::TraceArg]) -> Vec<TraceInput> {
+    let mut v: Vec<TraceInput> = found.into_iter().filter(|t| !given.iter().any(|g| g.host == t.host)).collect();
+    v.extend(given.iter().map(|g| TraceInput { host: g.host.clone(), path: g.dir.clone() }));
+    v
+}
+
+/// Closing lines about the traces and the join (`verb: …` on stderr).
+pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
+    for t in &run.traces {
+        eprintln!(
+            "{verb}: trace {} = {}: {} events ({} ros2, {} not decoded, {} lost by LTTng), layout {}; {} publishes, {} takes",
+            t.host,
+            t.path,
+            t.events,
+            t.ros2_events,
+            t.not_decoded,
+            t.discarded_events,
+            t.layout.unwrap_or("unknown (no rmw_publish)"),
+            t.assemble.publishes,
+            t.assemble.takes
+        );
+        if let Some(e) = &t.error {
+            eprintln!("{verb}: trace {}: {e} (everything before it was used)", t.host);
+        }
+        if let Some(l) = t.assemble.problem_line() {
+            eprintln!("{verb}: trace {}: {l}", t.host);
+        }
+        if let Some(l) = t.drift_line() {
+            eprintln!("{verb}: trace {}: {l}", t.host);
+        }
+        if t.discarded_events > 0 && t.layout == Some("humble") {
+            eprintln!("{verb}: trace {}: LTTng lost events: publish-order joins after the loss may be off by the lost publishes", t.host);
+        }
+    }
+    if let Some(j) = run.correlator.join_stats() {
+        eprintln!(
+            "{verb}: ros2 join: {} wire samples joined to their publish by source timestamp, {} by publish order; {} takes joined to wire samples, {} same-host (trace to trace); not joined: {} takes, {} publishes",
+            j.joined_source_ts, j.joined_publish_order, j.takes_joined_wire, j.takes_same_host, j.takes_unjoined, j.publishes_unjoined
+        );
+        if let Some(l) = j.problem_line() {
+            eprintln!("{verb}: ros2 join: {l}");
+        }
+        if j.extra_takes > 0 {
+            eprintln!("{verb}: ros2 join: {} samples were taken by more than one subscription on a host: rows use the first take", j.extra_takes);
+        }
+    }
+    if let Some(c) = run.correlator.chains() {
+        let s = &c.stats;
+        if s.hops_evicted > 0 || s.paths_evicted > 0 {
+            eprintln!("{verb}: chains: {} hops and {} paths evicted (caps; least recent first)", s.hops_evicted, s.paths_evicted);
+        }
+    }
+}
+
 /// Correlates a run with progress bars and the notes printed as `verb: …`
 /// (shared by `latency` and `report`).
 pub fn run_session(
     verb: &str,
     captures: Vec<CaptureInput>,
     truth: &[PathBuf],
+    traces: Vec<TraceInput>,
     opts: &LatencyOptions,
     out: &mut dyn FnMut(LatencyRow),
+    chain_out: &mut dyn FnMut(ChainRow),
 ) -> anyhow::Result<LatencyRun> {
     let progress: Vec<Progress> = captures.iter().map(|c| Progress::start(&c.name, file_size(&c.path))).collect();
     let counters: Vec<_> = progress.iter().map(|p| p.counter.clone()).collect();
-    let run = session::run_latency(captures, truth, opts, &counters, &mut |n| eprintln!("{verb}: {n}"), out);
+    let run = session::run_latency_traced(captures, truth, traces, opts, &counters, &mut |n| eprintln!("{verb}: {n}"), out, chain_out);
     for p in progress {
         p.finish();
     }

@@ -15,4 +15,5 @@ pub mod samples;
 pub mod topics;
 pub mod pipeline;
 pub mod latency;
+pub mod ros2;
 pub mod session;

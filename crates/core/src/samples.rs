@@ -99,6 +99,11 @@ pub struct SampleRecord {
     pub vendor_id: u16,
     /// Why the record was emitted: complete, timeout, evicted, end.
     pub closed_by: &'static str,
+    /// The sample's source timestamp: the INFO_TS in force at its first
+    /// DATA/DATA_FRAG (the writer's clock, ns since the Unix epoch), if any.
+    /// ROS 2 traces carry the same value (`rmw_publish.timestamp`,
+    /// `rmw_take.source_timestamp`): it joins the wire to them.
+    pub source_ts_ns: Option<i64>,
 }
 
 /// `closed_by` of a supplement record: an unfragmented sample whose record was
@@ -141,6 +146,7 @@ impl SampleRecord {
             pcp: e.pcp,
             vendor_id: e.vendor_id,
             closed_by: "",
+            source_ts_ns: e.source_ts_ns,
         }
     }
 

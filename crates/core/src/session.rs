@@ -6,7 +6,8 @@
 
 use crate::decode::DecoderConfig;
 use crate::latency::app::AppTruth;
-use crate::latency::files::{correlate_files, estimate_offsets, CaptureInput, CaptureOutcome, FileDecoding};
+use crate::latency::files::{correlate_inputs, estimate_offsets, CaptureInput, CaptureOutcome, FileDecoding};
+use crate::ros2::{ChainRow, TraceInput, TraceOutcome};
 use crate::latency::offset::OffsetEstimate;
 use crate::latency::{Correlator, CorrelatorConfig, LatencyRow};
 use crate::samples::SampleConfig;
@@ -47,6 +48,10 @@ pub struct LatencyOptions {
     /// The correlator's caps (captures, offsets, window, period and row
     /// levels are taken from the fields above).
     pub correlator: CorrelatorConfig,
+    /// The chain to measure end to end (topics in order), with traces.
+    pub path: Option<Vec<String>>,
+    /// Emit one chain row per hop of every instance of `path`.
+    pub chain_rows: bool,
 }
 
 impl Default for LatencyOptions {
@@ -60,6 +65,8 @@ impl Default for LatencyOptions {
             submessage_rows: false,
             decoder: DecoderConfig::default(),
             correlator: CorrelatorConfig::default(),
+            path: None,
+            chain_rows: false,
         }
     }
 }
@@ -83,6 +90,13 @@ pub enum SessionError {
     SameName { name: String, a: PathBuf, b: PathBuf },
     #[error("no capture point named {name:?} (have {known})")]
     UnknownCapture { name: String, known: String },
+    #[error("trace {path}: no capture point named {host:?} for its host (have {known}); name the trace after its host's capture")]
+    UnknownTraceHost { host: String, path: PathBuf, known: String },
+    #[error("{0} is given twice as a trace")]
+    SameTrace(PathBuf),
+    /// A trace that cannot be read (the text names it).
+    #[error("{0}")]
+    Trace(String),
     /// A ground-truth file that cannot be read (the text names the file and line).
     #[error("{0}")]
     Truth(String),
@@ -101,7 +115,7 @@ impl SessionError {
     /// 2 when an input could not be read at all, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            SessionError::Capture(_) | SessionError::Dir { .. } | SessionError::NoCaptures(_) | SessionError::Missing(_) => 2,
+            SessionError::Capture(_) | SessionError::Dir { .. } | SessionError::NoCaptures(_) | SessionError::Missing(_) | SessionError::Trace(_) => 2,
             _ => 1,
         }
     }
@@ -125,7 +139,23 @@ pub fn capture_name(path: &Path) -> String {
 /// Expands run directories into captures (`*.pcapng[.gz]`, `*.pcap[.gz]`)
 /// and ground-truth files (`*.truth.jsonl`); files are taken as captures.
 pub fn expand_inputs(inputs: &[PathBuf], extra_truth: &[PathBuf]) -> Result<(Vec<CaptureInput>, Vec<PathBuf>), SessionError> {
+    expand_run(inputs, extra_truth).map(|r| (r.captures, r.truth))
+}
+
+/// What a run's inputs expand to.
+#[derive(Debug, Clone, Default)]
+pub struct RunInputs {
+    pub captures: Vec<CaptureInput>,
+    pub truth: Vec<PathBuf>,
+    /// `HOST.lttng/` trace directories found in run directories.
+    pub traces: Vec<TraceInput>,
+}
+
+/// [`expand_inputs`], and the ros2_tracing traces of run directories
+/// (`HOST.lttng/` beside `HOST.pcapng[.gz]`).
+pub fn expand_run(inputs: &[PathBuf], extra_truth: &[PathBuf]) -> Result<RunInputs, SessionError> {
     let mut caps = vec![];
+    let mut traces = vec![];
     let mut truth: Vec<PathBuf> = extra_truth.to_vec();
     for p in inputs {
         if p.is_dir() {
@@ -141,6 +171,8 @@ pub fn expand_inputs(inputs: &[PathBuf], extra_truth: &[PathBuf]) -> Result<(Vec
                     caps.push(CaptureInput { name: capture_name(&e), path: e });
                 } else if n.ends_with(".truth.jsonl") {
                     truth.push(e);
+                } else if let Some(host) = n.strip_suffix(".lttng").filter(|h| !h.is_empty() && e.is_dir()) {
+                    traces.push(TraceInput { host: host.to_string(), path: e.clone() });
                 }
             }
             if caps.len() == before {
@@ -153,7 +185,7 @@ pub fn expand_inputs(inputs: &[PathBuf], extra_truth: &[PathBuf]) -> Result<(Vec
             caps.push(CaptureInput { name: capture_name(p), path: p.clone() });
         }
     }
-    Ok((caps, truth))
+    Ok(RunInputs { captures: caps, truth, traces })
 }
 
 /// Everything a latency session produced.
@@ -164,6 +196,8 @@ pub struct LatencyRun {
     pub offsets_ns: Vec<i64>,
     pub captures: Vec<CaptureInput>,
     pub truth: Arc<AppTruth>,
+    /// What each trace held (in the order given).
+    pub traces: Vec<TraceOutcome>,
 }
 
 /// True when `a` and `b` are the same file (device and inode).
@@ -189,6 +223,22 @@ pub fn run_latency(
     progress: &[Arc<AtomicU64>],
     on_note: &mut dyn FnMut(String),
     out: &mut dyn FnMut(LatencyRow),
+) -> Result<LatencyRun, SessionError> {
+    run_latency_traced(captures, truth_files, vec![], o, progress, on_note, out, &mut |_| {})
+}
+
+/// [`run_latency`] with ros2_tracing traces, one per host (each named after
+/// its host's capture point); chain rows (with [`LatencyOptions::path`]) go to `chain_out`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_latency_traced(
+    captures: Vec<CaptureInput>,
+    truth_files: &[PathBuf],
+    traces: Vec<TraceInput>,
+    o: &LatencyOptions,
+    progress: &[Arc<AtomicU64>],
+    on_note: &mut dyn FnMut(String),
+    out: &mut dyn FnMut(LatencyRow),
+    chain_out: &mut dyn FnMut(ChainRow),
 ) -> Result<LatencyRun, SessionError> {
     if captures.len() < 2 {
         return Err(SessionError::TooFewCaptures {
@@ -233,6 +283,22 @@ pub fn run_latency(
         truth.load(t).map_err(|e| SessionError::Truth(format!("{e:#}")))?;
     }
     let truth = Arc::new(truth);
+    // Traces: each belongs to a capture point's host; open them all before starting.
+    let mut readers = vec![];
+    for (i, t) in traces.iter().enumerate() {
+        if traces[..i].iter().any(|u| same_file(&u.path, &t.path)) {
+            return Err(SessionError::SameTrace(t.path.clone()));
+        }
+        let host = captures
+            .iter()
+            .position(|c| c.name == t.host)
+            .ok_or_else(|| SessionError::UnknownTraceHost { host: t.host.clone(), path: t.path.clone(), known: names(&captures) })?;
+        let reader = crate::ros2::source::open(t).map_err(|e| SessionError::Trace(e.to_string()))?;
+        readers.push((host, t.clone(), reader));
+    }
+    let mut ros = o.correlator.ros.clone();
+    ros.chain.path = o.path.clone();
+    ros.chain.rows = o.chain_rows;
     let cfg = CorrelatorConfig {
         captures: captures.iter().map(|c| c.name.clone()).collect(),
         offsets_ns: offsets.clone(),
@@ -240,12 +306,18 @@ pub fn run_latency(
         period_ns: o.period_ns,
         message_rows: o.message_rows,
         submessage_rows: o.submessage_rows,
+        ros,
         ..o.correlator.clone()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());
-    let decoding = FileDecoding { decoder: o.decoder, samples: correlation_samples(o.window_ns) };
-    let outcomes = correlate_files(&captures, decoding, &mut correlator, progress, out)?;
-    Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth })
+    let mut opened = vec![];
+    for (host, t, reader) in readers {
+        correlator.add_trace(host);
+        opened.push((t, reader));
+    }
+    let decoding = FileDecoding { decoder: o.decoder, samples: correlation_samples(o.window_ns), window_ns: o.window_ns };
+    let (outcomes, traces) = correlate_inputs(&captures, opened, decoding, &mut correlator, progress, out, chain_out)?;
+    Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth, traces })
 }
 
 /// Checks that the run found something to correlate; explains why not.

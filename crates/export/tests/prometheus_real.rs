@@ -66,6 +66,7 @@ fn sample(capture: &Arc<str>, topic: &Arc<TopicNames>, writer: Guid, sn: i64, ts
         pcp: Some(5),
         vendor_id: 0x0110,
         closed_by: "complete",
+        source_ts_ns: None,
     }
 }
 

@@ -44,6 +44,9 @@ pub struct StreamSample {
     /// 2 = copy to another reader (`closed_by = "copy"`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub supp: u8,
+    /// The sample's source timestamp (INFO_TS), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sts: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -106,6 +109,7 @@ impl StreamItem {
                 ddscope_core::samples::CLOSED_COPY => 2,
                 _ => 0,
             },
+            sts: r.source_ts_ns,
         })
     }
 
@@ -202,6 +206,7 @@ impl ItemDecoder {
                         2 => ddscope_core::samples::CLOSED_COPY,
                         _ => "agent",
                     },
+                    source_ts_ns: s.sts,
                 })
             }
         })
@@ -276,6 +281,7 @@ mod tests {
             pcp: Some(5),
             vendor_id: 0x0110,
             closed_by: "complete",
+            source_ts_ns: Some(5),
         };
         let json = serde_json::to_string(&StreamItem::sample(&r)).unwrap();
         let back: StreamItem = serde_json::from_str(&json).unwrap();

@@ -268,6 +268,7 @@ mod tests {
                 pcp: None,
                 vendor_id: 0,
                 closed_by: "complete",
+                source_ts_ns: None,
             };
             v.on_sample(&r);
         }

@@ -2,11 +2,13 @@
 //! capture points — message, submessage and application latency, loss,
 //! retransmission, jitter, clock offsets.
 
-use crate::args::{self, Offset, Period};
+use crate::args::{self, Offset, PathArg, Period, TraceArg};
 use crate::common::{self, OutFormat, TopicFilter};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ddscope_core::latency::{FlowSummary, LatencyRow, LayerRow};
+use ddscope_core::ros2::chain::ChainLayerRow;
+use ddscope_core::ros2::ChainRow;
 use ddscope_core::output::{Format, RecordWriter};
 use ddscope_core::session::{self, LatencyOptions};
 use serde_json::json;
@@ -23,23 +25,35 @@ pub enum LevelArg {
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 Inputs are capture files (pcap/pcapng, optionally .gz) or lab run directories
-(their HOST.pcapng[.gz] captures and HOST.truth.jsonl ground truth). Each
-capture point is named after its file (pc1.pcapng -> pc1). For every writer the
-capture that sees its samples first is the sender; every other capture that
-sees the writer is a receiver (unicast and multicast alike).
+(their HOST.pcapng[.gz] captures, HOST.truth.jsonl ground truth and HOST.lttng/
+ros2_tracing traces). Each capture point is named after its file (pc1.pcapng ->
+pc1). For every writer the capture that sees its samples first is the sender;
+every other capture that sees the writer is a receiver (unicast and multicast
+alike).
 
 Layers: message = first DATA/DATA_FRAG at the sender -> sample complete at the
 receiver (thesis 3.2.5); first_first, last_last; submessage = per DATA_FRAG,
 first IP fragment at the sender -> last IP fragment at the receiver;
+source_ts_to_wire = INFO_TS -> first on the wire at the sender (one clock);
 application = publish -> receive (needs ground truth), split into sender_stack
 (publish -> first on wire) and receiver_stack (last on wire -> receive).
+With ros2_tracing traces (--trace HOST=DIR, `ros2 trace` on each host):
+ros_publish (rclcpp_publish -> rmw_publish), dds_send (rmw_publish -> first on
+the wire), message, dds_receive (complete on the wire -> rmw_take), executor
+(rmw_take -> callback_start), callback (callback_start -> callback_end); they
+add up to ros_e2e (rclcpp_publish -> callback_start). Same-host deliveries are
+joined trace to trace (status same_host, layer dds_local). --path follows a
+chain of topics through the nodes that republish them.
 
 Examples:
   ddscope latency pc1.pcapng pc2.pcapng
   ddscope latency out/run1 --topic /image --level both --rows image.parquet
   ddscope latency pc1.pcapng pc2.pcapng --offset pc2=+37s      # pc2 is TAI, pc1 UTC
   ddscope latency pc1.pcapng pc2.pcapng --estimate-offset
-  ddscope latency pc1.pcapng pc2.pcapng --format csv -o rows.csv")]
+  ddscope latency pc1.pcapng pc2.pcapng --format csv -o rows.csv
+  ddscope latency pc1.pcapng pc2.pcapng --trace pc1=s1-pc1 --trace pc2=s1-pc2
+  ddscope latency lab-out/run1 --path auto
+  ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv")]
 pub struct LatencyArgs {
     /// Capture files or lab run directories (two or more capture points)
     #[arg(required = true)]
@@ -71,9 +85,15 @@ pub struct LatencyArgs {
     /// Output file (default: stdout)
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Also write per-sample rows here (.csv, .jsonl or .parquet)
+    /// Also write per-sample rows here (.csv, .jsonl or .parquet); with --path TOPICS, one row per hop of every chain instance
     #[arg(long)]
     pub rows: Option<PathBuf>,
+    /// ros2_tracing trace of a host: HOST=DIR (HOST = its capture point; repeatable; run directories' HOST.lttng/ are found automatically)
+    #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
+    pub traces: Vec<TraceArg>,
+    /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), or auto to list the chains found
+    #[arg(long, value_name = "TOPICS|auto", value_parser = args::path)]
+    pub path: Option<PathArg>,
 }
 
 /// The session's options from what the user gave.
@@ -89,54 +109,104 @@ pub fn options(offsets: &[Offset], estimate_offset: bool, period: Period, window
     }
 }
 
+/// Where per-sample (or, with a chain, per-hop) rows go.
+enum Rows {
+    Samples(RecordWriter<LatencyRow>),
+    Chain(RecordWriter<ChainRow>),
+}
+
+impl Rows {
+    fn open(format: OutFormat, w: Box<dyn Write + Send>, chain: bool) -> anyhow::Result<Rows> {
+        Ok(if chain { Rows::Chain(RecordWriter::new(format.into(), w, &[])?) } else { Rows::Samples(RecordWriter::new(format.into(), w, &[])?) })
+    }
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Rows::Samples(w) => w.finish().map(|_| ()),
+            Rows::Chain(w) => w.finish().map(|_| ()),
+        }
+    }
+}
+
 pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let filter = TopicFilter::new(&a.topics)?;
-    let (captures, truth) = session::expand_inputs(&a.inputs, &a.truth).map_err(common::session_error)?;
+    let found = session::expand_run(&a.inputs, &a.truth).map_err(common::session_error)?;
+    let (captures, truth) = (found.captures, found.truth);
+    let traces = common::traces(found.traces, &a.traces);
+    let chain_path = match &a.path {
+        Some(PathArg::Topics(t)) => Some(t.clone()),
+        _ => None,
+    };
+    if a.path.is_some() && traces.is_empty() {
+        bail!("--path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)");
+    }
     let mut inputs: Vec<PathBuf> = a.inputs.clone();
     inputs.extend(captures.iter().map(|c| c.path.clone()));
     inputs.extend(truth.iter().cloned());
+    inputs.extend(traces.iter().map(|t| t.path.clone()));
     let row_format = matches!(a.format, OutFormat::Csv | OutFormat::Jsonl | OutFormat::Parquet);
     if let Some(o) = &a.output {
         common::check_not_input(o, &inputs)?;
     }
     let mut outputs: Vec<common::Output> = vec![];
-    let mut main_rows: Option<RecordWriter<LatencyRow>> = if row_format {
+    let mut writers: Vec<Rows> = vec![];
+    if row_format {
         let (w, o) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
         outputs.push(o);
-        Some(RecordWriter::new(a.format.into(), w, &[])?)
-    } else {
-        None
-    };
-    let mut extra_rows: Option<RecordWriter<LatencyRow>> = match &a.rows {
-        Some(p) => {
-            let f = match p.extension().and_then(|e| e.to_str()) {
-                Some("parquet") => OutFormat::Parquet,
-                Some("jsonl") => OutFormat::Jsonl,
-                Some("csv") => OutFormat::Csv,
-                _ => bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
-            };
-            let (w, o) = common::open_output(Some(p), f, &inputs)?;
-            outputs.push(o);
-            Some(RecordWriter::new(Format::from(f), w, &[])?)
-        }
-        None => None,
-    };
-    let opts = options(&a.offsets, a.estimate_offset, a.period, a.window, a.level);
+        writers.push(Rows::open(a.format, w, chain_path.is_some())?);
+    }
+    if let Some(p) = &a.rows {
+        let f = match p.extension().and_then(|e| e.to_str()) {
+            Some("parquet") => OutFormat::Parquet,
+            Some("jsonl") => OutFormat::Jsonl,
+            Some("csv") => OutFormat::Csv,
+            _ => bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
+        };
+        let (w, o) = common::open_output(Some(p), f, &inputs)?;
+        outputs.push(o);
+        writers.push(Rows::open(f, w, chain_path.is_some())?);
+    }
+    let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window, a.level);
+    opts.chain_rows = chain_path.is_some() && !writers.is_empty();
+    opts.path = chain_path.clone();
     let mut io_err: Option<std::io::Error> = None;
-    let run = common::run_session("latency", captures, &truth, &opts, &mut |r| {
-        if filter.is_active() && !filter.matches(r.topic.as_deref()) {
-            return;
-        }
-        for w in [main_rows.as_mut(), extra_rows.as_mut()].into_iter().flatten() {
-            if let Err(e) = w.write(&r) {
-                io_err.get_or_insert(e);
+    let cell = std::cell::RefCell::new((&mut writers, &mut io_err));
+    let run = common::run_session(
+        "latency",
+        captures,
+        &truth,
+        traces,
+        &opts,
+        &mut |r| {
+            if filter.is_active() && !filter.matches(r.topic.as_deref()) {
+                return;
             }
-        }
-    })?;
+            let mut g = cell.borrow_mut();
+            let (ws, err) = &mut *g;
+            for w in ws.iter_mut() {
+                if let Rows::Samples(w) = w {
+                    if let Err(e) = w.write(&r) {
+                        err.get_or_insert(e);
+                    }
+                }
+            }
+        },
+        &mut |r| {
+            let mut g = cell.borrow_mut();
+            let (ws, err) = &mut *g;
+            for w in ws.iter_mut() {
+                if let Rows::Chain(w) = w {
+                    if let Err(e) = w.write(&r) {
+                        err.get_or_insert(e);
+                    }
+                }
+            }
+        },
+    )?;
+    drop(cell);
     if let Some(e) = io_err {
         return Err(e).context("writing rows");
     }
-    for w in [main_rows, extra_rows].into_iter().flatten() {
+    for w in writers {
         w.finish().context("writing rows")?;
     }
     for o in outputs {
@@ -162,6 +232,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(l) = run.correlator.stats.problem_line() {
         eprintln!("latency: correlation: {l}");
     }
+    common::print_trace_lines("latency", &run);
     for (name, e) in &run.estimates {
         if let Ok(e) = e {
             eprintln!(
@@ -199,6 +270,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "ground_truth": {"files": run.truth.files, "records": run.truth.lines},
             "writers": run.correlator.writer_roles(),
             "flows": flows,
+            "traces": run.traces,
+            "ros2_join": run.correlator.join_stats(),
+            "chains": run.correlator.chains().map(|c| json!({"paths": c.paths(), "chain": c.summary(), "stats": c.stats})),
             "correlation": run.correlator.stats,
             "warnings": run.correlator.warnings(),
         });
@@ -208,6 +282,42 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         drop(out);
         output.commit()?;
         return Ok(0);
+    }
+    let mut out = out;
+    match (&a.path, run.correlator.chains()) {
+        (Some(PathArg::Auto), Some(c)) => {
+            let paths = c.paths();
+            writeln!(out, "chains found (topic sequences through nodes that republish in their callbacks; end-to-end = first rclcpp_publish -> last callback_start):")?;
+            let rows: Vec<ChainLayerRow> = paths
+                .iter()
+                .map(|p| ChainLayerRow { chain: p.topics.join(","), hop: "e2e".into(), topic: format!("{} instances", p.count), route: String::new(), layer: "chain_e2e".into(), s: p.e2e })
+                .collect();
+            if rows.is_empty() {
+                writeln!(out, "(none: no publish was made inside a traced subscription callback)")?;
+            } else {
+                let mut w: RecordWriter<ChainLayerRow> = RecordWriter::new(Format::Table, out, &[])?;
+                for r in &rows {
+                    w.write(r)?;
+                }
+                out = w.finish_into()?;
+            }
+            writeln!(out)?;
+        }
+        (Some(PathArg::Topics(t)), Some(c)) => {
+            if let Some(s) = c.summary() {
+                writeln!(out, "chain {}: {} instances ({} without an end-to-end value)", t.join(" -> "), s.instances, s.incomplete)?;
+                let mut w: RecordWriter<ChainLayerRow> = RecordWriter::new(a.format.into(), out, &[])?;
+                for r in s.layer_rows() {
+                    w.write(&r)?;
+                }
+                out = w.finish_into()?;
+                writeln!(out)?;
+                if s.instances == 0 {
+                    eprintln!("latency: warning: no instance of the chain {} was found (see --path auto for the chains in this run)", t.join(","));
+                }
+            }
+        }
+        _ => {}
     }
     let layer_rows: Vec<LayerRow> = flows.iter().flat_map(|f| f.layer_rows()).collect();
     let mut w: RecordWriter<LayerRow> = RecordWriter::new(a.format.into(), out, &[])?;

@@ -3,7 +3,7 @@
 //! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
 //! bandwidth over time (thesis Fig. 4.10).
 
-use crate::args::{self, NamedRun, Offset};
+use crate::args::{self, NamedRun, Offset, PathArg, TraceArg};
 use crate::common::{self, capture_name, TopicFilter};
 use anyhow::{bail, Context};
 use clap::Args;
@@ -52,6 +52,12 @@ pub struct ReportArgs {
     /// How long after a sample was sent it is judged, as for `ddscope latency`; 1ms to 1h
     #[arg(long, default_value = "5s", value_parser = args::window_ns)]
     pub window: i64,
+    /// ros2_tracing trace of a host of the main run: HOST=DIR (run directories' HOST.lttng/ are found automatically)
+    #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
+    pub traces: Vec<TraceArg>,
+    /// A chain of topics to show end to end, stacked per hop (needs traces): /raw_image,/image,/actuator
+    #[arg(long, value_name = "TOPICS", value_parser = args::path)]
+    pub path: Option<PathArg>,
 }
 
 const MAX_POINTS: usize = 3000;
@@ -91,8 +97,10 @@ struct RunData {
     flows: BTreeMap<(String, String, String), Value>,
 }
 
-fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
-    let (captures, truth) = session::expand_inputs(inputs, &[]).map_err(common::session_error)?;
+fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
+    let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
+    let (captures, truth) = (found.captures, found.truth);
+    let traces = common::traces(found.traces, given_traces);
     let opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
@@ -102,7 +110,7 @@ fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter)
     let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
     let mut payload: BTreeMap<(String, String, String), BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
-    let run = common::run_session("report", captures, &truth, &opts, &mut |r: LatencyRow| {
+    let run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
         if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
             return;
         }
@@ -122,7 +130,8 @@ fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter)
             *payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
             last = Some(id);
         }
-    })?;
+    }, &mut |_| {})?;
+    common::print_trace_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
@@ -148,7 +157,7 @@ fn one_run(name: &str, inputs: &[PathBuf], a: &ReportArgs, filter: &TopicFilter)
             json!({
                 "summary": s,
                 "boxes": boxes,
-                "cdf": f.layers.get("message").map(|d| d.cdf(200)).unwrap_or_default(),
+                "cdf": f.layers.get(&ddscope_core::latency::Layer::Message).map(|d| d.cdf(200)).unwrap_or_default(),
                 "series": pts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
                 "sizes": pts.iter().map(|p| json!([rel(p.0), p.2])).collect::<Vec<_>>(),
                 "payload_bandwidth": pb,
@@ -186,12 +195,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         [one] => capture_name(one),
         _ => "run".into(),
     });
-    let mut runs = vec![one_run(&main_name, &a.inputs, &a, &filter)?];
+    let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &filter)?];
     for c in &a.compare {
         if runs.iter().any(|r| r.name == c.name) {
             bail!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name);
         }
-        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &a, &filter)?);
+        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &filter)?);
     }
     // Topics across runs, each with its flows per run.
     let mut topics: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();

@@ -7,7 +7,9 @@ use super::{Correlator, Item, LatencyRow};
 use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed};
 use crate::samples::SampleConfig;
+use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
+use ddscope_trace::TraceReader;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -43,6 +45,8 @@ enum Msg {
 pub struct FileDecoding {
     pub decoder: DecoderConfig,
     pub samples: SampleConfig,
+    /// The correlation window: a trace's open publish/take/callback older than this is closed.
+    pub window_ns: i64,
 }
 
 /// Runs the correlation over `inputs`; rows go to `out` as they are judged.
@@ -53,16 +57,42 @@ pub fn correlate_files(
     progress: &[Arc<AtomicU64>],
     out: &mut dyn FnMut(LatencyRow),
 ) -> Result<Vec<CaptureOutcome>, CaptureError> {
+    correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_| {}).map(|(c, _)| c)
+}
+
+enum TraceMsg {
+    Items(Vec<TraceItem>),
+    Done(Box<TraceOutcome>),
+}
+
+enum Input {
+    Capture(Receiver<Msg>),
+    Trace(Receiver<TraceMsg>),
+}
+
+/// Runs the correlation over capture files and traces: one thread per
+/// input, merged by watermark (the input furthest behind goes next).
+/// `traces` are opened readers in the order of the correlator's traces
+/// ([`Correlator::add_trace`]). Latency rows go to `out`, chain rows to `chain_out`.
+pub fn correlate_inputs(
+    inputs: &[CaptureInput],
+    traces: Vec<(TraceInput, TraceReader)>,
+    decoding: FileDecoding,
+    correlator: &mut Correlator,
+    progress: &[Arc<AtomicU64>],
+    out: &mut dyn FnMut(LatencyRow),
+    chain_out: &mut dyn FnMut(ChainRow),
+) -> Result<(Vec<CaptureOutcome>, Vec<TraceOutcome>), CaptureError> {
     // Open every input before starting: a missing file fails the run at once.
     let mut sources = vec![];
     for (i, input) in inputs.iter().enumerate() {
         sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
     }
-    let mut receivers: Vec<Receiver<Msg>> = vec![];
+    let mut receivers: Vec<Input> = vec![];
     let mut handles = vec![];
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
         let (tx, rx) = sync_channel::<Msg>(8);
-        receivers.push(rx);
+        receivers.push(Input::Capture(rx));
         handles.push(std::thread::spawn(move || {
             let mut point = CapturePoint::new(&input.name, decoding.decoder, Some(decoding.samples));
             let mut feed = CorrelationFeed::new(BATCH, |items| {
@@ -84,40 +114,102 @@ pub fn correlate_files(
         }));
     }
     let n = inputs.len();
-    let mut wm = vec![i64::MIN; n];
-    let mut ended = vec![false; n];
+    let trace_inputs: Vec<TraceInput> = traces.iter().map(|(t, _)| t.clone()).collect();
+    for (input, reader) in traces {
+        let (tx, rx) = sync_channel::<TraceMsg>(8);
+        receivers.push(Input::Trace(rx));
+        let open = if decoding.window_ns > 0 { decoding.window_ns } else { AssembleConfig::default().max_open_ns };
+        let cfg = AssembleConfig { max_open_ns: open, ..AssembleConfig::default() };
+        handles.push(std::thread::spawn(move || {
+            let outcome = crate::ros2::source::run(&input, reader, cfg, BATCH, &mut |items| {
+                let _ = tx.send(TraceMsg::Items(items));
+            });
+            let _ = tx.send(TraceMsg::Done(Box::new(outcome)));
+        }));
+    }
+    let m = receivers.len();
+    let mut wm = vec![i64::MIN; m];
+    let mut ended = vec![false; m];
+    let mut done = vec![false; m];
     let mut outcomes: Vec<Option<Result<CaptureOutcome, CaptureError>>> = (0..n).map(|_| None).collect();
+    let mut trace_outcomes: Vec<Option<TraceOutcome>> = (0..m - n).map(|_| None).collect();
     loop {
-        // The capture furthest behind goes next.
-        let Some(c) = (0..n).filter(|&c| outcomes[c].is_none()).min_by_key(|&c| (ended[c], wm[c])) else { break };
-        match receivers[c].recv() {
-            Ok(Msg::Items(items)) => {
-                for it in items {
-                    match &it {
-                        Item::Watermark(t) => wm[c] = *t,
-                        Item::End => ended[c] = true,
-                        _ => {}
+        // The input furthest behind goes next.
+        let Some(c) = (0..m).filter(|&c| !done[c]).min_by_key(|&c| (ended[c], wm[c])) else { break };
+        match &receivers[c] {
+            Input::Capture(rx) => match rx.recv() {
+                Ok(Msg::Items(items)) => {
+                    for it in items {
+                        match &it {
+                            Item::Watermark(t) => wm[c] = *t,
+                            Item::End => ended[c] = true,
+                            _ => {}
+                        }
+                        correlator.push(c, it, out);
                     }
-                    correlator.push(c, it, out);
                 }
-            }
-            Ok(Msg::Done(r)) => outcomes[c] = Some(r),
-            Err(_) => {
-                outcomes[c] = Some(Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }))
-            }
+                Ok(Msg::Done(r)) => {
+                    outcomes[c] = Some(r);
+                    done[c] = true;
+                }
+                Err(_) => {
+                    outcomes[c] = Some(Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }));
+                    done[c] = true;
+                }
+            },
+            Input::Trace(rx) => match rx.recv() {
+                Ok(TraceMsg::Items(items)) => {
+                    for it in items {
+                        match &it {
+                            TraceItem::Watermark(t) => wm[c] = *t,
+                            TraceItem::End => ended[c] = true,
+                            _ => {}
+                        }
+                        correlator.push_trace(c - n, it, out);
+                    }
+                }
+                Ok(TraceMsg::Done(o)) => {
+                    trace_outcomes[c - n] = Some(*o);
+                    done[c] = true;
+                }
+                Err(_) => {
+                    let t = &trace_inputs[c - n];
+                    trace_outcomes[c - n] = Some(TraceOutcome {
+                        host: t.host.clone(),
+                        path: t.path.display().to_string(),
+                        events: 0,
+                        ros2_events: 0,
+                        not_decoded: 0,
+                        discarded_events: 0,
+                        layout: None,
+                        assemble: Default::default(),
+                        drift: Default::default(),
+                        error: Some("trace reader thread stopped".into()),
+                    });
+                    correlator.push_trace(c - n, TraceItem::End, out);
+                    done[c] = true;
+                }
+            },
+        }
+        for r in correlator.take_chain_rows() {
+            chain_out(r);
         }
     }
     for h in handles {
         let _ = h.join();
     }
     correlator.finish(out);
-    outcomes
+    for r in correlator.take_chain_rows() {
+        chain_out(r);
+    }
+    let captures = outcomes
         .into_iter()
         .enumerate()
         .map(|(c, o)| {
             o.unwrap_or_else(|| Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((captures, trace_outcomes.into_iter().flatten().collect()))
 }
 
 /// Offset-estimation keys from the first `span_ns` of a capture: every

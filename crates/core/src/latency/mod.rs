@@ -28,6 +28,9 @@ use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
 use crate::samples::SampleRecord;
+use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
+use crate::ros2::join::{Delivery, Join, JoinConfig, Publish, Take, TraceJoin};
+use crate::ros2::TraceItem;
 use app::AppTruth;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
@@ -82,6 +85,148 @@ pub enum Level {
     Submessage,
 }
 
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Message => "message",
+            Level::Submessage => "submessage",
+        }
+    }
+}
+
+/// What became of a sample at one receiver (the rows' `status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Complete at the receiver's capture point.
+    Delivered,
+    /// Some fragments arrived, not all.
+    Incomplete,
+    /// None arrived within the window.
+    Lost,
+    /// Delivered on the publisher's own host without the wire (shared memory,
+    /// loopback), joined trace to trace: a publish and a take on one host.
+    SameHost,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Delivered => "delivered",
+            Status::Incomplete => "incomplete",
+            Status::Lost => "lost",
+            Status::SameHost => "same_host",
+        }
+    }
+}
+
+/// In time / late against the publication period (seed 003); lost samples are `Lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    InTime,
+    Late,
+    Lost,
+}
+
+impl Timing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Timing::InTime => "in_time",
+            Timing::Late => "late",
+            Timing::Lost => "lost",
+        }
+    }
+}
+
+/// Latency layers, in the order reports show them (docs/latency.md defines each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// rclcpp_publish → callback_start at the subscriber (traces).
+    RosE2e,
+    /// publish → receive (lab ground truth).
+    Application,
+    /// rclcpp_publish → rmw_publish (sender trace).
+    RosPublish,
+    /// publish (ground truth) → first on the wire.
+    SenderStack,
+    /// INFO_TS (source timestamp) → first on the wire at the sender: one host clock, no trace needed.
+    SourceTsToWire,
+    /// rmw_publish → first on the wire at the sender.
+    DdsSend,
+    /// First DATA/DATA_FRAG at the sender → sample complete at the receiver (thesis 3.2.5).
+    Message,
+    FirstFirst,
+    LastLast,
+    /// Per DATA_FRAG: first IP fragment at the sender → last at the receiver.
+    Submessage,
+    /// Complete on the wire at the receiver → rmw_take.
+    DdsReceive,
+    /// rmw_publish → rmw_take on one host (same-host delivery, no wire).
+    DdsLocal,
+    /// Complete on the wire → receive (ground truth).
+    ReceiverStack,
+    /// rmw_take → callback_start.
+    Executor,
+    /// callback_start → callback_end.
+    Callback,
+    /// In a chain: callback_start of a hop → rclcpp_publish of the next (the relay node's own time).
+    Node,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 16] = [
+        Layer::RosE2e,
+        Layer::Application,
+        Layer::RosPublish,
+        Layer::SenderStack,
+        Layer::SourceTsToWire,
+        Layer::DdsSend,
+        Layer::Message,
+        Layer::FirstFirst,
+        Layer::LastLast,
+        Layer::Submessage,
+        Layer::DdsReceive,
+        Layer::DdsLocal,
+        Layer::ReceiverStack,
+        Layer::Executor,
+        Layer::Callback,
+        Layer::Node,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::RosE2e => "ros_e2e",
+            Layer::Application => "application",
+            Layer::RosPublish => "ros_publish",
+            Layer::SenderStack => "sender_stack",
+            Layer::SourceTsToWire => "source_ts_to_wire",
+            Layer::DdsSend => "dds_send",
+            Layer::Message => "message",
+            Layer::FirstFirst => "first_first",
+            Layer::LastLast => "last_last",
+            Layer::Submessage => "submessage",
+            Layer::DdsReceive => "dds_receive",
+            Layer::DdsLocal => "dds_local",
+            Layer::ReceiverStack => "receiver_stack",
+            Layer::Executor => "executor",
+            Layer::Callback => "callback",
+            Layer::Node => "node",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Layer> {
+        Layer::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CorrelatorConfig {
     /// Capture-point names, indexed by the capture numbers items come with.
@@ -111,6 +256,54 @@ pub struct CorrelatorConfig {
     /// Bytes all flows' latency distributions may hold together; over it the
     /// least recently updated flows are dropped.
     pub max_flow_bytes: usize,
+    /// The ROS 2 layer, used once a trace is added ([`Correlator::add_trace`]).
+    pub ros: RosOptions,
+}
+
+/// Caps and choices of the ROS 2 layer (traces joined to the wire).
+#[derive(Debug, Clone, Default)]
+pub struct RosOptions {
+    /// Caps of the publishes and takes waiting for the join (the window comes from the correlator).
+    pub join: JoinConfig,
+    /// The chain to measure, caps, and whether to emit chain rows.
+    pub chain: ChainConfig,
+}
+
+/// One trace input: its host (capture index) and progress.
+struct TraceSlot {
+    host: usize,
+    watermark: i64,
+    ended: bool,
+}
+
+/// State of the ROS 2 layer; exists once a trace was added.
+struct RosState {
+    join: TraceJoin,
+    chains: ChainTracker,
+    traces: Vec<TraceSlot>,
+    /// Per capture: whether its host's trace records rmw_publish.timestamp (None: no trace, or no publish yet).
+    host_has_ts: Vec<Option<bool>>,
+    /// Topic names for same-host rows, by ROS topic.
+    topics: BoundedMap<Arc<str>, Arc<TopicNames>>,
+}
+
+impl RosState {
+    fn topic(&mut self, t: &Arc<str>) -> Arc<TopicNames> {
+        self.topics
+            .get_or_insert_with(
+                t.clone(),
+                || {
+                    Arc::new(TopicNames {
+                        topic_raw: format!("rt{t}"),
+                        type_raw: String::new(),
+                        topic_name: t.to_string(),
+                        type_name: String::new(),
+                    })
+                },
+                &mut |_, _| {},
+            )
+            .clone()
+    }
 }
 
 impl Default for CorrelatorConfig {
@@ -130,6 +323,7 @@ impl Default for CorrelatorConfig {
             max_writers: 1 << 16,
             max_flows: 1 << 14,
             max_flow_bytes: 64 << 20,
+            ros: RosOptions::default(),
         }
     }
 }
@@ -149,6 +343,8 @@ struct Sighting {
 struct PendingSample {
     /// First sighting (corrected), the order in which samples are judged.
     first: i64,
+    /// The source timestamp (INFO_TS) of the first sighting that had one.
+    source_ts: Option<i64>,
     topic: Option<Arc<TopicNames>>,
     /// Usually a sender and one receiver: kept inline.
     seen: SmallVec<[(usize, Sighting); 2]>,
@@ -212,7 +408,7 @@ pub struct FlowStats {
     pub retransmitted_frags: u64,
     pub retransmitted_bytes: u64,
     pub period_ns: Option<i64>,
-    pub layers: BTreeMap<&'static str, Dist>,
+    pub layers: BTreeMap<Layer, Dist>,
     pub jitter_signed: Dist,
     pub jitter_abs: Dist,
     pub repaired: Dist,
@@ -222,8 +418,8 @@ pub struct FlowStats {
 }
 
 impl FlowStats {
-    fn layer(&mut self, name: &'static str, v: i64) {
-        self.layers.entry(name).or_default().record(v);
+    fn layer(&mut self, l: Layer, v: i64) {
+        self.layers.entry(l).or_default().record(v);
     }
 
     /// Heap bytes held by the flow's distributions (its weight in the flow budget).
@@ -233,11 +429,26 @@ impl FlowStats {
     }
 }
 
+/// Adds the ROS 2 layers of a row to its flow.
+fn record_ros_layers(flow: &mut FlowStats, c: &RosColumns) {
+    for (l, v) in [
+        (Layer::RosPublish, c.ros_publish_ns),
+        (Layer::DdsSend, c.dds_send_ns),
+        (Layer::DdsLocal, c.dds_local_ns),
+        (Layer::DdsReceive, c.dds_receive_ns),
+        (Layer::Executor, c.executor_ns),
+        (Layer::Callback, c.callback_ns),
+        (Layer::RosE2e, c.ros_e2e_ns),
+    ] {
+        if let Some(v) = v {
+            flow.layer(l, v);
+        }
+    }
+}
+
 /// Flows are keyed by topic (or "writer GUID" when unnamed), sender and receiver capture.
 pub type FlowKey = (String, usize, usize);
 
-/// Layers, in the order reports show them.
-pub const LAYERS: [&str; 7] = ["application", "sender_stack", "message", "first_first", "last_last", "submessage", "receiver_stack"];
 
 /// One per-sample (or per-submessage) latency row.
 #[derive(Debug, Clone)]
@@ -273,6 +484,44 @@ pub struct LatencyRow {
     pub app_latency_ns: Option<i64>,
     pub sender_stack_ns: Option<i64>,
     pub receiver_stack_ns: Option<i64>,
+    /// The sample's source timestamp (INFO_TS at its first DATA/DATA_FRAG; the writer's clock).
+    pub source_ts_ns: Option<i64>,
+    /// INFO_TS → first on the wire at the sender (one host clock; no trace needed).
+    pub source_ts_to_wire_ns: Option<i64>,
+    /// The ROS 2 layer from traces, when a trace event was joined to this sample.
+    pub ros: Option<Box<RosColumns>>,
+}
+
+/// The ROS 2 columns of a latency row: the trace instants joined to the
+/// sample (on the correlator's clock: host offsets applied) and the layers
+/// between them. For a wire row ros_publish + dds_send + message + dds_receive
+/// + executor = ros_e2e exactly; for a same-host row ros_publish + dds_local +
+/// executor = ros_e2e.
+#[derive(Debug, Clone, Default)]
+pub struct RosColumns {
+    /// How the sender's publish was found (`source_ts`, `publish_order`); takes always join by source timestamp.
+    pub join: Option<Join>,
+    pub sender_node: Option<Arc<str>>,
+    pub receiver_node: Option<Arc<str>>,
+    pub rclcpp_publish_ts_ns: Option<i64>,
+    pub rmw_publish_ts_ns: Option<i64>,
+    pub rmw_take_ts_ns: Option<i64>,
+    pub callback_start_ts_ns: Option<i64>,
+    pub callback_end_ts_ns: Option<i64>,
+    pub ros_publish_ns: Option<i64>,
+    pub dds_send_ns: Option<i64>,
+    pub dds_local_ns: Option<i64>,
+    pub dds_receive_ns: Option<i64>,
+    pub executor_ns: Option<i64>,
+    pub callback_ns: Option<i64>,
+    pub ros_e2e_ns: Option<i64>,
+}
+
+impl LatencyRow {
+    /// The join used for this row (`none` without traces).
+    pub fn join(&self) -> Join {
+        self.ros.as_ref().and_then(|r| r.join).unwrap_or(Join::None)
+    }
 }
 
 /// Counters about the correlation itself.
@@ -354,6 +603,8 @@ pub struct Correlator {
     flows: BoundedMap<FlowKey, FlowStats>,
     pub stats: CorrelationStats,
     negative_examples: Vec<(usize, usize, i64)>,
+    /// The ROS 2 layer (None until a trace is added: no cost without traces).
+    ros: Option<Box<RosState>>,
 }
 
 fn topic_key(t: &Option<Arc<TopicNames>>, w: &Guid) -> String {
@@ -377,7 +628,204 @@ impl Correlator {
             flows: BoundedMap::new(cfg.max_flows).with_max_weight(cfg.max_flow_bytes),
             stats: CorrelationStats::default(),
             negative_examples: vec![],
+            ros: None,
             cfg,
+        }
+    }
+
+    /// Adds a trace of capture point `host` (its index); returns the trace's
+    /// index for [`push_trace`](Self::push_trace). The host's clock offset applies to the trace.
+    pub fn add_trace(&mut self, host: usize) -> usize {
+        let window = self.cfg.window_ns;
+        let n = self.names.len();
+        let ros = self.ros.get_or_insert_with(|| {
+            Box::new(RosState {
+                join: TraceJoin::new(JoinConfig { window_ns: window, ..self.cfg.ros.join }),
+                chains: ChainTracker::new(ChainConfig { window_ns: window, ..self.cfg.ros.chain.clone() }),
+                traces: vec![],
+                host_has_ts: vec![None; n],
+                topics: BoundedMap::new(4096),
+            })
+        });
+        ros.traces.push(TraceSlot { host, watermark: i64::MIN, ended: false });
+        ros.traces.len() - 1
+    }
+
+    /// Feeds one item from trace `t`; finished rows go to `out`.
+    pub fn push_trace(&mut self, t: usize, item: TraceItem, out: &mut dyn FnMut(LatencyRow)) {
+        let Some(ros) = self.ros.as_mut() else { return };
+        let Some(host) = ros.traces.get(t).map(|s| s.host) else { return };
+        let off = self.cfg.offsets_ns.get(host).copied().unwrap_or(0);
+        let corr = |v: i64| v.saturating_sub(off);
+        match item {
+            TraceItem::Publish(mut rec) => {
+                rec.rclcpp_ts = rec.rclcpp_ts.map(corr);
+                rec.rmw_ts = corr(rec.rmw_ts);
+                if ros.host_has_ts.len() <= host {
+                    ros.host_has_ts.resize(host + 1, None);
+                }
+                ros.host_has_ts[host].get_or_insert(rec.source_ts.is_some());
+                if let Some(c) = rec.cause {
+                    ros.chains.note_cause((t as u32, c));
+                }
+                let mut early = vec![];
+                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, join: None }, &mut |p| early.push(p));
+                for p in early {
+                    self.judge_publish(p, out);
+                }
+            }
+            TraceItem::Take(mut rec) => {
+                rec.rmw_take_ts = corr(rec.rmw_take_ts);
+                rec.callback_start_ts = rec.callback_start_ts.map(corr);
+                rec.callback_end_ts = rec.callback_end_ts.map(corr);
+                ros.join.add_take(Take { trace: t as u32, host, rec, used: false });
+            }
+            TraceItem::Watermark(w) => {
+                let s = &mut ros.traces[t];
+                s.watermark = s.watermark.max(corr(w));
+                self.judge_due(out);
+            }
+            TraceItem::End => {
+                ros.traces[t].ended = true;
+                self.judge_due(out);
+            }
+        }
+    }
+
+    /// Statistics of the trace join, when traces were added.
+    pub fn join_stats(&self) -> Option<&crate::ros2::JoinStats> {
+        self.ros.as_ref().map(|r| &r.join.stats)
+    }
+
+    /// The chain tracker, when traces were added.
+    pub fn chains(&self) -> Option<&ChainTracker> {
+        self.ros.as_ref().map(|r| &r.chains)
+    }
+
+    /// Rows of chain instances evaluated since the last call.
+    pub fn take_chain_rows(&mut self) -> Vec<ChainRow> {
+        self.ros.as_mut().map(|r| r.chains.take_rows()).unwrap_or_default()
+    }
+
+    /// A publish left the window: takes of it on its own host are same-host deliveries.
+    fn judge_publish(&mut self, p: Publish, out: &mut dyn FnMut(LatencyRow)) {
+        let (takes, ts) = {
+            let Some(ros) = self.ros.as_mut() else { return };
+            let takes = match p.rec.source_ts {
+                Some(ts) => ros.join.same_host_takes(p.host, p.rec.topic.as_deref(), ts),
+                None => Default::default(),
+            };
+            if takes.is_empty() {
+                if p.wire.is_none() {
+                    ros.join.stats.publishes_unjoined += 1;
+                }
+                return;
+            }
+            (takes, p.rec.source_ts.unwrap_or_default())
+        };
+        let topic_arc = p.rec.topic.clone();
+        let writer_topic = p.rec.writer.and_then(|w| self.writers.get(&w).and_then(|s| s.topic.clone()));
+        let topic = writer_topic.or_else(|| topic_arc.as_ref().and_then(|t| self.ros.as_mut().map(|r| r.topic(t))));
+        let host_name = self.names[p.host].clone();
+        let join = p.join.unwrap_or(Join::SourceTs);
+        for tk in takes {
+            let rclcpp = p.rec.rclcpp_ts;
+            let rmw = p.rec.rmw_ts;
+            let take_ts = tk.rec.rmw_take_ts;
+            let cbs = tk.rec.callback_start_ts;
+            let cbe = tk.rec.callback_end_ts;
+            let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
+            let cols = RosColumns {
+                join: Some(join),
+                sender_node: p.rec.node.clone(),
+                receiver_node: tk.rec.node.clone(),
+                rclcpp_publish_ts_ns: rclcpp,
+                rmw_publish_ts_ns: Some(rmw),
+                rmw_take_ts_ns: Some(take_ts),
+                callback_start_ts_ns: cbs,
+                callback_end_ts_ns: cbe,
+                ros_publish_ns: d(rclcpp, Some(rmw)),
+                dds_send_ns: None,
+                dds_local_ns: d(Some(rmw), Some(take_ts)),
+                dds_receive_ns: None,
+                executor_ns: d(Some(take_ts), cbs),
+                callback_ns: d(cbs, cbe),
+                ros_e2e_ns: d(rclcpp, cbs),
+            };
+            let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), p.host, p.host);
+            let evicted = &mut self.stats.flow_samples_evicted;
+            let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
+            if flow.names.is_none() {
+                flow.names = topic.clone();
+            }
+            flow.samples += 1;
+            flow.delivered += 1;
+            record_ros_layers(flow, &cols);
+            self.reweigh(&key);
+            let hop = Hop {
+                take: tk.id(),
+                cause: p.cause(),
+                topic: tk.rec.topic.clone().or_else(|| topic_arc.clone()),
+                level: Delivery::SameHost,
+                join,
+                sender: host_name.clone(),
+                receiver: host_name.clone(),
+                sender_node: p.rec.node.clone(),
+                receiver_node: tk.rec.node.clone(),
+                writer: p.rec.writer,
+                sn: p.wire.map(|w| w.1),
+                source_ts: ts,
+                rclcpp_ts: rclcpp,
+                take_ts,
+                callback_start_ts: cbs,
+                layers: HopLayers {
+                    ros_publish: cols.ros_publish_ns,
+                    dds_local: cols.dds_local_ns,
+                    executor: cols.executor_ns,
+                    callback: cols.callback_ns,
+                    ros_e2e: cols.ros_e2e_ns,
+                    ..HopLayers::default()
+                },
+            };
+            if let Some(ros) = self.ros.as_mut() {
+                ros.chains.add_hop(hop);
+            }
+            if self.cfg.message_rows {
+                out(LatencyRow {
+                    level: Level::Message,
+                    topic: topic.clone(),
+                    writer_id: p.rec.writer.unwrap_or_default(),
+                    sn: p.wire.map_or(0, |w| w.1),
+                    fragment_starting_num: None,
+                    sender: host_name.clone(),
+                    receiver: host_name.clone(),
+                    sample_size: None,
+                    frags_expected: None,
+                    status: Status::SameHost.as_str(),
+                    sender_first_ts_ns: rmw,
+                    sender_first_ip_ts_ns: rmw,
+                    sender_last_ts_ns: None,
+                    receiver_first_ts_ns: None,
+                    receiver_last_ts_ns: None,
+                    latency_ns: None,
+                    first_first_ns: None,
+                    last_last_ns: None,
+                    jitter_ns: None,
+                    sender_retransmitted_frags: 0,
+                    receiver_duplicate_frags: 0,
+                    repaired: false,
+                    timing: None,
+                    period_ns: None,
+                    app_publish_ts_ns: None,
+                    app_receive_ts_ns: None,
+                    app_latency_ns: None,
+                    sender_stack_ns: None,
+                    receiver_stack_ns: None,
+                    source_ts_ns: Some(ts),
+                    source_ts_to_wire_ns: None,
+                    ros: Some(Box::new(cols)),
+                });
+            }
         }
     }
 
@@ -487,10 +935,13 @@ impl Correlator {
                     }
                 }
                 // First-sighting order: a later sighting does not move the sample.
-                let slot = self.pending.get_or_insert_keep_order(key, || PendingSample { first, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let slot = self.pending.get_or_insert_keep_order(key, || PendingSample { first, source_ts: None, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
                 let p = self.pending.value_at(slot).expect("slot just returned");
                 if p.topic.is_none() {
                     p.topic = r.topic;
+                }
+                if p.source_ts.is_none() {
+                    p.source_ts = r.source_ts_ns;
                 }
                 if !p.seen.iter().any(|(cc, _)| *cc == c) {
                     p.seen.push((c, s));
@@ -533,7 +984,11 @@ impl Correlator {
 
     /// The time every still-running capture has passed.
     fn low_watermark(&self) -> i64 {
-        (0..self.watermarks.len()).filter(|&c| !self.ended[c]).map(|c| self.watermarks[c]).min().unwrap_or(i64::MAX)
+        let captures = (0..self.watermarks.len()).filter(|&c| !self.ended[c]).map(|c| self.watermarks[c]).min().unwrap_or(i64::MAX);
+        match &self.ros {
+            Some(r) => r.traces.iter().filter(|t| !t.ended).map(|t| t.watermark).min().unwrap_or(i64::MAX).min(captures),
+            None => captures,
+        }
     }
 
     fn judge_due(&mut self, out: &mut dyn FnMut(LatencyRow)) {
@@ -549,6 +1004,20 @@ impl Correlator {
                 self.judge_frag(key, p, out);
             }
         }
+        if self.ros.is_some() {
+            let w = self.cfg.window_ns;
+            let mut expired = vec![];
+            if let Some(r) = self.ros.as_mut() {
+                r.join.expire_publishes(lw.saturating_sub(w.saturating_mul(2)), &mut |p| expired.push(p));
+            }
+            for p in expired {
+                self.judge_publish(p, out);
+            }
+            if let Some(r) = self.ros.as_mut() {
+                r.join.expire_takes(lw.saturating_sub(w.saturating_mul(3)));
+                r.chains.advance(lw);
+            }
+        }
         self.stats.writers_evicted = self.writers.evicted();
         self.stats.flows_evicted = self.flows.evicted();
         self.stats.flows = self.flows.len();
@@ -560,7 +1029,22 @@ impl Correlator {
         for e in self.ended.iter_mut() {
             *e = true;
         }
+        if let Some(r) = self.ros.as_mut() {
+            for t in r.traces.iter_mut() {
+                t.ended = true;
+            }
+        }
         self.judge_due(out);
+        if let Some(r) = self.ros.as_mut() {
+            let mut rest = vec![];
+            r.join.finish(&mut |p| rest.push(p));
+            for p in rest {
+                self.judge_publish(p, out);
+            }
+            if let Some(r) = self.ros.as_mut() {
+                r.chains.finish();
+            }
+        }
     }
 
     fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn FnMut(LatencyRow)) {
@@ -594,6 +1078,17 @@ impl Correlator {
         }
         let publish = app.publish.get(&(writer, sn));
         let sender_name = self.names[sender].clone();
+        let sts = p.source_ts;
+        // INFO_TS and the sender's capture are on one clock: the raw capture time.
+        let src_to_wire = sts.map(|t| snd.first_ts.saturating_add(self.cfg.offsets_ns[sender]).saturating_sub(t));
+        let ros_topic = topic.as_ref().is_some_and(|t| t.topic_raw.starts_with("rt/"));
+        let trace_pub: Option<(Publish, Join)> = match self.ros.as_mut() {
+            Some(ros) => {
+                let has_ts = ros.host_has_ts.get(sender).copied().flatten();
+                ros.join.publish_for(sender, writer, sn, sts, has_ts, ros_topic)
+            }
+            None => None,
+        };
         for r in receivers {
             // A receiver that was not capturing when the sample was sent cannot judge it.
             let (span_start, span_end) = self.spans[r];
@@ -601,6 +1096,10 @@ impl Correlator {
             if seen.is_none() && (snd.first_ts < span_start || snd.first_ts > span_end) {
                 continue;
             }
+            let take: Option<Take> = match (self.ros.as_mut(), sts) {
+                (Some(ros), Some(ts)) => ros.join.take_for(r, topic.as_ref().map(|t| t.topic_name.as_str()), ts),
+                _ => None,
+            };
             let key = (topic_key(&topic, &writer), sender, r);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
@@ -625,7 +1124,7 @@ impl Correlator {
                 receiver: self.names[r].clone(),
                 sample_size: Some(snd.sample_size),
                 frags_expected: Some(snd.frags_expected),
-                status: "lost",
+                status: Status::Lost.as_str(),
                 sender_first_ts_ns: snd.first_ts,
                 sender_first_ip_ts_ns: snd.first_ip_ts,
                 sender_last_ts_ns: Some(snd.last_ts),
@@ -638,16 +1137,22 @@ impl Correlator {
                 sender_retransmitted_frags: snd.retransmitted_frags,
                 receiver_duplicate_frags: 0,
                 repaired,
-                timing: Some("lost"),
+                timing: Some(Timing::Lost.as_str()),
                 period_ns: period,
                 app_publish_ts_ns: publish.map(|p| p.t_ns),
                 app_receive_ts_ns: None,
                 app_latency_ns: None,
                 sender_stack_ns: publish.map(|p| snd.first_ts.saturating_sub(p.t_ns)),
                 receiver_stack_ns: None,
+                source_ts_ns: sts,
+                source_ts_to_wire_ns: src_to_wire,
+                ros: None,
             };
             if let Some(s) = row.sender_stack_ns {
-                flow.layer("sender_stack", s);
+                flow.layer(Layer::SenderStack, s);
+            }
+            if let Some(s) = src_to_wire {
+                flow.layer(Layer::SourceTsToWire, s);
             }
             match seen {
                 Some(rs) if rs.complete => {
@@ -655,16 +1160,16 @@ impl Correlator {
                     let lat = rs.last_ts.saturating_sub(snd.first_ts);
                     let first_first = rs.first_ts.saturating_sub(snd.first_ts);
                     let last_last = rs.last_ts.saturating_sub(snd.last_ts);
-                    row.status = "delivered";
+                    row.status = Status::Delivered.as_str();
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                     row.receiver_last_ts_ns = Some(rs.last_ts);
                     row.latency_ns = Some(lat);
                     row.first_first_ns = Some(first_first);
                     row.last_last_ns = Some(last_last);
                     row.receiver_duplicate_frags = rs.retransmitted_frags;
-                    flow.layer("message", lat);
-                    flow.layer("first_first", first_first);
-                    flow.layer("last_last", last_last);
+                    flow.layer(Layer::Message, lat);
+                    flow.layer(Layer::FirstFirst, first_first);
+                    flow.layer(Layer::LastLast, last_last);
                     if repaired {
                         flow.repaired.record(lat);
                     } else {
@@ -686,19 +1191,19 @@ impl Correlator {
                     // The row uses the period known so far; the summary classifies
                     // every sample against the final period (see summaries()).
                     row.timing = match period {
-                        Some(per) if lat <= per => Some("in_time"),
-                        Some(_) => Some("late"),
+                        Some(per) if lat <= per => Some(Timing::InTime.as_str()),
+                        Some(_) => Some(Timing::Late.as_str()),
                         None => None,
                     };
                     if let Some(rcv) = app.receive_on(writer, sn, &self.names[r]) {
                         let stack = rcv.t_ns.saturating_sub(rs.last_ts);
                         row.app_receive_ts_ns = Some(rcv.t_ns);
                         row.receiver_stack_ns = Some(stack);
-                        flow.layer("receiver_stack", stack);
+                        flow.layer(Layer::ReceiverStack, stack);
                         if let Some(p) = publish {
                             let app_lat = rcv.t_ns.saturating_sub(p.t_ns);
                             row.app_latency_ns = Some(app_lat);
-                            flow.layer("application", app_lat);
+                            flow.layer(Layer::Application, app_lat);
                         }
                     }
                 }
@@ -707,7 +1212,7 @@ impl Correlator {
                     // while the sample was in flight): incomplete, not lost —
                     // every sample ends in exactly one state.
                     flow.incomplete += 1;
-                    row.status = "incomplete";
+                    row.status = Status::Incomplete.as_str();
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                 }
                 None => {
@@ -716,6 +1221,64 @@ impl Correlator {
                         flow.lost_examples.push(sn);
                     }
                 }
+            }
+            if trace_pub.is_some() || take.is_some() {
+                let pb = trace_pub.as_ref().map(|x| &x.0);
+                let rclcpp = pb.and_then(|p| p.rec.rclcpp_ts);
+                let rmw = pb.map(|p| p.rec.rmw_ts);
+                let take_ts = take.as_ref().map(|t| t.rec.rmw_take_ts);
+                let cbs = take.as_ref().and_then(|t| t.rec.callback_start_ts);
+                let cbe = take.as_ref().and_then(|t| t.rec.callback_end_ts);
+                let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
+                let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered.as_str());
+                let cols = RosColumns {
+                    join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
+                    sender_node: pb.and_then(|p| p.rec.node.clone()),
+                    receiver_node: take.as_ref().and_then(|t| t.rec.node.clone()),
+                    rclcpp_publish_ts_ns: rclcpp,
+                    rmw_publish_ts_ns: rmw,
+                    rmw_take_ts_ns: take_ts,
+                    callback_start_ts_ns: cbs,
+                    callback_end_ts_ns: cbe,
+                    ros_publish_ns: d(rclcpp, rmw),
+                    dds_send_ns: d(rmw, Some(snd.first_ts)),
+                    dds_local_ns: None,
+                    dds_receive_ns: d(complete_at, take_ts),
+                    executor_ns: d(take_ts, cbs),
+                    callback_ns: d(cbs, cbe),
+                    ros_e2e_ns: d(rclcpp, cbs),
+                };
+                record_ros_layers(flow, &cols);
+                if let (Some(tk), Some(ros)) = (take.as_ref(), self.ros.as_mut()) {
+                    ros.chains.add_hop(Hop {
+                        take: tk.id(),
+                        cause: pb.and_then(|p| p.cause()),
+                        topic: tk.rec.topic.clone().or_else(|| pb.and_then(|p| p.rec.topic.clone())),
+                        level: Delivery::Wire,
+                        join: cols.join.unwrap_or(Join::None),
+                        sender: sender_name.clone(),
+                        receiver: self.names[r].clone(),
+                        sender_node: cols.sender_node.clone(),
+                        receiver_node: cols.receiver_node.clone(),
+                        writer: Some(writer),
+                        sn: Some(sn),
+                        source_ts: tk.rec.source_ts,
+                        rclcpp_ts: rclcpp,
+                        take_ts: tk.rec.rmw_take_ts,
+                        callback_start_ts: cbs,
+                        layers: HopLayers {
+                            ros_publish: cols.ros_publish_ns,
+                            dds_send: cols.dds_send_ns,
+                            message: row.latency_ns,
+                            dds_receive: cols.dds_receive_ns,
+                            dds_local: None,
+                            executor: cols.executor_ns,
+                            callback: cols.callback_ns,
+                            ros_e2e: cols.ros_e2e_ns,
+                        },
+                    });
+                }
+                row.ros = Some(Box::new(cols));
             }
             self.reweigh(&key);
             if self.cfg.message_rows {
@@ -738,7 +1301,7 @@ impl Correlator {
             if flow.names.is_none() {
                 flow.names = topic.clone();
             }
-            flow.layer("submessage", lat);
+            flow.layer(Layer::Submessage, lat);
             self.reweigh(&key);
             if self.cfg.submessage_rows {
                 out(LatencyRow {
@@ -751,7 +1314,7 @@ impl Correlator {
                     receiver: self.names[r].clone(),
                     sample_size: None,
                     frags_expected: None,
-                    status: "delivered",
+                    status: Status::Delivered.as_str(),
                     sender_first_ts_ns: s_first_ip,
                     sender_first_ip_ts_ns: s_first_ip,
                     sender_last_ts_ns: Some(s_last),
@@ -771,6 +1334,9 @@ impl Correlator {
                     app_latency_ns: None,
                     sender_stack_ns: None,
                     receiver_stack_ns: None,
+                    source_ts_ns: None,
+                    source_ts_to_wire_ns: None,
+                    ros: None,
                 });
             }
         }
@@ -779,17 +1345,14 @@ impl Correlator {
     /// Per-flow summaries, in topic order.
     pub fn summaries(&self) -> Vec<FlowSummary> {
         // In time: delivered with a message latency no longer than the period (seed 003).
-        let in_time = |f: &FlowStats| match (f.period_ns, f.layers.get("message")) {
+        let in_time = |f: &FlowStats| match (f.period_ns, f.layers.get(&Layer::Message)) {
             (Some(p), Some(d)) => d.count_at_most(p),
             _ => 0,
         };
         self.flows()
             .into_iter()
             .map(|((topic, s, r), f)| {
-                let layers = LAYERS
-                    .iter()
-                    .filter_map(|l| f.layers.get(l).filter(|d| d.count() > 0).map(|d| (l.to_string(), d.summary())))
-                    .collect();
+                let layers = f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.as_str().to_string(), d.summary())).collect();
                 FlowSummary {
                     topic: topic.clone(),
                     names: f.names.clone(),
@@ -966,6 +1529,23 @@ const ROW_COLUMNS: &[Column] = &[
     col("app_latency_ns", I64),
     col("sender_stack_ns", I64),
     col("receiver_stack_ns", I64),
+    col("source_ts_ns", I64),
+    col("source_ts_to_wire_ns", I64),
+    col("join", Str),
+    col("sender_node", Str),
+    col("receiver_node", Str),
+    col("rclcpp_publish_ts_ns", I64),
+    col("rmw_publish_ts_ns", I64),
+    col("rmw_take_ts_ns", I64),
+    col("callback_start_ts_ns", I64),
+    col("callback_end_ts_ns", I64),
+    col("ros_publish_ns", I64),
+    col("dds_send_ns", I64),
+    col("dds_local_ns", I64),
+    col("dds_receive_ns", I64),
+    col("executor_ns", I64),
+    col("callback_ns", I64),
+    col("ros_e2e_ns", I64),
 ];
 
 impl Record for LatencyRow {
@@ -976,10 +1556,7 @@ impl Record for LatencyRow {
         let t = self.topic.as_deref();
         let oi = |v: Option<i64>| v.map_or(Value::Null, Value::I);
         match c {
-            0 => Value::S(match self.level {
-                Level::Message => "message",
-                Level::Submessage => "submessage",
-            }),
+            0 => Value::S(self.level.as_str()),
             1 => t.map_or(Value::Null, |t| Value::S(&t.topic_name)),
             2 => t.map_or(Value::Null, |t| Value::S(&t.type_name)),
             3 => t.map_or(Value::Null, |t| Value::S(&t.topic_raw)),
@@ -1010,7 +1587,29 @@ impl Record for LatencyRow {
             28 => oi(self.app_latency_ns),
             29 => oi(self.sender_stack_ns),
             30 => oi(self.receiver_stack_ns),
-            _ => Value::Null,
+            31 => oi(self.source_ts_ns),
+            32 => oi(self.source_ts_to_wire_ns),
+            33 => Value::S(self.join().as_str()),
+            c => match self.ros.as_deref() {
+                None => Value::Null,
+                Some(r) => match c {
+                    34 => r.sender_node.as_deref().map_or(Value::Null, Value::S),
+                    35 => r.receiver_node.as_deref().map_or(Value::Null, Value::S),
+                    36 => oi(r.rclcpp_publish_ts_ns),
+                    37 => oi(r.rmw_publish_ts_ns),
+                    38 => oi(r.rmw_take_ts_ns),
+                    39 => oi(r.callback_start_ts_ns),
+                    40 => oi(r.callback_end_ts_ns),
+                    41 => oi(r.ros_publish_ns),
+                    42 => oi(r.dds_send_ns),
+                    43 => oi(r.dds_local_ns),
+                    44 => oi(r.dds_receive_ns),
+                    45 => oi(r.executor_ns),
+                    46 => oi(r.callback_ns),
+                    47 => oi(r.ros_e2e_ns),
+                    _ => Value::Null,
+                },
+            },
         }
     }
 }
@@ -1163,6 +1762,7 @@ mod tests {
             pcp: None,
             vendor_id: 0x0110,
             closed_by: "complete",
+            source_ts_ns: None,
         }
     }
 

@@ -1,0 +1,29 @@
+//! The ROS 2 layer: ros2_tracing traces (one per host, read with
+//! `ddscope-trace`) joined to the wire samples of the captures.
+//!
+//! ```text
+//! trace dir ──► TraceReader ──► Assembler ──► TraceItem (Publish, Take, Watermark)
+//!                (babeltrace2)    (per thread: rclcpp → rcl → rmw publish;
+//!                                  rmw_take → callback_start → callback_end)
+//!                                         │
+//!                                         ▼
+//!      Correlator ◄── capture items (samples, watermarks), merged by time
+//!         ├── TraceJoin: publish ↔ wire (source timestamp / publish order),
+//!         │              take ↔ wire (receiver host, topic, source timestamp),
+//!         │              same-host deliveries trace to trace
+//!         └── ChainTracker: publish inside a callback ← the take of that callback
+//! ```
+//!
+//! The trace runs beside the captures in the one runner: each trace is read
+//! on its own thread and the correlator takes the next batch from whichever
+//! input (capture or trace) is furthest behind, exactly as for captures.
+
+pub mod assemble;
+pub mod chain;
+pub mod join;
+pub mod source;
+
+pub use assemble::{AssembleConfig, AssembleStats, Assembler, PublishRec, TakeRec, TraceItem};
+pub use chain::{ChainConfig, ChainRow, ChainStats, ChainSummary, ChainTracker, Hop, HopLayers, PathSummary};
+pub use join::{Delivery, Join, JoinConfig, JoinStats, TraceJoin};
+pub use source::{TraceInput, TraceOutcome};
