@@ -902,6 +902,9 @@ mod tests {
             app_latency_ns: None,
             sender_stack_ns: None,
             receiver_stack_ns: None,
+            source_ts_ns: None,
+            source_ts_to_wire_ns: None,
+            ros: None,
         }
     }
 

@@ -305,6 +305,7 @@ fn sample(w: &str, sn: i64, t: i64) -> StreamItem {
         pcp: None,
         vendor: 0x0110,
         supp: 0,
+        sts: None,
     })
 }
 
