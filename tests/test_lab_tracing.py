@@ -76,18 +76,24 @@ def need_root():
     assert have_root(), "the lab tests need root (network namespaces); CI runs as root"
 
 
-def lttng_processes() -> dict[int, str]:
-    """pid -> command line of the lab's node programs and of every LTTng daemon."""
+def lttng_processes(run_dir: pathlib.Path) -> dict[int, str]:
+    """pid -> command line of the lab's node programs and LTTng daemons that belong to the run
+    writing `run_dir` (its path is in their command line or, for the daemons, their LTTNG_HOME):
+    runs of other tests or engineers on the same machine are not counted."""
     out = {}
+    mark = str(run_dir).encode()
     for p in pathlib.Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
-            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            raw = (p / "cmdline").read_bytes()
+            if not re.search(rb"ddslab-(cyclone|fastdds)|lttng-sessiond|lttng-consumerd", raw):
+                continue
+            env = (p / "environ").read_bytes()
         except OSError:
             continue
-        if re.search(r"ddslab-(cyclone|fastdds)|lttng-sessiond|lttng-consumerd", cmd):
-            out[int(p.name)] = cmd
+        if mark in raw or mark in env:
+            out[int(p.name)] = raw.replace(b"\0", b" ").decode(errors="replace")
     return out
 
 
@@ -136,10 +142,10 @@ def traced_run(request, ddscope, tmp_path_factory):
     if vendor == "fastdds":
         for n in FASTDDS_NODES:
             extra += ["--vendor", f"{n}=fastdds"]
-    before = lttng_processes()
+    before = lttng_processes(out)
     cp = ddscope("lab", "run", SIMPLE, "--duration", "3s", "--tracing", distro, "--out", out, *extra, check=False, timeout=600)
     assert cp.returncode == 0, f"traced lab run failed ({cp.returncode}):\n{cp.stdout}\n{cp.stderr}"
-    left = {pid: c for pid, c in lttng_processes().items() if pid not in before}
+    left = {pid: c for pid, c in lttng_processes(out).items() if pid not in before}
     assert not left, f"processes left behind: {left}"
     report = json.loads((out / "run.json").read_text())
     traces = {h: read_trace(out / f"{h}.lttng") for h in HOSTS}
@@ -384,7 +390,7 @@ topic = "/drive"
 def test_interrupt_removes_the_sessions(tmp_path):
     """Ctrl-C in the middle of a traced run: no session daemon, consumer daemon, node or namespace is left."""
     need_root()
-    before = lttng_processes()
+    before = lttng_processes(tmp_path / "o")
     p = subprocess.Popen([ddscope_bin(), "lab", "run", str(SIMPLE), "--duration", "60s", "--tracing", "jazzy",
                           "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err = ""
@@ -396,12 +402,12 @@ def test_interrupt_removes_the_sessions(tmp_path):
         err += line
     assert "running for" in err and "tracing pc1" in err and "tracing pc2" in err, err
     rid = re.search(r" run (\d+-[0-9a-f]{4}) ", err).group(1)
-    during = {pid: c for pid, c in lttng_processes().items() if pid not in before}
+    during = {pid: c for pid, c in lttng_processes(tmp_path / "o").items() if pid not in before}
     assert sum("lttng-sessiond" in c for c in during.values()) >= 2, during
     p.send_signal(signal.SIGINT)
     rest = p.communicate(timeout=60)[1]
     assert p.returncode != 0 and "interrupted by SIGINT" in rest, rest
-    left = {pid: c for pid, c in lttng_processes().items() if pid not in before}
+    left = {pid: c for pid, c in lttng_processes(tmp_path / "o").items() if pid not in before}
     assert not left, f"processes left behind: {left}"
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"ddsl-{rid}-" not in names
