@@ -42,6 +42,8 @@ enum Command {
     Tsn(cmd::tsn::TsnArgs),
     /// Emulated multi-host lab with real DDS workloads
     Lab(cmd::lab::LabArgs),
+    /// Print the caps of every table keyed by the wire, as a limits file (--limits)
+    Limits(cmd::limit_args::LimitsCmdArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Tsn(a) => cmd::tsn::run(a),
         Command::Lab(a) => cmd::lab::run(a),
+        Command::Limits(a) => cmd::limit_args::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

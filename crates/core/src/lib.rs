@@ -17,3 +17,4 @@ pub mod pipeline;
 pub mod latency;
 pub mod ros2;
 pub mod session;
+pub mod limits;

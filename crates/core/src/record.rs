@@ -241,11 +241,17 @@ pub trait Record {
 /// generating [`Record::columns`] and [`Record::value`] from the one list
 /// (so a column can never be listed without a value, or in another order).
 ///
-/// ```ignore
-/// record!(MyRow, r, {
+/// ```
+/// use ddscope_core::record::{record_json, Record, Value};
+/// struct MyRow { topic: String, samples: u64 }
+/// ddscope_core::record!(MyRow, r, {
 ///     topic_name: Str => Value::S(&r.topic),
 ///     samples: U64 => Value::U(r.samples),
 /// });
+/// assert_eq!(MyRow::columns()[1].name, "samples");
+/// let mut json = String::new();
+/// record_json(&MyRow { topic: "/chatter".into(), samples: 3 }, &mut json);
+/// assert_eq!(json, r#"{"topic_name":"/chatter","samples":3}"#);
 /// ```
 #[macro_export]
 macro_rules! record {

@@ -45,6 +45,9 @@ pub struct LatencyOptions {
     pub message_rows: bool,
     pub submessage_rows: bool,
     pub decoder: DecoderConfig,
+    /// The sample tracker's caps (its inactivity timeout follows the window:
+    /// [`correlation_samples`]).
+    pub samples: SampleConfig,
     /// The correlator's caps (captures, offsets, window, period and row
     /// levels are taken from the fields above).
     pub correlator: CorrelatorConfig,
@@ -64,6 +67,7 @@ impl Default for LatencyOptions {
             message_rows: true,
             submessage_rows: false,
             decoder: DecoderConfig::default(),
+            samples: SampleConfig::default(),
             correlator: CorrelatorConfig::default(),
             path: None,
             chain_rows: false,
@@ -315,7 +319,7 @@ pub fn run_latency_traced(
         correlator.add_trace(host);
         opened.push((t, reader));
     }
-    let decoding = FileDecoding { decoder: o.decoder, samples: correlation_samples(o.window_ns), window_ns: o.window_ns };
+    let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns };
     let (outcomes, traces) = correlate_inputs(&captures, opened, decoding, &mut correlator, progress, out, chain_out)?;
     Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth, traces })
 }

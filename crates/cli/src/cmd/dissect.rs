@@ -1,15 +1,15 @@
 //! `ddscope dissect`: one row per RTPS submessage.
 
+use super::limit_args::LimitArgs;
 use crate::common::{self, OutFormat, TopicFilter};
 use crate::progress::Progress;
 use anyhow::Context;
 use clap::Args;
-use ddscope_core::decode::DecoderConfig;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::output::RecordWriter;
 use ddscope_core::pipeline::{run_file, Analysis};
 use ddscope_core::record::Record;
-use ddscope_core::samples::{SampleConfig, SampleRecord};
+use ddscope_core::samples::SampleRecord;
 use ddscope_wire::rtps::SubmsgKind;
 use std::path::PathBuf;
 
@@ -63,6 +63,8 @@ pub struct DissectArgs {
     /// What one row is: a submessage, or a sample (one completion record per writer and sequence number)
     #[arg(long, value_enum, default_value = "submessages")]
     pub records: Records,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -191,6 +193,7 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     if a.records == Records::Samples && !a.kinds.is_empty() {
         anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
     }
+    let limits = a.limits.resolve()?;
     let inputs = [a.capture.clone()];
     let (out, output) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
     let name = a.name.clone().unwrap_or_else(|| common::capture_name(&a.capture));
@@ -199,7 +202,7 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     match a.records {
         Records::Submessages => {
             let mut rows = Rows::<SubmsgEvent> { select, writer: RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?, error: None };
-            let res = run_file(&a.capture, &name, DecoderConfig::default(), None, counter, &mut rows);
+            let res = run_file(&a.capture, &name, limits.decoder, None, counter, &mut rows);
             progress.finish();
             let res = res.map_err(common::input_error)?;
             let Some(n) = finish_output(rows.writer, rows.error, output)? else {
@@ -210,7 +213,7 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
         Records::Samples => {
             let mut rows =
                 Rows::<SampleRecord> { select, writer: RecordWriter::new(a.format.into(), out, SAMPLE_TABLE_COLUMNS)?, error: None };
-            let res = run_file(&a.capture, &name, DecoderConfig::default(), Some(SampleConfig::default()), counter, &mut rows);
+            let res = run_file(&a.capture, &name, limits.decoder, Some(limits.samples), counter, &mut rows);
             progress.finish();
             let res = res.map_err(common::input_error)?;
             let Some(n) = finish_output(rows.writer, rows.error, output)? else {

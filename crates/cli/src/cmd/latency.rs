@@ -2,6 +2,7 @@
 //! capture points — message, submessage and application latency, loss,
 //! retransmission, jitter, clock offsets.
 
+use super::limit_args::LimitArgs;
 use crate::args::{self, Offset, PathArg, Period, TraceArg};
 use crate::common::{self, OutFormat, TopicFilter};
 use anyhow::{bail, Context};
@@ -94,6 +95,8 @@ pub struct LatencyArgs {
     /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), or auto to list the chains found
     #[arg(long, value_name = "TOPICS|auto", value_parser = args::path)]
     pub path: Option<PathArg>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// The session's options from what the user gave.
@@ -166,6 +169,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         writers.push(Rows::open(f, w, chain_path.is_some())?);
     }
     let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window, a.level);
+    super::limit_args::apply(&a.limits.resolve()?, &mut opts);
     opts.chain_rows = chain_path.is_some() && !writers.is_empty();
     opts.path = chain_path.clone();
     let mut io_err: Option<std::io::Error> = None;

@@ -2,6 +2,7 @@ pub mod agent;
 pub mod capture_args;
 pub mod dissect;
 pub mod latency;
+pub mod limit_args;
 pub mod live;
 pub mod report;
 pub mod serve;

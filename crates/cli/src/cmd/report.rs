@@ -3,6 +3,7 @@
 //! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
 //! bandwidth over time (thesis Fig. 4.10).
 
+use super::limit_args::LimitArgs;
 use crate::args::{self, NamedRun, Offset, PathArg, TraceArg};
 use crate::common::{self, capture_name, TopicFilter};
 use anyhow::{bail, Context};
@@ -58,6 +59,8 @@ pub struct ReportArgs {
     /// A chain of topics to show end to end, stacked per hop (needs traces): /raw_image,/image,/actuator
     #[arg(long, value_name = "TOPICS", value_parser = args::path)]
     pub path: Option<PathArg>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 const MAX_POINTS: usize = 3000;
@@ -101,12 +104,13 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
-    let opts = LatencyOptions {
+    let mut opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
         window_ns: a.window,
         ..LatencyOptions::default()
     };
+    super::limit_args::apply(&a.limits.resolve()?, &mut opts);
     let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
     let mut payload: BTreeMap<(String, String, String), BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;

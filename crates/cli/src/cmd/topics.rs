@@ -1,16 +1,15 @@
 //! `ddscope topics`: per topic (or writer) — who, how often, how big, how
 //! fragmented, how much repair traffic.
 
+use super::limit_args::LimitArgs;
 use crate::common::{self, OutFormat, TopicFilter};
 use crate::progress::Progress;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use ddscope_core::decode::DecoderConfig;
 use ddscope_core::events::TrafficType;
 use ddscope_core::output::RecordWriter;
 use ddscope_core::pipeline::run_file;
 use ddscope_core::record::{json_string, record_json};
-use ddscope_core::samples::SampleConfig;
 use ddscope_core::topics::{TopicRow, TopicsAnalysis};
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,6 +55,8 @@ pub struct TopicsArgs {
     /// Include discovery (SPDP/SEDP), builtin and security writers
     #[arg(long)]
     pub all: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 const TABLE_COLUMNS: &[&str] = &[
@@ -85,6 +86,7 @@ const TABLE_COLUMNS: &[&str] = &[
 
 pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     let filter = TopicFilter::new(&a.topics)?;
+    let limits = a.limits.resolve()?;
     if let Some(o) = &a.output {
         common::check_not_input(o, &a.captures)?;
     }
@@ -94,9 +96,9 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     let mut skipped_json: Vec<String> = vec![];
     for path in &a.captures {
         let name = common::capture_name(path);
-        let mut analysis = TopicsAnalysis::new();
+        let mut analysis = TopicsAnalysis::with_config(limits.topics);
         let progress = Progress::start(&name, common::file_size(path));
-        let res = run_file(path, &name, DecoderConfig::default(), Some(SampleConfig::default()), Some(progress.counter.clone()), &mut analysis);
+        let res = run_file(path, &name, limits.decoder, Some(limits.samples), Some(progress.counter.clone()), &mut analysis);
         progress.finish();
         let res = res.map_err(common::input_error)?;
         let topic_stats = analysis.stats();
@@ -120,6 +122,8 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         c.push_str(&serde_json::to_string(&res.decoder.stats)?);
         c.push_str(",\"samples\":");
         c.push_str(&serde_json::to_string(&res.samples)?);
+        c.push_str(",\"topics_stats\":");
+        c.push_str(&serde_json::to_string(&topic_stats)?);
         c.push_str(",\"participants\":");
         c.push_str(&serde_json::to_string(&res.decoder.discovery.participants.values().collect::<Vec<_>>())?);
         c.push_str(",\"endpoints\":");

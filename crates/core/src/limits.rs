@@ -1,0 +1,311 @@
+//! The caps of every table keyed by the wire, settable in one place.
+//!
+//! Every analysis keeps its state in bounded tables (see docs/robustness.md);
+//! their caps live in the analyses' config structs. [`Limits`] gathers them so
+//! that a command can take them from a TOML file and a few overrides, and
+//! print them back. The list of settable caps is declared once, in the
+//! `limits!` table below: parsing, printing and the key list come from it.
+//!
+//! ```text
+//! [samples]
+//! max_open = 65536
+//! max_fragment_bytes = "32MiB"
+//!
+//! [correlation]
+//! max_flows = 4096
+//! ```
+//!
+//! Every key is optional (unset keys keep their defaults); an unknown section
+//! or key, a zero, a negative number or a value too large for its field is an
+//! error naming the key.
+
+use crate::decode::DecoderConfig;
+use crate::latency::CorrelatorConfig;
+use crate::samples::SampleConfig;
+use crate::topics::TopicsConfig;
+use ddscope_traffic::units::Bytes;
+use std::fmt::Write as _;
+
+/// The caps of the correlator (the rest of [`CorrelatorConfig`] is chosen per run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CorrelationCaps {
+    pub max_pending_samples: usize,
+    pub max_pending_submessages: usize,
+    pub max_writers: usize,
+    pub max_flows: usize,
+    pub max_flow_bytes: usize,
+}
+
+impl Default for CorrelationCaps {
+    fn default() -> Self {
+        let c = CorrelatorConfig::default();
+        CorrelationCaps {
+            max_pending_samples: c.max_pending_samples,
+            max_pending_submessages: c.max_pending_submessages,
+            max_writers: c.max_writers,
+            max_flows: c.max_flows,
+            max_flow_bytes: c.max_flow_bytes,
+        }
+    }
+}
+
+/// Every cap of the decode → samples → topics → correlation path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub decoder: DecoderConfig,
+    pub samples: SampleConfig,
+    pub topics: TopicsConfig,
+    pub correlation: CorrelationCaps,
+}
+
+/// How a key's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A count of entries.
+    Count,
+    /// A size in bytes; also written with a unit (`"64MiB"`, `"32MB"`).
+    Size,
+}
+
+/// One settable cap.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitKey {
+    pub section: &'static str,
+    pub key: &'static str,
+    pub kind: Kind,
+    pub doc: &'static str,
+}
+
+impl LimitKey {
+    /// `section.key`.
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.section, self.key)
+    }
+}
+
+/// A limits file or override that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitsError {
+    #[error("not TOML: {0}")]
+    Syntax(String),
+    #[error("unknown section [{0}] (known: {1})")]
+    UnknownSection(String, String),
+    #[error("[{0}] is not a table")]
+    NotTable(String),
+    #[error("unknown key {0} (known in [{1}]: {2})")]
+    UnknownKey(String, String, String),
+    #[error("{0}: {1}")]
+    BadValue(String, String),
+}
+
+macro_rules! limits {
+    ($( $section:literal . $key:literal => $($field:ident).+ : $kind:ident, $doc:literal; )*) => {
+        /// Every settable cap, in the order they are printed.
+        pub const KEYS: &[LimitKey] = &[
+            $( LimitKey { section: $section, key: $key, kind: Kind::$kind, doc: $doc }, )*
+        ];
+
+        impl Limits {
+            /// The current value of `section.key`.
+            pub fn get(&self, section: &str, key: &str) -> Option<u64> {
+                match (section, key) {
+                    $( ($section, $key) => Some(self.$($field).+ as u64), )*
+                    _ => None,
+                }
+            }
+
+            /// Sets `section.key` (`Ok(false)`: no such key).
+            fn set_value(&mut self, section: &str, key: &str, v: u64) -> Result<bool, String> {
+                match (section, key) {
+                    $( ($section, $key) => {
+                        self.$($field).+ = v.try_into().map_err(|_| format!("{v} is too large"))?;
+                        Ok(true)
+                    } )*
+                    _ => Ok(false),
+                }
+            }
+        }
+    };
+}
+
+limits! {
+    "ip_reassembly"."max_datagrams" => decoder.reassembly.max_datagrams: Count, "IP datagrams being reassembled at once (oldest dropped first)";
+    "ip_reassembly"."max_bytes" => decoder.reassembly.max_bytes: Size, "memory of all datagrams being reassembled";
+    "discovery"."max_participants" => decoder.discovery.max_participants: Count, "SPDP participants remembered (least recently announced forgotten first)";
+    "discovery"."max_endpoints" => decoder.discovery.max_endpoints: Count, "SEDP writers and readers remembered (least recently announced or used forgotten first)";
+    "discovery"."max_fragment_sets" => decoder.max_discovery_pending: Count, "discovery samples being reassembled from DATA_FRAG at once";
+    "discovery"."max_fragment_bytes" => decoder.max_discovery_bytes: Size, "memory of the discovery samples being reassembled";
+    "discovery"."max_sample" => decoder.max_discovery_sample: Size, "largest discovery sample reassembled";
+    "ros_graph"."max_participants" => decoder.ros_graph.max_participants: Count, "participants whose ROS nodes are remembered";
+    "ros_graph"."max_entities" => decoder.ros_graph.max_entities: Count, "reader and writer gids mapped to their node";
+    "ros_graph"."max_bytes" => decoder.ros_graph.max_bytes: Size, "memory of the participants' node lists";
+    "samples"."max_open" => samples.max_samples: Count, "samples open at once (least recently active closed first, closed_by = evicted)";
+    "samples"."max_destinations" => samples.max_destinations: Count, "destinations tracked per sample";
+    "samples"."max_fragments" => samples.max_fragments: Count, "fragments of a sample tracked one by one";
+    "samples"."max_fragment_bytes" => samples.max_fragment_bytes: Size, "memory of all fragment bitmaps";
+    "topics"."max_writers" => topics.max_writers: Count, "writers with per-topic statistics (least recently seen evicted first)";
+    "topics"."max_live_topics" => topics.max_live_topics: Count, "topics in the live rate window (live, agent)";
+    "correlation"."max_pending_samples" => correlation.max_pending_samples: Count, "samples awaiting judgement (oldest judged early)";
+    "correlation"."max_pending_submessages" => correlation.max_pending_submessages: Count, "DATA_FRAGs awaiting judgement (oldest judged early)";
+    "correlation"."max_writers" => correlation.max_writers: Count, "writers remembered by the correlator";
+    "correlation"."max_flows" => correlation.max_flows: Count, "flows (topic, sender, receiver) with statistics";
+    "correlation"."max_flow_bytes" => correlation.max_flow_bytes: Size, "memory of all flows' latency distributions";
+}
+
+fn sections() -> Vec<&'static str> {
+    let mut s: Vec<&'static str> = KEYS.iter().map(|k| k.section).collect();
+    s.dedup();
+    s
+}
+
+fn keys_of(section: &str) -> String {
+    KEYS.iter().filter(|k| k.section == section).map(|k| k.key).collect::<Vec<_>>().join(", ")
+}
+
+fn value(k: &LimitKey, v: &toml::Value) -> Result<u64, String> {
+    let n = match v {
+        toml::Value::Integer(i) => u64::try_from(*i).map_err(|_| format!("{i} is negative"))?,
+        toml::Value::String(s) if k.kind == Kind::Size => {
+            s.parse::<Bytes>().map_err(|e| e.to_string())?.0
+        }
+        toml::Value::String(s) => s.trim().parse::<u64>().map_err(|_| format!("{s:?} is not a whole number"))?,
+        other => return Err(format!("expected a number, found {}", other.type_str())),
+    };
+    if n == 0 {
+        return Err("must be at least 1".into());
+    }
+    Ok(n)
+}
+
+impl Limits {
+    /// The defaults with the caps of a limits file applied.
+    pub fn parse(text: &str) -> Result<Limits, LimitsError> {
+        let mut l = Limits::default();
+        l.apply_toml(text)?;
+        Ok(l)
+    }
+
+    /// Applies the caps a limits file sets; the others are unchanged.
+    pub fn apply_toml(&mut self, text: &str) -> Result<(), LimitsError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LimitsError::Syntax(e.message().to_string()))?;
+        for (section, body) in &table {
+            if !sections().contains(&section.as_str()) {
+                return Err(LimitsError::UnknownSection(section.clone(), sections().join(", ")));
+            }
+            let body = body.as_table().ok_or_else(|| LimitsError::NotTable(section.clone()))?;
+            for (key, v) in body {
+                self.set_toml(section, key, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_toml(&mut self, section: &str, key: &str, v: &toml::Value) -> Result<(), LimitsError> {
+        let k = KEYS
+            .iter()
+            .find(|k| k.section == section && k.key == key)
+            .ok_or_else(|| LimitsError::UnknownKey(format!("{section}.{key}"), section.to_string(), keys_of(section)))?;
+        let n = value(k, v).map_err(|e| LimitsError::BadValue(k.name(), e))?;
+        self.set_value(section, key, n).map_err(|e| LimitsError::BadValue(k.name(), e))?;
+        Ok(())
+    }
+
+    /// Sets one cap by its `section.key` name.
+    pub fn set(&mut self, name: &str, v: u64) -> Result<(), LimitsError> {
+        let (section, key) = name.split_once('.').unwrap_or(("", name));
+        self.set_toml(section, key, &toml::Value::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
+    }
+
+    /// The caps as a limits file (every key, with its meaning), which
+    /// [`Limits::parse`] reads back to the same caps.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        let mut section = "";
+        for k in KEYS {
+            if k.section != section {
+                if !section.is_empty() {
+                    out.push('\n');
+                }
+                section = k.section;
+                let _ = writeln!(out, "[{section}]");
+            }
+            let v = self.get(k.section, k.key).unwrap_or(0);
+            let _ = writeln!(out, "{} = {v}  # {}{}", k.key, k.doc, if k.kind == Kind::Size { " (bytes)" } else { "" });
+        }
+        out
+    }
+
+    /// `base` with the correlator caps of these limits.
+    pub fn correlator(&self, base: CorrelatorConfig) -> CorrelatorConfig {
+        let c = &self.correlation;
+        CorrelatorConfig {
+            max_pending_samples: c.max_pending_samples,
+            max_pending_submessages: c.max_pending_submessages,
+            max_writers: c.max_writers,
+            max_flows: c.max_flows,
+            max_flow_bytes: c.max_flow_bytes,
+            ..base
+        }
+    }
+
+    /// The sample tracker's caps with another inactivity timeout (the
+    /// correlation uses a timeout derived from its window).
+    pub fn samples_with_timeout(&self, timeout_ns: i64) -> SampleConfig {
+        SampleConfig { timeout_ns, ..self.samples }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_through_the_printed_file() {
+        let d = Limits::default();
+        let back = Limits::parse(&d.to_toml()).unwrap();
+        for k in KEYS {
+            assert_eq!(back.get(k.section, k.key), d.get(k.section, k.key), "{}", k.name());
+        }
+    }
+
+    #[test]
+    fn every_key_reaches_its_field() {
+        // Setting each key to a distinct value changes exactly that key.
+        for (i, k) in KEYS.iter().enumerate() {
+            let mut l = Limits::default();
+            let v = 1000 + i as u64;
+            l.set(&k.name(), v).unwrap();
+            assert_eq!(l.get(k.section, k.key), Some(v), "{}", k.name());
+            let d = Limits::default();
+            for o in KEYS.iter().filter(|o| o.name() != k.name()) {
+                assert_eq!(l.get(o.section, o.key), d.get(o.section, o.key), "{} changed {}", k.name(), o.name());
+            }
+        }
+        let mut l = Limits::default();
+        l.set("topics.max_writers", 7).unwrap();
+        assert_eq!(l.topics.max_writers, 7);
+        l.set("correlation.max_flows", 9).unwrap();
+        assert_eq!(l.correlator(CorrelatorConfig::default()).max_flows, 9);
+    }
+
+    #[test]
+    fn sizes_take_units_and_bad_values_name_the_key() {
+        let l = Limits::parse("[samples]\nmax_fragment_bytes = \"2MiB\"\nmax_open = 10\n").unwrap();
+        assert_eq!(l.samples.max_fragment_bytes, 2 << 20);
+        assert_eq!(l.samples.max_samples, 10);
+        let e = Limits::parse("[samples]\nmax_open = 0\n").unwrap_err();
+        assert_eq!(e.to_string(), "samples.max_open: must be at least 1");
+        let e = Limits::parse("[samples]\nmax_open = \"2MiB\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("samples.max_open: "), "{e}");
+        let e = Limits::parse("[samples]\nmax_fragments = 5000000000\n").unwrap_err();
+        assert_eq!(e.to_string(), "samples.max_fragments: 5000000000 is too large");
+        let e = Limits::parse("[samples]\nmax_open = -3\n").unwrap_err();
+        assert_eq!(e.to_string(), "samples.max_open: -3 is negative");
+        let e = Limits::parse("[sample]\nmax_open = 3\n").unwrap_err();
+        assert!(matches!(e, LimitsError::UnknownSection(..)), "{e}");
+        let e = Limits::parse("[topics]\nmax_writer = 3\n").unwrap_err();
+        assert!(e.to_string().contains("topics.max_writer") && e.to_string().contains("max_writers"), "{e}");
+        assert!(matches!(Limits::parse("[topics\n"), Err(LimitsError::Syntax(_))));
+        assert!(matches!(Limits::parse("topics = 3\n"), Err(LimitsError::NotTable(_))));
+    }
+}
