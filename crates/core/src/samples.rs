@@ -20,7 +20,7 @@
 use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::Value;
 use crate::ros_graph::RosNode;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
@@ -580,76 +580,36 @@ impl SampleTracker {
     }
 }
 
-const COLUMNS: &[Column] = &[
-    col("capture", Str),
-    col("writer_id", Str),
-    col("sn", I64),
-    col("topic_name", Str),
-    col("type_name", Str),
-    col("topic_raw", Str),
-    col("traffic_type", Str),
-    col("first_ts_ns", I64),
-    col("first_ip_ts_ns", I64),
-    col("last_ts_ns", I64),
-    col("complete", Bool),
-    col("first_frame", U64),
-    col("last_frame", U64),
-    col("sample_size", U64),
-    col("fragment_size", U64),
-    col("frags_expected", U64),
-    col("frags_seen", U64),
-    col("submsgs", U64),
-    col("ip_frags", U64),
-    col("bytes", U64),
-    col("retransmitted_frags", U64),
-    col("retransmitted_bytes", U64),
-    col("destinations", U64),
-    col("nack_frags", U64),
-    col("pcp", U64),
-    col("vendor_id", Str),
-    col("closed_by", Str),
-    col("writer_node", Str),
-];
-
-impl Record for SampleRecord {
-    fn columns() -> &'static [Column] {
-        COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let t = self.topic.as_deref();
-        match c {
-            0 => Value::S(&self.capture),
-            1 => Value::Guid(self.writer_id),
-            2 => Value::I(self.sn),
-            3 => t.map_or(Value::Null, |t| Value::S(&t.topic_name)),
-            4 => t.map_or(Value::Null, |t| Value::S(&t.type_name)),
-            5 => t.map_or(Value::Null, |t| Value::S(&t.topic_raw)),
-            6 => Value::S(self.traffic_type.as_str()),
-            7 => Value::I(self.first_ts_ns),
-            8 => Value::I(self.first_ip_ts_ns),
-            9 => Value::I(self.last_ts_ns),
-            10 => Value::B(self.complete),
-            11 => Value::U(self.first_frame),
-            12 => Value::U(self.last_frame),
-            13 => Value::U(self.sample_size as u64),
-            14 => self.fragment_size.map_or(Value::Null, |f| Value::U(f as u64)),
-            15 => Value::U(self.frags_expected as u64),
-            16 => Value::U(self.frags_seen as u64),
-            17 => Value::U(self.submsgs as u64),
-            18 => Value::U(self.ip_frags as u64),
-            19 => Value::U(self.bytes),
-            20 => Value::U(self.retransmitted_frags as u64),
-            21 => Value::U(self.retransmitted_bytes),
-            22 => Value::U(self.destinations as u64),
-            23 => Value::U(self.nack_frags as u64),
-            24 => self.pcp.map_or(Value::Null, |p| Value::U(p as u64)),
-            25 => Value::Vendor(self.vendor_id),
-            26 => Value::S(self.closed_by),
-            27 => self.node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
-            _ => Value::Null,
-        }
-    }
-}
+crate::record!(SampleRecord, r, {
+    capture: Str => Value::S(&r.capture),
+    writer_id: Str => Value::Guid(r.writer_id),
+    sn: I64 => Value::I(r.sn),
+    topic_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
+    type_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
+    topic_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
+    traffic_type: Str => Value::S(r.traffic_type.as_str()),
+    first_ts_ns: I64 => Value::I(r.first_ts_ns),
+    first_ip_ts_ns: I64 => Value::I(r.first_ip_ts_ns),
+    last_ts_ns: I64 => Value::I(r.last_ts_ns),
+    complete: Bool => Value::B(r.complete),
+    first_frame: U64 => Value::U(r.first_frame),
+    last_frame: U64 => Value::U(r.last_frame),
+    sample_size: U64 => Value::U(r.sample_size as u64),
+    fragment_size: U64 => r.fragment_size.map_or(Value::Null, |f| Value::U(f as u64)),
+    frags_expected: U64 => Value::U(r.frags_expected as u64),
+    frags_seen: U64 => Value::U(r.frags_seen as u64),
+    submsgs: U64 => Value::U(r.submsgs as u64),
+    ip_frags: U64 => Value::U(r.ip_frags as u64),
+    bytes: U64 => Value::U(r.bytes),
+    retransmitted_frags: U64 => Value::U(r.retransmitted_frags as u64),
+    retransmitted_bytes: U64 => Value::U(r.retransmitted_bytes),
+    destinations: U64 => Value::U(r.destinations as u64),
+    nack_frags: U64 => Value::U(r.nack_frags as u64),
+    pcp: U64 => r.pcp.map_or(Value::Null, |p| Value::U(p as u64)),
+    vendor_id: Str => Value::Vendor(r.vendor_id),
+    closed_by: Str => Value::S(r.closed_by),
+    writer_node: Str => r.node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
+});
 
 #[cfg(test)]
 mod tests {

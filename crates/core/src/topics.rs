@@ -9,7 +9,7 @@ use crate::bounded::BoundedMap;
 use crate::discovery::{Discovery, TopicNames};
 use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::Value;
 use crate::samples::SampleRecord;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
@@ -436,92 +436,49 @@ pub struct TopicRow {
     pub last_ts_ns: Option<i64>,
 }
 
-const COLUMNS: &[Column] = &[
-    col("capture", Str),
-    col("topic_name", Str),
-    col("type_name", Str),
-    col("topic_raw", Str),
-    col("type_raw", Str),
-    col("writer_id", Str),
-    col("traffic_type", Str),
-    col("vendors", Str),
-    col("reliability", Str),
-    col("durability", Str),
-    col("history", Str),
-    col("partitions", Str),
-    col("writers", U64),
-    col("readers", U64),
-    col("samples", U64),
-    col("incomplete_samples", U64),
-    col("bytes", U64),
-    col("rate_hz", F64),
-    col("bandwidth_bps", F64),
-    col("mean_sample_size", F64),
-    col("min_sample_size", U64),
-    col("max_sample_size", U64),
-    col("rtps_frags_per_sample", F64),
-    col("ip_frags_per_sample", F64),
-    col("retransmitted_fragments", U64),
-    col("retransmitted_bytes", U64),
-    col("sn_gaps", U64),
-    col("heartbeats", U64),
-    col("acknacks", U64),
-    col("nack_frags", U64),
-    col("gaps", U64),
-    col("pcp", Str),
-    col("first_ts_ns", I64),
-    col("last_ts_ns", I64),
-    col("writer_node", Str),
-    col("writer_nodes", Str),
-    col("reader_nodes", Str),
-];
+crate::record!(TopicRow, r, {
+    capture: Str => Value::S(&r.capture),
+    topic_name: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.topic_name)),
+    type_name: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.type_name)),
+    topic_raw: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.topic_raw)),
+    type_raw: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.type_raw)),
+    writer_id: Str => r.writer_id.map_or(Value::Null, Value::Guid),
+    traffic_type: Str => Value::S(r.traffic_type),
+    vendors: Str => Value::Strs(&r.vendors),
+    reliability: Str => r.reliability.as_deref().map_or(Value::Null, Value::S),
+    durability: Str => r.durability.as_deref().map_or(Value::Null, Value::S),
+    history: Str => r.history.as_deref().map_or(Value::Null, Value::S),
+    partitions: Str => Value::Strs(&r.partitions),
+    writers: U64 => Value::U(r.writers),
+    readers: U64 => Value::U(r.readers),
+    samples: U64 => Value::U(r.samples),
+    incomplete_samples: U64 => Value::U(r.incomplete_samples),
+    bytes: U64 => Value::U(r.bytes),
+    rate_hz: F64 => r.rate_hz.map_or(Value::Null, Value::F),
+    bandwidth_bps: F64 => r.bandwidth_bps.map_or(Value::Null, Value::F),
+    mean_sample_size: F64 => r.per_sample(r.bytes),
+    min_sample_size: U64 => r.min_sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
+    max_sample_size: U64 => if r.samples > 0 { Value::U(r.max_sample_size as u64) } else { Value::Null },
+    rtps_frags_per_sample: F64 => r.per_sample(r.rtps_frags),
+    ip_frags_per_sample: F64 => r.per_sample(r.ip_frags),
+    retransmitted_fragments: U64 => Value::U(r.retransmitted_fragments),
+    retransmitted_bytes: U64 => Value::U(r.retransmitted_bytes),
+    sn_gaps: U64 => Value::U(r.sn_gaps),
+    heartbeats: U64 => Value::U(r.heartbeats),
+    acknacks: U64 => Value::U(r.acknacks),
+    nack_frags: U64 => Value::U(r.nack_frags),
+    gaps: U64 => Value::U(r.gaps),
+    pcp: Str => Value::Pcps(r.pcps),
+    first_ts_ns: I64 => r.first_ts_ns.map_or(Value::Null, Value::I),
+    last_ts_ns: I64 => r.last_ts_ns.map_or(Value::Null, Value::I),
+    writer_node: Str => r.writer_node.as_deref().map_or(Value::Null, Value::S),
+    writer_nodes: Str => Value::Strs(&r.writer_nodes),
+    reader_nodes: Str => Value::Strs(&r.reader_nodes),
+});
 
-impl Record for TopicRow {
-    fn columns() -> &'static [Column] {
-        COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let n = self.names.as_deref();
-        let per = |x: u64| if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null };
-        match c {
-            0 => Value::S(&self.capture),
-            1 => n.map_or(Value::Null, |n| Value::S(&n.topic_name)),
-            2 => n.map_or(Value::Null, |n| Value::S(&n.type_name)),
-            3 => n.map_or(Value::Null, |n| Value::S(&n.topic_raw)),
-            4 => n.map_or(Value::Null, |n| Value::S(&n.type_raw)),
-            5 => self.writer_id.map_or(Value::Null, Value::Guid),
-            6 => Value::S(self.traffic_type),
-            7 => Value::Strs(&self.vendors),
-            8 => self.reliability.as_deref().map_or(Value::Null, Value::S),
-            9 => self.durability.as_deref().map_or(Value::Null, Value::S),
-            10 => self.history.as_deref().map_or(Value::Null, Value::S),
-            11 => Value::Strs(&self.partitions),
-            12 => Value::U(self.writers),
-            13 => Value::U(self.readers),
-            14 => Value::U(self.samples),
-            15 => Value::U(self.incomplete_samples),
-            16 => Value::U(self.bytes),
-            17 => self.rate_hz.map_or(Value::Null, Value::F),
-            18 => self.bandwidth_bps.map_or(Value::Null, Value::F),
-            19 => per(self.bytes),
-            20 => self.min_sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
-            21 => if self.samples > 0 { Value::U(self.max_sample_size as u64) } else { Value::Null },
-            22 => per(self.rtps_frags),
-            23 => per(self.ip_frags),
-            24 => Value::U(self.retransmitted_fragments),
-            25 => Value::U(self.retransmitted_bytes),
-            26 => Value::U(self.sn_gaps),
-            27 => Value::U(self.heartbeats),
-            28 => Value::U(self.acknacks),
-            29 => Value::U(self.nack_frags),
-            30 => Value::U(self.gaps),
-            31 => Value::Pcps(self.pcps),
-            32 => self.first_ts_ns.map_or(Value::Null, Value::I),
-            33 => self.last_ts_ns.map_or(Value::Null, Value::I),
-            34 => self.writer_node.as_deref().map_or(Value::Null, Value::S),
-            35 => Value::Strs(&self.writer_nodes),
-            36 => Value::Strs(&self.reader_nodes),
-            _ => Value::Null,
-        }
+impl TopicRow {
+    /// `x` per sample, or null when the row has no samples.
+    fn per_sample(&self, x: u64) -> Value<'static> {
+        if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
     }
 }
