@@ -9,7 +9,6 @@ use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, StreamItem};
 use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
 use crate::view::LiveTopics;
-use ddscope_core::decode::DecoderConfig;
 use ddscope_core::latency::Item;
 use ddscope_core::pipeline::{CapturePoint, CorrelationFeed};
 use ddscope_core::session::{correlation_samples, DEFAULT_WINDOW_NS};
@@ -28,6 +27,9 @@ fn evictions(dec: &ddscope_core::decode::Decoder, samples: &ddscope_core::sample
     parts.join("; ")
 }
 
+/// Topic rows sent upstream per second (the busiest; `serve` shows 200 per agent).
+pub const MAX_SENT_TOPIC_ROWS: usize = 200;
+
 /// Items that trigger a batch before the 250 ms flush interval.
 const FLUSH_ITEMS: usize = 4096;
 
@@ -37,6 +39,8 @@ pub struct AgentConfig {
     /// Where system metrics come from (`/proc` or a node_exporter URL).
     pub system: SystemSource,
     pub duration: Option<Duration>,
+    /// Caps of the decoder, sample tracker and topic tables.
+    pub limits: ddscope_core::limits::Limits,
 }
 
 /// What the agent did, for its closing lines.
@@ -75,8 +79,9 @@ pub fn run(
     stop: Arc<AtomicBool>,
     on_note: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(AgentReport, Option<Exporters>)> {
-    let mut point = CapturePoint::new(&cfg.name, DecoderConfig::default(), Some(correlation_samples(DEFAULT_WINDOW_NS)));
-    let mut view = LiveTopics::default();
+    let samples = cfg.limits.samples_with_timeout(correlation_samples(DEFAULT_WINDOW_NS).timeout_ns);
+    let mut point = CapturePoint::new(&cfg.name, cfg.limits.decoder, Some(samples));
+    let mut view = LiveTopics::new(cfg.limits.topics);
     let tx: Option<UpstreamLink> = match &cfg.upstream {
         Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
         None => None,
@@ -91,6 +96,7 @@ pub fn run(
     let mut last_flush = Instant::now();
     let mut last_system = Instant::now() - Duration::from_secs(10);
     let mut notes: Vec<String> = vec![];
+    let mut topic_rows_not_sent = 0usize;
     let asked_to_stop = || stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
     // After a stop request, keep reading for a moment: in batched mode the
     // last block of packets is handed over only when it is retired (<= 100 ms).
@@ -133,7 +139,8 @@ pub fn run(
             if last_system.elapsed() >= Duration::from_secs(1) || !running {
                 last_system = Instant::now();
                 let now = now_ns();
-                let rows = view.rows(&cfg.name, dec, now);
+                let (rows, not_sent) = view.rows_top(&cfg.name, dec, now, MAX_SENT_TOPIC_ROWS);
+                topic_rows_not_sent = not_sent;
                 topics = Some(serde_json::to_value(&rows).unwrap_or_default());
                 if let Some(x) = &exporters {
                     let mut h = CaptureHealth::new(cfg.name.clone()).with_decode_stats(&dec.stats);
@@ -186,6 +193,7 @@ pub fn run(
                         "samples": tracker_stats,
                         "live": view.stats(),
                         "evicted": evictions(dec, &tracker_stats, &view),
+                        "topic_rows_not_sent": topic_rows_not_sent,
                         "timestamps": cap.timestamp_note,
                     })),
                     last: !running,

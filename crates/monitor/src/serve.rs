@@ -74,6 +74,8 @@ pub struct ServeConfig {
     pub idle: Duration,
     pub limits: HttpLimits,
     pub caps: StateCaps,
+    /// Caps of the correlator's tables (pending samples, writers, flows).
+    pub correlation: ddscope_core::limits::CorrelationCaps,
 }
 
 impl ServeConfig {
@@ -86,6 +88,7 @@ impl ServeConfig {
             idle: Duration::from_secs(10),
             limits: HttpLimits::default(),
             caps: StateCaps::default(),
+            correlation: Default::default(),
         }
     }
 }
@@ -291,8 +294,9 @@ pub struct Central {
 
 impl Central {
     pub fn new(cfg: ServeConfig) -> Self {
+        let caps = ddscope_core::limits::Limits { correlation: cfg.correlation, ..Default::default() };
         let corr = Correlator::new(
-            CorrelatorConfig {
+            caps.correlator(CorrelatorConfig {
                 captures: vec![],
                 offsets_ns: vec![],
                 window_ns: cfg.window_ns,
@@ -300,7 +304,7 @@ impl Central {
                 message_rows: true,
                 submessage_rows: true,
                 ..Default::default()
-            },
+            }),
             Arc::new(AppTruth::default()),
         );
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);

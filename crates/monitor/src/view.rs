@@ -221,6 +221,34 @@ impl LiveTopics {
             })
             .collect()
     }
+
+    /// At most `max` rows for user topics, the busiest (most samples) first, and how many
+    /// rows were left out. What the agent sends upstream every second: the full table of a
+    /// link flooded with forged writers would be one row per writer.
+    pub fn rows_top(&self, capture: &str, decoder: &Decoder, now_ns: i64, max: usize) -> (Vec<LiveRow>, usize) {
+        let mut rows: Vec<_> = self
+            .analysis
+            .rows(capture, &decoder.discovery, false, &[TrafficType::User])
+            .into_iter()
+            .filter(|r| r.names.is_some() || r.samples > 0)
+            .collect();
+        let total = rows.len();
+        if total > max {
+            // Busiest first; among equals, named topics before writers of unknown topics.
+            rows.select_nth_unstable_by(max, |a, b| b.samples.cmp(&a.samples).then(b.names.is_some().cmp(&a.names.is_some())));
+            rows.truncate(max);
+            rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(b.names.is_some().cmp(&a.names.is_some())));
+        }
+        let out = rows
+            .iter()
+            .map(|r| {
+                let t = TopicRowJson::of(r);
+                let (rate, bw) = self.window.get(&t.topic_name).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
+                LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
+            })
+            .collect();
+        (out, total - total.min(max))
+    }
 }
 
 #[cfg(test)]

@@ -59,6 +59,8 @@ pub struct AgentArgs {
     /// capture ring absorbs the wait, overflow shows as kernel drops)
     #[arg(long, value_enum, default_value = "normal")]
     pub sched: Sched,
+    #[command(flatten)]
+    pub limits: super::limit_args::LimitArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -75,6 +77,7 @@ fn export_spec(s: &str) -> Result<ExportSpec, String> {
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread of the agent inherits it.
     set_scheduling(a.sched)?;
+    let limits = a.limits.resolve()?;
     let specs: Vec<ExportSpec> = a.exports.clone();
     let duration = a.capture.duration;
     let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
@@ -111,6 +114,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items }),
         system,
         duration,
+        limits,
     };
     let name = a.name.clone();
     let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;

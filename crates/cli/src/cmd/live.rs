@@ -6,9 +6,8 @@ use super::capture_args::CaptureArgs;
 use clap::Args;
 use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
-use ddscope_core::decode::{Decoder, DecoderConfig};
+use ddscope_core::decode::Decoder;
 use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, FrameWriter};
-use ddscope_core::samples::SampleConfig;
 use ddscope_core::source::{InterfaceOptions, PacketSource, PcapngWriter};
 use ddscope_monitor::capture::{CaptureCounters, LiveCapture};
 use ddscope_monitor::privileges::drop_privileges;
@@ -40,6 +39,8 @@ pub struct LiveArgs {
     /// less load on a busy host, the view lags by up to 100 ms
     #[arg(long)]
     pub batched: bool,
+    #[command(flatten)]
+    pub limits: super::limit_args::LimitArgs,
 }
 
 #[derive(Default, Clone)]
@@ -121,6 +122,7 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
+    let limits = a.limits.resolve()?;
     let duration = a.capture.duration;
     let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
     let mut output = None;
@@ -150,8 +152,8 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         let snapshot = snapshot.clone();
         let name = name.clone();
         std::thread::spawn(move || -> anyhow::Result<(Decoder, LiveTopics, CaptureCounters, Option<u64>)> {
-            let mut point = CapturePoint::new(&name, DecoderConfig::default(), Some(SampleConfig::default()));
-            let mut view = LiveTopics::default();
+            let mut point = CapturePoint::new(&name, limits.decoder, Some(limits.samples));
+            let mut view = LiveTopics::new(limits.topics);
             let mut frames = FrameWriter::new(writer);
             let mut notes: Vec<String> = priv_note.into_iter().collect();
             let mut last_pub = Instant::now();

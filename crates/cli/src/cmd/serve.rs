@@ -57,6 +57,8 @@ pub struct ServeArgs {
     /// Flows one /api/state answer carries (those with the most samples)
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_state_flows: u32,
+    #[command(flatten)]
+    pub caps: super::limit_args::LimitArgs,
 }
 
 /// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
@@ -112,6 +114,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         idle: a.idle,
         limits,
         caps,
+        correlation: a.caps.resolve()?.correlation,
     };
     serve(cfg, |addr, limits| {
         eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}");
