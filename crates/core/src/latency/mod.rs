@@ -669,7 +669,7 @@ impl Correlator {
                     ros.chains.note_cause((t as u32, c));
                 }
                 let mut early = vec![];
-                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, join: None }, &mut |p| early.push(p));
+                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, next_rmw_ts: None, join: None }, &mut |p| early.push(p));
                 for p in early {
                     self.judge_publish(p, out);
                 }
@@ -709,9 +709,15 @@ impl Correlator {
 
     /// A publish left the window: takes of it on its own host are same-host deliveries.
     fn judge_publish(&mut self, p: Publish, out: &mut dyn FnMut(LatencyRow)) {
-        let (takes, ts) = {
+        let (takes, ts, join) = {
             let Some(ros) = self.ros.as_mut() else { return };
-            let takes = match p.rec.source_ts {
+            // Humble: a publish that never reached the wire has no source timestamp; its
+            // same-host takes are found by publish time.
+            let (source_ts, by_time) = match p.rec.source_ts {
+                Some(ts) => (Some(ts), false),
+                None => (ros.join.source_ts_by_publish_time(&p), true),
+            };
+            let takes = match source_ts {
                 Some(ts) => ros.join.same_host_takes(p.host, p.rec.topic.as_deref(), ts),
                 None => Default::default(),
             };
@@ -721,13 +727,18 @@ impl Correlator {
                 }
                 return;
             }
-            (takes, p.rec.source_ts.unwrap_or_default())
+            if by_time {
+                ros.join.stats.takes_same_host_publish_time += takes.len() as u64;
+            }
+            let join = if by_time { Join::PublishTime } else { p.join.unwrap_or(Join::SourceTs) };
+            (takes, source_ts.unwrap_or_default(), join)
         };
         let topic_arc = p.rec.topic.clone();
         let writer_topic = p.rec.writer.and_then(|w| self.writers.get(&w).and_then(|s| s.topic.clone()));
         let topic = writer_topic.or_else(|| topic_arc.as_ref().and_then(|t| self.ros.as_mut().map(|r| r.topic(t))));
         let host_name = self.names[p.host].clone();
-        let join = p.join.unwrap_or(Join::SourceTs);
+        // The writer's sequence number: from the wire, else the publish order (n-th publish = sn n).
+        let sn = p.wire.map(|w| w.1).or(p.rec.order.map(|n| n as i64));
         for tk in takes {
             let rclcpp = p.rec.rclcpp_ts;
             let rmw = p.rec.rmw_ts;
@@ -773,7 +784,7 @@ impl Correlator {
                 sender_node: p.rec.node.clone(),
                 receiver_node: tk.rec.node.clone(),
                 writer: p.rec.writer,
-                sn: p.wire.map(|w| w.1),
+                sn,
                 source_ts: ts,
                 rclcpp_ts: rclcpp,
                 take_ts,
@@ -795,7 +806,7 @@ impl Correlator {
                     level: Level::Message,
                     topic: topic.clone(),
                     writer_id: p.rec.writer.unwrap_or_default(),
-                    sn: p.wire.map_or(0, |w| w.1),
+                    sn: sn.unwrap_or(0),
                     fragment_starting_num: None,
                     sender: host_name.clone(),
                     receiver: host_name.clone(),
