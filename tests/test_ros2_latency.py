@@ -226,6 +226,11 @@ def test_chain_end_to_end_equals_the_truth_for_every_image(run, ddscope, tmp_pat
     assert abs(chain["e2e"]["mean_ms"] - sum(truth_e2e) / len(truth_e2e) / 1e6) <= 1e-3
     assert abs(chain["e2e"]["max_ms"] - max(truth_e2e) / 1e6) <= 1e-3
     assert [h["topic"] for h in chain["hops"]] == CHAIN
+    # every flow names the nodes that published and received it
+    for f in doc["flows"]:
+        pubs = {"/" + r["node"] for r in truth.records if r["event"] == "publish" and r["topic"] == f["topic"]}
+        rcvs = {"/" + r["node"] for r in truth.records if r["event"] == "receive" and r["topic"] == f["topic"] and r["host"] == f["receiver"]}
+        assert (set(f["sender_nodes"]), set(f["receiver_nodes"])) == (pubs, rcvs), f
     print(f"{distro}: {len(actuator)} chain instances; max |chain_e2e − truth| = {worst} ns")
 
 
@@ -258,3 +263,26 @@ def test_path_auto_lists_the_chain(run, ddscope):
     assert paths[tuple(CHAIN)]["count"] == n
     cp = ddscope("latency", out, "--path", "auto")
     assert any(l.startswith("/raw_image,/image,/actuator") and "chain_e2e" in l for l in cp.stdout.splitlines()), cp.stdout
+
+
+def test_sender_node_from_the_wire_without_traces(ddscope, tmp_path):
+    """No trace: the sender's ROS node comes from ros_discovery_info on the wire.
+    Oracle: the shared capture is ROS 2's demo talker/listener (foxglove/rtps), whose
+    /chatter writer belongs to the node /talker. The capture is given as two capture
+    points (the second 1 ms later) so that every sample has a sender and a receiver."""
+    from conftest import SHARED_CAPTURES
+    src = SHARED_CAPTURES / "cyclone-talker-listener-loopback.pcapng"
+    assert src.exists(), f"missing shared capture {src}"
+    a, b = tmp_path / "a.pcapng", tmp_path / "b.pcapng"
+    a.write_bytes(src.read_bytes())
+    b.write_bytes(src.read_bytes())
+    rows = [json.loads(l) for l in ddscope("latency", a, b, "--offset", "b=-1ms", "--topic", "/chatter", "--format", "jsonl").stdout.splitlines()]
+    assert len(rows) >= 5
+    for r in rows:
+        assert r["topic_name"] == "/chatter" and r["sender"] == "a" and r["receiver"] == "b", r
+        assert r["sender_node"] == "/talker" and r["join"] == "none" and r["ros_e2e_ns"] is None, r
+    doc = json.loads(ddscope("latency", a, b, "--offset", "b=-1ms", "--topic", "/chatter", "--format", "json").stdout)
+    assert [(f["topic"], f["sender_nodes"]) for f in doc["flows"]] == [("/chatter", ["/talker"])]
+    text = ddscope("latency", a, b, "--offset", "b=-1ms", "--topic", "/chatter").stdout
+    flow_lines = [l.split() for l in text.splitlines() if l.startswith("/chatter ")]
+    assert flow_lines and flow_lines[-1][:4] == ["/chatter", "a", "b", "/talker"], text

@@ -360,6 +360,8 @@ struct PendingFrag {
 #[derive(Default)]
 struct WriterState {
     topic: Option<Arc<TopicNames>>,
+    /// The writer's ROS node (`/ns/name`) from the captures' ROS graph (`ros_discovery_info`).
+    node: Option<Arc<str>>,
     /// Captures that have seen this writer's samples.
     captures: u64,
     /// Votes: how often each capture saw a sample first (capture, votes).
@@ -415,11 +417,33 @@ pub struct FlowStats {
     pub clean: Dist,
     /// The first lost sequence numbers (for a closer look with `dissect`).
     pub lost_examples: Vec<i64>,
+    /// ROS nodes that sent / received the flow's samples (traces or the wire's ROS graph), at most [`MAX_FLOW_NODES`] each.
+    pub sender_nodes: SmallVec<[Arc<str>; 1]>,
+    pub receiver_nodes: SmallVec<[Arc<str>; 1]>,
+    /// Node names not kept beyond [`MAX_FLOW_NODES`].
+    pub nodes_dropped: u64,
 }
+
+/// Node names kept per flow and side.
+pub const MAX_FLOW_NODES: usize = 8;
 
 impl FlowStats {
     fn layer(&mut self, l: Layer, v: i64) {
         self.layers.entry(l).or_default().record(v);
+    }
+
+    fn note_nodes(&mut self, sender: Option<&Arc<str>>, receiver: Option<&Arc<str>>) {
+        for (n, v) in [(sender, &mut self.sender_nodes), (receiver, &mut self.receiver_nodes)] {
+            let Some(n) = n else { continue };
+            if v.iter().any(|x| x == n) {
+                continue;
+            }
+            if v.len() < MAX_FLOW_NODES {
+                v.push(n.clone());
+            } else {
+                self.nodes_dropped += 1;
+            }
+        }
     }
 
     /// Heap bytes held by the flow's distributions (its weight in the flow budget).
@@ -431,6 +455,7 @@ impl FlowStats {
 
 /// Adds the ROS 2 layers of a row to its flow.
 fn record_ros_layers(flow: &mut FlowStats, c: &RosColumns) {
+    flow.note_nodes(c.sender_node.as_ref(), c.receiver_node.as_ref());
     for (l, v) in [
         (Layer::RosPublish, c.ros_publish_ns),
         (Layer::DdsSend, c.dds_send_ns),
@@ -937,6 +962,11 @@ impl Correlator {
                 if w.topic.is_none() {
                     w.topic = r.topic.clone();
                 }
+                if let Some(n) = r.node.as_deref() {
+                    if w.node.as_deref() != Some(n.fq_name.as_str()) {
+                        w.node = Some(Arc::from(n.fq_name.as_str()));
+                    }
+                }
                 let key = (r.writer_id, r.sn);
                 let first = s.first_ts;
                 if !self.pending.contains_key(&key) && self.pending.len() >= self.cfg.max_pending_samples {
@@ -1069,6 +1099,7 @@ impl Correlator {
             self.stats.sender_disagreements += 1;
         }
         let topic = p.topic.clone().or_else(|| w.topic.clone());
+        let wire_node = w.node.clone();
         let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
         // Publication period from the sender's consecutive samples.
         if let Some((psn, pts)) = w.last_sender_first {
@@ -1244,7 +1275,7 @@ impl Correlator {
                 let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered.as_str());
                 let cols = RosColumns {
                     join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
-                    sender_node: pb.and_then(|p| p.rec.node.clone()),
+                    sender_node: pb.and_then(|p| p.rec.node.clone()).or_else(|| wire_node.clone()),
                     receiver_node: take.as_ref().and_then(|t| t.rec.node.clone()),
                     rclcpp_publish_ts_ns: rclcpp,
                     rmw_publish_ts_ns: rmw,
@@ -1290,6 +1321,10 @@ impl Correlator {
                     });
                 }
                 row.ros = Some(Box::new(cols));
+            } else if wire_node.is_some() {
+                // No trace: the sender's node from the ROS graph on the wire.
+                flow.note_nodes(wire_node.as_ref(), None);
+                row.ros = Some(Box::new(RosColumns { sender_node: wire_node.clone(), ..RosColumns::default() }));
             }
             self.reweigh(&key);
             if self.cfg.message_rows {
@@ -1385,6 +1420,8 @@ impl Correlator {
                     repaired: f.repaired.summary(),
                     clean: f.clean.summary(),
                     lost_examples: f.lost_examples.clone(),
+                    sender_nodes: f.sender_nodes.iter().map(|n| n.to_string()).collect(),
+                    receiver_nodes: f.receiver_nodes.iter().map(|n| n.to_string()).collect(),
                 }
             })
             .collect()
@@ -1506,6 +1543,9 @@ pub struct FlowSummary {
     pub clean: DistSummary,
     /// The first lost sequence numbers.
     pub lost_examples: Vec<i64>,
+    /// ROS nodes that sent / received the flow's samples (from traces, or the sender's from the wire's ROS graph).
+    pub sender_nodes: Vec<String>,
+    pub receiver_nodes: Vec<String>,
 }
 
 const ROW_COLUMNS: &[Column] = &[
@@ -1677,6 +1717,8 @@ const FLOW_COLUMNS: &[Column] = &[
     col("topic", Str),
     col("sender", Str),
     col("receiver", Str),
+    col("sender_nodes", Str),
+    col("receiver_nodes", Str),
     col("samples", U64),
     col("delivered", U64),
     col("lost", U64),
@@ -1705,22 +1747,24 @@ impl Record for FlowSummary {
             0 => Value::S(&self.topic),
             1 => Value::S(&self.sender),
             2 => Value::S(&self.receiver),
-            3 => Value::U(self.samples),
-            4 => Value::U(self.delivered),
-            5 => Value::U(self.lost),
-            6 => Value::U(self.incomplete),
-            7 => Value::U(self.retransmitted_samples),
-            8 => Value::U(self.retransmitted_frags),
-            9 => Value::U(self.retransmitted_bytes),
-            10 => f(&self.clean, self.clean.mean_ms),
-            11 => f(&self.repaired, self.repaired.mean_ms),
-            12 => f(&self.jitter, self.jitter.mean_ms),
-            13 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
-            14 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
-            15 => f(&self.jitter_abs, self.jitter_abs.max_ms),
-            16 => self.period_ms.map_or(Value::Null, Value::F),
-            17 => Value::U(self.in_time),
-            18 => Value::U(self.late),
+            3 => Value::Strs(&self.sender_nodes),
+            4 => Value::Strs(&self.receiver_nodes),
+            5 => Value::U(self.samples),
+            6 => Value::U(self.delivered),
+            7 => Value::U(self.lost),
+            8 => Value::U(self.incomplete),
+            9 => Value::U(self.retransmitted_samples),
+            10 => Value::U(self.retransmitted_frags),
+            11 => Value::U(self.retransmitted_bytes),
+            12 => f(&self.clean, self.clean.mean_ms),
+            13 => f(&self.repaired, self.repaired.mean_ms),
+            14 => f(&self.jitter, self.jitter.mean_ms),
+            15 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
+            16 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
+            17 => f(&self.jitter_abs, self.jitter_abs.max_ms),
+            18 => self.period_ms.map_or(Value::Null, Value::F),
+            19 => Value::U(self.in_time),
+            20 => Value::U(self.late),
             _ => Value::Null,
         }
     }
