@@ -286,3 +286,63 @@ def test_sender_node_from_the_wire_without_traces(ddscope, tmp_path):
     text = ddscope("latency", a, b, "--offset", "b=-1ms", "--topic", "/chatter").stdout
     flow_lines = [l.split() for l in text.splitlines() if l.startswith("/chatter ")]
     assert flow_lines and flow_lines[-1][:4] == ["/chatter", "a", "b", "/talker"], text
+
+
+def report_data(html: pathlib.Path) -> dict:
+    text = html.read_text()
+    start = text.index("window.DDSCOPE_REPORT = ") + len("window.DDSCOPE_REPORT = ")
+    end = text.index(";</script>", start)
+    return json.loads(text[start:end])
+
+
+def test_report_stacks_layers_per_topic_and_per_chain(run, ddscope, tmp_path):
+    """The report of a traced run embeds, per flow, ros_e2e split into its layers and, for the
+    chain, its end-to-end latency stacked per hop; the means add up and equal the truth's.
+    Oracles: the ground truth (as above) and headless Chromium rendering the page without errors."""
+    from conftest import browser_inspect
+
+    distro, out, truth, off = run
+    html = tmp_path / f"report-{distro}.html"
+    ddscope("report", out, "--path", ",".join(CHAIN), "--html", html)
+    doc = report_data(html)
+    (rd,) = doc["runs"]
+    flows = {t["topic"]: t["runs"][rd["name"]] for t in doc["topics"]}
+    want = {"/raw_image": ["ros_publish", "dds_local", "executor"], "/actuator": ["ros_publish", "dds_local", "executor"],
+            "/image": ["ros_publish", "dds_send", "message", "dds_receive", "executor"],
+            "/drive": ["ros_publish", "dds_send", "message", "dds_receive", "executor"]}
+    groups = {"ros_publish": "ros2", "executor": "ros2", "dds_send": "dds", "dds_receive": "dds", "dds_local": "dds", "message": "wire"}
+    for topic, layers in want.items():
+        (f,) = flows[topic]
+        st = f["stack"]
+        assert [p["layer"] for p in st["parts"]] == layers, (topic, st)
+        assert all(p["group"] == groups[p["layer"]] for p in st["parts"])
+        assert st["adds_up"] and st["total_layer"] == "ros_e2e"
+        assert abs(sum(p["mean_ms"] for p in st["parts"]) - st["total"]["mean_ms"]) < 1e-6, st
+        # the total is the truth's mean rclcpp_publish → callback_start over the flow's samples
+        pairs = [(truth.publish[(r["writer_guid"], r["seq"])], r) for r in truth.records
+                 if r["event"] == "receive" and r["topic"] == topic]
+        t_mean = sum(r["callback_start_mono_ns"] - p["rclcpp_publish_mono_ns"] for p, r in pairs) / len(pairs) / 1e6
+        assert st["total"]["count"] == len(pairs) and abs(st["total"]["mean_ms"] - t_mean) <= 1e-3, (topic, st["total"], t_mean)
+        assert f["summary"]["sender_nodes"] == sorted({"/" + p["node"] for p, _ in pairs})
+        assert f["summary"]["receiver_nodes"] == sorted({"/" + r["node"] for _, r in pairs})
+        for l in layers + ["ros_e2e", "callback"]:
+            assert f["boxes"][l]["count"] == len(pairs), (topic, l)
+    ch = rd["chains"]
+    assert [p["topics"] for p in ch["paths"]] == [CHAIN]
+    m = ch["measured"]
+    n = sum(1 for v in truth.receive.values() if v["topic"] == "/actuator")
+    assert m["path"] == CHAIN and m["instances"] == n and m["incomplete"] == 0
+    st = m["stack"]
+    assert st["adds_up"] and st["total_layer"] == "chain_e2e"
+    assert [(p["hop"], p["layer"]) for p in st["parts"]] == \
+        [(0, l) for l in want["/raw_image"] + ["node"]] + [(1, l) for l in want["/image"] + ["node"]] + [(2, l) for l in want["/actuator"]]
+    assert abs(sum(p["mean_ms"] for p in st["parts"]) - st["total"]["mean_ms"]) < 1e-6
+    e2e = [chain_truth(truth, r)[0] for r in truth.receive.values() if r["topic"] == "/actuator"]
+    assert abs(st["total"]["mean_ms"] - sum(e2e) / len(e2e) / 1e6) <= 1e-3
+    assert m["e2e_box"]["count"] == n and [h["topic"] for h in m["hops"]] == CHAIN
+    seen = browser_inspect(html.as_uri(), tmp_path / f"report-{distro}.png", 1500,
+                           ["End-to-end chains", "Chain /raw_image → /image → /actuator", "ros_e2e split into its layers", "/sensor_1"])
+    assert not seen["errors"], seen["errors"]
+    assert all(seen["found"].values()), seen["found"]
+    for c in seen["charts"]:
+        assert c["points"] > 0 and c["ink"] > 0.005, [(c["section"], c["points"]) for c in seen["charts"]]

@@ -101,10 +101,17 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
+    if a.path.is_some() && traces.is_empty() {
+        bail!("run {name}: --path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)");
+    }
     let opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
         window_ns: a.window,
+        path: match &a.path {
+            Some(PathArg::Topics(t)) => Some(t.clone()),
+            _ => None,
+        },
         ..LatencyOptions::default()
     };
     let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
@@ -156,6 +163,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             k,
             json!({
                 "summary": s,
+                "stack": s.ros_stack(),
                 "boxes": boxes,
                 "cdf": f.layers.get(&ddscope_core::latency::Layer::Message).map(|d| d.cdf(200)).unwrap_or_default(),
                 "series": pts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
@@ -164,8 +172,27 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             }),
         );
     }
+    // Chains (with traces): the ones found, and the measured one (--path) stacked per hop.
+    let chains = run.correlator.chains().map(|c| {
+        let measured = c.summary().zip(c.boxes()).map(|(s, (e2e_box, hop_boxes))| {
+            json!({
+                "path": s.path,
+                "instances": s.instances,
+                "incomplete": s.incomplete,
+                "e2e": s.e2e,
+                "e2e_box": e2e_box,
+                "stack": s.stack(),
+                "hops": s.hops.iter().zip(hop_boxes).map(|(h, b)| json!({
+                    "hop": h.hop, "topic": h.topic, "routes": h.routes, "levels": h.levels, "layers": h.layers,
+                    "boxes": b.iter().map(|(l, bs)| (l.as_str().to_string(), json!(bs))).collect::<serde_json::Map<String, Value>>(),
+                })).collect::<Vec<_>>(),
+            })
+        });
+        json!({"paths": c.paths(), "measured": measured, "stats": c.stats})
+    });
     let doc = json!({
         "name": name,
+        "chains": chains,
         "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
             "name": c.name, "path": c.path.display().to_string(), "frames": o.summary.frames,

@@ -1770,7 +1770,62 @@ impl Record for FlowSummary {
     }
 }
 
+/// One segment of a stacked latency bar (thesis Fig. 4.4: end-to-end split
+/// into the ROS 2, DDS and wire layers): the mean of one layer.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackPart {
+    /// The chain hop this segment belongs to (chains only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    pub layer: String,
+    /// `ros2`, `dds`, `wire` or `node` (a relay node's own time, chains only); `e2e` for end-to-end layers.
+    pub group: &'static str,
+    pub count: u64,
+    pub mean_ms: f64,
+}
+
+/// A stacked bar: the parts in order and the end-to-end layer they add up to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stack {
+    pub total_layer: String,
+    pub total: DistSummary,
+    pub parts: Vec<StackPart>,
+    /// Every part has as many values as the total: the means add up to the total's mean.
+    pub adds_up: bool,
+}
+
+/// The layers that add up to `ros_e2e`, in order from publish to callback.
+pub const ROS_STACK_LAYERS: [Layer; 6] = [Layer::RosPublish, Layer::DdsSend, Layer::DdsLocal, Layer::Message, Layer::DdsReceive, Layer::Executor];
+
+/// The layer group of the thesis' hierarchy a layer belongs to.
+pub fn layer_group(l: Layer) -> &'static str {
+    match l {
+        Layer::RosE2e | Layer::Application => "e2e",
+        Layer::RosPublish | Layer::Executor | Layer::Callback => "ros2",
+        Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
+        Layer::Node => "node",
+        _ => "wire",
+    }
+}
+
 impl FlowSummary {
+    /// The flow's `ros_e2e` split into its layers (needs traces at both ends, or one host).
+    pub fn ros_stack(&self) -> Option<Stack> {
+        let get = |l: Layer| self.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
+        let total = get(Layer::RosE2e)?;
+        let parts: Vec<StackPart> = ROS_STACK_LAYERS
+            .iter()
+            .filter_map(|&l| {
+                let s = get(l)?;
+                Some(StackPart { hop: None, topic: None, layer: l.as_str().to_string(), group: layer_group(l), count: s.count, mean_ms: s.mean_ms })
+            })
+            .collect();
+        let adds_up = !parts.is_empty() && parts.iter().all(|p| p.count == total.count);
+        Some(Stack { total_layer: Layer::RosE2e.as_str().to_string(), total, parts, adds_up })
+    }
+
     pub fn layer_rows(&self) -> Vec<LayerRow> {
         self.layers
             .iter()
