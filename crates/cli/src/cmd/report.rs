@@ -1,7 +1,9 @@
 //! `ddscope report`: one self-contained HTML file (opens offline) with
 //! per-topic tables and charts — box plots per latency layer for each run side
 //! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
-//! bandwidth over time (thesis Fig. 4.10).
+//! bandwidth over time (thesis Fig. 4.10). With ros2_tracing traces: each
+//! flow's ros_e2e stacked into its ROS 2 / DDS / wire layers, the chains found,
+//! and the chain given with --path stacked per hop.
 
 use crate::args::{self, NamedRun, Offset, PathArg, TraceArg};
 use crate::common::{self, capture_name, TopicFilter};
@@ -19,11 +21,16 @@ Examples:
   ddscope report out/run1 --html run1.html
   ddscope report out/baseline-0 --compare load40=out/baseline-40 --compare load95=out/baseline-95 --html load.html
   ddscope report pc1.pcapng pc2.pcapng --html report.html --topic /image
+  ddscope report out/traced-run --path /raw_image,/image,/actuator --html chain.html
 
 Each run (the inputs, and every --compare NAME=DIR) is correlated like
 `ddscope latency`; the HTML holds its data and its chart code inline and needs
 no network. Box plots: box p25-p75, line = median, whiskers p1-p99, dots =
-min/max, diamond = mean.")]
+min/max, diamond = mean. With traces (HOST.lttng/ in the run directory or
+--trace HOST=DIR) each flow's ros_e2e is shown stacked into ros_publish,
+dds_send / dds_local, message, dds_receive and executor (means), the chains
+found are listed, and --path TOPICS stacks that chain's end-to-end latency
+per hop (with each relay node's own time).")]
 pub struct ReportArgs {
     /// Lab run directory, or capture files of one run
     #[arg(required = true)]
