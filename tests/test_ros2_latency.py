@@ -18,9 +18,10 @@ in test_latency_lab.py. Layers of a wire row: ros_publish + dds_send + message
 + executor = ros_e2e. Chain end-to-end = the truth's rclcpp_publish of
 /raw_image → callback_start of the /actuator sample computed from it.
 
-Runs examples/lab/simple-robotic.toml for 3 s per layout (Jazzy: the join by
-source timestamp; Humble: by publish order, same-host deliveries by publish
-time). Needs root (network namespaces); CI runs as root.
+Runs examples/lab/simple-robotic.toml for 3 s per case: Cyclone DDS nodes and
+Fast DDS nodes, Jazzy layout (the join by source timestamp) and Humble (by
+publish order; same-host deliveries by publish time). Needs root (network
+namespaces); CI runs as root.
 """
 from __future__ import annotations
 
@@ -114,12 +115,18 @@ def chain_truth(truth: Truth, rcv_actuator: dict) -> tuple[int, list[dict]]:
     return rcv_actuator["callback_start_mono_ns"] - pubs[0]["rclcpp_publish_mono_ns"], pubs
 
 
-@pytest.fixture(scope="module", params=["jazzy", "humble"])
+# Cyclone DDS nodes, and Fast DDS publishing /image and /drive across the link (as test_lab_tracing.py)
+FASTDDS_NODES = ("filter", "sensor", "msg_driven", "monitor_node")
+CASES = [("cyclone", "jazzy"), ("cyclone", "humble"), ("fastdds", "jazzy"), ("fastdds", "humble")]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{v}-{d}" for v, d in CASES])
 def run(request, ddscope, tmp_path_factory):
     assert have_root(), "the lab tests need root (network namespaces); CI runs as root"
-    distro = request.param
-    out = tmp_path_factory.mktemp("ros2lat") / distro
-    cp = ddscope("lab", "run", SIMPLE, "--duration", "3s", "--tracing", distro, "--out", out, check=False, timeout=600)
+    vendor, distro = request.param
+    out = tmp_path_factory.mktemp("ros2lat") / f"{vendor}-{distro}"
+    extra = [a for n in FASTDDS_NODES for a in ("--vendor", f"{n}=fastdds")] if vendor == "fastdds" else []
+    cp = ddscope("lab", "run", SIMPLE, "--duration", "3s", "--tracing", distro, "--out", out, *extra, check=False, timeout=600)
     assert cp.returncode == 0, f"traced lab run failed ({cp.returncode}):\n{cp.stdout}\n{cp.stderr}"
     off = {h: trace_offset(out / f"{h}.lttng") for h in HOSTS}
     truth = Truth(out)
