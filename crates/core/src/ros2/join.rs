@@ -468,3 +468,50 @@ fn topic_matches(take: Option<&str>, sample: Option<&str>) -> bool {
 
 /// Nodes are shown as `/namespace/name`.
 pub type NodeName = Arc<str>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_wire::{EntityId, GuidPrefix};
+
+    const MS: i64 = 1_000_000;
+
+    fn publish(writer: Guid, rmw_ts: i64) -> Publish {
+        let rec = PublishRec { vpid: 1, vtid: 1, writer: Some(writer), topic: Some(Arc::from("/raw")), node: None, rclcpp_ts: Some(rmw_ts - 2000), rmw_ts, source_ts: None, order: None, cause: None };
+        Publish { trace: 0, host: 0, rec, wire: None, next_rmw_ts: None, join: None }
+    }
+
+    fn take(seq: u64, topic: &str, source_ts: i64) -> Take {
+        let rec = TakeRec { seq, vpid: 2, vtid: 2, reader: None, topic: Some(Arc::from(topic)), node: None, source_ts, rmw_take_ts: source_ts + MS, callback_start_ts: None, callback_end_ts: None };
+        Take { trace: 0, host: 0, rec, used: false }
+    }
+
+    /// Humble same-host: a take belongs to the publish whose rmw_publish precedes its source
+    /// timestamp (up to 100 µs the other way), never to an earlier publish past the next one.
+    #[test]
+    fn publish_time_join_takes_the_first_stamp_before_the_next_publish() {
+        let w = Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]));
+        let mut j = TraceJoin::new(JoinConfig::default());
+        let mut early = vec![];
+        j.add_publish(publish(w, 100 * MS), &mut |p| early.push(p));
+        j.add_publish(publish(w, 200 * MS), &mut |p| early.push(p));
+        j.add_publish(publish(w, 300 * MS), &mut |p| early.push(p));
+        j.add_take(take(1, "/other", 100 * MS + 10)); // another topic: never
+        j.add_take(take(2, "/raw", 100 * MS - 3000)); // stamped 3 µs before the tracepoint (the lab's writer)
+        j.add_take(take(3, "/raw", 300 * MS + 50_000)); // the third publish's sample; the second had no take
+        let mut ps = vec![];
+        j.expire_publishes(i64::MAX, &mut |p| ps.push(p));
+        assert!(early.is_empty());
+        assert_eq!(ps.iter().map(|p| p.next_rmw_ts).collect::<Vec<_>>(), [Some(200 * MS), Some(300 * MS), None]);
+        assert_eq!(j.source_ts_by_publish_time(&ps[0]), Some(100 * MS - 3000));
+        assert_eq!(j.same_host_takes(0, Some("/raw"), 100 * MS - 3000).len(), 1);
+        // the second publish must not claim the third's sample (past its successor's rmw_publish)
+        assert_eq!(j.source_ts_by_publish_time(&ps[1]), None);
+        assert_eq!(j.source_ts_by_publish_time(&ps[2]), Some(300 * MS + 50_000));
+        // a sample stamped more than 100 µs before rmw_publish is not this publish's
+        let mut lone = publish(w, 500 * MS);
+        j.add_take(take(4, "/raw", 500 * MS - 200_000));
+        lone.next_rmw_ts = None;
+        assert_eq!(j.source_ts_by_publish_time(&lone), None);
+    }
+}
