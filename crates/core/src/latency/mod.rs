@@ -519,9 +519,10 @@ pub struct LatencyRow {
 
 /// The ROS 2 columns of a latency row: the trace instants joined to the
 /// sample (on the correlator's clock: host offsets applied) and the layers
-/// between them. For a wire row ros_publish + dds_send + message + dds_receive
-/// + executor = ros_e2e exactly; for a same-host row ros_publish + dds_local +
-/// executor = ros_e2e.
+/// between them. For a wire row ros_publish + dds_send + message +
+/// dds_receive + executor = ros_e2e exactly; for a same-host row ros_publish +
+/// dds_local + executor = ros_e2e. `sender_node` is also set without a trace,
+/// from the ROS graph on the wire (`ros_discovery_info`).
 #[derive(Debug, Clone, Default)]
 pub struct RosColumns {
     /// How the sender's publish was found (`source_ts`, `publish_order`); takes always join by source timestamp.
