@@ -11,11 +11,49 @@
   };
   const num = (v, d) => (v === null || v === undefined || Number.isNaN(v) ? "" : (+v).toFixed(d === undefined ? 3 : d));
   const main = document.querySelector("main");
+  const nodes = (sm) => (sm.sender_nodes.length || sm.receiver_nodes.length ? " (" + (sm.sender_nodes.join(", ") || "?") + " → " + (sm.receiver_nodes.join(", ") || "?") + ")" : "");
   const charts = [];
   const chart = (parent, fn, opt) => {
     const div = el("div", { class: "chart" });
     parent.append(div);
     charts.push(() => fn(div, opt));
+  };
+
+
+  // Stacked bars (thesis Fig. 4.4: end-to-end split into the ROS 2, DDS and wire
+  // layers). rows: [{name, stack}], stack = {total_layer, total, parts, adds_up}.
+  // Drawn with HTML elements (no canvas): widths are shares of the longest total.
+  const LAYER_COLORS = { ros_publish: "#1f77b4", executor: "#6baed6", dds_send: "#ff7f0e", dds_local: "#fdae6b", dds_receive: "#e6550d", message: "#2ca02c", node: "#9467bd" };
+  const stackChart = (parent, title, rows) => {
+    const box = el("div", { class: "stack" }, el("h3", {}, title));
+    const max = Math.max(...rows.map((r) => Math.max(r.stack.total.mean_ms, r.stack.parts.reduce((a, p) => a + p.mean_ms, 0))), 1e-9);
+    for (const r of rows) {
+      const bar = el("div", { class: "stack-bar", role: "img", "aria-label": r.name });
+      for (const p of r.stack.parts) {
+        const seg = el("span", { class: "seg seg-" + p.group, "data-layer": p.layer, title: (p.topic ? "hop " + p.hop + " " + p.topic + ": " : "") + p.layer + " " + num(p.mean_ms) + " ms (mean of " + p.count + ")" });
+        seg.style.width = (100 * Math.max(p.mean_ms, 0) / max).toFixed(4) + "%";
+        seg.style.background = LAYER_COLORS[p.layer] || "#999";
+        bar.append(seg);
+      }
+      box.append(el("div", { class: "stack-row" }, el("span", { class: "stack-name" }, r.name), bar,
+        el("span", { class: "stack-total" }, r.stack.total_layer + " " + num(r.stack.total.mean_ms) + " ms" + (r.stack.adds_up ? "" : " (parts from fewer samples)"))));
+    }
+    const seen = new Set();
+    const legend = el("div", { class: "stack-legend" });
+    for (const r of rows) for (const p of r.stack.parts) if (!seen.has(p.layer)) {
+      seen.add(p.layer);
+      const sw = el("span", { class: "swatch" });
+      sw.style.background = LAYER_COLORS[p.layer] || "#999";
+      legend.append(el("span", {}, sw, p.layer + " (" + p.group + ")"));
+    }
+    box.append(legend);
+    const tab = el("table", {}, el("tr", {}, ...["", "hop", "topic", "layer", "group", "count", "mean (ms)"].map((h) => el("th", { class: "l" }, h))));
+    for (const r of rows) {
+      for (const p of r.stack.parts) tab.append(el("tr", {}, el("td", { class: "l" }, r.name), el("td", {}, p.hop === undefined ? "" : p.hop), el("td", { class: "l" }, p.topic || ""), el("td", { class: "l" }, p.layer), el("td", { class: "l" }, p.group), el("td", {}, p.count), el("td", {}, num(p.mean_ms))));
+      tab.append(el("tr", { class: "total" }, el("td", { class: "l" }, r.name), el("td", {}, ""), el("td", {}, ""), el("td", { class: "l" }, r.stack.total_layer), el("td", { class: "l" }, "end-to-end"), el("td", {}, r.stack.total.count), el("td", {}, num(r.stack.total.mean_ms))));
+    }
+    box.append(tab);
+    parent.append(box);
   };
 
   // Runs and capture points.
@@ -38,20 +76,42 @@
   }
   main.append(bw);
 
-  const layersShown = ["application", "message", "submessage", "sender_stack", "receiver_stack"];
+  // Chains (ros2_tracing traces): the ones found and the measured one, stacked per hop.
+  for (const r of D.runs) {
+    const c = r.chains;
+    if (!c) continue;
+    const s = el("section", { class: "chains", id: "chains-" + r.name, "data-run": r.name }, el("h2", {}, "End-to-end chains — " + r.name));
+    const pt = el("table", {}, el("tr", {}, ...["chain (topics through nodes that republish in their callbacks)", "instances", "e2e mean", "p50", "p99", "max"].map((h, i) => el("th", { class: i ? "" : "l" }, h))));
+    for (const p of c.paths) pt.append(el("tr", {}, el("td", { class: "l" }, p.topics.join(" → ")), el("td", {}, p.count), el("td", {}, num(p.e2e.mean_ms)), el("td", {}, num(p.e2e.p50_ms)), el("td", {}, num(p.e2e.p99_ms)), el("td", {}, num(p.e2e.max_ms))));
+    s.append(el("p", { class: "muted" }, "End-to-end = first topic's rclcpp_publish → last topic's callback_start (ms)."), pt);
+    const m = c.measured;
+    if (m) {
+      s.append(el("h3", {}, "Chain " + m.path.join(" → ") + ": " + m.instances + " instances (" + m.incomplete + " without an end-to-end value)"));
+      stackChart(s, "Chain end-to-end, stacked per hop (mean ms)", [{ name: m.path.join(" → "), stack: m.stack }]);
+      const grid = el("div", { class: "grid" });
+      s.append(grid);
+      chart(grid, C.box, { title: "Chain end-to-end and each hop's ros_e2e", yLabel: "latency (ms)", yFromZero: true,
+        groups: [{ name: "chain", boxes: [Object.assign({ name: "chain_e2e" }, m.e2e_box)] }].concat(m.hops.map((h) => ({ name: h.hop + " " + h.topic, boxes: ["ros_e2e", "node"].filter((l) => h.boxes[l]).map((l) => Object.assign({ name: l }, h.boxes[l])) }))) });
+    }
+    main.append(s);
+  }
+
+  // Thesis Fig. 4.4: end-to-end (traces: ros_e2e; ground truth: application), the stacks, the wire, the submessage.
+  const layersShown = ["ros_e2e", "application", "sender_stack", "source_ts_to_wire", "message", "submessage", "receiver_stack"];
+  const rosLayersShown = ["ros_publish", "dds_send", "dds_local", "message", "dds_receive", "executor", "callback"];
   for (const topic of D.topics) {
     const s = el("section", { class: "topic", "data-topic": topic.topic }, el("h2", {}, topic.topic));
     const tab = el("table", {}, el("tr", {}, ...["run", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean", "p50", "p99", "max", "submsg mean", "app mean", "|jitter| mean", "period", "in time", "late"].map((h, i) => el("th", { class: i < 2 ? "l" : "" }, h))));
     for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
       const L = Object.fromEntries(f.summary.layers);
       const m = L.message || {}, sm = L.submessage || {}, ap = L.application || {};
-      tab.append(el("tr", {}, el("td", { class: "l" }, rname), el("td", { class: "l" }, f.summary.sender + " → " + f.summary.receiver),
+      tab.append(el("tr", {}, el("td", { class: "l" }, rname), el("td", { class: "l" }, f.summary.sender + " → " + f.summary.receiver + nodes(f.summary)),
         el("td", {}, f.summary.samples), el("td", {}, f.summary.delivered), el("td", {}, f.summary.lost), el("td", {}, f.summary.retransmitted_samples), el("td", {}, f.summary.retransmitted_frags),
         el("td", {}, num(m.mean_ms)), el("td", {}, num(m.p50_ms)), el("td", {}, num(m.p99_ms)), el("td", {}, num(m.max_ms)),
         el("td", {}, num(sm.mean_ms)), el("td", {}, num(ap.mean_ms)), el("td", {}, f.summary.jitter_abs.count ? num(f.summary.jitter_abs.mean_ms) : ""),
         el("td", {}, num(f.summary.period_ms, 1)), el("td", {}, f.summary.in_time), el("td", {}, f.summary.late)));
     }
-    s.append(el("p", { class: "muted" }, "Latencies in ms. message = first DATA/DATA_FRAG at the sender → sample complete at the receiver; submessage = first IP fragment at the sender → last at the receiver; application = publish → receive (ground truth)."), tab);
+    s.append(el("p", { class: "muted" }, "Latencies in ms; nodes in parentheses (traces, or the sender's from ros_discovery_info on the wire). message = first DATA/DATA_FRAG at the sender → sample complete at the receiver; submessage = first IP fragment at the sender → last at the receiver; application = publish → receive (ground truth); ros_e2e = rclcpp_publish → callback_start (traces) = ros_publish + dds_send + message + dds_receive + executor (or ros_publish + dds_local + executor on one host)."), tab);
     const grid = el("div", { class: "grid" });
     s.append(grid);
     // Box plots: one group per run and flow, one box per layer (thesis Fig. 4.4).
@@ -60,7 +120,19 @@
       groups.push({ name: Object.keys(topic.runs).length > 1 ? rname : f.summary.sender + "→" + f.summary.receiver,
         boxes: layersShown.filter((l) => f.boxes[l]).map((l) => Object.assign({ name: l }, f.boxes[l])) });
     }
-    chart(grid, C.box, { title: "Latency per layer", yLabel: "latency (ms)", yFromZero: true, groups });
+    chart(grid, C.box, { title: "Latency per layer: end-to-end, wire, submessage", yLabel: "latency (ms)", yFromZero: true, groups });
+    const rosGroups = [];
+    for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
+      if (!f.boxes.ros_e2e) continue;
+      const boxes = rosLayersShown.filter((l) => f.boxes[l]).map((l) => Object.assign({ name: l }, f.boxes[l]));
+      rosGroups.push({ name: Object.keys(topic.runs).length > 1 ? rname : f.summary.sender + "→" + f.summary.receiver, boxes });
+    }
+    if (rosGroups.length) chart(grid, C.box, { title: "ROS 2 and DDS layers", yLabel: "latency (ms)", yFromZero: true, groups: rosGroups });
+    const stacks = [];
+    for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
+      if (f.stack) stacks.push({ name: (Object.keys(topic.runs).length > 1 ? rname + " " : "") + f.summary.sender + "→" + f.summary.receiver, stack: f.stack });
+    }
+    if (stacks.length) stackChart(s, "ros_e2e split into its layers (mean ms; ROS 2, DDS, wire)", stacks);
     const series = [], cdfs = [], sizes = [], pbw = [];
     for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
       const label = Object.keys(topic.runs).length > 1 ? rname : f.summary.sender + "→" + f.summary.receiver;
@@ -69,10 +141,15 @@
       sizes.push({ name: label, points: f.sizes, mode: "points" });
       pbw.push({ name: label, points: f.payload_bandwidth });
     }
-    chart(grid, C.line, { title: "DDS message latency over time", xLabel: "time since start (s)", yLabel: "latency (ms)", series, yFromZero: true });
-    chart(grid, C.cdf, { title: "CDF of DDS message latency", xLabel: "latency (ms)", series: cdfs });
-    chart(grid, C.line, { title: "Payload size over time", xLabel: "time since start (s)", yLabel: "bytes", series: sizes, yFromZero: true });
-    chart(grid, C.line, { title: "Payload bandwidth over time", xLabel: "time since start (s)", yLabel: "Mbit/s", series: pbw, yFromZero: true });
+    // Wire charts only where samples crossed the wire (same-host deliveries have none).
+    if (series.some((x) => x.points.length)) {
+      chart(grid, C.line, { title: "DDS message latency over time", xLabel: "time since start (s)", yLabel: "latency (ms)", series, yFromZero: true });
+      chart(grid, C.cdf, { title: "CDF of DDS message latency", xLabel: "latency (ms)", series: cdfs });
+      chart(grid, C.line, { title: "Payload size over time", xLabel: "time since start (s)", yLabel: "bytes", series: sizes, yFromZero: true });
+      chart(grid, C.line, { title: "Payload bandwidth over time", xLabel: "time since start (s)", yLabel: "Mbit/s", series: pbw, yFromZero: true });
+    } else {
+      s.append(el("p", { class: "muted" }, "No sample of this topic crossed the wire (same-host deliveries only): no wire charts."));
+    }
     main.append(s);
   }
   const draw = () => charts.forEach((f) => f());

@@ -243,8 +243,8 @@ pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
     }
     if let Some(j) = run.correlator.join_stats() {
         eprintln!(
-            "{verb}: ros2 join: {} wire samples joined to their publish by source timestamp, {} by publish order; {} takes joined to wire samples, {} same-host (trace to trace); not joined: {} takes, {} publishes",
-            j.joined_source_ts, j.joined_publish_order, j.takes_joined_wire, j.takes_same_host, j.takes_unjoined, j.publishes_unjoined
+            "{verb}: ros2 join: {} wire samples joined to their publish by source timestamp, {} by publish order; {} takes joined to wire samples, {} same-host (trace to trace, {} of them by publish time); not joined: {} takes, {} publishes",
+            j.joined_source_ts, j.joined_publish_order, j.takes_joined_wire, j.takes_same_host, j.takes_same_host_publish_time, j.takes_unjoined, j.publishes_unjoined
         );
         if let Some(l) = j.problem_line() {
             eprintln!("{verb}: ros2 join: {l}");

@@ -245,13 +245,21 @@ fn humble_chain_joins_by_publish_order_through_the_wire() {
     let (c, rows, _) = correlate(scenario(false, true, AssembleConfig::default()), cfg);
     let img: Vec<_> = rows.iter().filter(|r| r.status == "delivered").collect();
     assert!(img.iter().all(|r| r.join().as_str() == "publish_order"), "{:?}", img.iter().map(|r| r.join()).collect::<Vec<_>>());
-    // Humble publishes carry no timestamp: /raw_image and /actuator never cross the wire, so
-    // their same-host takes cannot be joined (nothing is guessed): no chain instance.
-    assert_eq!(rows.iter().filter(|r| r.status == "same_host").count(), 0);
+    // Humble publishes carry no timestamp: /raw_image and /actuator never cross the wire; their
+    // same-host takes are joined by publish time (the take's source timestamp is the first after
+    // the publish's rmw_publish and before the publisher's next one), so the chain is complete.
+    let same: Vec<_> = rows.iter().filter(|r| r.status == "same_host").collect();
+    assert_eq!(same.len(), 2 * N as usize);
+    assert!(same.iter().all(|r| r.join().as_str() == "publish_time"));
+    // the publish order gives the writer's sequence number of a same-host sample
+    let sns: Vec<i64> = same.iter().filter(|r| r.topic.as_ref().is_some_and(|t| t.topic_name == "/raw_image")).map(|r| r.sn).collect();
+    assert_eq!(sns, (1..=N as i64).collect::<Vec<_>>());
     let j = c.join_stats().expect("stats");
     assert_eq!(j.joined_publish_order, N as u64);
-    assert_eq!(j.takes_unjoined, 2 * N as u64);
-    assert_eq!(c.chains().unwrap().summary().unwrap().instances, 0);
+    assert_eq!((j.takes_same_host, j.takes_same_host_publish_time, j.takes_unjoined), (2 * N as u64, 2 * N as u64, 0));
+    let ch = c.chains().unwrap().summary().unwrap();
+    assert_eq!((ch.instances, ch.incomplete), (N as u64, 0));
+    assert_eq!((ch.e2e.min_ms, ch.e2e.max_ms), (10.51, 10.51));
 }
 
 #[test]

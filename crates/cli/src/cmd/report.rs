@@ -1,7 +1,9 @@
 //! `ddscope report`: one self-contained HTML file (opens offline) with
 //! per-topic tables and charts — box plots per latency layer for each run side
 //! by side (thesis Fig. 4.4), latency over time, CDF, payload size and
-//! bandwidth over time (thesis Fig. 4.10).
+//! bandwidth over time (thesis Fig. 4.10). With ros2_tracing traces: each
+//! flow's ros_e2e stacked into its ROS 2 / DDS / wire layers, the chains found,
+//! and the chain given with --path stacked per hop.
 
 use super::limit_args::LimitArgs;
 use crate::args::{self, NamedRun, Offset, PathArg, TraceArg};
@@ -20,11 +22,16 @@ Examples:
   ddscope report out/run1 --html run1.html
   ddscope report out/baseline-0 --compare load40=out/baseline-40 --compare load95=out/baseline-95 --html load.html
   ddscope report pc1.pcapng pc2.pcapng --html report.html --topic /image
+  ddscope report out/traced-run --path /raw_image,/image,/actuator --html chain.html
 
 Each run (the inputs, and every --compare NAME=DIR) is correlated like
 `ddscope latency`; the HTML holds its data and its chart code inline and needs
 no network. Box plots: box p25-p75, line = median, whiskers p1-p99, dots =
-min/max, diamond = mean.")]
+min/max, diamond = mean. With traces (HOST.lttng/ in the run directory or
+--trace HOST=DIR) each flow's ros_e2e is shown stacked into ros_publish,
+dds_send / dds_local, message, dds_receive and executor (means), the chains
+found are listed, and --path TOPICS stacks that chain's end-to-end latency
+per hop (with each relay node's own time).")]
 pub struct ReportArgs {
     /// Lab run directory, or capture files of one run
     #[arg(required = true)]
@@ -104,10 +111,17 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
+    if a.path.is_some() && traces.is_empty() {
+        bail!("run {name}: --path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)");
+    }
     let mut opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
         window_ns: a.window,
+        path: match &a.path {
+            Some(PathArg::Topics(t)) => Some(t.clone()),
+            _ => None,
+        },
         ..LatencyOptions::default()
     };
     super::limit_args::apply(&a.limits.resolve()?, &mut opts);
@@ -160,6 +174,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             k,
             json!({
                 "summary": s,
+                "stack": s.ros_stack(),
                 "boxes": boxes,
                 "cdf": f.layers.get(&ddscope_core::latency::Layer::Message).map(|d| d.cdf(200)).unwrap_or_default(),
                 "series": pts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
@@ -168,8 +183,27 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             }),
         );
     }
+    // Chains (with traces): the ones found, and the measured one (--path) stacked per hop.
+    let chains = run.correlator.chains().map(|c| {
+        let measured = c.summary().zip(c.boxes()).map(|(s, (e2e_box, hop_boxes))| {
+            json!({
+                "path": s.path,
+                "instances": s.instances,
+                "incomplete": s.incomplete,
+                "e2e": s.e2e,
+                "e2e_box": e2e_box,
+                "stack": s.stack(),
+                "hops": s.hops.iter().zip(hop_boxes).map(|(h, b)| json!({
+                    "hop": h.hop, "topic": h.topic, "routes": h.routes, "levels": h.levels, "layers": h.layers,
+                    "boxes": b.iter().map(|(l, bs)| (l.as_str().to_string(), json!(bs))).collect::<serde_json::Map<String, Value>>(),
+                })).collect::<Vec<_>>(),
+            })
+        });
+        json!({"paths": c.paths(), "measured": measured, "stats": c.stats})
+    });
     let doc = json!({
         "name": name,
+        "chains": chains,
         "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
             "name": c.name, "path": c.path.display().to_string(), "frames": o.summary.frames,

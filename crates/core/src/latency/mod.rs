@@ -360,6 +360,8 @@ struct PendingFrag {
 #[derive(Default)]
 struct WriterState {
     topic: Option<Arc<TopicNames>>,
+    /// The writer's ROS node (`/ns/name`) from the captures' ROS graph (`ros_discovery_info`).
+    node: Option<Arc<str>>,
     /// Captures that have seen this writer's samples.
     captures: u64,
     /// Votes: how often each capture saw a sample first (capture, votes).
@@ -415,11 +417,33 @@ pub struct FlowStats {
     pub clean: Dist,
     /// The first lost sequence numbers (for a closer look with `dissect`).
     pub lost_examples: Vec<i64>,
+    /// ROS nodes that sent / received the flow's samples (traces or the wire's ROS graph), at most [`MAX_FLOW_NODES`] each.
+    pub sender_nodes: SmallVec<[Arc<str>; 1]>,
+    pub receiver_nodes: SmallVec<[Arc<str>; 1]>,
+    /// Node names not kept beyond [`MAX_FLOW_NODES`].
+    pub nodes_dropped: u64,
 }
+
+/// Node names kept per flow and side.
+pub const MAX_FLOW_NODES: usize = 8;
 
 impl FlowStats {
     fn layer(&mut self, l: Layer, v: i64) {
         self.layers.entry(l).or_default().record(v);
+    }
+
+    fn note_nodes(&mut self, sender: Option<&Arc<str>>, receiver: Option<&Arc<str>>) {
+        for (n, v) in [(sender, &mut self.sender_nodes), (receiver, &mut self.receiver_nodes)] {
+            let Some(n) = n else { continue };
+            if v.iter().any(|x| x == n) {
+                continue;
+            }
+            if v.len() < MAX_FLOW_NODES {
+                v.push(n.clone());
+            } else {
+                self.nodes_dropped += 1;
+            }
+        }
     }
 
     /// Heap bytes held by the flow's distributions (its weight in the flow budget).
@@ -431,6 +455,7 @@ impl FlowStats {
 
 /// Adds the ROS 2 layers of a row to its flow.
 fn record_ros_layers(flow: &mut FlowStats, c: &RosColumns) {
+    flow.note_nodes(c.sender_node.as_ref(), c.receiver_node.as_ref());
     for (l, v) in [
         (Layer::RosPublish, c.ros_publish_ns),
         (Layer::DdsSend, c.dds_send_ns),
@@ -494,9 +519,10 @@ pub struct LatencyRow {
 
 /// The ROS 2 columns of a latency row: the trace instants joined to the
 /// sample (on the correlator's clock: host offsets applied) and the layers
-/// between them. For a wire row ros_publish + dds_send + message + dds_receive
-/// + executor = ros_e2e exactly; for a same-host row ros_publish + dds_local +
-/// executor = ros_e2e.
+/// between them. For a wire row ros_publish + dds_send + message +
+/// dds_receive + executor = ros_e2e exactly; for a same-host row ros_publish +
+/// dds_local + executor = ros_e2e. `sender_node` is also set without a trace,
+/// from the ROS graph on the wire (`ros_discovery_info`).
 #[derive(Debug, Clone, Default)]
 pub struct RosColumns {
     /// How the sender's publish was found (`source_ts`, `publish_order`); takes always join by source timestamp.
@@ -669,7 +695,7 @@ impl Correlator {
                     ros.chains.note_cause((t as u32, c));
                 }
                 let mut early = vec![];
-                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, join: None }, &mut |p| early.push(p));
+                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, next_rmw_ts: None, join: None }, &mut |p| early.push(p));
                 for p in early {
                     self.judge_publish(p, out);
                 }
@@ -709,9 +735,15 @@ impl Correlator {
 
     /// A publish left the window: takes of it on its own host are same-host deliveries.
     fn judge_publish(&mut self, p: Publish, out: &mut dyn FnMut(LatencyRow)) {
-        let (takes, ts) = {
+        let (takes, ts, join) = {
             let Some(ros) = self.ros.as_mut() else { return };
-            let takes = match p.rec.source_ts {
+            // Humble: a publish that never reached the wire has no source timestamp; its
+            // same-host takes are found by publish time.
+            let (source_ts, by_time) = match p.rec.source_ts {
+                Some(ts) => (Some(ts), false),
+                None => (ros.join.source_ts_by_publish_time(&p), true),
+            };
+            let takes = match source_ts {
                 Some(ts) => ros.join.same_host_takes(p.host, p.rec.topic.as_deref(), ts),
                 None => Default::default(),
             };
@@ -721,13 +753,18 @@ impl Correlator {
                 }
                 return;
             }
-            (takes, p.rec.source_ts.unwrap_or_default())
+            if by_time {
+                ros.join.stats.takes_same_host_publish_time += takes.len() as u64;
+            }
+            let join = if by_time { Join::PublishTime } else { p.join.unwrap_or(Join::SourceTs) };
+            (takes, source_ts.unwrap_or_default(), join)
         };
         let topic_arc = p.rec.topic.clone();
         let writer_topic = p.rec.writer.and_then(|w| self.writers.get(&w).and_then(|s| s.topic.clone()));
         let topic = writer_topic.or_else(|| topic_arc.as_ref().and_then(|t| self.ros.as_mut().map(|r| r.topic(t))));
         let host_name = self.names[p.host].clone();
-        let join = p.join.unwrap_or(Join::SourceTs);
+        // The writer's sequence number: from the wire, else the publish order (n-th publish = sn n).
+        let sn = p.wire.map(|w| w.1).or(p.rec.order.map(|n| n as i64));
         for tk in takes {
             let rclcpp = p.rec.rclcpp_ts;
             let rmw = p.rec.rmw_ts;
@@ -773,7 +810,7 @@ impl Correlator {
                 sender_node: p.rec.node.clone(),
                 receiver_node: tk.rec.node.clone(),
                 writer: p.rec.writer,
-                sn: p.wire.map(|w| w.1),
+                sn,
                 source_ts: ts,
                 rclcpp_ts: rclcpp,
                 take_ts,
@@ -795,7 +832,7 @@ impl Correlator {
                     level: Level::Message,
                     topic: topic.clone(),
                     writer_id: p.rec.writer.unwrap_or_default(),
-                    sn: p.wire.map_or(0, |w| w.1),
+                    sn: sn.unwrap_or(0),
                     fragment_starting_num: None,
                     sender: host_name.clone(),
                     receiver: host_name.clone(),
@@ -925,6 +962,11 @@ impl Correlator {
                 w.captures |= 1 << c;
                 if w.topic.is_none() {
                     w.topic = r.topic.clone();
+                }
+                if let Some(n) = r.node.as_deref() {
+                    if w.node.as_deref() != Some(n.fq_name.as_str()) {
+                        w.node = Some(Arc::from(n.fq_name.as_str()));
+                    }
                 }
                 let key = (r.writer_id, r.sn);
                 let first = s.first_ts;
@@ -1058,6 +1100,7 @@ impl Correlator {
             self.stats.sender_disagreements += 1;
         }
         let topic = p.topic.clone().or_else(|| w.topic.clone());
+        let wire_node = w.node.clone();
         let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
         // Publication period from the sender's consecutive samples.
         if let Some((psn, pts)) = w.last_sender_first {
@@ -1233,7 +1276,7 @@ impl Correlator {
                 let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered.as_str());
                 let cols = RosColumns {
                     join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
-                    sender_node: pb.and_then(|p| p.rec.node.clone()),
+                    sender_node: pb.and_then(|p| p.rec.node.clone()).or_else(|| wire_node.clone()),
                     receiver_node: take.as_ref().and_then(|t| t.rec.node.clone()),
                     rclcpp_publish_ts_ns: rclcpp,
                     rmw_publish_ts_ns: rmw,
@@ -1279,6 +1322,10 @@ impl Correlator {
                     });
                 }
                 row.ros = Some(Box::new(cols));
+            } else if wire_node.is_some() {
+                // No trace: the sender's node from the ROS graph on the wire.
+                flow.note_nodes(wire_node.as_ref(), None);
+                row.ros = Some(Box::new(RosColumns { sender_node: wire_node.clone(), ..RosColumns::default() }));
             }
             self.reweigh(&key);
             if self.cfg.message_rows {
@@ -1374,6 +1421,8 @@ impl Correlator {
                     repaired: f.repaired.summary(),
                     clean: f.clean.summary(),
                     lost_examples: f.lost_examples.clone(),
+                    sender_nodes: f.sender_nodes.iter().map(|n| n.to_string()).collect(),
+                    receiver_nodes: f.receiver_nodes.iter().map(|n| n.to_string()).collect(),
                 }
             })
             .collect()
@@ -1495,6 +1544,9 @@ pub struct FlowSummary {
     pub clean: DistSummary,
     /// The first lost sequence numbers.
     pub lost_examples: Vec<i64>,
+    /// ROS nodes that sent / received the flow's samples (from traces, or the sender's from the wire's ROS graph).
+    pub sender_nodes: Vec<String>,
+    pub receiver_nodes: Vec<String>,
 }
 
 const ROW_COLUMNS: &[Column] = &[
@@ -1666,6 +1718,8 @@ const FLOW_COLUMNS: &[Column] = &[
     col("topic", Str),
     col("sender", Str),
     col("receiver", Str),
+    col("sender_nodes", Str),
+    col("receiver_nodes", Str),
     col("samples", U64),
     col("delivered", U64),
     col("lost", U64),
@@ -1694,28 +1748,85 @@ impl Record for FlowSummary {
             0 => Value::S(&self.topic),
             1 => Value::S(&self.sender),
             2 => Value::S(&self.receiver),
-            3 => Value::U(self.samples),
-            4 => Value::U(self.delivered),
-            5 => Value::U(self.lost),
-            6 => Value::U(self.incomplete),
-            7 => Value::U(self.retransmitted_samples),
-            8 => Value::U(self.retransmitted_frags),
-            9 => Value::U(self.retransmitted_bytes),
-            10 => f(&self.clean, self.clean.mean_ms),
-            11 => f(&self.repaired, self.repaired.mean_ms),
-            12 => f(&self.jitter, self.jitter.mean_ms),
-            13 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
-            14 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
-            15 => f(&self.jitter_abs, self.jitter_abs.max_ms),
-            16 => self.period_ms.map_or(Value::Null, Value::F),
-            17 => Value::U(self.in_time),
-            18 => Value::U(self.late),
+            3 => Value::Strs(&self.sender_nodes),
+            4 => Value::Strs(&self.receiver_nodes),
+            5 => Value::U(self.samples),
+            6 => Value::U(self.delivered),
+            7 => Value::U(self.lost),
+            8 => Value::U(self.incomplete),
+            9 => Value::U(self.retransmitted_samples),
+            10 => Value::U(self.retransmitted_frags),
+            11 => Value::U(self.retransmitted_bytes),
+            12 => f(&self.clean, self.clean.mean_ms),
+            13 => f(&self.repaired, self.repaired.mean_ms),
+            14 => f(&self.jitter, self.jitter.mean_ms),
+            15 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
+            16 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
+            17 => f(&self.jitter_abs, self.jitter_abs.max_ms),
+            18 => self.period_ms.map_or(Value::Null, Value::F),
+            19 => Value::U(self.in_time),
+            20 => Value::U(self.late),
             _ => Value::Null,
         }
     }
 }
 
+/// One segment of a stacked latency bar (thesis Fig. 4.4: end-to-end split
+/// into the ROS 2, DDS and wire layers): the mean of one layer.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackPart {
+    /// The chain hop this segment belongs to (chains only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    pub layer: String,
+    /// `ros2`, `dds`, `wire` or `node` (a relay node's own time, chains only); `e2e` for end-to-end layers.
+    pub group: &'static str,
+    pub count: u64,
+    pub mean_ms: f64,
+}
+
+/// A stacked bar: the parts in order and the end-to-end layer they add up to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stack {
+    pub total_layer: String,
+    pub total: DistSummary,
+    pub parts: Vec<StackPart>,
+    /// Every part has as many values as the total: the means add up to the total's mean.
+    pub adds_up: bool,
+}
+
+/// The layers that add up to `ros_e2e`, in order from publish to callback.
+pub const ROS_STACK_LAYERS: [Layer; 6] = [Layer::RosPublish, Layer::DdsSend, Layer::DdsLocal, Layer::Message, Layer::DdsReceive, Layer::Executor];
+
+/// The layer group of the thesis' hierarchy a layer belongs to.
+pub fn layer_group(l: Layer) -> &'static str {
+    match l {
+        Layer::RosE2e | Layer::Application => "e2e",
+        Layer::RosPublish | Layer::Executor | Layer::Callback => "ros2",
+        Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
+        Layer::Node => "node",
+        _ => "wire",
+    }
+}
+
 impl FlowSummary {
+    /// The flow's `ros_e2e` split into its layers (needs traces at both ends, or one host).
+    pub fn ros_stack(&self) -> Option<Stack> {
+        let get = |l: Layer| self.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
+        let total = get(Layer::RosE2e)?;
+        let parts: Vec<StackPart> = ROS_STACK_LAYERS
+            .iter()
+            .filter_map(|&l| {
+                let s = get(l)?;
+                Some(StackPart { hop: None, topic: None, layer: l.as_str().to_string(), group: layer_group(l), count: s.count, mean_ms: s.mean_ms })
+            })
+            .collect();
+        let adds_up = !parts.is_empty() && parts.iter().all(|p| p.count == total.count);
+        Some(Stack { total_layer: Layer::RosE2e.as_str().to_string(), total, parts, adds_up })
+    }
+
     pub fn layer_rows(&self) -> Vec<LayerRow> {
         self.layers
             .iter()

@@ -480,6 +480,24 @@ impl Record for ChainLayerRow {
 }
 
 impl ChainSummary {
+    /// The chain's end-to-end latency as a stacked bar: per hop its layers up to
+    /// callback_start (ros_publish, dds_send | dds_local, message, dds_receive,
+    /// executor), then the relay node's own time (`node`) before the next hop.
+    pub fn stack(&self) -> crate::latency::Stack {
+        use crate::latency::{layer_group, StackPart, ROS_STACK_LAYERS};
+        let mut parts = vec![];
+        for h in &self.hops {
+            let get = |l: Layer| h.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
+            for l in ROS_STACK_LAYERS.iter().copied().chain([Layer::Node]) {
+                if let Some(s) = get(l) {
+                    parts.push(StackPart { hop: Some(h.hop), topic: Some(h.topic.clone()), layer: l.as_str().to_string(), group: layer_group(l), count: s.count, mean_ms: s.mean_ms });
+                }
+            }
+        }
+        let adds_up = self.e2e.count > 0 && self.incomplete == 0 && parts.iter().all(|p| p.count == self.e2e.count);
+        crate::latency::Stack { total_layer: "chain_e2e".into(), total: self.e2e, parts, adds_up }
+    }
+
     /// The chain as table lines: end-to-end first, then every hop's layers.
     pub fn layer_rows(&self) -> Vec<ChainLayerRow> {
         let chain = self.path.join(",");

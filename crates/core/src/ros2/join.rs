@@ -13,6 +13,11 @@
 //!   number n, Humble/Iron) when the trace saw the publisher's creation.
 //!   Otherwise the writer is "too late to join": counted, never guessed.
 //! - Take ↔ wire: by (receiver host, topic, source timestamp).
+//! - Same host, Humble (`rmw_publish` without timestamp, sample never on the
+//!   wire): the take whose `source_timestamp` is nearest after the publish's
+//!   `rmw_publish` on that host and topic, before the publisher's next
+//!   `rmw_publish` ([`Join::PublishTime`]); the DDS layer stamps the sample
+//!   inside the write call that follows the tracepoint. One host, one clock.
 //!
 //! Source timestamps cross the wire as RTPS Time_t (2^-32 s fractions): the
 //! value a receiver's DDS hands to `rmw_take` and the one ddscope decodes can
@@ -25,10 +30,19 @@ use ddscope_wire::Guid;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use smallvec::SmallVec;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Source timestamps equal within this many ns are the same (Time_t rounding).
 pub const TS_SLACK_NS: i64 = 2;
+
+/// Publish-time join (same host, Humble): a source timestamp up to this much
+/// before `rmw_publish` still belongs to it (the trace clock's conversion to
+/// CLOCK_REALTIME, a writer that stamps right before the tracepoint).
+pub const PUBLISH_TIME_BEFORE_NS: i64 = 100_000;
+/// Publish-time join: the latest source timestamp after `rmw_publish` that
+/// belongs to it when the publisher's next publish is not known.
+pub const PUBLISH_TIME_AFTER_NS: i64 = 1_000_000_000;
 
 /// How a sample was tied to the traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -38,6 +52,9 @@ pub enum Join {
     SourceTs,
     /// By publish order: the publisher's n-th publish is the writer's sequence number n (Humble).
     PublishOrder,
+    /// Same host, Humble: the take's source timestamp is the first after the publish's
+    /// `rmw_publish` (within [`PUBLISH_TIME_BEFORE_NS`] before it) and before the publisher's next one.
+    PublishTime,
     /// Not joined to any trace event.
     None,
 }
@@ -47,6 +64,7 @@ impl Join {
         match self {
             Join::SourceTs => "source_ts",
             Join::PublishOrder => "publish_order",
+            Join::PublishTime => "publish_time",
             Join::None => "none",
         }
     }
@@ -83,6 +101,8 @@ pub struct Publish {
     pub rec: PublishRec,
     /// The wire sample it was joined to, if any.
     pub wire: Option<(Guid, i64)>,
+    /// `rmw_publish` of the same publisher's next publish, once the trace showed it.
+    pub next_rmw_ts: Option<i64>,
     /// How it was joined to the wire, if it was.
     pub join: Option<Join>,
 }
@@ -140,6 +160,8 @@ pub struct JoinStats {
     pub takes_joined_wire: u64,
     /// Takes joined trace to trace (same host, no wire).
     pub takes_same_host: u64,
+    /// Of those, joined by publish time (Humble: the publish has no source timestamp).
+    pub takes_same_host_publish_time: u64,
     /// Takes that matched no wire sample and no publish.
     pub takes_unjoined: u64,
     /// Publishes no wire sample and no take claimed.
@@ -184,6 +206,10 @@ pub struct TraceJoin {
     pub_by_order: FxHashMap<(usize, Guid, i64), u64>,
     /// (host, source timestamp) → takes, in arrival order.
     takes: BoundedMap<(usize, i64), SmallVec<[Take; 1]>>,
+    /// The keys of `takes`, ordered (the publish-time join looks up a range).
+    take_keys: BTreeSet<(usize, i64)>,
+    /// (host, writer) → its latest publish (to tell the previous one where the next starts).
+    last_publish: BoundedMap<(usize, Guid), u64>,
     /// Writers whose samples could not be joined because the trace started too late (counted once each).
     too_late: BoundedMap<Guid, ()>,
     /// Writers whose publisher's creation a trace declared.
@@ -216,6 +242,8 @@ impl TraceJoin {
             pub_by_ts: FxHashMap::default(),
             pub_by_order: FxHashMap::default(),
             takes: BoundedMap::new(cfg.max_takes),
+            take_keys: BTreeSet::new(),
+            last_publish: BoundedMap::new(1 << 16),
             too_late: BoundedMap::new(1 << 16),
             declared: BoundedMap::new(1 << 16),
             stats: JoinStats::default(),
@@ -235,6 +263,14 @@ impl TraceJoin {
         self.next_id += 1;
         if let Some(ts) = p.rec.source_ts {
             self.pub_by_ts.entry((p.host, ts)).or_default().push(id);
+        }
+        if let Some(w) = p.rec.writer {
+            if let Some(prev) = self.last_publish.get(&(p.host, w)).copied() {
+                if let Some(pp) = self.publishes.get_mut(&prev) {
+                    pp.next_rmw_ts = Some(p.rec.rmw_ts);
+                }
+            }
+            self.last_publish.insert((p.host, w), id, &mut |_, _| {});
         }
         if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
             self.pub_by_order.insert((p.host, w, n as i64), id);
@@ -256,7 +292,12 @@ impl TraceJoin {
         self.stats.takes += 1;
         let key = (t.host, t.rec.source_ts);
         let ev = &mut self.stats.takes_evicted;
-        let v = self.takes.get_or_insert_keep_order(key, SmallVec::new, &mut |_, _| *ev += 1);
+        let keys = &mut self.take_keys;
+        keys.insert(key);
+        let v = self.takes.get_or_insert_keep_order(key, SmallVec::new, &mut |k, _| {
+            *ev += 1;
+            keys.remove(&k);
+        });
         if let Some(v) = self.takes.value_at(v) {
             v.push(t);
         }
@@ -309,7 +350,7 @@ impl TraceJoin {
         match how {
             Join::SourceTs => self.stats.joined_source_ts += 1,
             Join::PublishOrder => self.stats.joined_publish_order += 1,
-            Join::None => {}
+            Join::PublishTime | Join::None => {}
         }
         let p = self.publishes.get_mut(&id)?;
         p.wire = Some((writer, sn));
@@ -360,6 +401,28 @@ impl TraceJoin {
         out
     }
 
+    /// Same host, Humble: the source timestamp of the sample a publish without
+    /// one wrote, from the takes on its host: the first unused take on its
+    /// topic stamped from [`PUBLISH_TIME_BEFORE_NS`] before its `rmw_publish`
+    /// up to the publisher's next `rmw_publish` (or [`PUBLISH_TIME_AFTER_NS`]).
+    pub fn source_ts_by_publish_time(&self, p: &Publish) -> Option<i64> {
+        let lo = p.rec.rmw_ts.saturating_sub(PUBLISH_TIME_BEFORE_NS);
+        let hi = match p.next_rmw_ts {
+            Some(n) => n.saturating_sub(PUBLISH_TIME_BEFORE_NS),
+            None => p.rec.rmw_ts.saturating_add(PUBLISH_TIME_AFTER_NS),
+        };
+        if hi <= lo {
+            return None;
+        }
+        for k in self.take_keys.range((p.host, lo)..(p.host, hi)) {
+            let Some(v) = self.takes.get(k) else { continue };
+            if v.iter().any(|t| !t.used && topic_matches(t.rec.topic.as_deref(), p.rec.topic.as_deref())) {
+                return Some(k.1);
+            }
+        }
+        None
+    }
+
     /// Publishes whose rmw_publish is at or before `horizon`, oldest first, removed.
     pub fn expire_publishes(&mut self, horizon: i64, out: &mut dyn FnMut(Publish)) {
         while self.publishes.peek_lru().is_some_and(|(_, p)| p.rec.rmw_ts <= horizon) {
@@ -373,7 +436,8 @@ impl TraceJoin {
     /// Drops takes taken at or before `horizon`; counts those nothing claimed.
     pub fn expire_takes(&mut self, horizon: i64) {
         while self.takes.peek_lru().is_some_and(|(_, v)| v.iter().all(|t| t.rec.rmw_take_ts <= horizon)) {
-            if let Some((_, v)) = self.takes.pop_lru() {
+            if let Some((k, v)) = self.takes.pop_lru() {
+                self.take_keys.remove(&k);
                 self.stats.takes_unjoined += v.iter().filter(|t| !t.used).count() as u64;
             }
         }
@@ -404,3 +468,50 @@ fn topic_matches(take: Option<&str>, sample: Option<&str>) -> bool {
 
 /// Nodes are shown as `/namespace/name`.
 pub type NodeName = Arc<str>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_wire::{EntityId, GuidPrefix};
+
+    const MS: i64 = 1_000_000;
+
+    fn publish(writer: Guid, rmw_ts: i64) -> Publish {
+        let rec = PublishRec { vpid: 1, vtid: 1, writer: Some(writer), topic: Some(Arc::from("/raw")), node: None, rclcpp_ts: Some(rmw_ts - 2000), rmw_ts, source_ts: None, order: None, cause: None };
+        Publish { trace: 0, host: 0, rec, wire: None, next_rmw_ts: None, join: None }
+    }
+
+    fn take(seq: u64, topic: &str, source_ts: i64) -> Take {
+        let rec = TakeRec { seq, vpid: 2, vtid: 2, reader: None, topic: Some(Arc::from(topic)), node: None, source_ts, rmw_take_ts: source_ts + MS, callback_start_ts: None, callback_end_ts: None };
+        Take { trace: 0, host: 0, rec, used: false }
+    }
+
+    /// Humble same-host: a take belongs to the publish whose rmw_publish precedes its source
+    /// timestamp (up to 100 µs the other way), never to an earlier publish past the next one.
+    #[test]
+    fn publish_time_join_takes_the_first_stamp_before_the_next_publish() {
+        let w = Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]));
+        let mut j = TraceJoin::new(JoinConfig::default());
+        let mut early = vec![];
+        j.add_publish(publish(w, 100 * MS), &mut |p| early.push(p));
+        j.add_publish(publish(w, 200 * MS), &mut |p| early.push(p));
+        j.add_publish(publish(w, 300 * MS), &mut |p| early.push(p));
+        j.add_take(take(1, "/other", 100 * MS + 10)); // another topic: never
+        j.add_take(take(2, "/raw", 100 * MS - 3000)); // stamped 3 µs before the tracepoint (the lab's writer)
+        j.add_take(take(3, "/raw", 300 * MS + 50_000)); // the third publish's sample; the second had no take
+        let mut ps = vec![];
+        j.expire_publishes(i64::MAX, &mut |p| ps.push(p));
+        assert!(early.is_empty());
+        assert_eq!(ps.iter().map(|p| p.next_rmw_ts).collect::<Vec<_>>(), [Some(200 * MS), Some(300 * MS), None]);
+        assert_eq!(j.source_ts_by_publish_time(&ps[0]), Some(100 * MS - 3000));
+        assert_eq!(j.same_host_takes(0, Some("/raw"), 100 * MS - 3000).len(), 1);
+        // the second publish must not claim the third's sample (past its successor's rmw_publish)
+        assert_eq!(j.source_ts_by_publish_time(&ps[1]), None);
+        assert_eq!(j.source_ts_by_publish_time(&ps[2]), Some(300 * MS + 50_000));
+        // a sample stamped more than 100 µs before rmw_publish is not this publish's
+        let mut lone = publish(w, 500 * MS);
+        j.add_take(take(4, "/raw", 500 * MS - 200_000));
+        lone.next_rmw_ts = None;
+        assert_eq!(j.source_ts_by_publish_time(&lone), None);
+    }
+}
