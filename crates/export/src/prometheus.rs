@@ -638,6 +638,17 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_decode_skipped_total{{{l}}} {n}");
             }
         }
+        if self.health.values().any(|h| !h.trace.is_empty()) {
+            write_header(out, "ddscope_trace_total", "The agent's live ros2_tracing session: events read, items sent, dropped (queue full), late, reconnects, by what.", Kind::Counter);
+            for h in self.health.values() {
+                for (what, n) in &h.trace {
+                    let mut l = String::new();
+                    push_label(&mut l, "capture", &h.capture);
+                    push_label(&mut l, "what", what);
+                    let _ = writeln!(out, "ddscope_trace_total{{{l}}} {n}");
+                }
+            }
+        }
         write_header(out, "ddscope_state_evicted_total", "State dropped to stay within a memory cap, by what.", Kind::Counter);
         for h in self.health.values() {
             for (what, n) in &h.evicted {

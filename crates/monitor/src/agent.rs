@@ -8,6 +8,7 @@
 use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, StreamItem};
 use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
+use crate::trace::{TraceCounters, TraceFollower};
 use crate::view::LiveTopics;
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::latency::Item;
@@ -37,6 +38,9 @@ pub struct AgentConfig {
     /// Where system metrics come from (`/proc` or a node_exporter URL).
     pub system: SystemSource,
     pub duration: Option<Duration>,
+    /// The host's live LTTng session (ros2_tracing), followed since [`TraceFollower::start`]
+    /// (started before the agent restricts its system calls); its items go with the samples.
+    pub trace: Option<TraceFollower>,
 }
 
 /// What the agent did, for its closing lines.
@@ -52,6 +56,8 @@ pub struct AgentReport {
     /// Batches the server refused (wrong token, bad name, too large).
     pub batches_refused: u64,
     pub notes: Vec<String>,
+    /// The live trace session's counters, when the agent followed one.
+    pub trace: Option<TraceCounters>,
 }
 
 /// Converts a correlation item into its form on the wire to `serve` (the
@@ -69,7 +75,7 @@ fn stream_item(item: &Item) -> Option<StreamItem> {
 /// through the runner into the live view, the exporters and (with a central
 /// server) the correlation feed, whose items leave in batches every 250 ms.
 pub fn run(
-    cfg: AgentConfig,
+    mut cfg: AgentConfig,
     mut cap: LiveCapture,
     mut exporters: Option<Exporters>,
     stop: Arc<AtomicBool>,
@@ -84,6 +90,7 @@ pub fn run(
     if let (Some(x), Some(link)) = (&exporters, &tx) {
         x.registry().register_sink(SINK_NAME, link.stats().clone());
     }
+    let mut follower = cfg.trace.take();
     let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
     let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
     let mut seq = 0u64;
@@ -120,7 +127,19 @@ pub fn run(
             if let Some(f) = feed.as_mut() {
                 f.flush();
             }
-            let items: Vec<StreamItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| stream_item(&i)).collect();
+            let mut items: Vec<StreamItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| stream_item(&i)).collect();
+            if let Some(f) = &mut follower {
+                if !running {
+                    // The last batch: what the reader assembled until now, then the end of the trace (`last`).
+                    f.stop();
+                }
+                let mut t = vec![];
+                f.queue.drain(&mut t);
+                if tx.is_some() {
+                    items.extend(t.iter().filter_map(StreamItem::trace));
+                }
+            }
+            let trace_counters = follower.as_ref().map(|f| f.queue.counters());
             for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
                 on_note(&n);
                 notes.push(n);
@@ -145,6 +164,19 @@ pub fn run(
                     let mut h = h.with_sample_stats(&tracker_stats);
                     h.evicted.insert("topic_writers".into(), live.topics.writers_evicted);
                     h.evicted.insert("live_topics".into(), live.window_topics_evicted);
+                    if let Some(c) = &trace_counters {
+                        for (k, v) in [
+                            ("events", c.events),
+                            ("ros2_events", c.ros2_events),
+                            ("discarded_events", c.discarded_events),
+                            ("items", c.items),
+                            ("dropped_queue_full", c.dropped_queue_full),
+                            ("late", c.late),
+                            ("reconnects", c.reconnects),
+                        ] {
+                            h.trace.insert(k.into(), v);
+                        }
+                    }
                     x.set_capture_health(&h);
                     let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
                     x.on_topic_rows(&trows, now);
@@ -187,6 +219,7 @@ pub fn run(
                         "live": view.stats(),
                         "evicted": evictions(dec, &tracker_stats, &view),
                         "timestamps": cap.timestamp_note,
+                        "trace": trace_counters,
                     })),
                     last: !running,
                 });
@@ -217,6 +250,7 @@ pub fn run(
             send_failures: up.failed_attempts,
             batches_refused: up.refused_batches,
             notes,
+            trace: follower.as_ref().map(|f| f.queue.counters()),
         },
         exporters,
     ))

@@ -59,6 +59,18 @@ pub struct AgentArgs {
     /// capture ring absorbs the wait, overflow shows as kernel drops)
     #[arg(long, value_enum, default_value = "normal")]
     pub sched: Sched,
+    /// Follow the host's live ros2_tracing session through lttng-relayd
+    /// (net://localhost/host/HOSTNAME/SESSION, made with `lttng create SESSION --live`)
+    /// and send its publishes, takes and callbacks to `serve` with the samples
+    #[arg(long, value_name = "URL", requires = "send_to")]
+    pub trace_live: Option<String>,
+    /// Trace items (publishes, takes) queued between the trace reader and the sender; more are dropped and counted
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub trace_queue: u64,
+    /// While the live session is idle, the trace is taken as complete up to now minus this
+    /// (more than the session's live timer plus the relay's delay)
+    #[arg(long, default_value = "3s", value_parser = crate::args::positive_duration)]
+    pub trace_lag: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,6 +108,19 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         Some(u) => SystemSource::node_exporter(u),
         None => SystemSource::proc(),
     };
+    // The live trace reader connects (and babeltrace2 loads its plugins) before the system calls are restricted.
+    let trace = match &a.trace_live {
+        Some(url) => {
+            if !url.starts_with("net://") {
+                anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
+            }
+            let cfg = ddscope_monitor::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64 };
+            let f = ddscope_monitor::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
+            eprintln!("agent {}: following the live trace session {url}", a.name);
+            Some(f)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let s = stop.clone();
@@ -111,6 +136,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items }),
         system,
         duration,
+        trace,
     };
     let name = a.name.clone();
     let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;
@@ -134,6 +160,24 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     );
     if !report.evicted.is_empty() {
         eprintln!("agent {}: evicted (caps): {}", a.name, report.evicted);
+    }
+    if let Some(t) = &report.trace {
+        eprintln!(
+            "agent {}: trace {}: {} events ({} ros2, {} lost by LTTng); {} publishes and takes sent, {} dropped (queue full), {} late, {} reconnects{}",
+            a.name,
+            t.url,
+            t.events,
+            t.ros2_events,
+            t.discarded_events,
+            t.items,
+            t.dropped_queue_full,
+            t.late,
+            t.reconnects,
+            t.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+        );
+        if let Some(p) = t.assemble.problem_line() {
+            eprintln!("agent {}: trace: {p}", a.name);
+        }
     }
     if a.send_to.is_some() {
         eprintln!(

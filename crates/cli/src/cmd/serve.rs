@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// Flows one /api/state answer carries (those with the most samples)
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_state_flows: u32,
+    /// End-to-end chain to measure from the agents' ros2_tracing items (agent --trace-live): topics in order
+    /// (/raw_image,/image,/actuator); the chains found are listed in /api/state either way
+    #[arg(long, value_name = "TOPICS", value_parser = crate::args::path)]
+    pub path: Option<crate::args::PathArg>,
 }
 
 /// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
@@ -112,6 +116,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         idle: a.idle,
         limits,
         caps,
+        chain_path: match a.path {
+            Some(crate::args::PathArg::Topics(t)) => Some(t),
+            _ => None,
+        },
     };
     serve(cfg, |addr, limits| {
         eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}");
