@@ -29,6 +29,24 @@ fn evictions(dec: &ddscope_core::decode::Decoder, samples: &ddscope_core::sample
     parts.join("; ")
 }
 
+/// What the agent captures from: a live interface ([`LiveCapture`]) or, in
+/// tests, anything else that delivers packets and counts what it lost.
+pub trait AgentCapture: PacketSource {
+    /// Kernel and libpcap counters since the capture opened.
+    fn counters(&mut self) -> CaptureCounters;
+    /// Which timestamps the capture uses, for the counters JSON.
+    fn timestamp_note(&self) -> String;
+}
+
+impl AgentCapture for LiveCapture {
+    fn counters(&mut self) -> CaptureCounters {
+        LiveCapture::counters(self)
+    }
+    fn timestamp_note(&self) -> String {
+        self.timestamp_note.clone()
+    }
+}
+
 /// Items that trigger a batch before the 250 ms flush interval.
 const FLUSH_ITEMS: usize = 4096;
 
@@ -76,7 +94,7 @@ fn stream_item(item: &Item) -> Option<StreamItem> {
 /// server) the correlation feed, whose items leave in batches every 250 ms.
 pub fn run(
     mut cfg: AgentConfig,
-    mut cap: LiveCapture,
+    mut cap: impl AgentCapture,
     mut exporters: Option<Exporters>,
     stop: Arc<AtomicBool>,
     on_note: &mut dyn FnMut(&str),
@@ -218,7 +236,7 @@ pub fn run(
                         "samples": tracker_stats,
                         "live": view.stats(),
                         "evicted": evictions(dec, &tracker_stats, &view),
-                        "timestamps": cap.timestamp_note,
+                        "timestamps": cap.timestamp_note(),
                         "trace": trace_counters,
                     })),
                     last: !running,
