@@ -47,6 +47,15 @@ impl AgentCapture for LiveCapture {
     }
 }
 
+/// The capture time of the latest frame handed over.
+struct FrameClock(i64);
+
+impl ddscope_core::pipeline::Analysis for FrameClock {
+    fn frame(&mut self, p: &ddscope_core::source::Packet<'_>) {
+        self.0 = self.0.max(p.ts_ns);
+    }
+}
+
 /// Items that trigger a batch before the 250 ms flush interval.
 const FLUSH_ITEMS: usize = 4096;
 
@@ -111,6 +120,7 @@ pub fn run(
     let mut follower = cfg.trace.take();
     let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
     let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
+    let mut clock = FrameClock(i64::MIN);
     let mut seq = 0u64;
     let started = Instant::now();
     let mut last_flush = Instant::now();
@@ -130,13 +140,21 @@ pub fn run(
             (true, Some(d)) => Instant::now() < d,
         };
         if running {
-            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed))?;
+            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed, &mut clock))?;
+            // Frames that carry no RTPS (the agent's own HTTP, other traffic) move the capture's
+            // watermark on too: every frame up to the latest one has been handed over, so
+            // `serve` (and a trace joined there) need not wait for the next RTPS submessage.
+            if let Some(f) = feed.as_mut() {
+                if clock.0 > i64::MIN {
+                    ddscope_core::pipeline::Analysis::idle(f, clock.0);
+                }
+            }
             for n in cap.take_notes() {
                 on_note(&n);
                 notes.push(n);
             }
         } else {
-            point.finish(&mut (&mut view, &mut exporters, &mut feed));
+            point.finish(&mut (&mut view, &mut exporters, &mut feed, &mut clock));
         }
         let pending = ready.borrow().iter().map(Vec::len).sum::<usize>() + feed.as_ref().map_or(0, |f| f.pending());
         let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || pending >= FLUSH_ITEMS || !running;
