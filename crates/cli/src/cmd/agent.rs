@@ -26,7 +26,12 @@ The agent decodes every RTPS submessage on IFACE and
     InfluxDB line protocol and OTLP (see docs/export.md);
   - with --send-to, streams its sample records, DATA_FRAG sightings, topic
     table, system metrics and counters to `ddscope serve`, which correlates
-    the agents (docs/online.md).
+    the agents (docs/online.md);
+  - with --trace-live, follows the host's live ros2_tracing session (LTTng,
+    through lttng-relayd) and streams its publishes, takes and callbacks
+    too, so serve shows the ROS 2 layers and chains:
+      sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 \
+           --trace-live net://localhost/host/$(hostname)/ros2
 Capture never waits for an exporter or the server: queues are bounded, drops
 are counted, connections are retried with backoff. Ctrl-C flushes.")]
 pub struct AgentArgs {
