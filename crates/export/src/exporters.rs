@@ -246,6 +246,7 @@ impl Exporters {
     }
 
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
+        self.registry.set_topic_nodes(rows);
         for s in &self.sinks {
             s.sink.on_topic_rows(rows, ts_ns);
         }

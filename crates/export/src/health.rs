@@ -22,6 +22,9 @@ pub struct CaptureHealth {
     pub decode_skipped: BTreeMap<String, u64>,
     /// State dropped to stay within a memory cap, by what.
     pub evicted: BTreeMap<String, u64>,
+    /// The live ros2_tracing session followed by the agent (`--trace-live`), by what
+    /// (`events`, `items`, `dropped_queue_full`, `late`, `reconnects`, `discarded_events`); empty without one.
+    pub trace: BTreeMap<String, u64>,
 }
 
 impl CaptureHealth {

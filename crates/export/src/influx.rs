@@ -472,6 +472,10 @@ impl LineEncoder {
             l.tag("topic_name", &t.topic_name);
         }
         l.tag_fmt("writer_id", r.writer_id).tag("complete", if r.complete { "true" } else { "false" });
+        if let Some(n) = r.node.as_deref() {
+            // One node per writer: no more series than writer_id makes.
+            l.tag("node", &n.fq_name);
+        }
         let ts = self.times.get(l.series_hash(), r.first_ts_ns);
         l.int("sn", r.sn)
             .int("sample_size", r.sample_size as i64)
@@ -528,6 +532,17 @@ impl LineEncoder {
     }
 
     pub fn topic_row(&mut self, r: &TopicRow, ts_ns: i64) -> u64 {
+        /// The ROS nodes of a topic row as one tag value: at most 8 names, then `+N`.
+        fn node_list(nodes: &[String]) -> Option<String> {
+            if nodes.is_empty() {
+                return None;
+            }
+            let mut s = nodes.iter().take(8).cloned().collect::<Vec<_>>().join(",");
+            if nodes.len() > 8 {
+                s.push_str(&format!(",+{}", nodes.len() - 8));
+            }
+            Some(s)
+        }
         let mut l = Line::new(&mut self.buf, "ddscope_topic");
         l.tag("capture", &r.capture).tag("traffic_type", r.traffic_type);
         if let Some(n) = r.names.as_deref() {
@@ -535,6 +550,12 @@ impl LineEncoder {
         }
         if let Some(w) = r.writer_id {
             l.tag_fmt("writer_id", w);
+        }
+        if let Some(n) = node_list(&r.writer_nodes) {
+            l.tag("writer_nodes", &n);
+        }
+        if let Some(n) = node_list(&r.reader_nodes) {
+            l.tag("reader_nodes", &n);
         }
         l.int("writers", r.writers as i64)
             .int("readers", r.readers as i64)

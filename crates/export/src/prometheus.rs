@@ -264,6 +264,10 @@ struct Inner {
     flows: BTreeMap<FlowKey, FlowSeries>,
     flow_overflow: Overflow,
     health: BTreeMap<String, CaptureHealth>,
+    /// (capture, topic, role, node) of the latest topic table: `ddscope_topic_node_info`, at most `max_series`.
+    topic_nodes: Vec<(String, String, &'static str, String)>,
+    /// Node label sets of the latest table left out by the cap.
+    topic_nodes_dropped: u64,
     /// Families from the system sampler or a node_exporter, per source.
     system: BTreeMap<String, Vec<Family>>,
     sinks: Vec<(String, Arc<SinkStats>)>,
@@ -467,6 +471,8 @@ impl Registry {
                 flows: BTreeMap::new(),
                 flow_overflow: Overflow::default(),
                 health: BTreeMap::new(),
+                topic_nodes: vec![],
+                topic_nodes_dropped: 0,
                 system: BTreeMap::new(),
                 sinks: vec![],
             }),
@@ -503,6 +509,33 @@ impl Registry {
     /// Replaces the capture-health counters of `h.capture`.
     pub fn set_capture_health(&self, h: &CaptureHealth) {
         self.lock().health.insert(h.capture.clone(), h.clone());
+    }
+
+    /// Replaces the ROS node names of the topics (from the ROS graph on the wire,
+    /// `ros_discovery_info`) with those of `rows` (the current topic table):
+    /// `ddscope_topic_node_info{capture, topic, role="writer"|"reader", node} 1`, at most
+    /// `max_series` label sets (the rest counted in `ddscope_export_dropped_series_total{kind="topic_node"}`).
+    pub fn set_topic_nodes(&self, rows: &[ddscope_core::topics::TopicRow]) {
+        let mut g = self.lock();
+        let cap = g.cfg.max_series;
+        let mut v = vec![];
+        let mut dropped = 0u64;
+        for r in rows {
+            let Some(t) = r.names.as_deref() else { continue };
+            for (role, nodes) in [("writer", &r.writer_nodes), ("reader", &r.reader_nodes)] {
+                for n in nodes {
+                    if v.len() >= cap {
+                        dropped += 1;
+                    } else {
+                        v.push((r.capture.clone(), t.topic_name.clone(), role, n.clone()));
+                    }
+                }
+            }
+        }
+        v.sort();
+        v.dedup();
+        g.topic_nodes = v;
+        g.topic_nodes_dropped = dropped;
     }
 
     /// Replaces the system families of `source` (the sampler's or a node_exporter's).
@@ -638,6 +671,28 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_decode_skipped_total{{{l}}} {n}");
             }
         }
+        if self.health.values().any(|h| !h.trace.is_empty()) {
+            write_header(out, "ddscope_trace_total", "The agent's live ros2_tracing session: events read, items sent, dropped (queue full), late, reconnects, by what.", Kind::Counter);
+            for h in self.health.values() {
+                for (what, n) in &h.trace {
+                    let mut l = String::new();
+                    push_label(&mut l, "capture", &h.capture);
+                    push_label(&mut l, "what", what);
+                    let _ = writeln!(out, "ddscope_trace_total{{{l}}} {n}");
+                }
+            }
+        }
+        if !self.topic_nodes.is_empty() {
+            write_header(out, "ddscope_topic_node_info", "ROS 2 nodes owning a topic's writers and readers (from ros_discovery_info on the wire); join on capture and topic.", Kind::Gauge);
+            for (capture, topic, role, node) in &self.topic_nodes {
+                let mut l = String::new();
+                push_label(&mut l, "capture", capture);
+                push_label(&mut l, "topic", topic);
+                push_label(&mut l, "role", role);
+                push_label(&mut l, "node", node);
+                let _ = writeln!(out, "ddscope_topic_node_info{{{l}}} 1");
+            }
+        }
         write_header(out, "ddscope_state_evicted_total", "State dropped to stay within a memory cap, by what.", Kind::Counter);
         for h in self.health.values() {
             for (what, n) in &h.evicted {
@@ -655,6 +710,7 @@ impl Inner {
         write_header(out, "ddscope_export_dropped_series_total", "Label sets refused because the series cap was reached.", Kind::Counter);
         let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_series);
         let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_series);
+        let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"topic_node\"}} {}", self.topic_nodes_dropped);
         write_header(out, "ddscope_export_dropped_updates_total", "Updates lost because their label set was refused.", Kind::Counter);
         let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_updates);
         let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_updates);

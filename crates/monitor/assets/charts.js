@@ -193,5 +193,45 @@
     return line(container, Object.assign({ yRange: [0, 1.02], yLabel: "fraction of samples" }, opt));
   }
 
-  window.DDSCharts = { line, box, cdf, palette: PALETTE, fmt };
+  // Horizontal stacked bars: opt.rows = [{name, parts: [{name, value}]}], one bar per row,
+  // one colour per part name (legend on top). Labels are drawn as canvas text.
+  function stacked(container, opt) {
+    const rows = opt.rows || [];
+    const { canvas, ctx, w } = setup(container, Math.max(90, 46 + rows.length * 26 + (opt.title ? 16 : 0)));
+    const names = [];
+    for (const r of rows) for (const p of r.parts) if (!names.includes(p.name)) names.push(p.name);
+    const total = Math.max(1e-12, ...rows.map((r) => r.parts.reduce((a, p) => a + Math.max(0, p.value), 0)));
+    const left = Math.min(260, Math.max(120, w * 0.3)), right = 70, top = (opt.title ? 22 : 4) + 22;
+    ctx.fillStyle = "#222";
+    if (opt.title) ctx.fillText(opt.title, 8, 14);
+    let lx = left;
+    names.forEach((n, i) => {
+      ctx.fillStyle = PALETTE[i % PALETTE.length];
+      ctx.fillRect(lx, top - 18, 10, 10);
+      ctx.fillStyle = "#222";
+      ctx.fillText(n, lx + 14, top - 9);
+      lx += 24 + ctx.measureText(n).width;
+    });
+    let marks = 0;
+    const pw = w - left - right;
+    rows.forEach((r, ri) => {
+      const y = top + ri * 26;
+      ctx.fillStyle = "#222";
+      ctx.fillText(String(r.name).slice(0, 40), 6, y + 14);
+      let x = left, sum = 0;
+      for (const p of r.parts) {
+        const v = Math.max(0, p.value);
+        const bw = (v / total) * pw;
+        ctx.fillStyle = PALETTE[names.indexOf(p.name) % PALETTE.length];
+        ctx.fillRect(x, y + 2, Math.max(bw, v > 0 ? 1 : 0), 18);
+        x += bw; sum += v; marks += 1;
+      }
+      ctx.fillStyle = "#222";
+      ctx.fillText(fmt(sum) + (opt.unit ? " " + opt.unit : ""), x + 4, y + 15);
+    });
+    canvas.dataset.points = String(marks);
+    return canvas;
+  }
+
+  window.DDSCharts = { line, box, cdf, stacked, palette: PALETTE, fmt };
 })();

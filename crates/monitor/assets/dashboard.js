@@ -76,11 +76,12 @@
     const trows = [];
     for (const a of agents) for (const t of arr(a.topics)) {
       if (!t || typeof t !== "object") continue;
-      trows.push([a.name, t.topic_name, t.type_name, f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
+      const nodes = (v) => arr(v).map(text).join(", ");
+      trows.push([a.name, t.topic_name, t.type_name, nodes(t.writer_nodes), nodes(t.reader_nodes), f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
         f(t.rtps_frags_per_sample, 1), f(t.ip_frags_per_sample, 1), t.samples, t.incomplete_samples, t.retransmitted_fragments, t.sn_gaps, t.heartbeats, t.acknacks, t.nack_frags]);
     }
     if (trows.length) {
-      put("topic-table", table(["agent", "topic", "type", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 3));
+      put("topic-table", table(["agent", "topic", "type", "writer nodes", "reader nodes", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 5));
     } else {
       $("topic-table").textContent = "no DDS user traffic yet";
     }
@@ -107,6 +108,7 @@
       C.line(holder(fc, "size:" + t), { title: t + ": payload size", xTime: true, yLabel: "bytes", yFromZero: true, legend: true,
         series: fls.map((x) => ({ name: name(x), points: x.size, mode: "points" })) });
     }
+    drawRos(s, flows);
     const sc = $("system-charts");
     C.line(holder(sc, "cpu"), { title: "CPU utilisation", xTime: true, yLabel: "%", yRange: [0, 100], legend: true,
       series: agents.map((a) => ({ name: text(a.name), points: arr(a.cpu) })) });
@@ -117,6 +119,46 @@
     }
     C.line(holder(sc, "net"), { title: "Bandwidth per interface", xTime: true, yLabel: "Mbit/s", yFromZero: true, legend: true, series: net });
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+  }
+
+  // The ROS 2 layers in the order they add up (wire: ros_publish + dds_send + message +
+  // dds_receive + executor = ros_e2e; same host: ros_publish + dds_local + executor).
+  const ROS_LAYERS = ["ros_publish", "dds_send", "message", "dds_receive", "dds_local", "executor"];
+  function drawRos(s, flows) {
+    const ros = flows.filter((fl) => arr(fl.summary.layers).some((l) => l[0] === "ros_e2e" || l[0] === "ros_publish"));
+    const rows = ros.map((fl) => {
+      const x = fl.summary, L = Object.fromEntries(arr(x.layers));
+      const med = (n) => (L[n] && L[n].count ? f(L[n].p50_ms, 3) : "");
+      return [x.topic, x.sender + " → " + x.receiver, (L.ros_e2e || {}).count || 0, ...ROS_LAYERS.map(med), med("ros_e2e"), med("callback")];
+    });
+    if (rows.length) {
+      put("ros-table", table(["topic", "sender → receiver", "joined", ...ROS_LAYERS.map((n) => n + " p50 ms"), "ros_e2e p50 ms", "callback p50 ms"], rows, 2));
+    } else {
+      $("ros-table").textContent = "no ros2_tracing items yet (agent --trace-live)";
+    }
+    const j = (s.ros2 && s.ros2.join) || null;
+    $("ros-note").textContent = j ? "join: " + Object.entries(j).filter((e) => typeof e[1] === "number" && e[1]).map((e) => e[0] + " " + e[1]).join(", ") : "";
+    const rc = $("ros-charts");
+    const topics = [...new Set(ros.map((x) => x.summary.topic))];
+    for (const t of topics) {
+      const fls = ros.filter((x) => x.summary.topic === t);
+      C.stacked(holder(rc, "ros:" + t), { title: t + ": median per layer (stacked)", unit: "ms",
+        rows: fls.map((x) => {
+          const L = Object.fromEntries(arr(x.summary.layers));
+          return { name: x.summary.sender + "→" + x.summary.receiver,
+            parts: ROS_LAYERS.filter((n) => L[n] && L[n].count).map((n) => ({ name: n, value: +L[n].p50_ms })) };
+        }) });
+    }
+    const ch = (s.ros2 && s.ros2.chains) || null;
+    const crows = [];
+    if (ch && ch.chain) {
+      const c = ch.chain;
+      crows.push([arr(c.path).join(" → "), "end to end", c.instances, f(c.e2e.p50_ms, 3), f(c.e2e.p99_ms, 3), f(c.e2e.max_ms, 3)]);
+      for (const h of arr(c.hops)) for (const l of arr(h.layers)) crows.push(["  hop " + h.hop + " " + text(h.topic), l[0], l[1].count, f(l[1].p50_ms, 3), f(l[1].p99_ms, 3), f(l[1].max_ms, 3)]);
+    }
+    if (ch) for (const p of arr(ch.paths)) crows.push([arr(p.topics).join(" → "), "found (e2e)", p.count, f(p.e2e.p50_ms, 3), f(p.e2e.p99_ms, 3), f(p.e2e.max_ms, 3)]);
+    if (crows.length) put("chain-table", table(["chain", "layer", "count", "p50 ms", "p99 ms", "max ms"], crows, 2));
+    else $("chain-table").textContent = "no chain yet (a publish made inside a traced subscription callback)";
   }
 
   async function poll() {

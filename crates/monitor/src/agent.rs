@@ -8,6 +8,7 @@
 use crate::capture::{CaptureCounters, LiveCapture};
 use crate::protocol::{Batch, MetricSample, StreamItem};
 use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
+use crate::trace::{TraceCounters, TraceFollower};
 use crate::view::LiveTopics;
 use ddscope_core::latency::Item;
 use ddscope_core::pipeline::{CapturePoint, CorrelationFeed};
@@ -29,6 +30,32 @@ fn evictions(dec: &ddscope_core::decode::Decoder, samples: &ddscope_core::sample
 
 /// Topic rows sent upstream per second (the busiest; `serve` shows 200 per agent).
 pub const MAX_SENT_TOPIC_ROWS: usize = 200;
+/// What the agent captures from: a live interface ([`LiveCapture`]) or, in
+/// tests, anything else that delivers packets and counts what it lost.
+pub trait AgentCapture: PacketSource {
+    /// Kernel and libpcap counters since the capture opened.
+    fn counters(&mut self) -> CaptureCounters;
+    /// Which timestamps the capture uses, for the counters JSON.
+    fn timestamp_note(&self) -> String;
+}
+
+impl AgentCapture for LiveCapture {
+    fn counters(&mut self) -> CaptureCounters {
+        LiveCapture::counters(self)
+    }
+    fn timestamp_note(&self) -> String {
+        self.timestamp_note.clone()
+    }
+}
+
+/// The capture time of the latest frame handed over.
+struct FrameClock(i64);
+
+impl ddscope_core::pipeline::Analysis for FrameClock {
+    fn frame(&mut self, p: &ddscope_core::source::Packet<'_>) {
+        self.0 = self.0.max(p.ts_ns);
+    }
+}
 
 /// Items that trigger a batch before the 250 ms flush interval.
 const FLUSH_ITEMS: usize = 4096;
@@ -41,6 +68,9 @@ pub struct AgentConfig {
     pub duration: Option<Duration>,
     /// Caps of the decoder, sample tracker and topic tables.
     pub limits: ddscope_core::limits::Limits,
+    /// The host's live LTTng session (ros2_tracing), followed since [`TraceFollower::start`]
+    /// (started before the agent restricts its system calls); its items go with the samples.
+    pub trace: Option<TraceFollower>,
 }
 
 /// What the agent did, for its closing lines.
@@ -56,6 +86,8 @@ pub struct AgentReport {
     /// Batches the server refused (wrong token, bad name, too large).
     pub batches_refused: u64,
     pub notes: Vec<String>,
+    /// The live trace session's counters, when the agent followed one.
+    pub trace: Option<TraceCounters>,
 }
 
 /// Converts a correlation item into its form on the wire to `serve` (the
@@ -73,8 +105,8 @@ fn stream_item(item: &Item) -> Option<StreamItem> {
 /// through the runner into the live view, the exporters and (with a central
 /// server) the correlation feed, whose items leave in batches every 250 ms.
 pub fn run(
-    cfg: AgentConfig,
-    mut cap: LiveCapture,
+    mut cfg: AgentConfig,
+    mut cap: impl AgentCapture,
     mut exporters: Option<Exporters>,
     stop: Arc<AtomicBool>,
     on_note: &mut dyn FnMut(&str),
@@ -89,8 +121,10 @@ pub fn run(
     if let (Some(x), Some(link)) = (&exporters, &tx) {
         x.registry().register_sink(SINK_NAME, link.stats().clone());
     }
+    let mut follower = cfg.trace.take();
     let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
     let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
+    let mut clock = FrameClock(i64::MIN);
     let mut seq = 0u64;
     let started = Instant::now();
     let mut last_flush = Instant::now();
@@ -111,13 +145,21 @@ pub fn run(
             (true, Some(d)) => Instant::now() < d,
         };
         if running {
-            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed))?;
+            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed, &mut clock))?;
+            // Frames that carry no RTPS (the agent's own HTTP, other traffic) move the capture's
+            // watermark on too: every frame up to the latest one has been handed over, so
+            // `serve` (and a trace joined there) need not wait for the next RTPS submessage.
+            if let Some(f) = feed.as_mut() {
+                if clock.0 > i64::MIN {
+                    ddscope_core::pipeline::Analysis::idle(f, clock.0);
+                }
+            }
             for n in cap.take_notes() {
                 on_note(&n);
                 notes.push(n);
             }
         } else {
-            point.finish(&mut (&mut view, &mut exporters, &mut feed));
+            point.finish(&mut (&mut view, &mut exporters, &mut feed, &mut clock));
         }
         let pending = ready.borrow().iter().map(Vec::len).sum::<usize>() + feed.as_ref().map_or(0, |f| f.pending());
         let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || pending >= FLUSH_ITEMS || !running;
@@ -126,7 +168,19 @@ pub fn run(
             if let Some(f) = feed.as_mut() {
                 f.flush();
             }
-            let items: Vec<StreamItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| stream_item(&i)).collect();
+            let mut items: Vec<StreamItem> = ready.borrow_mut().drain(..).flatten().filter_map(|i| stream_item(&i)).collect();
+            if let Some(f) = &mut follower {
+                if !running {
+                    // The last batch: what the reader assembled until now, then the end of the trace (`last`).
+                    f.stop();
+                }
+                let mut t = vec![];
+                f.queue.drain(&mut t);
+                if tx.is_some() {
+                    items.extend(t.iter().filter_map(StreamItem::trace));
+                }
+            }
+            let trace_counters = follower.as_ref().map(|f| f.queue.counters());
             for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
                 on_note(&n);
                 notes.push(n);
@@ -152,6 +206,19 @@ pub fn run(
                     let mut h = h.with_sample_stats(&tracker_stats);
                     h.evicted.insert("topic_writers".into(), live.topics.writers_evicted);
                     h.evicted.insert("live_topics".into(), live.window_topics_evicted);
+                    if let Some(c) = &trace_counters {
+                        for (k, v) in [
+                            ("events", c.events),
+                            ("ros2_events", c.ros2_events),
+                            ("discarded_events", c.discarded_events),
+                            ("items", c.items),
+                            ("dropped_queue_full", c.dropped_queue_full),
+                            ("late", c.late),
+                            ("reconnects", c.reconnects),
+                        ] {
+                            h.trace.insert(k.into(), v);
+                        }
+                    }
                     x.set_capture_health(&h);
                     let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
                     x.on_topic_rows(&trows, now);
@@ -194,7 +261,8 @@ pub fn run(
                         "live": view.stats(),
                         "evicted": evictions(dec, &tracker_stats, &view),
                         "topic_rows_not_sent": topic_rows_not_sent,
-                        "timestamps": cap.timestamp_note,
+                        "timestamps": cap.timestamp_note(),
+                        "trace": trace_counters,
                     })),
                     last: !running,
                 });
@@ -225,6 +293,7 @@ pub fn run(
             send_failures: up.failed_attempts,
             batches_refused: up.refused_batches,
             notes,
+            trace: follower.as_ref().map(|f| f.queue.counters()),
         },
         exporters,
     ))

@@ -11,3 +11,4 @@ pub mod assets;
 pub mod agent;
 pub mod privileges;
 pub mod upstream;
+pub mod trace;

@@ -6,6 +6,7 @@
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::TrafficType;
 use ddscope_core::latency::{FragSighting, Item};
+use ddscope_core::ros2::{PublishRec, TakeRec, TraceItem};
 use ddscope_core::samples::SampleRecord;
 use ddscope_wire::Guid;
 use ddscope_core::bounded::BoundedMap;
@@ -58,12 +59,70 @@ pub struct StreamFrag {
     pub last: i64,
 }
 
+/// A publish from the host's ros2_tracing trace (times on the trace clock, ns).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamPublish {
+    pub pid: i64,
+    pub tid: i64,
+    /// The DDS writer GUID (hex), when the trace declared the publisher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rclcpp: Option<i64>,
+    pub rmw: i64,
+    /// `rmw_publish.timestamp` (Jazzy on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sts: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<u64>,
+    /// The take (its `seq`) whose callback made this publish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<u64>,
+}
+
+/// A take from the host's ros2_tracing trace, with its callback.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamTake {
+    pub seq: u64,
+    pub pid: i64,
+    pub tid: i64,
+    /// The DDS reader GUID (hex), when the trace declared the subscription.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `rmw_take.source_timestamp`.
+    pub sts: i64,
+    pub take: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cbs: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cbe: Option<i64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "k", rename_all = "snake_case")]
 pub enum StreamItem {
     Sample(StreamSample),
     Frag(StreamFrag),
     Watermark { t: i64 },
+    /// Trace side (the agent's `--trace-live`): publishes, takes and the trace's watermark.
+    Publish(StreamPublish),
+    Take(StreamTake),
+    TraceWatermark { t: i64 },
+}
+
+/// Decoded by [`ItemDecoder`]: for the capture side or for the trace side of the correlator.
+#[derive(Debug)]
+pub enum Decoded {
+    Capture(Item),
+    Trace(TraceItem),
 }
 
 fn tt_code(t: TrafficType) -> u8 {
@@ -113,6 +172,39 @@ impl StreamItem {
         })
     }
 
+    /// A trace item on the wire (`End` travels as the batch's `last` flag).
+    pub fn trace(t: &TraceItem) -> Option<StreamItem> {
+        let s = |v: &Option<Arc<str>>| v.as_deref().map(str::to_string);
+        Some(match t {
+            TraceItem::Publish(p) => StreamItem::Publish(StreamPublish {
+                pid: p.vpid,
+                tid: p.vtid,
+                w: p.writer.map(|g| g.to_string()),
+                topic: s(&p.topic),
+                node: s(&p.node),
+                rclcpp: p.rclcpp_ts,
+                rmw: p.rmw_ts,
+                sts: p.source_ts,
+                order: p.order,
+                cause: p.cause,
+            }),
+            TraceItem::Take(k) => StreamItem::Take(StreamTake {
+                seq: k.seq,
+                pid: k.vpid,
+                tid: k.vtid,
+                r: k.reader.map(|g| g.to_string()),
+                topic: s(&k.topic),
+                node: s(&k.node),
+                sts: k.source_ts,
+                take: k.rmw_take_ts,
+                cbs: k.callback_start_ts,
+                cbe: k.callback_end_ts,
+            }),
+            TraceItem::Watermark(w) => StreamItem::TraceWatermark { t: *w },
+            TraceItem::End => return None,
+        })
+    }
+
     pub fn frag(f: &FragSighting) -> StreamItem {
         StreamItem::Frag(StreamFrag {
             w: f.writer.to_string(),
@@ -148,9 +240,49 @@ impl ItemDecoder {
         (self.names.evicted(), self.topic_of.evicted())
     }
 
+    /// Decodes a capture or trace item.
+    pub fn decode(&mut self, capture: &Arc<str>, w: StreamItem) -> Result<Decoded, String> {
+        let guid = |s: &Option<String>| match s {
+            None => Ok(None),
+            Some(s) => Guid::parse_hex(s).map(Some).ok_or_else(|| format!("bad GUID {s:?}")),
+        };
+        let arc = |s: Option<String>| s.map(|s| Arc::<str>::from(s.as_str()));
+        Ok(match w {
+            StreamItem::Publish(p) => Decoded::Trace(TraceItem::Publish(PublishRec {
+                vpid: p.pid,
+                vtid: p.tid,
+                writer: guid(&p.w)?,
+                topic: arc(p.topic),
+                node: arc(p.node),
+                rclcpp_ts: p.rclcpp,
+                rmw_ts: p.rmw,
+                source_ts: p.sts,
+                order: p.order,
+                cause: p.cause,
+            })),
+            StreamItem::Take(k) => Decoded::Trace(TraceItem::Take(TakeRec {
+                seq: k.seq,
+                vpid: k.pid,
+                vtid: k.tid,
+                reader: guid(&k.r)?,
+                topic: arc(k.topic),
+                node: arc(k.node),
+                source_ts: k.sts,
+                rmw_take_ts: k.take,
+                callback_start_ts: k.cbs,
+                callback_end_ts: k.cbe,
+            })),
+            StreamItem::TraceWatermark { t } => Decoded::Trace(TraceItem::Watermark(t)),
+            other => Decoded::Capture(self.item(capture, other)?),
+        })
+    }
+
     pub fn item(&mut self, capture: &Arc<str>, w: StreamItem) -> Result<Item, String> {
         let guid = |s: &str| Guid::parse_hex(s).ok_or_else(|| format!("bad writer GUID {s:?}"));
         Ok(match w {
+            StreamItem::Publish(_) | StreamItem::Take(_) | StreamItem::TraceWatermark { .. } => {
+                return Err("a trace item where a capture item was expected".into())
+            }
             StreamItem::Watermark { t } => Item::Watermark(t),
             StreamItem::Frag(f) => {
                 let writer = guid(&f.w)?;

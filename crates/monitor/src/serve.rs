@@ -49,6 +49,8 @@ pub struct StateCaps {
     pub agent_topic_rows: usize,
     /// Bytes of an agent's topic table / counters (as JSON) kept.
     pub agent_json_bytes: usize,
+    /// End-to-end chains (topic sequences) in one answer (those found most often).
+    pub state_chains: usize,
 }
 
 impl Default for StateCaps {
@@ -61,6 +63,7 @@ impl Default for StateCaps {
             state_writers: 200,
             agent_topic_rows: 200,
             agent_json_bytes: 256 * 1024,
+            state_chains: 20,
         }
     }
 }
@@ -76,6 +79,8 @@ pub struct ServeConfig {
     pub caps: StateCaps,
     /// Caps of the correlator's tables (pending samples, writers, flows).
     pub correlation: ddscope_core::limits::CorrelationCaps,
+    /// An end-to-end chain (topics in order) to measure from the agents' traces; without it the chains found are listed.
+    pub chain_path: Option<Vec<String>>,
 }
 
 impl ServeConfig {
@@ -89,6 +94,7 @@ impl ServeConfig {
             limits: HttpLimits::default(),
             caps: StateCaps::default(),
             correlation: Default::default(),
+            chain_path: None,
         }
     }
 }
@@ -187,6 +193,9 @@ struct Agent {
     counters: Value,
     system: SystemHistory,
     ended: bool,
+    /// The agent's trace in the correlator, once it sent a trace item.
+    trace: Option<usize>,
+    trace_items: u64,
 }
 
 #[derive(Default)]
@@ -303,6 +312,11 @@ impl Central {
                 period_ns: None,
                 message_rows: true,
                 submessage_rows: true,
+                ros: {
+                    let mut ros = ddscope_core::latency::RosOptions::default();
+                    ros.chain.path = cfg.chain_path.clone();
+                    ros
+                },
                 ..Default::default()
             }),
             Arc::new(AppTruth::default()),
@@ -366,6 +380,8 @@ impl Central {
                         counters: Value::Null,
                         system: SystemHistory::default(),
                         ended: false,
+                        trace: None,
+                        trace_items: 0,
                     },
                 );
                 idx
@@ -400,15 +416,26 @@ impl Central {
         let name: Arc<str> = Arc::from(b.agent.as_str());
         if was_ended && !b.last {
             self.corr.set_ended(idx, false, &mut |r| series.on_row(r));
+            if let Some(t) = a.trace {
+                self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
+            }
         }
         for w in b.items {
-            match self.decoder.item(&name, w) {
-                Ok(item) => self.corr.push(idx, item, &mut |r| series.on_row(r)),
+            match self.decoder.decode(&name, w) {
+                Ok(protocol::Decoded::Capture(item)) => self.corr.push(idx, item, &mut |r| series.on_row(r)),
+                Ok(protocol::Decoded::Trace(item)) => {
+                    let t = *a.trace.get_or_insert_with(|| self.corr.add_trace(idx));
+                    a.trace_items += 1;
+                    self.corr.push_trace(t, item, &mut |r| series.on_row(r));
+                }
                 Err(_) => self.bad_items += 1,
             }
         }
         if b.last {
             self.corr.set_ended(idx, true, &mut |r| series.on_row(r));
+            if let Some(t) = a.trace {
+                self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
+            }
         }
         Ok(())
     }
@@ -421,6 +448,9 @@ impl Central {
             if !a.ended && a.last_seen.elapsed() > idle {
                 a.ended = true;
                 self.corr.set_ended(a.idx, true, &mut |r| series.on_row(r));
+                if let Some(t) = a.trace {
+                    self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
+                }
             }
         }
     }
@@ -465,6 +495,7 @@ impl Central {
                     "name": n,
                     "last_seen_s": a.last_seen.elapsed().as_secs_f64(),
                     "running": !a.ended,
+                    "trace_items": a.trace_items,
                     "batches": a.batches,
                     "items": a.items,
                     "lost_batches": a.seq_gaps,
@@ -499,6 +530,15 @@ impl Central {
             "correlation_evicted": self.corr.stats.problem_line(),
             "pending": {"samples": ps, "submessages": pf},
             "warnings": self.corr.warnings(),
+            "ros2": {
+                "join": self.corr.join_stats(),
+                "chains": self.corr.chains().map(|c| {
+                    let mut paths = c.paths();
+                    let total = paths.len();
+                    paths.truncate(caps.state_chains);
+                    json!({"paths": paths, "paths_total": total, "chain": c.summary(), "stats": c.stats})
+                }),
+            },
             "rejected_batches": self.rejected,
             "bad_items": self.bad_items,
             "limits": {

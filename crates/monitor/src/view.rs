@@ -132,7 +132,15 @@ pub struct TopicRowJson {
     pub acknacks: u64,
     pub nack_frags: u64,
     pub gaps: u64,
+    /// ROS nodes owning the topic's writers and readers (from `ros_discovery_info`), at most
+    /// [`MAX_ROW_NODES`] each; `nodes_not_shown` counts the rest.
+    pub writer_nodes: Vec<String>,
+    pub reader_nodes: Vec<String>,
+    pub nodes_not_shown: usize,
 }
+
+/// Node names per role in one topic row of the live table.
+pub const MAX_ROW_NODES: usize = 16;
 
 impl TopicRowJson {
     pub fn of(r: &TopicRow) -> Self {
@@ -163,6 +171,9 @@ impl TopicRowJson {
             acknacks: r.acknacks,
             nack_frags: r.nack_frags,
             gaps: r.gaps,
+            writer_nodes: r.writer_nodes.iter().take(MAX_ROW_NODES).cloned().collect(),
+            reader_nodes: r.reader_nodes.iter().take(MAX_ROW_NODES).cloned().collect(),
+            nodes_not_shown: r.writer_nodes.len().saturating_sub(MAX_ROW_NODES) + r.reader_nodes.len().saturating_sub(MAX_ROW_NODES),
         }
     }
 }

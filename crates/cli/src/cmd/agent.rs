@@ -26,7 +26,12 @@ The agent decodes every RTPS submessage on IFACE and
     InfluxDB line protocol and OTLP (see docs/export.md);
   - with --send-to, streams its sample records, DATA_FRAG sightings, topic
     table, system metrics and counters to `ddscope serve`, which correlates
-    the agents (docs/online.md).
+    the agents (docs/online.md);
+  - with --trace-live, follows the host's live ros2_tracing session (LTTng,
+    through lttng-relayd) and streams its publishes, takes and callbacks
+    too, so serve shows the ROS 2 layers and chains:
+      sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 \
+           --trace-live net://localhost/host/$(hostname)/ros2
 Capture never waits for an exporter or the server: queues are bounded, drops
 are counted, connections are retried with backoff. Ctrl-C flushes.")]
 pub struct AgentArgs {
@@ -61,6 +66,18 @@ pub struct AgentArgs {
     pub sched: Sched,
     #[command(flatten)]
     pub limits: super::limit_args::LimitArgs,
+    /// Follow the host's live ros2_tracing session through lttng-relayd
+    /// (net://localhost/host/HOSTNAME/SESSION, made with `lttng create SESSION --live`)
+    /// and send its publishes, takes and callbacks to `serve` with the samples
+    #[arg(long, value_name = "URL", requires = "send_to")]
+    pub trace_live: Option<String>,
+    /// Trace items (publishes, takes) queued between the trace reader and the sender; more are dropped and counted
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub trace_queue: u64,
+    /// While the live session is idle, the trace is taken as complete up to now minus this
+    /// (more than the session's live timer plus the relay's delay)
+    #[arg(long, default_value = "3s", value_parser = crate::args::positive_duration)]
+    pub trace_lag: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -99,6 +116,19 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         Some(u) => SystemSource::node_exporter(u),
         None => SystemSource::proc(),
     };
+    // The live trace reader connects (and babeltrace2 loads its plugins) before the system calls are restricted.
+    let trace = match &a.trace_live {
+        Some(url) => {
+            if !url.starts_with("net://") {
+                anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
+            }
+            let cfg = ddscope_monitor::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64 };
+            let f = ddscope_monitor::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
+            eprintln!("agent {}: following the live trace session {url}", a.name);
+            Some(f)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let s = stop.clone();
@@ -115,6 +145,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         system,
         duration,
         limits,
+        trace,
     };
     let name = a.name.clone();
     let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;
@@ -138,6 +169,24 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     );
     if !report.evicted.is_empty() {
         eprintln!("agent {}: evicted (caps): {}", a.name, report.evicted);
+    }
+    if let Some(t) = &report.trace {
+        eprintln!(
+            "agent {}: trace {}: {} events ({} ros2, {} lost by LTTng); {} publishes and takes sent, {} dropped (queue full), {} late, {} reconnects{}",
+            a.name,
+            t.url,
+            t.events,
+            t.ros2_events,
+            t.discarded_events,
+            t.items,
+            t.dropped_queue_full,
+            t.late,
+            t.reconnects,
+            t.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+        );
+        if let Some(p) = t.assemble.problem_line() {
+            eprintln!("agent {}: trace: {p}", a.name);
+        }
     }
     if a.send_to.is_some() {
         eprintln!(

@@ -59,6 +59,10 @@ pub struct ServeArgs {
     pub max_state_flows: u32,
     #[command(flatten)]
     pub caps: super::limit_args::LimitArgs,
+    /// End-to-end chain to measure from the agents' ros2_tracing items (agent --trace-live): topics in order
+    /// (/raw_image,/image,/actuator); the chains found are listed in /api/state either way
+    #[arg(long, value_name = "TOPICS", value_parser = crate::args::path)]
+    pub path: Option<crate::args::PathArg>,
 }
 
 /// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
@@ -115,6 +119,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         limits,
         caps,
         correlation: a.caps.resolve()?.correlation,
+        chain_path: match a.path {
+            Some(crate::args::PathArg::Topics(t)) => Some(t),
+            _ => None,
+        },
     };
     serve(cfg, |addr, limits| {
         eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}");

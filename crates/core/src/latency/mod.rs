@@ -718,6 +718,13 @@ impl Correlator {
         }
     }
 
+    /// Marks trace `t` ended (a silent agent) or running again, like [`set_ended`](Self::set_ended) for a capture.
+    pub fn set_trace_ended(&mut self, t: usize, ended: bool, out: &mut dyn FnMut(LatencyRow)) {
+        let Some(s) = self.ros.as_mut().and_then(|r| r.traces.get_mut(t)) else { return };
+        s.ended = ended;
+        self.judge_due(out);
+    }
+
     /// Statistics of the trace join, when traces were added.
     pub fn join_stats(&self) -> Option<&crate::ros2::JoinStats> {
         self.ros.as_ref().map(|r| &r.join.stats)

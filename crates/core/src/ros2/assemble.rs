@@ -464,6 +464,13 @@ impl Assembler {
         }
     }
 
+    /// No event until `t` (trace clock): a live source that is idle moves the
+    /// watermark on, so the correlation need not wait for the next event.
+    pub fn advance(&mut self, t: i64, out: &mut dyn FnMut(TraceItem)) {
+        self.now = self.now.max(t);
+        self.maybe_watermark(out);
+    }
+
     /// The trace ended: whatever is still open is handed over, then `End`.
     pub fn finish(&mut self, out: &mut dyn FnMut(TraceItem)) {
         for (_, st) in self.threads.drain_lru() {
