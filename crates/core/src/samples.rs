@@ -98,7 +98,7 @@ pub struct SampleRecord {
     pub pcp: Option<u8>,
     pub vendor_id: u16,
     /// Why the record was emitted: complete, timeout, evicted, end.
-    pub closed_by: &'static str,
+    pub closed_by: ClosedBy,
     /// The sample's source timestamp: the INFO_TS in force at its first
     /// DATA/DATA_FRAG (the writer's clock, ns since the Unix epoch), if any.
     /// ROS 2 traces carry the same value (`rmw_publish.timestamp`,
@@ -106,14 +106,56 @@ pub struct SampleRecord {
     pub source_ts_ns: Option<i64>,
 }
 
-/// `closed_by` of a supplement record: an unfragmented sample whose record was
-/// already emitted was sent again towards the same destination.
-pub const CLOSED_RETRANSMISSION: &str = "retransmission";
-/// `closed_by` of a supplement record: an unfragmented sample whose record was
-/// already emitted was sent towards another destination (another unicast
-/// reader or locator). Not a retransmission; its datagram adds wire cost
-/// (`ip_frags`, `bytes`, `submsgs`) to the sample.
-pub const CLOSED_COPY: &str = "copy";
+/// Why a sample record was emitted (its `closed_by` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClosedBy {
+    /// Not emitted yet (never seen in output).
+    Open,
+    /// Every fragment seen (unfragmented samples: at once).
+    Complete,
+    /// Incomplete, and no activity for the tracker's timeout.
+    Timeout,
+    /// Closed early by a cap (too many open samples, or fragment-bitmap memory).
+    Evicted,
+    /// Still open when the capture ended.
+    End,
+    /// A supplement record: an unfragmented sample whose record was already
+    /// emitted was sent again towards the same destination.
+    Retransmission,
+    /// A supplement record: an unfragmented sample whose record was already
+    /// emitted was sent towards another destination (another unicast reader
+    /// or locator). Not a retransmission; its datagram adds wire cost
+    /// (`ip_frags`, `bytes`, `submsgs`) to the sample.
+    Copy,
+    /// Rebuilt by `serve` from an agent's stream (the agent closed it).
+    Agent,
+}
+
+impl ClosedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedBy::Open => "open",
+            ClosedBy::Complete => "complete",
+            ClosedBy::Timeout => "timeout",
+            ClosedBy::Evicted => "evicted",
+            ClosedBy::End => "end",
+            ClosedBy::Retransmission => "retransmission",
+            ClosedBy::Copy => "copy",
+            ClosedBy::Agent => "agent",
+        }
+    }
+}
+
+impl std::fmt::Display for ClosedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `closed_by` of a repair supplement ([`ClosedBy::Retransmission`]).
+pub const CLOSED_RETRANSMISSION: ClosedBy = ClosedBy::Retransmission;
+/// `closed_by` of a copy supplement ([`ClosedBy::Copy`]).
+pub const CLOSED_COPY: ClosedBy = ClosedBy::Copy;
 
 impl SampleRecord {
     /// A record opened by `e`, the sample's first submessage: identity, times and
@@ -145,7 +187,7 @@ impl SampleRecord {
             nack_frags: 0,
             pcp: e.pcp,
             vendor_id: e.vendor_id,
-            closed_by: "",
+            closed_by: ClosedBy::Open,
             source_ts_ns: e.source_ts_ns,
         }
     }
@@ -293,7 +335,7 @@ fn dst_hash(a: &SocketAddr) -> u64 {
 }
 
 /// Closes a sample: counts it and hands its record out.
-fn emit(stats: &mut SampleStats, mut s: Box<SampleState>, why: &'static str, out: &mut dyn FnMut(SampleRecord)) {
+fn emit(stats: &mut SampleStats, mut s: Box<SampleState>, why: ClosedBy, out: &mut dyn FnMut(SampleRecord)) {
     s.rec.closed_by = why;
     if s.rec.complete {
         stats.complete += 1;
@@ -386,7 +428,7 @@ impl SampleTracker {
                 let stats = &mut self.stats;
                 self.open.insert(key, state, &mut |_, gone| {
                     stats.evicted += 1;
-                    emit(stats, gone, "evicted", out)
+                    emit(stats, gone, ClosedBy::Evicted, out)
                 });
                 self.open.slot(&key).expect("inserted above")
             }
@@ -475,14 +517,14 @@ impl SampleTracker {
             let stats = &mut self.stats;
             self.open.set_weight_at(slot, after, &mut |_, gone| {
                 stats.evicted += 1;
-                emit(stats, gone, "evicted", out)
+                emit(stats, gone, ClosedBy::Evicted, out)
             });
             self.stats.evicted_for_memory += self.stats.evicted - evicted_before;
             self.stats.peak_fragment_bytes = self.stats.peak_fragment_bytes.max(self.open.weight() as u64);
         }
     }
 
-    fn close(&mut self, key: (Guid, i64), why: &'static str, out: &mut dyn FnMut(SampleRecord)) {
+    fn close(&mut self, key: (Guid, i64), why: ClosedBy, out: &mut dyn FnMut(SampleRecord)) {
         if let Some(s) = self.open.remove(&key) {
             emit(&mut self.stats, s, why, out);
         }
@@ -492,7 +534,7 @@ impl SampleTracker {
         let key = (writer, sn);
         let dst = dst_hash(&e.dst);
         let payload = e.payload_size.unwrap_or(0) as u64;
-        let record = |complete: bool, retx: u32, closed_by: &'static str| SampleRecord {
+        let record = |complete: bool, retx: u32, closed_by: ClosedBy| SampleRecord {
             complete,
             frags_expected: 1,
             frags_seen: u32::from(complete),
@@ -528,7 +570,7 @@ impl SampleTracker {
         // Capacity: the oldest is forgotten (a later repeat of it would count as a new sample).
         let full = &mut self.stats.repeat_window_full;
         self.recent.insert(key, Recent { emitted_ns: e.ts_ns, dsts: smallvec::smallvec![dst] }, &mut |_, _| *full += 1);
-        out(record(true, 0, "complete"));
+        out(record(true, 0, ClosedBy::Complete));
     }
 
     fn sweep(&mut self, out: &mut dyn FnMut(SampleRecord)) {
@@ -546,7 +588,7 @@ impl SampleTracker {
             self.completed.pop_front();
             let Some(s) = self.open.get(&key) else { continue };
             if now.saturating_sub(s.last_activity) > linger {
-                self.close(key, "complete", out);
+                self.close(key, ClosedBy::Complete, out);
             } else {
                 self.completed.push_back((s.last_activity, key));
             }
@@ -562,7 +604,7 @@ impl SampleTracker {
                 // The completed queue closes it; keep it evictable meanwhile.
                 self.open.touch(&key);
             } else {
-                self.close(key, "timeout", out);
+                self.close(key, ClosedBy::Timeout, out);
             }
         }
     }
@@ -574,7 +616,7 @@ impl SampleTracker {
         self.completed.clear();
         self.recent.clear();
         for (_, s) in open {
-            let why = if s.rec.complete { "complete" } else { "end" };
+            let why = if s.rec.complete { ClosedBy::Complete } else { ClosedBy::End };
             emit(&mut self.stats, s, why, out);
         }
     }
@@ -607,7 +649,7 @@ crate::record!(SampleRecord, r, {
     nack_frags: U64 => Value::U(r.nack_frags as u64),
     pcp: U64 => r.pcp.map_or(Value::Null, |p| Value::U(p as u64)),
     vendor_id: Str => Value::Vendor(r.vendor_id),
-    closed_by: Str => Value::S(r.closed_by),
+    closed_by: Str => Value::S(r.closed_by.as_str()),
     writer_node: Str => r.node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
 });
 
@@ -723,7 +765,7 @@ mod tests {
         t.on_event(&frag(3, 1, 3, 20, 1), &mut |r| out.push(r));
         assert_eq!(t.stats.evicted, 1);
         t.on_event(&frag(4, 1, 3, 200_000_000, 1), &mut |r| out.push(r));
-        assert!(out.iter().any(|r| r.closed_by == "timeout" && !r.complete));
+        assert!(out.iter().any(|r| r.closed_by == ClosedBy::Timeout && !r.complete));
         assert!(t.open_samples() <= 2);
     }
 }

@@ -493,7 +493,7 @@ impl LineEncoder {
             .int("destinations", r.destinations as i64)
             .int("nack_frags", r.nack_frags as i64)
             .opt_int("pcp", r.pcp)
-            .string("closed_by", r.closed_by);
+            .string("closed_by", r.closed_by.as_str());
         let ok = l.finish(ts);
         self.done(ok)
     }

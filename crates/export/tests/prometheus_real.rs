@@ -65,7 +65,7 @@ fn sample(capture: &Arc<str>, topic: &Arc<TopicNames>, writer: Guid, sn: i64, ts
         nack_frags: 0,
         pcp: Some(5),
         vendor_id: 0x0110,
-        closed_by: "complete",
+        closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: None,
     }
 }

@@ -336,7 +336,7 @@ impl ItemDecoder {
                     closed_by: match s.supp {
                         1 => ddscope_core::samples::CLOSED_RETRANSMISSION,
                         2 => ddscope_core::samples::CLOSED_COPY,
-                        _ => "agent",
+                        _ => ddscope_core::samples::ClosedBy::Agent,
                     },
                     source_ts_ns: s.sts,
                 })
@@ -412,7 +412,7 @@ mod tests {
             nack_frags: 0,
             pcp: Some(5),
             vendor_id: 0x0110,
-            closed_by: "complete",
+            closed_by: ddscope_core::samples::ClosedBy::Complete,
             source_ts_ns: Some(5),
         };
         let json = serde_json::to_string(&StreamItem::sample(&r)).unwrap();

@@ -306,7 +306,7 @@ mod tests {
                 nack_frags: 0,
                 pcp: None,
                 vendor_id: 0,
-                closed_by: "complete",
+                closed_by: ddscope_core::samples::ClosedBy::Complete,
                 source_ts_ns: None,
             };
             v.on_sample(&r);

@@ -130,7 +130,7 @@ fn sample(cap: &str, w: Guid, sn: i64, first: i64, last: i64, sts: i64) -> Sampl
         nack_frags: 0,
         pcp: None,
         vendor_id: 0x0110,
-        closed_by: "complete",
+        closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: Some(sts),
     }
 }

@@ -1879,7 +1879,7 @@ mod tests {
             nack_frags: 0,
             pcp: None,
             vendor_id: 0x0110,
-            closed_by: "complete",
+            closed_by: crate::samples::ClosedBy::Complete,
             source_ts_ns: None,
         }
     }
