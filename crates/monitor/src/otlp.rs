@@ -117,8 +117,27 @@ fn sample_span(agent: &str, x: &StreamSample) -> Option<Span> {
     })
 }
 
-fn frag_span(agent: &str, f: &StreamFrag) -> Option<Span> {
+/// The topic of each writer, learned from the agent's sample records in the
+/// order they are sent: DATA_FRAG sightings carry no topic in the agent's
+/// stream (one `serve` learns it from the writer's earlier records), but a
+/// shard may not have seen any earlier record of the writer, so the encoder
+/// names the topic on every fragment span. Bounded (least recently used
+/// writers forgotten; a forgotten writer's next record names it again).
+pub struct TopicMemo(ddscope_core::bounded::BoundedMap<String, (String, String)>);
+
+impl Default for TopicMemo {
+    fn default() -> Self {
+        TopicMemo(ddscope_core::bounded::BoundedMap::new(crate::protocol::MAX_STREAM_WRITERS))
+    }
+}
+
+fn frag_span(agent: &str, f: &StreamFrag, topic: Option<&(String, String)>) -> Option<Span> {
     let tid = trace_id(&f.w, f.sn)?;
+    let mut attributes = vec![s("dds.writer_guid", f.w.clone()), i("dds.sn", f.sn), i("dds.fragment_starting_num", f.frag as i64)];
+    if let Some((t, ty)) = topic {
+        attributes.push(s("dds.topic_raw", t.clone()));
+        attributes.push(s("dds.type_raw", ty.clone()));
+    }
     Some(Span {
         trace_id: tid.to_vec(),
         span_id: span_id(agent, 2, &tid, f.frag),
@@ -126,7 +145,7 @@ fn frag_span(agent: &str, f: &StreamFrag) -> Option<Span> {
         kind: 1,
         start_time_unix_nano: f.first_ip as u64,
         end_time_unix_nano: f.last as u64,
-        attributes: vec![s("dds.writer_guid", f.w.clone()), i("dds.sn", f.sn), i("dds.fragment_starting_num", f.frag as i64)],
+        attributes,
         ..Default::default()
     })
 }
@@ -135,14 +154,19 @@ fn frag_span(agent: &str, f: &StreamFrag) -> Option<Span> {
 /// the batch's metadata with its latest watermark as one log record
 /// (broadcast). Items that have no OTLP form here (ROS 2 trace items, a
 /// sighting with a malformed GUID) are counted in the second value.
-pub fn encode(b: &Batch) -> (ExportTraceServiceRequest, ExportLogsServiceRequest, u64) {
+pub fn encode(b: &Batch, memo: &mut TopicMemo) -> (ExportTraceServiceRequest, ExportLogsServiceRequest, u64) {
     let mut spans = Vec::with_capacity(b.items.len());
     let mut watermark = None;
     let mut skipped = 0u64;
     for it in &b.items {
         let sp = match it {
-            StreamItem::Sample(x) => sample_span(&b.agent, x),
-            StreamItem::Frag(f) => frag_span(&b.agent, f),
+            StreamItem::Sample(x) => {
+                if let Some(t) = &x.topic {
+                    memo.0.insert(x.w.clone(), t.clone(), &mut |_, _| {});
+                }
+                sample_span(&b.agent, x)
+            }
+            StreamItem::Frag(f) => frag_span(&b.agent, f, memo.0.get_touch(&f.w).map(|t| &*t)),
             StreamItem::Watermark { t } => {
                 watermark = Some(watermark.map_or(*t, |w: i64| w.max(*t)));
                 continue;
@@ -200,8 +224,8 @@ pub fn encode(b: &Batch) -> (ExportTraceServiceRequest, ExportLogsServiceRequest
 }
 
 /// Both request bodies, protobuf-encoded, in the order they must leave.
-pub fn encode_bodies(b: &Batch) -> (Vec<u8>, Vec<u8>, u64) {
-    let (t, l, skipped) = encode(b);
+pub fn encode_bodies(b: &Batch, memo: &mut TopicMemo) -> (Vec<u8>, Vec<u8>, u64) {
+    let (t, l, skipped) = encode(b, memo);
     (t.encode_to_vec(), l.encode_to_vec(), skipped)
 }
 
@@ -281,6 +305,10 @@ fn item_of(sp: &Span) -> Result<StreamItem, String> {
             frag: u32_of(need_i(&a, "dds.fragment_starting_num")?, "dds.fragment_starting_num")?,
             first_ip: sp.start_time_unix_nano as i64,
             last: sp.end_time_unix_nano as i64,
+            topic: match (get_s(&a, "dds.topic_raw"), get_s(&a, "dds.type_raw")) {
+                (Some(t), Some(ty)) => Some((t.to_string(), ty.to_string())),
+                _ => None,
+            },
         })),
         other => Err(format!("span {other:?} is not a ddscope sighting")),
     }
@@ -424,7 +452,7 @@ mod tests {
             supp: 1,
             sts: Some(1_699_999_999_999_000_000),
         };
-        let frag = StreamFrag { w: w.clone(), sn: 42, frag: 1345, first_ip: 5, last: 9 };
+        let frag = StreamFrag { w: w.clone(), sn: 42, frag: 1345, first_ip: 5, last: 9, topic: None };
         let b = Batch {
             agent: "pc1".into(),
             seq: 7,
@@ -436,7 +464,7 @@ mod tests {
             counters: Some(serde_json::json!({"frames": 10})),
             last: true,
         };
-        let (tb, lb, skipped) = encode_bodies(&b);
+        let (tb, lb, skipped) = encode_bodies(&b, &mut TopicMemo::default());
         assert_eq!(skipped, 0);
         let t: ExportTraceServiceRequest = parse(&tb, "traces").unwrap();
         let spans = &t.resource_spans[0].scope_spans[0].spans;
@@ -444,7 +472,9 @@ mod tests {
         let d = decode_traces(&t);
         assert_eq!((d.bad_spans, d.batches.len()), (0, 1));
         assert_eq!(d.batches[0].agent, "pc1");
-        assert_eq!(d.batches[0].items, vec![StreamItem::Sample(sample), StreamItem::Frag(frag)]);
+        // The fragment is named by the sample record before it (a shard may have no earlier record of the writer).
+        let named = StreamFrag { topic: sample.topic.clone(), ..frag };
+        assert_eq!(d.batches[0].items, vec![StreamItem::Sample(sample), StreamItem::Frag(named)]);
         let l: ExportLogsServiceRequest = parse(&lb, "logs").unwrap();
         let d = decode_logs(&l);
         let m = &d.batches[0];

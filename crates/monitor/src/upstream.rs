@@ -47,6 +47,7 @@ pub(crate) fn now_ns() -> i64 {
 struct BatchEncoder {
     pending: Vec<Batch>,
     otlp: bool,
+    memo: crate::otlp::TopicMemo,
 }
 
 impl Encoder for BatchEncoder {
@@ -60,7 +61,7 @@ impl Encoder for BatchEncoder {
         for b in self.pending.drain(..) {
             if self.otlp {
                 // Sightings first, then the record whose watermark covers them.
-                let (traces, logs, _) = crate::otlp::encode_bodies(&b);
+                let (traces, logs, _) = crate::otlp::encode_bodies(&b, &mut self.memo);
                 let spans = b.items.iter().filter(|i| matches!(i, StreamItem::Sample(_) | StreamItem::Frag(_))).count() as u64;
                 if spans > 0 {
                     out.push(delivery::Batch { body: traces, records: spans, endpoint: 0 });
@@ -170,7 +171,7 @@ impl UpstreamLink {
             notes: notes.clone(),
             logged: BTreeSet::new(),
         };
-        let delivery = Delivery::start(cfg, BatchEncoder { pending: vec![], otlp: up.otlp }, transport, "upstream")?;
+        let delivery = Delivery::start(cfg, BatchEncoder { pending: vec![], otlp: up.otlp, memo: Default::default() }, transport, "upstream")?;
         Ok(UpstreamLink { delivery, notes })
     }
 
