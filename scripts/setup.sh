@@ -62,5 +62,8 @@ fi
 # collector builder from the Go module proxy (minutes the first time; cached
 # under ~/.cache/ddscope, fetching a Go toolchain there too if needed).
 tests/servers/build-otelcol.sh >/dev/null
+# The scale-out Collector (contrib load-balancing exporter; docs/scale-out.md),
+# built the same way and cached beside it (tens of minutes the first time).
+deploy/build-collector.sh >/dev/null
 
 cargo build --release --locked -q -p ddscope

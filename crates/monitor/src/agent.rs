@@ -63,6 +63,8 @@ const FLUSH_ITEMS: usize = 4096;
 pub struct AgentConfig {
     pub name: String,
     pub upstream: Option<Upstream>,
+    /// Scale-out: the same feed as OTLP to an OpenTelemetry Collector (`Upstream::otlp`), beside or instead of `upstream`.
+    pub upstream_otlp: Option<Upstream>,
     /// Where system metrics come from (`/proc` or a node_exporter URL).
     pub system: SystemSource,
     pub duration: Option<Duration>,
@@ -114,13 +116,23 @@ pub fn run(
     let samples = cfg.limits.samples_with_timeout(correlation_samples(DEFAULT_WINDOW_NS).timeout_ns);
     let mut point = CapturePoint::new(&cfg.name, cfg.limits.decoder, Some(samples));
     let mut view = LiveTopics::new(cfg.limits.topics);
-    let tx: Option<UpstreamLink> = match &cfg.upstream {
+    let tx_json: Option<UpstreamLink> = match &cfg.upstream {
         Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
         None => None,
     };
-    if let (Some(x), Some(link)) = (&exporters, &tx) {
+    let tx_otlp: Option<UpstreamLink> = match &cfg.upstream_otlp {
+        Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
+        None => None,
+    };
+    if let (Some(x), Some(link)) = (&exporters, &tx_json) {
         x.registry().register_sink(SINK_NAME, link.stats().clone());
     }
+    if let (Some(x), Some(link)) = (&exporters, &tx_otlp) {
+        x.registry().register_sink(crate::upstream::SINK_NAME_OTLP, link.stats().clone());
+    }
+    // Both links get every batch; the JSON stream's `tx` below stands for "any link".
+    let links: Vec<&UpstreamLink> = tx_json.iter().chain(tx_otlp.iter()).collect();
+    let tx: Option<&UpstreamLink> = links.first().copied();
     let mut follower = cfg.trace.take();
     let ready: RefCell<Vec<Vec<Item>>> = RefCell::new(vec![]);
     let mut feed = tx.is_some().then(|| CorrelationFeed::new(FLUSH_ITEMS, |items| ready.borrow_mut().push(items)));
@@ -181,7 +193,7 @@ pub fn run(
                 }
             }
             let trace_counters = follower.as_ref().map(|f| f.queue.counters());
-            for n in tx.as_ref().map(UpstreamLink::take_notes).unwrap_or_default() {
+            for n in links.iter().flat_map(|l| l.take_notes()) {
                 on_note(&n);
                 notes.push(n);
             }
@@ -242,9 +254,9 @@ pub fn run(
                     }
                 }
             }
-            if let Some(tx) = &tx {
+            if !links.is_empty() {
                 seq += 1;
-                tx.send(Batch {
+                let b = Batch {
                     agent: cfg.name.clone(),
                     seq,
                     sent_ns: now_ns(),
@@ -265,7 +277,14 @@ pub fn run(
                         "trace": trace_counters,
                     })),
                     last: !running,
-                });
+                };
+                for (i, l) in links.iter().enumerate() {
+                    if i + 1 == links.len() {
+                        l.send(b);
+                        break;
+                    }
+                    l.send(b.clone());
+                }
             }
         }
         if !running {
@@ -273,13 +292,24 @@ pub fn run(
         }
     }
     drop(feed);
-    let mut up = Default::default();
-    if let Some(mut l) = tx {
-        up = l.shutdown(Duration::from_secs(5));
+    drop(links);
+    let mut up: ddscope_export::SinkStatsSnapshot = Default::default();
+    let mut otlp_up: Option<ddscope_export::SinkStatsSnapshot> = None;
+    for (mut l, is_otlp) in tx_json.into_iter().map(|l| (l, false)).chain(tx_otlp.into_iter().map(|l| (l, true))) {
+        let s = l.shutdown(Duration::from_secs(5));
         for n in l.take_notes() {
             on_note(&n);
             notes.push(n);
         }
+        if is_otlp {
+            otlp_up = Some(s);
+        } else {
+            up = s;
+        }
+    }
+    // Without the JSON stream, the OTLP link's figures are the agent's.
+    if cfg.upstream.is_none() {
+        up = otlp_up.unwrap_or_default();
     }
     let counters = cap.counters();
     Ok((

@@ -137,6 +137,14 @@ pub struct HttpStats {
     pub poisoned_lock_recoveries: AtomicU64,
     /// Handlers that failed internally (a panic on the blocking pool).
     pub internal_errors: AtomicU64,
+    /// OTLP export requests taken (HTTP and gRPC), spans/log records taken and refused.
+    pub otlp_requests: AtomicU64,
+    pub otlp_items: AtomicU64,
+    pub otlp_refused_items: AtomicU64,
+    /// OTLP requests refused whole (undecodable, too large, busy: the Collector retries those answered busy).
+    pub otlp_bad_requests: AtomicU64,
+    pub otlp_busy: AtomicU64,
+    pub grpc_connections: AtomicU64,
 }
 
 impl HttpStats {
@@ -160,6 +168,12 @@ impl HttpStats {
             "rate_entries_evicted": g(&self.rate_entries_evicted),
             "poisoned_lock_recoveries": g(&self.poisoned_lock_recoveries),
             "internal_errors": g(&self.internal_errors),
+            "otlp_requests": g(&self.otlp_requests),
+            "otlp_items": g(&self.otlp_items),
+            "otlp_refused_items": g(&self.otlp_refused_items),
+            "otlp_bad_requests": g(&self.otlp_bad_requests),
+            "otlp_busy": g(&self.otlp_busy),
+            "grpc_connections": g(&self.grpc_connections),
         })
     }
 }
@@ -210,23 +224,26 @@ impl RateLimits {
     }
 }
 
-struct Ctx {
-    central: Mutex<Central>,
-    token: Option<String>,
-    limits: HttpLimits,
-    stats: HttpStats,
+pub(crate) struct Ctx {
+    pub(crate) central: Mutex<Central>,
+    pub(crate) token: Option<String>,
+    pub(crate) limits: HttpLimits,
+    pub(crate) stats: HttpStats,
     rates: Mutex<RateLimits>,
-    ingest: Arc<Semaphore>,
+    pub(crate) ingest: Arc<Semaphore>,
     /// `ingest_buffer_bytes` in KiB permits.
-    buffer: Arc<Semaphore>,
-    connections: Arc<Semaphore>,
+    pub(crate) buffer: Arc<Semaphore>,
+    pub(crate) connections: Arc<Semaphore>,
     /// The last `/api/state` answer; the async mutex makes concurrent requests wait for one build.
-    state: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
-    epoch: Instant,
+    pub(crate) state: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
+    pub(crate) epoch: Instant,
+    /// A front merging shards (`serve --federate`) instead of correlating.
+    pub(crate) federation: Option<Arc<crate::federation::Federation>>,
+    pub(crate) max_state_flows: usize,
 }
 
 impl Ctx {
-    fn central(&self) -> MutexGuard<'_, Central> {
+    pub(crate) fn central(&self) -> MutexGuard<'_, Central> {
         match self.central.lock() {
             Ok(g) => g,
             Err(p) => {
@@ -246,7 +263,7 @@ impl Ctx {
         })
     }
 
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 }
@@ -255,6 +272,7 @@ impl Ctx {
 pub struct Server {
     rt: Option<tokio::runtime::Runtime>,
     addr: SocketAddr,
+    grpc_addr: Option<SocketAddr>,
     ctx: Arc<Ctx>,
 }
 
@@ -287,12 +305,30 @@ impl Server {
             rates: Mutex::new(RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 }),
             state: tokio::sync::Mutex::new(None),
             epoch: Instant::now(),
+            federation: match cfg.federate.is_empty() {
+                true => None,
+                false => Some(
+                    crate::federation::Federation::start(cfg.federate.clone(), cfg.token.clone(), Duration::from_secs(1)).map_err(|e| anyhow::anyhow!("--federate: {e}"))?,
+                ),
+            },
+            max_state_flows: cfg.caps.state_flows,
         });
         let listener = {
             let _guard = rt.enter();
             TcpListener::from_std(std_listener).context("cannot register the listening socket")?
         };
         rt.spawn(accept_loop(listener, ctx.clone()));
+        let mut grpc_addr = None;
+        if let Some(a) = cfg.otlp_grpc {
+            let l = std::net::TcpListener::bind(a).with_context(|| format!("cannot listen for OTLP/gRPC on {a}"))?;
+            l.set_nonblocking(true).context("cannot make the OTLP/gRPC socket non-blocking")?;
+            grpc_addr = l.local_addr().ok();
+            let l = {
+                let _guard = rt.enter();
+                TcpListener::from_std(l).context("cannot register the OTLP/gRPC socket")?
+            };
+            rt.spawn(crate::grpc::accept_loop(l, ctx.clone()));
+        }
         let c = ctx.clone();
         rt.spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(500));
@@ -304,11 +340,16 @@ impl Server {
                 }
             }
         });
-        Ok(Server { rt: Some(rt), addr, ctx })
+        Ok(Server { rt: Some(rt), addr, grpc_addr, ctx })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where OTLP/gRPC is accepted, if asked for.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// The effective limits (`max_connections` lowered to the open-file limit).
@@ -338,9 +379,9 @@ impl Drop for Server {
 
 /// Serves until the process ends. Calls `on_ready` with the bound address
 /// and the effective limits once listening.
-pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr, &HttpLimits)) -> anyhow::Result<()> {
+pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr, Option<SocketAddr>, &HttpLimits)) -> anyhow::Result<()> {
     let server = Server::start(cfg)?;
-    on_ready(server.addr(), server.limits());
+    on_ready(server.addr(), server.grpc_addr(), server.limits());
     server.wait();
     Ok(())
 }
@@ -369,7 +410,7 @@ fn kib(bytes: usize) -> u32 {
     bytes.div_ceil(1024).clamp(1, u32::MAX as usize >> 4) as u32
 }
 
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections, try again later\n";
+pub(crate) const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections, try again later\n";
 
 async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
     loop {
@@ -397,10 +438,10 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
 }
 
 /// A TCP stream that notes when it last moved a byte.
-struct Watched {
-    inner: TcpStream,
-    last: Arc<AtomicU64>,
-    epoch: Instant,
+pub(crate) struct Watched {
+    pub(crate) inner: TcpStream,
+    pub(crate) last: Arc<AtomicU64>,
+    pub(crate) epoch: Instant,
 }
 
 impl Watched {
@@ -438,7 +479,7 @@ impl AsyncWrite for Watched {
 }
 
 /// Decrements the open-connection gauge when the connection task ends (however it ends).
-struct OpenGuard(Arc<Ctx>);
+pub(crate) struct OpenGuard(pub(crate) Arc<Ctx>);
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
@@ -554,7 +595,7 @@ fn percent_decode(s: &str) -> Vec<u8> {
     out
 }
 
-fn authorized<B>(req: &Request<B>, token: &Option<String>) -> bool {
+pub(crate) fn authorized<B>(req: &Request<B>, token: &Option<String>) -> bool {
     let Some(t) = token else { return true };
     let want = format!("Bearer {t}");
     let header_ok = req.headers().get_all(AUTHORIZATION).iter().any(|v| ct_eq(v.as_bytes(), want.as_bytes()));
@@ -580,6 +621,16 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
         (&Method::GET | &Method::HEAD, "/assets/charts.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::CHARTS_JS), false),
         (&Method::GET | &Method::HEAD, "/assets/dashboard.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::DASHBOARD_JS), false),
         (&Method::GET | &Method::HEAD, "/assets/dashboard.css") => (respond(StatusCode::OK, "text/css; charset=utf-8", assets::DASHBOARD_CSS), false),
+        (_, crate::otlp::TRACES_PATH | crate::otlp::LOGS_PATH) => {
+            if !authorized(&req, &ctx.token) {
+                ctx.stats.unauthorized.fetch_add(1, Relaxed);
+                (text(StatusCode::UNAUTHORIZED, "missing or wrong token\n"), false)
+            } else if method != Method::POST {
+                (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false)
+            } else {
+                otlp_http(req, &ctx, path == crate::otlp::LOGS_PATH).await
+            }
+        }
         (_, p) if p.starts_with("/api/") => {
             if !authorized(&req, &ctx.token) {
                 ctx.stats.unauthorized.fetch_add(1, Relaxed);
@@ -590,6 +641,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
                 match (&method, p) {
                     (&Method::POST, INGEST_PATH) => ingest(req, &ctx).await,
                     (&Method::GET, "/api/state") => (state(&ctx).await, false),
+                    (&Method::GET, crate::federation::SUMMARIES_PATH) => (summaries(&ctx).await, false),
                     (_, INGEST_PATH | "/api/state") => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
                     _ => (text(StatusCode::NOT_FOUND, "not found\n"), false),
                 }
@@ -701,7 +753,10 @@ async fn state(ctx: &Arc<Ctx>) -> Resp {
             let built = tokio::task::spawn_blocking(move || {
                 let limited: FxHashMap<String, u64> = c.rates().buckets.iter().map(|(k, b)| (k.clone(), b.limited)).collect();
                 let counters = c.stats.json();
-                let doc = c.central().state(counters, &|n| limited.get(n).copied().unwrap_or(0));
+                let doc = match &c.federation {
+                    Some(f) => f.state(counters, c.max_state_flows),
+                    None => c.central().state(counters, &|n| limited.get(n).copied().unwrap_or(0)),
+                };
                 serde_json::to_vec(&doc).map(Bytes::from)
             })
             .await;
@@ -718,6 +773,174 @@ async fn state(ctx: &Arc<Ctx>) -> Resp {
         }
     };
     respond(StatusCode::OK, "application/json", body)
+}
+
+/// `GET /api/v1/summaries`: this shard's mergeable statistics (built on the blocking pool).
+async fn summaries(ctx: &Arc<Ctx>) -> Resp {
+    if ctx.federation.is_some() {
+        return text(StatusCode::NOT_FOUND, "a front has no summaries of its own: ask its shards\n");
+    }
+    let c = ctx.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let limited: FxHashMap<String, u64> = c.rates().buckets.iter().map(|(k, b)| (k.clone(), b.limited)).collect();
+        let counters = c.stats.json();
+        let doc = c.central().mergeable(counters, &|n| limited.get(n).copied().unwrap_or(0));
+        serde_json::to_vec(&doc).map(Bytes::from)
+    })
+    .await;
+    match built {
+        Ok(Ok(b)) => respond(StatusCode::OK, "application/json", b),
+        _ => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while building the summaries\n")
+        }
+    }
+}
+
+/// How an OTLP export request ended (HTTP and gRPC answer it each their way).
+pub(crate) enum OtlpOutcome {
+    /// Taken; the items refused (not ddscope's, malformed) with the first reason.
+    Done { refused: u64, why: Option<String> },
+    Bad(String),
+    Busy,
+    Internal,
+}
+
+/// Decodes an OTLP traces or logs request and feeds the correlator, on the
+/// blocking pool behind the same ingest slots as agents' batches.
+pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool) -> OtlpOutcome {
+    ctx.stats.otlp_requests.fetch_add(1, Relaxed);
+    if ctx.federation.is_some() {
+        ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+        return OtlpOutcome::Bad("a front takes no data: send it to the shards".into());
+    }
+    let Ok(Ok(permit)) = tokio::time::timeout(ctx.limits.ingest_wait, ctx.ingest.clone().acquire_owned()).await else {
+        ctx.stats.otlp_busy.fetch_add(1, Relaxed);
+        return OtlpOutcome::Busy;
+    };
+    let c = ctx.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let d = if logs {
+            let r: opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest = crate::otlp::parse(&body, "logs")?;
+            crate::otlp::decode_logs(&r)
+        } else {
+            let r: opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest = crate::otlp::parse(&body, "traces")?;
+            crate::otlp::decode_traces(&r)
+        };
+        let mut refused = d.bad_spans;
+        let mut why = d.first_error;
+        let mut taken = 0u64;
+        let mut central = c.central();
+        for b in d.batches {
+            let n = if logs { 1 } else { b.items.len() as u64 };
+            match central.ingest_otlp(b) {
+                Ok(()) => taken += n,
+                Err(e) => {
+                    central.rejected += 1;
+                    refused += n;
+                    why.get_or_insert(e);
+                }
+            }
+        }
+        Ok::<_, String>((taken, refused, why))
+    })
+    .await;
+    match done {
+        Ok(Ok((taken, refused, why))) => {
+            ctx.stats.otlp_items.fetch_add(taken, Relaxed);
+            ctx.stats.otlp_refused_items.fetch_add(refused, Relaxed);
+            OtlpOutcome::Done { refused, why }
+        }
+        Ok(Err(e)) => {
+            ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+            OtlpOutcome::Bad(e)
+        }
+        Err(_) => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            OtlpOutcome::Internal
+        }
+    }
+}
+
+/// Inflates a gzip body, at most `max` bytes.
+pub(crate) fn gunzip(b: &[u8], max: usize) -> Result<Bytes, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b).take(max as u64 + 1).read_to_end(&mut out).map_err(|e| format!("bad gzip body: {e}"))?;
+    if out.len() > max {
+        return Err(format!("body larger than {max} bytes once inflated"));
+    }
+    Ok(Bytes::from(out))
+}
+
+/// `POST /v1/traces` or `/v1/logs` (OTLP/HTTP, protobuf), already authorised.
+async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp, bool) {
+    let l = &ctx.limits;
+    let ctype = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    if !ctype.starts_with("application/x-protobuf") {
+        ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+        return (text(StatusCode::UNSUPPORTED_MEDIA_TYPE, "OTLP/HTTP with Content-Type application/x-protobuf only\n"), false);
+    }
+    let gz = match req.headers().get("content-encoding").and_then(|v| v.to_str().ok()) {
+        None | Some("identity") => false,
+        Some("gzip") => true,
+        Some(e) => {
+            ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+            return (text(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("Content-Encoding {e:?}: gzip or none\n")), false);
+        }
+    };
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > l.max_body_bytes as u64) {
+        ctx.stats.too_large.fetch_add(1, Relaxed);
+        return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("request larger than {} bytes\n", l.max_body_bytes)), false);
+    }
+    let reserve = kib(declared.map_or(l.max_body_bytes, |n| n as usize));
+    let Ok(Ok(room)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(reserve)).await else {
+        ctx.stats.busy.fetch_add(1, Relaxed);
+        ctx.stats.otlp_busy.fetch_add(1, Relaxed);
+        let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: too many requests being received, retry\n");
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        return (r, false);
+    };
+    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes).collect()).await {
+        Err(_) => {
+            ctx.stats.body_timeouts.fetch_add(1, Relaxed);
+            return (text(StatusCode::REQUEST_TIMEOUT, format!("body not complete within {:?}\n", l.body_timeout)), false);
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            ctx.stats.too_large.fetch_add(1, Relaxed);
+            return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("request larger than {} bytes\n", l.max_body_bytes)), false);
+        }
+        Ok(Err(e)) => {
+            ctx.stats.bad_http.fetch_add(1, Relaxed);
+            return (text(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")), false);
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    drop(room);
+    let body = if gz {
+        match gunzip(&body, l.max_body_bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+                return (text(StatusCode::BAD_REQUEST, format!("{e}\n")), true);
+            }
+        }
+    } else {
+        body
+    };
+    let resp = match otlp_ingest(ctx, body, logs).await {
+        OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::grpc::export_response(logs, refused, why)),
+        OtlpOutcome::Bad(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        OtlpOutcome::Busy => {
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: ingest slots taken, retry\n");
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+        OtlpOutcome::Internal => text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while ingesting\n"),
+    };
+    (resp, true)
 }
 
 #[cfg(test)]

@@ -12,3 +12,6 @@ pub mod agent;
 pub mod privileges;
 pub mod upstream;
 pub mod trace;
+pub mod otlp;
+pub mod grpc;
+pub mod federation;

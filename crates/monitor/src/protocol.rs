@@ -57,6 +57,9 @@ pub struct StreamFrag {
     pub frag: u32,
     pub first_ip: i64,
     pub last: i64,
+    /// (topic, type) as on the wire; only over OTLP (a shard may know no earlier record of the writer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<(String, String)>,
 }
 
 /// A publish from the host's ros2_tracing trace (times on the trace clock, ns).
@@ -212,6 +215,7 @@ impl StreamItem {
             frag: f.fragment_starting_num,
             first_ip: f.first_ip_ts_ns,
             last: f.last_ts_ns,
+            topic: None,
         })
     }
 }
@@ -286,6 +290,11 @@ impl ItemDecoder {
             StreamItem::Watermark { t } => Item::Watermark(t),
             StreamItem::Frag(f) => {
                 let writer = guid(&f.w)?;
+                if let Some(k) = f.topic {
+                    let make = || Arc::new(TopicNames::new(&k.0, &k.1));
+                    let t = self.names.get_or_insert_with(k.clone(), make, &mut |_, _| {}).clone();
+                    self.topic_of.insert(writer, t, &mut |_, _| {});
+                }
                 Item::Frag(FragSighting {
                     writer,
                     sn: f.sn,
@@ -425,7 +434,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(d.item(&Arc::from("pc1"), StreamItem::Frag(StreamFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0 })).is_err());
+        assert!(d.item(&Arc::from("pc1"), StreamItem::Frag(StreamFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0, topic: None })).is_err());
     }
 }
 

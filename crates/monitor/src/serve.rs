@@ -81,6 +81,13 @@ pub struct ServeConfig {
     pub correlation: ddscope_core::limits::CorrelationCaps,
     /// An end-to-end chain (topics in order) to measure from the agents' traces; without it the chains found are listed.
     pub chain_path: Option<Vec<String>>,
+    /// Also accept OTLP/gRPC (the Collector's load-balancing exporter) on this address (docs/scale-out.md).
+    pub otlp_grpc: Option<SocketAddr>,
+    /// An agent whose end came over OTLP is ended this much later: its last
+    /// sightings travel another Collector pipeline and may still be on the way.
+    pub otlp_end_grace: Duration,
+    /// Run as a front merging these shards (`http://host:port`) instead of correlating.
+    pub federate: Vec<String>,
 }
 
 impl ServeConfig {
@@ -95,6 +102,9 @@ impl ServeConfig {
             caps: StateCaps::default(),
             correlation: Default::default(),
             chain_path: None,
+            otlp_grpc: None,
+            otlp_end_grace: Duration::from_secs(2),
+            federate: vec![],
         }
     }
 }
@@ -193,6 +203,8 @@ struct Agent {
     counters: Value,
     system: SystemHistory,
     ended: bool,
+    /// The end the agent announced over OTLP, applied at this time (see `otlp_end_grace`).
+    end_at: Option<Instant>,
     /// The agent's trace in the correlator, once it sent a trace item.
     trace: Option<usize>,
     trace_items: u64,
@@ -357,6 +369,18 @@ impl Central {
 
     /// Takes one batch from an agent.
     pub fn ingest(&mut self, b: Batch) -> Result<(), String> {
+        self.ingest_from(b, false)
+    }
+
+    /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings come
+    /// without a sequence number (`seq` 0: only their items count), the
+    /// batch records (watermark, counters, end) with one.
+    pub fn ingest_otlp(&mut self, b: Batch) -> Result<(), String> {
+        self.ingest_from(b, true)
+    }
+
+    fn ingest_from(&mut self, b: Batch, otlp: bool) -> Result<(), String> {
+        let data_only = otlp && b.seq == 0;
         check_agent_name(&b.agent)?;
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
@@ -380,6 +404,7 @@ impl Central {
                         counters: Value::Null,
                         system: SystemHistory::default(),
                         ended: false,
+                        end_at: None,
                         trace: None,
                         trace_items: 0,
                     },
@@ -394,13 +419,15 @@ impl Central {
             return Err("agent table changed while ingesting".into());
         };
         a.last_seen = Instant::now();
-        if b.seq > a.last_seq.saturating_add(1) && a.last_seq > 0 {
-            a.seq_gaps = a.seq_gaps.saturating_add(b.seq - a.last_seq - 1);
-        }
-        a.last_seq = a.last_seq.max(b.seq);
-        a.batches += 1;
         a.items += b.items.len() as u64;
-        a.dropped_items = b.dropped_items;
+        if !data_only {
+            if b.seq > a.last_seq.saturating_add(1) && a.last_seq > 0 {
+                a.seq_gaps = a.seq_gaps.saturating_add(b.seq - a.last_seq - 1);
+            }
+            a.last_seq = a.last_seq.max(b.seq);
+            a.batches += 1;
+            a.dropped_items = b.dropped_items;
+        }
         if let Some((t, sent)) = topics {
             a.topics = t;
             a.topic_rows_sent = sent;
@@ -412,9 +439,14 @@ impl Central {
             a.system.add(b.sent_ns as f64 / 1e9, &b.system);
         }
         let was_ended = a.ended;
-        a.ended = b.last;
+        // Sightings over OTLP say nothing about the agent's end; an OTLP end waits `otlp_end_grace`.
+        let last = if data_only { was_ended } else { b.last && !otlp };
+        if otlp && !data_only {
+            a.end_at = b.last.then(|| Instant::now() + self.cfg.otlp_end_grace);
+        }
+        a.ended = last;
         let name: Arc<str> = Arc::from(b.agent.as_str());
-        if was_ended && !b.last {
+        if was_ended && !last {
             self.corr.set_ended(idx, false, &mut |r| series.on_row(r));
             if let Some(t) = a.trace {
                 self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
@@ -431,7 +463,7 @@ impl Central {
                 Err(_) => self.bad_items += 1,
             }
         }
-        if b.last {
+        if last && !was_ended {
             self.corr.set_ended(idx, true, &mut |r| series.on_row(r));
             if let Some(t) = a.trace {
                 self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
@@ -445,7 +477,9 @@ impl Central {
         let idle = self.cfg.idle;
         let series = &mut self.series;
         for a in self.agents.values_mut() {
-            if !a.ended && a.last_seen.elapsed() > idle {
+            let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
+            if !a.ended && (a.last_seen.elapsed() > idle || announced) {
+                a.end_at = None;
                 a.ended = true;
                 self.corr.set_ended(a.idx, true, &mut |r| series.on_row(r));
                 if let Some(t) = a.trace {
@@ -453,6 +487,15 @@ impl Central {
                 }
             }
         }
+    }
+
+    /// The shard's mergeable document ([`crate::federation`]): the state's
+    /// counters and agents, with every flow's statistics in mergeable form.
+    pub fn mergeable(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
+        let mut v = self.state(server, rate_limited);
+        v["flows"] = serde_json::to_value(crate::federation::flow_parts(&self.corr)).unwrap_or_default();
+        v["counters"] = json!({"rejected_batches": self.rejected, "bad_items": self.bad_items});
+        v
     }
 
     /// Number of latency series held and evicted so far.

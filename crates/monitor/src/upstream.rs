@@ -10,7 +10,7 @@
 //! to the agent as a note the first time it appears, so a misconfigured
 //! agent says so instead of sending into the void until it exits.
 
-use crate::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
+use crate::protocol::{Batch, StreamItem, AGENT_HEADER, INGEST_PATH};
 use ddscope_export::delivery::{self, Delivery, DeliveryConfig, Encoder, Http, Outcome, Transport};
 use ddscope_export::{SinkStats, SinkStatsSnapshot};
 use std::collections::BTreeSet;
@@ -25,10 +25,17 @@ pub struct Upstream {
     pub token: Option<String>,
     /// Correlation items kept while the server is unreachable (the oldest batches go first).
     pub max_queued_items: usize,
+    /// Send OTLP/HTTP to an OpenTelemetry Collector (`url` is its base, e.g.
+    /// `http://collector:4318`) instead of the JSON stream to `serve`: the
+    /// sightings as spans to `/v1/traces`, then the batch record (watermark,
+    /// counters, end) as a log record to `/v1/logs` (see [`crate::otlp`]).
+    pub otlp: bool,
 }
 
 /// The sink name of the agent's stream in `/metrics`.
 pub const SINK_NAME: &str = "serve";
+/// The sink name of the agent's OTLP feed to a Collector (`agent --send-otlp`).
+pub const SINK_NAME_OTLP: &str = "serve-otlp";
 /// Distinct refusal reasons logged; later new ones are only counted.
 const MAX_LOGGED_REASONS: usize = 16;
 
@@ -39,6 +46,8 @@ pub(crate) fn now_ns() -> i64 {
 /// Encodes each agent batch as one JSON request body.
 struct BatchEncoder {
     pending: Vec<Batch>,
+    otlp: bool,
+    memo: crate::otlp::TopicMemo,
 }
 
 impl Encoder for BatchEncoder {
@@ -50,6 +59,16 @@ impl Encoder for BatchEncoder {
     }
     fn seal(&mut self, out: &mut Vec<delivery::Batch>) {
         for b in self.pending.drain(..) {
+            if self.otlp {
+                // Sightings first, then the record whose watermark covers them.
+                let (traces, logs, _) = crate::otlp::encode_bodies(&b, &mut self.memo);
+                let spans = b.items.iter().filter(|i| matches!(i, StreamItem::Sample(_) | StreamItem::Frag(_))).count() as u64;
+                if spans > 0 {
+                    out.push(delivery::Batch { body: traces, records: spans, endpoint: 0 });
+                }
+                out.push(delivery::Batch { body: logs, records: b.items.len() as u64 - spans, endpoint: 1 });
+                continue;
+            }
             // Serialising plain structs into memory cannot fail; a failure would be a bug, not lost data to hide.
             if let Ok(body) = serde_json::to_vec(&b) {
                 out.push(delivery::Batch { body, records: b.items.len() as u64, endpoint: 0 });
@@ -63,7 +82,9 @@ type Notes = Arc<Mutex<Vec<String>>>;
 
 struct ServeTransport {
     http: Http,
-    url: String,
+    /// Per endpoint (JSON stream: one; OTLP: traces, logs).
+    urls: Vec<String>,
+    content_type: &'static str,
     headers: Vec<(String, String)>,
     notes: Notes,
     logged: BTreeSet<String>,
@@ -83,13 +104,14 @@ fn reason(body: &[u8]) -> String {
 
 impl Transport for ServeTransport {
     fn send(&mut self, batch: &delivery::Batch, body: &[u8], _gzip: bool) -> Outcome {
-        let (status, answer) = match self.http.post(&self.url, "application/json", &self.headers, body, false) {
+        let url = self.urls.get(batch.endpoint).unwrap_or(&self.urls[0]);
+        let (status, answer) = match self.http.post(url, self.content_type, &self.headers, body, false) {
             Ok(r) => r,
             Err(e) => return Outcome::Retry(e),
         };
         match status {
             200..=299 => Outcome::Delivered,
-            408 | 429 | 500..=599 => Outcome::Retry(format!("HTTP {status} from {}: {}", self.url, reason(&answer))),
+            408 | 429 | 500..=599 => Outcome::Retry(format!("HTTP {status} from {url}: {}", reason(&answer))),
             _ => {
                 let why = format!("HTTP {status}: {}", reason(&answer));
                 if self.logged.len() < MAX_LOGGED_REASONS && self.logged.insert(why.clone()) {
@@ -137,14 +159,19 @@ impl UpstreamLink {
             headers.push(("Authorization".into(), format!("Bearer {t}")));
         }
         let notes: Notes = Arc::default();
+        let base = up.url.trim_end_matches('/');
         let transport = ServeTransport {
             http: Http::new(cfg.request_timeout),
-            url: format!("{}{}", up.url.trim_end_matches('/'), INGEST_PATH),
+            urls: match up.otlp {
+                false => vec![format!("{base}{INGEST_PATH}")],
+                true => vec![format!("{base}{}", crate::otlp::TRACES_PATH), format!("{base}{}", crate::otlp::LOGS_PATH)],
+            },
+            content_type: if up.otlp { "application/x-protobuf" } else { "application/json" },
             headers,
             notes: notes.clone(),
             logged: BTreeSet::new(),
         };
-        let delivery = Delivery::start(cfg, BatchEncoder { pending: vec![] }, transport, "upstream")?;
+        let delivery = Delivery::start(cfg, BatchEncoder { pending: vec![], otlp: up.otlp, memo: Default::default() }, transport, "upstream")?;
         Ok(UpstreamLink { delivery, notes })
     }
 
@@ -178,7 +205,6 @@ impl UpstreamLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::StreamItem;
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
@@ -237,7 +263,7 @@ mod tests {
     #[test]
     fn refusals_are_counted_at_once_and_logged_once_with_the_reason() {
         let (url, server) = fake_server(401, "missing or wrong token\n");
-        let link = UpstreamLink::start(&Upstream { url, token: Some("bad".into()), max_queued_items: 1000 }, "pc1").unwrap();
+        let link = UpstreamLink::start(&Upstream { url, token: Some("bad".into()), max_queued_items: 1000, otlp: false }, "pc1").unwrap();
         for seq in 1..=3 {
             link.send(batch("pc1", seq));
         }
@@ -261,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_name_the_server_would_refuse_is_refused_at_start() {
-        let up = Upstream { url: "http://127.0.0.1:9".into(), token: None, max_queued_items: 10 };
+        let up = Upstream { url: "http://127.0.0.1:9".into(), token: None, max_queued_items: 10, otlp: false };
         let e = UpstreamLink::start(&up, &"n".repeat(65)).err().expect("refused");
         assert!(e.to_string().contains("1 to 64 characters"), "{e}");
     }
@@ -272,7 +298,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         drop(l);
-        let link = UpstreamLink::start(&Upstream { url, token: None, max_queued_items: 5 }, "pc1").unwrap();
+        let link = UpstreamLink::start(&Upstream { url, token: None, max_queued_items: 5, otlp: false }, "pc1").unwrap();
         for seq in 1..=10 {
             link.send(batch("pc1", seq));
         }

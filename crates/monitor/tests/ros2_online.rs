@@ -339,7 +339,8 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
         let cap = Replay { reader: CaptureReader::open(&c.path, None).expect("open capture"), ended: false, frames: 0 };
         let cfg = AgentConfig {
             name: c.name.clone(),
-            upstream: Some(Upstream { url: format!("http://{addr}"), token: None, max_queued_items: 100_000 }),
+            upstream: Some(Upstream { url: format!("http://{addr}"), token: None, max_queued_items: 100_000, otlp: false }),
+        upstream_otlp: None,
             system: SystemSource::proc(),
             duration: Some(Duration::from_secs(2)),
             trace: Some(f),

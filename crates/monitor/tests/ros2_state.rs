@@ -343,7 +343,8 @@ fn node_names_from_the_wire_reach_api_state_and_prometheus() {
     let ex = Exporters::start("pc1", &["prometheus=127.0.0.1:0".parse().unwrap()], ExportOptions::default()).expect("exporters");
     let cfg = AgentConfig {
         name: "pc1".into(),
-        upstream: Some(Upstream { url: format!("http://{}", server.addr()), token: None, max_queued_items: 100_000 }),
+        upstream: Some(Upstream { url: format!("http://{}", server.addr()), token: None, max_queued_items: 100_000, otlp: false }),
+        upstream_otlp: None,
         system: SystemSource::proc(),
         duration: Some(Duration::from_millis(1500)),
         trace: None,

@@ -46,6 +46,10 @@ pub struct AgentArgs {
     /// URL of the central `ddscope serve`
     #[arg(long)]
     pub send_to: Option<String>,
+    /// Scale-out: send the correlation feed as OTLP/HTTP to an OpenTelemetry Collector (its base URL,
+    /// e.g. http://collector:4318) that routes it to `serve` shards (docs/scale-out.md); with --send-to too, both get it
+    #[arg(long, value_name = "URL", conflicts_with = "trace_live")]
+    pub send_otlp: Option<String>,
     /// Token for the central server and for /metrics on a non-loopback address (also from $DDSCOPE_TOKEN)
     #[arg(long, env = "DDSCOPE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -141,7 +145,8 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     eprintln!("agent {}: {}", a.name, restrict_syscalls()?);
     let cfg = AgentConfig {
         name: a.name.clone(),
-        upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items }),
+        upstream: a.send_to.clone().map(|url| Upstream { url, token: a.token.clone(), max_queued_items: a.max_queued_items, otlp: false }),
+        upstream_otlp: a.send_otlp.clone().map(|url| Upstream { url, token: None, max_queued_items: a.max_queued_items, otlp: true }),
         system,
         duration,
         limits,
@@ -188,7 +193,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
             eprintln!("agent {}: trace: {p}", a.name);
         }
     }
-    if a.send_to.is_some() {
+    if a.send_to.is_some() || a.send_otlp.is_some() {
         eprintln!(
             "agent {}: sent {} items to the server, dropped {}, {} failed sends, {} batches refused by the server",
             a.name, report.items_sent, report.items_dropped, report.send_failures, report.batches_refused

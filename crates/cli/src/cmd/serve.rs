@@ -63,6 +63,25 @@ pub struct ServeArgs {
     /// (/raw_image,/image,/actuator); the chains found are listed in /api/state either way
     #[arg(long, value_name = "TOPICS", value_parser = crate::args::path)]
     pub path: Option<crate::args::PathArg>,
+    #[command(flatten)]
+    pub scale: ScaleOutArgs,
+}
+
+/// Scale-out (docs/scale-out.md): OTLP in, shards merged.
+#[derive(Args, Debug)]
+pub struct ScaleOutArgs {
+    /// Also accept OTLP/gRPC (the Collector's load-balancing exporter) on this address;
+    /// OTLP/HTTP (/v1/traces, /v1/logs) is always accepted on --listen
+    #[arg(long, value_name = "ADDR")]
+    pub otlp_grpc: Option<SocketAddr>,
+    /// An agent's end announced over OTLP takes effect this much later (its last sightings may still be
+    /// in the Collector); 0s to 1m
+    #[arg(long, default_value = "2s", value_parser = duration_between(Duration::ZERO, Duration::from_secs(60)))]
+    pub otlp_end_grace: Duration,
+    /// Run as a front: poll these serve shards (http://HOST:PORT, their /api/v1/summaries) and serve their
+    /// merged view on the dashboard and /api/state instead of correlating
+    #[arg(long, value_name = "SHARD_URL", num_args = 1..=64)]
+    pub federate: Vec<String>,
 }
 
 /// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
@@ -123,9 +142,19 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
             Some(crate::args::PathArg::Topics(t)) => Some(t),
             _ => None,
         },
+        otlp_grpc: a.scale.otlp_grpc,
+        otlp_end_grace: a.scale.otlp_end_grace,
+        federate: a.scale.federate.clone(),
     };
-    serve(cfg, |addr, limits| {
-        eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr}");
+    serve(cfg, |addr, grpc, limits| {
+        if a.scale.federate.is_empty() {
+            eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr} (OTLP/HTTP: http://{addr}/v1/traces)");
+        } else {
+            eprintln!("serve: merged view of {} shards on http://{addr}/", a.scale.federate.len());
+        }
+        if let Some(g) = grpc {
+            eprintln!("serve: OTLP/gRPC on {g}");
+        }
         if limits.max_connections < a.max_connections as usize {
             eprintln!("serve: at most {} connections at once (the open-file limit allows no more)", limits.max_connections);
         }

@@ -13,7 +13,7 @@
 //! representation; a flow with a handful of samples costs a few hundred bytes.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
 /// Significant digits of every latency histogram.
@@ -274,6 +274,53 @@ impl Dist {
     }
 }
 
+/// A [`Dist`] taken apart for shipping (a `serve` shard's mergeable summary):
+/// the Welford moments, extremes and the non-empty histogram buckets as
+/// (lowest value of the bucket, count). Rebuilt with [`Dist::from_parts`],
+/// it answers every query as the original, and merges exactly.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DistParts {
+    pub count: u64,
+    pub mean: f64,
+    pub m2: f64,
+    pub min: i64,
+    pub max: i64,
+    pub negative: u64,
+    pub buckets: Vec<(u64, u64)>,
+}
+
+impl Dist {
+    pub fn to_parts(&self) -> DistParts {
+        let buckets = match &self.store {
+            Store::Sparse(s) => s.clone(),
+            Store::Dense(h) => h.iter_recorded().map(|v| (buckets().lowest_equivalent(v.value_iterated_to()), v.count_at_value())).collect(),
+        };
+        DistParts { count: self.count, mean: self.mean, m2: self.m2, min: self.min, max: self.max, negative: self.negative, buckets }
+    }
+
+    /// Rebuilds a distribution; buckets are re-bucketed (so foreign input
+    /// cannot break the store's order) and counts must add up.
+    pub fn from_parts(p: &DistParts) -> Result<Dist, String> {
+        let in_hist: u64 = p.buckets.iter().try_fold(0u64, |a, b| a.checked_add(b.1)).ok_or("bucket counts overflow")?;
+        if in_hist.checked_add(p.negative) != Some(p.count) {
+            return Err(format!("histogram holds {in_hist} + {} negative values, count says {}", p.negative, p.count));
+        }
+        if p.count == 0 {
+            return Ok(Dist::default());
+        }
+        if p.min > p.max || p.buckets.iter().any(|b| b.0 > i64::MAX as u64) {
+            return Err("min above max or a bucket beyond i64".into());
+        }
+        let mut d = Dist { count: p.count, mean: p.mean, m2: p.m2, min: p.min, max: p.max, negative: p.negative, store: Store::Sparse(Vec::new()) };
+        for &(k, n) in &p.buckets {
+            if n > 0 {
+                d.add_bucket(k, n);
+            }
+        }
+        Ok(d)
+    }
+}
+
 /// What a box plot draws (ms): whiskers at p1/p99, box p25–p75, median, mean, extremes.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct BoxStats {
@@ -460,6 +507,31 @@ mod tests {
             let max = self.hist.max();
             self.negative + if self.hist.is_empty() { 0 } else { self.hist.count_between(0, (v as u64).min(max)) }
         }
+    }
+
+    /// Oracle: the original distribution: parts rebuilt answer alike, and
+    /// two halves merged from parts equal one distribution of all values.
+    #[test]
+    fn parts_round_trip_and_merge_exactly() {
+        let vals: Vec<i64> = (0..20_000).map(|i| (i * 7919 % 100_003) * 37 - 5).collect();
+        let mut all = Dist::default();
+        let (mut a, mut b) = (Dist::default(), Dist::default());
+        for (i, v) in vals.iter().enumerate() {
+            all.record(*v);
+            if i % 3 == 0 { a.record(*v) } else { b.record(*v) }
+        }
+        assert!(!all.is_sparse());
+        let back = Dist::from_parts(&all.to_parts()).unwrap();
+        assert_eq!(back.summary(), all.summary());
+        let mut m = Dist::from_parts(&a.to_parts()).unwrap();
+        m.merge(&Dist::from_parts(&b.to_parts()).unwrap());
+        let (x, y) = (m.summary(), all.summary());
+        assert_eq!((x.count, x.min_ms, x.max_ms, x.p50_ms, x.p90_ms, x.p99_ms, x.negative), (y.count, y.min_ms, y.max_ms, y.p50_ms, y.p90_ms, y.p99_ms, y.negative));
+        assert!((x.mean_ms - y.mean_ms).abs() <= 1e-9 * y.mean_ms.abs().max(1.0));
+        assert!((x.std_ms - y.std_ms).abs() <= 1e-9 * y.std_ms.abs().max(1.0));
+        let mut bad = a.to_parts();
+        bad.count += 1;
+        assert!(Dist::from_parts(&bad).is_err());
     }
 
     const QS: [f64; 12] = [0.0, 0.1, 1.0, 10.0, 25.0, 33.3, 50.0, 75.0, 90.0, 99.0, 99.9, 100.0];

@@ -1,0 +1,506 @@
+//! The agent's stream as OTLP, for scale-out behind an OpenTelemetry
+//! Collector (docs/scale-out.md).
+//!
+//! Each sample sighting and DATA_FRAG sighting becomes one span whose trace
+//! id is derived from the sample's identity (writer GUID, sn) with
+//! [`ddscope_export::otlp::sample_trace_id`], so every host's sighting of one
+//! sample carries the same trace id and the Collector's load-balancing
+//! exporter (`routing_key: traceID`) sends them all to the same `serve`
+//! shard. Everything a shard needs to rebuild the correlator's item is in the
+//! span's attributes (`dds.*`, `ddscope.*`); the span's start and end are the
+//! sighting's first and last capture times.
+//!
+//! Everything else in an agent batch — its watermark, sequence number, the
+//! items it dropped, its end, the topic table, counters and system metrics —
+//! is one OTLP log record per batch (`body = "ddscope.batch"`), which the
+//! Collector sends to *every* shard (a logs pipeline listing all shards'
+//! exporters), so each shard's correlator knows every agent's watermark.
+
+use crate::protocol::{Batch, MetricSample, StreamFrag, StreamItem, StreamSample};
+use ddscope_wire::Guid;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+use std::collections::BTreeMap;
+
+pub const TRACES_PATH: &str = "/v1/traces";
+pub const LOGS_PATH: &str = "/v1/logs";
+/// Resource attribute naming the agent (its `--name`, the capture point).
+pub const AGENT_ATTR: &str = "ddscope.agent";
+pub const SAMPLE_SPAN: &str = "dds.sample";
+pub const FRAG_SPAN: &str = "dds.frag";
+pub const BATCH_LOG: &str = "ddscope.batch";
+const SCOPE: &str = "ddscope.sightings";
+
+fn kv(key: &str, v: any_value::Value) -> KeyValue {
+    KeyValue { key: key.to_string(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
+}
+fn s(key: &str, v: impl Into<String>) -> KeyValue {
+    kv(key, any_value::Value::StringValue(v.into()))
+}
+fn i(key: &str, v: i64) -> KeyValue {
+    kv(key, any_value::Value::IntValue(v))
+}
+fn bo(key: &str, v: bool) -> KeyValue {
+    kv(key, any_value::Value::BoolValue(v))
+}
+
+fn resource(agent: &str) -> Resource {
+    Resource {
+        attributes: vec![s("service.name", "ddscope-agent"), s("service.instance.id", agent), s(AGENT_ATTR, agent)],
+        ..Default::default()
+    }
+}
+
+fn scope() -> InstrumentationScope {
+    InstrumentationScope { name: SCOPE.into(), version: env!("CARGO_PKG_VERSION").into(), ..Default::default() }
+}
+
+/// FNV-1a over the sighting's identity at this agent: a span id unique per (agent, sighting).
+fn span_id(agent: &str, kind: u8, trace: &[u8; 16], frag: u32) -> Vec<u8> {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in agent.as_bytes().iter().chain([kind].iter()).chain(trace.iter()).chain(frag.to_be_bytes().iter()) {
+        h ^= *x as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h.max(1).to_be_bytes().to_vec()
+}
+
+fn trace_id(w: &str, sn: i64) -> Option<[u8; 16]> {
+    Guid::parse_hex(w).map(|g| ddscope_export::otlp::sample_trace_id(&g, sn))
+}
+
+fn sample_span(agent: &str, x: &StreamSample) -> Option<Span> {
+    let tid = trace_id(&x.w, x.sn)?;
+    let mut a = vec![s("dds.writer_guid", x.w.clone()), i("dds.sn", x.sn)];
+    if let Some((t, ty)) = &x.topic {
+        a.push(s("dds.topic_raw", t.clone()));
+        a.push(s("dds.type_raw", ty.clone()));
+    }
+    a.extend([
+        i("ddscope.traffic_type", x.tt as i64),
+        i("ddscope.first_ip_ts_ns", x.first_ip),
+        bo("ddscope.complete", x.complete),
+        i("dds.sample_size", x.size as i64),
+        i("ddscope.frags_expected", x.fexp as i64),
+        i("ddscope.frags_seen", x.fseen as i64),
+        i("ddscope.ip_frags", x.ipf as i64),
+        i("ddscope.retransmitted_frags", x.retx as i64),
+        i("ddscope.retransmitted_bytes", x.retx_bytes as i64),
+        i("dds.vendor_id", x.vendor as i64),
+    ]);
+    if let Some(f) = x.fsize {
+        a.push(i("dds.fragment_size", f as i64));
+    }
+    if let Some(p) = x.pcp {
+        a.push(i("ddscope.pcp", p as i64));
+    }
+    if x.supp != 0 {
+        a.push(i("ddscope.supplement", x.supp as i64));
+    }
+    if let Some(t) = x.sts {
+        a.push(i("dds.source_ts_ns", t));
+    }
+    Some(Span {
+        trace_id: tid.to_vec(),
+        span_id: span_id(agent, 1, &tid, 0),
+        name: SAMPLE_SPAN.into(),
+        kind: 1, // internal
+        start_time_unix_nano: x.first as u64,
+        end_time_unix_nano: x.last as u64,
+        attributes: a,
+        ..Default::default()
+    })
+}
+
+/// The topic of each writer, learned from the agent's sample records in the
+/// order they are sent: DATA_FRAG sightings carry no topic in the agent's
+/// stream (one `serve` learns it from the writer's earlier records), but a
+/// shard may not have seen any earlier record of the writer, so the encoder
+/// names the topic on every fragment span. Bounded (least recently used
+/// writers forgotten; a forgotten writer's next record names it again).
+pub struct TopicMemo(ddscope_core::bounded::BoundedMap<String, (String, String)>);
+
+impl Default for TopicMemo {
+    fn default() -> Self {
+        TopicMemo(ddscope_core::bounded::BoundedMap::new(crate::protocol::MAX_STREAM_WRITERS))
+    }
+}
+
+fn frag_span(agent: &str, f: &StreamFrag, topic: Option<&(String, String)>) -> Option<Span> {
+    let tid = trace_id(&f.w, f.sn)?;
+    let mut attributes = vec![s("dds.writer_guid", f.w.clone()), i("dds.sn", f.sn), i("dds.fragment_starting_num", f.frag as i64)];
+    if let Some((t, ty)) = topic {
+        attributes.push(s("dds.topic_raw", t.clone()));
+        attributes.push(s("dds.type_raw", ty.clone()));
+    }
+    Some(Span {
+        trace_id: tid.to_vec(),
+        span_id: span_id(agent, 2, &tid, f.frag),
+        name: FRAG_SPAN.into(),
+        kind: 1,
+        start_time_unix_nano: f.first_ip as u64,
+        end_time_unix_nano: f.last as u64,
+        attributes,
+        ..Default::default()
+    })
+}
+
+/// One agent batch as OTLP: the sightings as spans (routed by trace id) and
+/// the batch's metadata with its latest watermark as one log record
+/// (broadcast). Items that have no OTLP form here (ROS 2 trace items, a
+/// sighting with a malformed GUID) are counted in the second value.
+pub fn encode(b: &Batch, memo: &mut TopicMemo) -> (ExportTraceServiceRequest, ExportLogsServiceRequest, u64) {
+    let mut spans = Vec::with_capacity(b.items.len());
+    let mut watermark = None;
+    let mut skipped = 0u64;
+    for it in &b.items {
+        let sp = match it {
+            StreamItem::Sample(x) => {
+                if let Some(t) = &x.topic {
+                    memo.0.insert(x.w.clone(), t.clone(), &mut |_, _| {});
+                }
+                sample_span(&b.agent, x)
+            }
+            StreamItem::Frag(f) => frag_span(&b.agent, f, memo.0.get_touch(&f.w).map(|t| &*t)),
+            StreamItem::Watermark { t } => {
+                watermark = Some(watermark.map_or(*t, |w: i64| w.max(*t)));
+                continue;
+            }
+            StreamItem::Publish(_) | StreamItem::Take(_) | StreamItem::TraceWatermark { .. } => None,
+        };
+        match sp {
+            Some(sp) => spans.push(sp),
+            None => skipped += 1,
+        }
+    }
+    let traces = ExportTraceServiceRequest {
+        resource_spans: if spans.is_empty() {
+            vec![]
+        } else {
+            vec![ResourceSpans {
+                resource: Some(resource(&b.agent)),
+                scope_spans: vec![ScopeSpans { scope: Some(scope()), spans, ..Default::default() }],
+                ..Default::default()
+            }]
+        },
+    };
+    let mut a = vec![i("ddscope.seq", b.seq as i64), i("ddscope.dropped_items", b.dropped_items as i64), bo("ddscope.last", b.last)];
+    if let Some(w) = watermark {
+        a.push(i("ddscope.watermark_ns", w));
+    }
+    let json = |k: &str, v: &serde_json::Value| s(k, serde_json::to_string(v).unwrap_or_default());
+    if let Some(t) = &b.topics {
+        a.push(json("ddscope.topics", t));
+    }
+    if let Some(c) = &b.counters {
+        a.push(json("ddscope.counters", c));
+    }
+    if !b.system.is_empty() {
+        a.push(s("ddscope.system", serde_json::to_string(&b.system).unwrap_or_default()));
+    }
+    let logs = ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(resource(&b.agent)),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(scope()),
+                log_records: vec![LogRecord {
+                    time_unix_nano: b.sent_ns as u64,
+                    observed_time_unix_nano: b.sent_ns as u64,
+                    body: Some(AnyValue { value: Some(any_value::Value::StringValue(BATCH_LOG.into())) }),
+                    attributes: a,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    (traces, logs, skipped)
+}
+
+/// Both request bodies, protobuf-encoded, in the order they must leave.
+pub fn encode_bodies(b: &Batch, memo: &mut TopicMemo) -> (Vec<u8>, Vec<u8>, u64) {
+    let (t, l, skipped) = encode(b, memo);
+    (t.encode_to_vec(), l.encode_to_vec(), skipped)
+}
+
+type Attrs<'a> = BTreeMap<&'a str, &'a any_value::Value>;
+
+fn attrs(kvs: &[KeyValue]) -> Attrs<'_> {
+    kvs.iter().filter_map(|k| Some((k.key.as_str(), k.value.as_ref()?.value.as_ref()?))).collect()
+}
+
+fn get_i(a: &Attrs, k: &str) -> Option<i64> {
+    match a.get(k)? {
+        any_value::Value::IntValue(v) => Some(*v),
+        _ => None,
+    }
+}
+fn get_s<'a>(a: &Attrs<'a>, k: &str) -> Option<&'a str> {
+    match a.get(k)? {
+        any_value::Value::StringValue(v) => Some(v.as_str()),
+        _ => None,
+    }
+}
+fn get_b(a: &Attrs, k: &str) -> Option<bool> {
+    match a.get(k)? {
+        any_value::Value::BoolValue(v) => Some(*v),
+        _ => None,
+    }
+}
+
+fn need_i(a: &Attrs, k: &str) -> Result<i64, String> {
+    get_i(a, k).ok_or_else(|| format!("span attribute {k} missing or not an integer"))
+}
+
+fn agent_of(r: &Option<Resource>) -> Result<String, String> {
+    let a = r.as_ref().map(|r| attrs(&r.attributes)).unwrap_or_default();
+    get_s(&a, AGENT_ATTR).map(str::to_string).ok_or_else(|| format!("resource attribute {AGENT_ATTR} missing"))
+}
+
+fn u32_of(v: i64, k: &str) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("{k} = {v} out of range"))
+}
+
+fn item_of(sp: &Span) -> Result<StreamItem, String> {
+    let a = attrs(&sp.attributes);
+    let w = get_s(&a, "dds.writer_guid").ok_or("span attribute dds.writer_guid missing")?.to_string();
+    let sn = need_i(&a, "dds.sn")?;
+    match sp.name.as_str() {
+        SAMPLE_SPAN => {
+            let topic = match (get_s(&a, "dds.topic_raw"), get_s(&a, "dds.type_raw")) {
+                (Some(t), Some(ty)) => Some((t.to_string(), ty.to_string())),
+                _ => None,
+            };
+            Ok(StreamItem::Sample(StreamSample {
+                w,
+                sn,
+                topic,
+                tt: u8::try_from(need_i(&a, "ddscope.traffic_type")?).map_err(|_| "ddscope.traffic_type out of range")?,
+                first: sp.start_time_unix_nano as i64,
+                first_ip: need_i(&a, "ddscope.first_ip_ts_ns")?,
+                last: sp.end_time_unix_nano as i64,
+                complete: get_b(&a, "ddscope.complete").ok_or("span attribute ddscope.complete missing")?,
+                size: u32_of(need_i(&a, "dds.sample_size")?, "dds.sample_size")?,
+                fsize: get_i(&a, "dds.fragment_size").map(|v| u16::try_from(v).map_err(|_| "dds.fragment_size out of range")).transpose()?,
+                fexp: u32_of(need_i(&a, "ddscope.frags_expected")?, "ddscope.frags_expected")?,
+                fseen: u32_of(need_i(&a, "ddscope.frags_seen")?, "ddscope.frags_seen")?,
+                ipf: u32_of(need_i(&a, "ddscope.ip_frags")?, "ddscope.ip_frags")?,
+                retx: u32_of(need_i(&a, "ddscope.retransmitted_frags")?, "ddscope.retransmitted_frags")?,
+                retx_bytes: need_i(&a, "ddscope.retransmitted_bytes")?.max(0) as u64,
+                pcp: get_i(&a, "ddscope.pcp").map(|v| u8::try_from(v).map_err(|_| "ddscope.pcp out of range")).transpose()?,
+                vendor: u16::try_from(need_i(&a, "dds.vendor_id")?).map_err(|_| "dds.vendor_id out of range")?,
+                supp: get_i(&a, "ddscope.supplement").map(|v| u8::try_from(v).map_err(|_| "ddscope.supplement out of range")).transpose()?.unwrap_or(0),
+                sts: get_i(&a, "dds.source_ts_ns"),
+            }))
+        }
+        FRAG_SPAN => Ok(StreamItem::Frag(StreamFrag {
+            w,
+            sn,
+            frag: u32_of(need_i(&a, "dds.fragment_starting_num")?, "dds.fragment_starting_num")?,
+            first_ip: sp.start_time_unix_nano as i64,
+            last: sp.end_time_unix_nano as i64,
+            topic: match (get_s(&a, "dds.topic_raw"), get_s(&a, "dds.type_raw")) {
+                (Some(t), Some(ty)) => Some((t.to_string(), ty.to_string())),
+                _ => None,
+            },
+        })),
+        other => Err(format!("span {other:?} is not a ddscope sighting")),
+    }
+}
+
+/// What one OTLP request decodes to: per agent, its items in request order
+/// (sightings, no sequence number: `seq` 0), and the spans refused with
+/// the first reason.
+#[derive(Debug, Default)]
+pub struct DecodedSpans {
+    pub batches: Vec<Batch>,
+    pub bad_spans: u64,
+    pub first_error: Option<String>,
+}
+
+fn data_batch(agent: String) -> Batch {
+    Batch { agent, seq: 0, sent_ns: 0, items: vec![], dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
+}
+
+pub fn decode_traces(req: &ExportTraceServiceRequest) -> DecodedSpans {
+    let mut out = DecodedSpans::default();
+    let note = |out: &mut DecodedSpans, e: String, n: u64| {
+        out.bad_spans += n;
+        out.first_error.get_or_insert(e);
+    };
+    for rs in &req.resource_spans {
+        let n: u64 = rs.scope_spans.iter().map(|s| s.spans.len() as u64).sum();
+        let agent = match agent_of(&rs.resource) {
+            Ok(a) => a,
+            Err(e) => {
+                note(&mut out, e, n);
+                continue;
+            }
+        };
+        let mut b = data_batch(agent);
+        for ss in &rs.scope_spans {
+            for sp in &ss.spans {
+                match item_of(sp) {
+                    Ok(it) => b.items.push(it),
+                    Err(e) => note(&mut out, e, 1),
+                }
+            }
+        }
+        if !b.items.is_empty() {
+            out.batches.push(b);
+        }
+    }
+    out
+}
+
+/// The batch log records as batches (watermark, metadata); records that are
+/// not ddscope's are counted in `bad_spans`.
+pub fn decode_logs(req: &ExportLogsServiceRequest) -> DecodedSpans {
+    let mut out = DecodedSpans::default();
+    for rl in &req.resource_logs {
+        let n: u64 = rl.scope_logs.iter().map(|s| s.log_records.len() as u64).sum();
+        let agent = match agent_of(&rl.resource) {
+            Ok(a) => a,
+            Err(e) => {
+                out.bad_spans += n;
+                out.first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        for sl in &rl.scope_logs {
+            for r in &sl.log_records {
+                match batch_of_log(&agent, r) {
+                    Ok(b) => out.batches.push(b),
+                    Err(e) => {
+                        out.bad_spans += 1;
+                        out.first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn batch_of_log(agent: &str, r: &LogRecord) -> Result<Batch, String> {
+    let is_batch = matches!(r.body.as_ref().and_then(|b| b.value.as_ref()), Some(any_value::Value::StringValue(v)) if v == BATCH_LOG);
+    if !is_batch {
+        return Err("a log record that is not a ddscope batch".into());
+    }
+    let a = attrs(&r.attributes);
+    let seq = need_i(&a, "ddscope.seq")?;
+    if seq < 1 {
+        return Err(format!("ddscope.seq = {seq}: batches count from 1"));
+    }
+    let json = |k: &str| -> Result<Option<serde_json::Value>, String> {
+        get_s(&a, k).map(|t| serde_json::from_str(t).map_err(|e| format!("{k}: {e}"))).transpose()
+    };
+    let system: Vec<MetricSample> = match get_s(&a, "ddscope.system") {
+        Some(t) => serde_json::from_str(t).map_err(|e| format!("ddscope.system: {e}"))?,
+        None => vec![],
+    };
+    Ok(Batch {
+        agent: agent.to_string(),
+        seq: seq as u64,
+        sent_ns: r.time_unix_nano as i64,
+        items: get_i(&a, "ddscope.watermark_ns").map(|t| StreamItem::Watermark { t }).into_iter().collect(),
+        dropped_items: get_i(&a, "ddscope.dropped_items").unwrap_or(0).max(0) as u64,
+        topics: json("ddscope.topics")?,
+        system,
+        counters: json("ddscope.counters")?,
+        last: get_b(&a, "ddscope.last").unwrap_or(false),
+    })
+}
+
+/// Decodes a protobuf body (`kind` names it in errors).
+pub fn parse<M: Message + Default>(body: &[u8], kind: &str) -> Result<M, String> {
+    M::decode(body).map_err(|e| format!("bad OTLP {kind} request: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Oracle: the stream items themselves; through OTLP and back nothing changes.
+    #[test]
+    fn batch_round_trips_through_otlp() {
+        let w = "0110aaaa010203040506070800001203".to_string();
+        let sample = StreamSample {
+            w: w.clone(),
+            sn: 42,
+            topic: Some(("rt/image".into(), "sensor_msgs::msg::dds_::Image_".into())),
+            tt: 1,
+            first: 1_700_000_000_000_000_001,
+            first_ip: 1_700_000_000_000_000_000,
+            last: 1_700_000_000_000_900_000,
+            complete: true,
+            size: 2_764_800,
+            fsize: Some(1344),
+            fexp: 2058,
+            fseen: 2058,
+            ipf: 3,
+            retx: 2,
+            retx_bytes: 2688,
+            pcp: Some(5),
+            vendor: 0x0110,
+            supp: 1,
+            sts: Some(1_699_999_999_999_000_000),
+        };
+        let frag = StreamFrag { w: w.clone(), sn: 42, frag: 1345, first_ip: 5, last: 9, topic: None };
+        let b = Batch {
+            agent: "pc1".into(),
+            seq: 7,
+            sent_ns: 123,
+            items: vec![StreamItem::Sample(sample.clone()), StreamItem::Frag(frag.clone()), StreamItem::Watermark { t: 50 }, StreamItem::Watermark { t: 60 }],
+            dropped_items: 3,
+            topics: Some(serde_json::json!([{"topic_name": "/image"}])),
+            system: vec![MetricSample { name: "node_load1".into(), labels: vec![], value: 0.5 }],
+            counters: Some(serde_json::json!({"frames": 10})),
+            last: true,
+        };
+        let (tb, lb, skipped) = encode_bodies(&b, &mut TopicMemo::default());
+        assert_eq!(skipped, 0);
+        let t: ExportTraceServiceRequest = parse(&tb, "traces").unwrap();
+        let spans = &t.resource_spans[0].scope_spans[0].spans;
+        assert_eq!(spans[0].trace_id, spans[1].trace_id, "a sample and its fragment share the trace id");
+        let d = decode_traces(&t);
+        assert_eq!((d.bad_spans, d.batches.len()), (0, 1));
+        assert_eq!(d.batches[0].agent, "pc1");
+        // The fragment is named by the sample record before it (a shard may have no earlier record of the writer).
+        let named = StreamFrag { topic: sample.topic.clone(), ..frag };
+        assert_eq!(d.batches[0].items, vec![StreamItem::Sample(sample), StreamItem::Frag(named)]);
+        let l: ExportLogsServiceRequest = parse(&lb, "logs").unwrap();
+        let d = decode_logs(&l);
+        let m = &d.batches[0];
+        assert_eq!((m.seq, m.sent_ns, m.dropped_items, m.last), (7, 123, 3, true));
+        assert_eq!(m.items, vec![StreamItem::Watermark { t: 60 }], "the batch's latest watermark");
+        assert_eq!(m.topics, b.topics);
+        assert_eq!(m.counters, b.counters);
+        assert_eq!(m.system, b.system);
+    }
+
+    #[test]
+    fn foreign_spans_are_counted_not_taken() {
+        let mut t = ExportTraceServiceRequest::default();
+        t.resource_spans.push(ResourceSpans {
+            resource: Some(resource("pc1")),
+            scope_spans: vec![ScopeSpans { spans: vec![Span { name: "GET /".into(), ..Default::default() }], ..Default::default() }],
+            ..Default::default()
+        });
+        t.resource_spans.push(ResourceSpans {
+            resource: None,
+            scope_spans: vec![ScopeSpans { spans: vec![Span::default(), Span::default()], ..Default::default() }],
+            ..Default::default()
+        });
+        let d = decode_traces(&t);
+        assert_eq!((d.bad_spans, d.batches.len()), (3, 0));
+        assert!(d.first_error.unwrap().contains("dds.writer_guid"));
+        assert!(parse::<ExportTraceServiceRequest>(b"\xff\xff\xff", "traces").unwrap_err().contains("bad OTLP traces request"));
+    }
+}
