@@ -33,7 +33,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define HDRS_MAX 40     /* Ethernet + one VLAN tag + IPv4 without options = 38 */
 #define KEEP_DATA 64    /* bytes of a DATA / DATA_FRAG submessage the analyses read */
-#define WALK_MAX 24     /* submessage headers examined per fragment */
+#define WALK_MAX 8      /* submessage headers examined per fragment */
 
 struct frag_key {
 	__u32 src;
