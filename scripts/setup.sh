@@ -18,6 +18,8 @@ APT_PACKAGES=(
   prometheus prometheus-node-exporter influxdb
   # browser tests
   chromium
+  # the agent's in-kernel capture filter (crates/monitor/bpf, built by crates/monitor/build.rs)
+  clang-14 libbpf-dev
 )
 
 missing=()

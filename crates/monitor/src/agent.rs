@@ -213,6 +213,11 @@ pub fn run(
                     h.packets_received = counters.received;
                     h.kernel_dropped = counters.dropped;
                     h.interface_dropped = counters.if_dropped;
+                    if let Some(f) = &counters.filter {
+                        h.evicted.insert("kernel_filter_not_followed".into(), f.not_followed);
+                        h.evicted.insert("kernel_filter_ring_full".into(), f.ring_full);
+                        h.evicted.insert("kernel_filter_orphaned".into(), f.orphaned + f.evicted);
+                    }
                     h.bytes = view.bytes;
                     let live = view.stats();
                     let mut h = h.with_sample_stats(&tracker_stats);

@@ -2,6 +2,7 @@
 //! correlation server and its web dashboard.
 
 pub mod capture;
+pub mod kfilter;
 pub mod view;
 pub mod stages;
 pub mod protocol;

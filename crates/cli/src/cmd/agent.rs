@@ -172,6 +172,9 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         "agent {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
         a.name, report.frames, report.counters.received, report.counters.dropped, report.counters.if_dropped, report.decode_summary
     );
+    if let Some(f) = &report.counters.filter {
+        eprintln!("agent {}: {}", a.name, ddscope_monitor::kfilter::closing_line(f));
+    }
     if !report.evicted.is_empty() {
         eprintln!("agent {}: evicted (caps): {}", a.name, report.evicted);
     }

@@ -34,6 +34,12 @@ pub struct CaptureArgs {
     /// Kernel ring buffer size
     #[arg(long, default_value_t = 64)]
     pub buffer_mb: i32,
+    /// In-kernel filter (eBPF socket filter): IP fragments that carry nothing the
+    /// analyses read are left out of the capture and only counted, every figure
+    /// stays exact (docs/online.md). Falls back to whole frames, with a notice,
+    /// where it cannot be loaded. Not with --filter or --snaplen
+    #[arg(long, conflicts_with_all = ["filter", "snaplen"])]
+    pub kernel_filter: bool,
     /// Stop after this long (e.g. 30s)
     #[arg(long, value_parser = args::positive_duration)]
     pub duration: Option<Duration>,
@@ -54,6 +60,7 @@ impl CaptureArgs {
             tstamp,
             buffer_mb: self.buffer_mb,
             immediate,
+            kernel_filter: self.kernel_filter,
         })
     }
 }

@@ -137,6 +137,9 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     };
     let priv_note = drop_privileges()?;
     let note = cap.timestamp_note.clone();
+    if !cap.filter_note.is_empty() {
+        eprintln!("live: {}", cap.filter_note);
+    }
     let name = capture_name(std::path::Path::new(&a.capture.interface));
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
@@ -257,5 +260,8 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         counters.if_dropped,
         dec.stats.summary_line()
     );
+    if let Some(f) = &counters.filter {
+        eprintln!("live: {}: {}", a.capture.interface, ddscope_monitor::kfilter::closing_line(f));
+    }
     Ok(0)
 }

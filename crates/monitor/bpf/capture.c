@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0 OR GPL-2.0
+// ddscope's in-kernel capture filter (docs/online.md, "In-kernel filter").
+//
+// A socket filter attached to the agent's capture socket (SO_ATTACH_BPF on
+// libpcap's packet socket). For every frame it returns how many bytes user
+// space gets: the whole frame, a prefix, or nothing. It never changes what
+// the analyses compute:
+//   - frames that are not IPv4 fragments of UDP datagrams pass whole;
+//   - discovery (even UDP destination port, RTPS's default mapping) and
+//     anything that is not RTPS pass whole, all fragments of it;
+//   - of a fragmented RTPS datagram it walks the submessage headers across
+//     the fragments (their positions are kept per datagram in FRAGS).
+//     Every fragment up to the one holding the last submessage header passes
+//     whole, so user space reads the datagram's headers as today; after the
+//     last header, only the bytes the analyses read pass (the fixed fields of
+//     a DATA / DATA_FRAG, 64 bytes), and a fragment with nothing needed is
+//     left out of the capture: its Ethernet + IP headers go to the DROPPED
+//     ring buffer instead, so user space still counts it (fragments per
+//     sample, wire bytes) and completes the datagram by declared lengths.
+//   - the first fragment seen of a datagram and the one that completes it
+//     always pass (at least their headers): the first and last fragment
+//     times of every datagram stay the capture's own.
+// Whenever the program cannot follow a datagram (state table full, a header
+// split across two fragments, IP options, a fragment of a datagram whose
+// first fragment it did not see), it passes frames whole and counts why.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define HDRS_MAX 40     /* Ethernet + one VLAN tag + IPv4 without options = 38 */
+#define KEEP_DATA 64    /* bytes of a DATA / DATA_FRAG submessage the analyses read */
+#define WALK_MAX 8      /* submessage headers examined per fragment */
+
+struct frag_key {
+	__u32 src;
+	__u32 dst;
+	__u32 id;
+};
+
+struct frag_state {
+	__u64 seen_ns;   /* last fragment (monotonic clock, for the record) */
+	__u32 total;     /* UDP datagram length = IP payload length of the datagram */
+	__u32 covered;   /* payload bytes of the fragments seen so far */
+	__u32 next;      /* offset of the next submessage header in the IP payload */
+	__u32 need_end;  /* bytes needed up to here (a header's fixed fields) */
+	__u32 whole;     /* pass every fragment whole */
+};
+
+/* Datagrams being followed; LRU: a datagram pushed out has its later
+ * fragments passed whole (counted as STAT_NO_STATE). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct frag_key);
+	__type(value, struct frag_state);
+} FRAGS SEC(".maps");
+
+struct dropped {
+	__u32 orig_len;  /* the frame's length on the wire */
+	__u32 hdr_len;   /* bytes of data[] that hold the frame's headers */
+	__u8 data[HDRS_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} DROPPED SEC(".maps");
+
+enum {
+	STAT_FRAMES,        /* frames seen by the program */
+	STAT_LEFT_OUT,      /* fragments left out (reported through DROPPED) */
+	STAT_BYTES_SAVED,   /* frame bytes not copied to user space */
+	STAT_RING_FULL,     /* fragments passed because DROPPED was full */
+	STAT_NO_STATE,      /* fragments of datagrams not followed (first unseen or pushed out), passed whole */
+	STAT_UNFOLLOWED,    /* datagrams given up (header across fragments, IP options, bad header), passed whole */
+	STAT_COMPLETED,     /* fragmented RTPS datagrams followed to their last byte */
+	STAT_N,
+};
+
+/* Memory-mapped by user space, which reads it without system calls (the
+ * agent's system-call filter forbids bpf() once capture runs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STAT_N);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} STATS SEC(".maps");
+
+static __always_inline void count(__u32 which, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&STATS, &which);
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+#define SUBMSG_DATA 0x15
+#define SUBMSG_DATA_FRAG 0x16
+
+/* Walks the submessage headers that start inside [off, end) of the IP
+ * payload. Returns the end of the bytes this fragment must keep (IP payload
+ * offset), 0 if none; gives up on the datagram (st->whole) when it cannot
+ * follow it. */
+static __always_inline __u32 walk(struct __sk_buff *skb, __u32 l4, struct frag_state *st, __u32 off, __u32 end)
+{
+	__u32 keep = 0;
+	if (st->need_end > off)
+		keep = st->need_end < end ? st->need_end : end;
+	for (int i = 0; i < WALK_MAX; i++) {
+		__u32 at = st->next;
+		if (at >= st->total || at >= end)
+			break;
+		if (at + 4 > end) {
+			/* A submessage header split across two fragments. */
+			st->whole = 1;
+			count(STAT_UNFOLLOWED, 1);
+			return end;
+		}
+		__u8 h[4];
+		if (bpf_skb_load_bytes(skb, l4 + (at - off), h, 4) < 0) {
+			st->whole = 1;
+			count(STAT_UNFOLLOWED, 1);
+			return end;
+		}
+		__u32 octets = (h[1] & 1) ? (__u32)h[2] | ((__u32)h[3] << 8) : ((__u32)h[2] << 8) | h[3];
+		__u32 len = octets ? 4 + octets : st->total - at; /* 0: up to the end of the message */
+		__u32 need = len;
+		if ((h[0] == SUBMSG_DATA || h[0] == SUBMSG_DATA_FRAG) && !(h[1] & 2) && need > KEEP_DATA)
+			need = KEEP_DATA; /* no inline QoS: header, fixed fields and the payload's first bytes */
+		st->need_end = at + need;
+		st->next = at + len;
+		keep = st->need_end < end ? st->need_end : end;
+	}
+	if (st->next < st->total && st->next >= end) {
+		/* Another header follows in a later fragment: user space reads
+		 * the datagram's bytes contiguously, so this one passes whole. */
+		return end;
+	}
+	if (st->next < end && st->next < st->total) {
+		/* More headers in this fragment than one walk examines. */
+		st->whole = 1;
+		count(STAT_UNFOLLOWED, 1);
+		return end;
+	}
+	return keep;
+}
+
+SEC("socket")
+int ddscope_capture(struct __sk_buff *skb)
+{
+	__u32 whole = skb->len;
+	count(STAT_FRAMES, 1);
+
+	__u32 l3 = ETH_HLEN;
+	__be16 proto;
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
+		return whole;
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		l3 += 4;
+		if (bpf_skb_load_bytes(skb, 16, &proto, 2) < 0)
+			return whole;
+	}
+	if (proto != bpf_htons(ETH_P_IP))
+		return whole;
+	__u8 ip[20];
+	if (bpf_skb_load_bytes(skb, l3, ip, 20) < 0)
+		return whole;
+	if (ip[9] != 17 /* UDP */)
+		return whole;
+	__u16 frag = ((__u16)ip[6] << 8) | ip[7];
+	__u32 more = frag & 0x2000;
+	__u32 off = (__u32)(frag & 0x1fff) * 8;
+	if (!more && off == 0)
+		return whole; /* not fragmented */
+	if ((ip[0] & 0x0f) != 5) {
+		count(STAT_UNFOLLOWED, 1);
+		return whole; /* IP options: not followed */
+	}
+	__u32 tot = ((__u32)ip[2] << 8) | ip[3];
+	if (tot < 20 || l3 + tot > skb->len)
+		return whole;
+	__u32 plen = tot - 20;
+	__u32 l4 = l3 + 20;
+	__u32 end = off + plen;
+
+	struct frag_key key = {};
+	__builtin_memcpy(&key.src, &ip[12], 4);
+	__builtin_memcpy(&key.dst, &ip[16], 4);
+	key.id = ((__u32)ip[4] << 8) | ip[5];
+
+	struct frag_state *st = bpf_map_lookup_elem(&FRAGS, &key);
+	if (!st) {
+		if (off != 0) {
+			/* Not its first fragment (reordered, or the entry was pushed
+			 * out): this datagram passes whole, all of it. */
+			struct frag_state w = {};
+			w.whole = 1;
+			w.covered = plen;
+			w.total = more ? 0 : end;
+			w.seen_ns = bpf_ktime_get_ns();
+			bpf_map_update_elem(&FRAGS, &key, &w, BPF_ANY);
+			count(STAT_NO_STATE, 1);
+			return whole;
+		}
+		/* First fragment: UDP header and RTPS header. */
+		struct frag_state fresh = {};
+		__u8 u[12];
+		if (plen < 12 || bpf_skb_load_bytes(skb, l4, u, 12) < 0)
+			return whole;
+		__u32 dport = ((__u32)u[2] << 8) | u[3];
+		fresh.total = ((__u32)u[4] << 8) | u[5];
+		fresh.covered = plen;
+		fresh.next = 8 + 20; /* UDP header + RTPS header */
+		fresh.need_end = 8 + 20;
+		fresh.seen_ns = bpf_ktime_get_ns();
+		if ((dport & 1) == 0 || u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || fresh.total < 28)
+			fresh.whole = 1; /* discovery, or not RTPS: all of it */
+		__u32 keep = fresh.whole ? plen : walk(skb, l4, &fresh, 0, end);
+		if (fresh.covered >= fresh.total && fresh.total) {
+			count(STAT_COMPLETED, 1);
+			return whole;
+		}
+		if (bpf_map_update_elem(&FRAGS, &key, &fresh, BPF_ANY) < 0) {
+			count(STAT_NO_STATE, 1);
+			return whole;
+		}
+		if (fresh.whole || keep >= plen)
+			return whole;
+		count(STAT_BYTES_SAVED, plen - keep);
+		return l4 + keep;
+	}
+
+	st->seen_ns = bpf_ktime_get_ns();
+	st->covered += plen;
+	if (!more)
+		st->total = end;
+	if (st->whole) {
+		if (st->total && st->covered >= st->total) {
+			bpf_map_delete_elem(&FRAGS, &key);
+			count(STAT_COMPLETED, 1);
+		}
+		return whole;
+	}
+	__u32 keep = walk(skb, l4, st, off, end);
+	if (st->whole) {
+		if (st->covered >= st->total)
+			bpf_map_delete_elem(&FRAGS, &key);
+		return whole;
+	}
+	if (st->covered >= st->total) {
+		/* The fragment that completes the datagram: its time is the
+		 * datagram's last fragment time. */
+		bpf_map_delete_elem(&FRAGS, &key);
+		count(STAT_COMPLETED, 1);
+		__u32 k = keep > off ? keep - off : 0;
+		if (k >= plen)
+			return whole;
+		count(STAT_BYTES_SAVED, plen - k);
+		return l4 + k;
+	}
+	if (keep > off) {
+		__u32 k = keep - off;
+		if (k >= plen)
+			return whole;
+		count(STAT_BYTES_SAVED, plen - k);
+		return l4 + k;
+	}
+	/* Nothing needed in this fragment: report its headers instead. */
+	struct dropped *d = bpf_ringbuf_reserve(&DROPPED, sizeof(*d), 0);
+	if (!d) {
+		count(STAT_RING_FULL, 1);
+		return l4; /* headers only */
+	}
+	d->orig_len = skb->len;
+	d->hdr_len = l4;
+	if (l4 == ETH_HLEN + 20) {
+		if (bpf_skb_load_bytes(skb, 0, d->data, ETH_HLEN + 20) < 0) {
+			bpf_ringbuf_discard(d, 0);
+			return whole;
+		}
+	} else {
+		if (bpf_skb_load_bytes(skb, 0, d->data, ETH_HLEN + 4 + 20) < 0) {
+			bpf_ringbuf_discard(d, 0);
+			return whole;
+		}
+	}
+	bpf_ringbuf_submit(d, 0);
+	count(STAT_LEFT_OUT, 1);
+	count(STAT_BYTES_SAVED, skb->len);
+	return 0;
+}
