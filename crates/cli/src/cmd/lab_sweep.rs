@@ -166,6 +166,9 @@ pub fn write_report(dir: &Path, quiet: bool) -> anyhow::Result<ReportSummary> {
     for c in &m.cells {
         for r in &c.runs {
             let mut res = RunResult { cell: c.id.clone(), repeat: r.repeat, status: r.status, error: r.error.clone(), analysis_error: None, flows: vec![], tools: None };
+            if let Some(sig) = ddscope_lab::procs::interrupted() {
+                bail!("interrupted by {} while analysing; the runs are kept: write the report with --report-only", ddscope_lab::procs::signal_name(sig));
+            }
             if r.status.complete() {
                 if !quiet {
                     eprintln!("sweep: analysing {} repeat {} ({})", c.id, r.repeat, r.dir);
