@@ -39,7 +39,7 @@
     p.series.forEach((s, i) => {
       const color = C.palette[i % C.palette.length];
       series.push({ name: s.name, points: s.median, mode: "line", color });
-      if (D.sweep.repeats > 1) series.push({ name: s.name + " (repeats)", points: s.repeats, mode: "points", color });
+      if (D.sweep.repeats > 1) series.push({ name: s.name + " (repeats)", points: s.repeats, mode: "points", color, noLegend: true });
     });
     draws.push(() => C.line(div, { title: p.title, xLabel: p.xLabel + (p.xLog ? " (log)" : ""), yLabel: p.yLabel + (p.yLog ? " (log)" : ""), series, xLog: p.xLog, yLog: p.yLog, legend: true, height: 320 }));
   }

@@ -104,13 +104,13 @@
     return out.length >= 2 ? out : null;
   }
 
-  function legend(ctx, names, x0, y0, maxw) {
+  function legend(ctx, names, x0, y0, maxw, colors) {
     let x = x0, y = y0;
     ctx.textAlign = "left"; ctx.textBaseline = "middle";
     names.forEach((n, i) => {
       const tw = ctx.measureText(n).width + 26;
       if (x + tw > x0 + maxw) { x = x0; y += 16; }
-      ctx.fillStyle = PALETTE[i % PALETTE.length];
+      ctx.fillStyle = (colors && colors[i]) || PALETTE[i % PALETTE.length];
       ctx.fillRect(x, y - 5, 12, 10);
       ctx.fillStyle = "#222";
       ctx.fillText(n, x + 16, y);
@@ -155,7 +155,9 @@
       marks += s.points.length;
     });
     ctx.restore();
-    if (opt.series.length > 1 || opt.legend) legend(ctx, opt.series.map((s) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16);
+    // a series with noLegend (e.g. the dots of a line drawn in its colour) gets no legend entry
+    const named = opt.series.map((s, i) => [s, i]).filter(([s]) => !s.noLegend);
+    if (opt.series.length > 1 || opt.legend) legend(ctx, named.map(([s]) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16, named.map(([s, i]) => s.color || PALETTE[i % PALETTE.length]));
     if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
     canvas.dataset.points = marks;
     return canvas;
