@@ -509,6 +509,18 @@ fn fnv(s: &str) -> String {
     format!("{h:016x}")
 }
 
+/// The manifest in `dir` for `sweep` (same digest), with the sweep file's
+/// current charts, for rewriting the report without running.
+pub fn refresh_manifest(sweep: &Sweep, dir: &Path) -> Result<Manifest> {
+    let m = Manifest::read(dir)?;
+    if m.digest != sweep.digest() {
+        bail!("{} holds a different sweep ({}): other cells, repeats, duration or base scenario", dir.display(), m.name);
+    }
+    let m = Manifest { plots: sweep.plots.clone(), ..m };
+    m.write(dir)?;
+    Ok(m)
+}
+
 impl Sweep {
     pub fn digest(&self) -> String {
         let mut s = format!("{}\n{}\n{:?}\n", self.scenario_text, self.repeats, self.duration.map(|d| d.0));
@@ -572,7 +584,8 @@ pub fn run(sweep: &Sweep, opts: &mut SweepOptions) -> Result<Manifest> {
                 old.name
             );
         }
-        old
+        // charts are not part of the digest: the file's current ones apply
+        Manifest { plots: sweep.plots.clone(), ..old }
     } else {
         if out.exists() && fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(false) {
             bail!("{}: not empty and holds no sweep (sweep.json); choose another output directory", out.display());

@@ -208,6 +208,9 @@ fn sweep(a: SweepArgs) -> Result<i32> {
             m.count(Status::Error)
         );
     }
+    if a.report_only {
+        sweep::refresh_manifest(&sw, &out)?;
+    }
     let r = lab_sweep::write_report(&out, a.quiet)?;
     for e in &r.analysis_errors {
         eprintln!("sweep: cannot analyse {e}");

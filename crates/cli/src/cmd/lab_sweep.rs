@@ -39,6 +39,8 @@ pub const METRICS: &[(&str, &str)] = &[
     ("truth_p99_ms", "publish -> receive, p99, nearest rank (ground truth)"),
     ("truth_max_ms", "publish -> receive, max (ground truth)"),
     ("truth_throughput_mbps", "payload received / publication time, Mbit/s (ground truth)"),
+    ("interference_mbps", "iperf3 interference the run achieved, all flows, Mbit/s (iperf3's report)"),
+    ("interference_loss_pct", "datagrams of the interference lost, % (iperf3's report)"),
 ];
 
 /// Metrics whose spread over the repeats (min and max) goes into the CSV table.
@@ -124,6 +126,7 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
         put(&mut m, "app_p99_ms", app.as_ref().map(|d| d.p99_ms));
         put(&mut m, "throughput_mbps", Some(b as f64 * 8.0 / 1e6 / duration_s));
         truth_cols(&mut m, ti.map(|i| &truth[i]), duration_s);
+        interference_cols(&mut m, &run_json);
         rows.push(m);
     }
     // flows the ground truth has but ddscope did not see at all
@@ -137,10 +140,21 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
             m.insert(k.into(), Value::Null);
         }
         truth_cols(&mut m, Some(t), duration_s);
+        interference_cols(&mut m, &run_json);
         rows.push(m);
     }
     rows.sort_by(|a, b| (a["topic"].as_str(), a["sender"].as_str(), a["receiver"].as_str()).cmp(&(b["topic"].as_str(), b["sender"].as_str(), b["receiver"].as_str())));
     Ok((rows, run_json["tools"].clone()))
+}
+
+/// The run's iperf3 interference as iperf3 reported it (none: empty).
+fn interference_cols(m: &mut Map<String, Value>, run_json: &Value) {
+    let its = run_json["interference"].as_array().cloned().unwrap_or_default();
+    let achieved: Vec<f64> = its.iter().filter_map(|i| i["achieved_bps"].as_f64()).collect();
+    put(m, "interference_mbps", (!achieved.is_empty()).then(|| achieved.iter().sum::<f64>() / 1e6));
+    let packets: u64 = its.iter().filter_map(|i| i["packets"].as_u64()).sum();
+    let lost: u64 = its.iter().filter_map(|i| i["lost_packets"].as_u64()).sum();
+    put(m, "interference_loss_pct", (packets > 0).then(|| lost as f64 * 100.0 / packets as f64));
 }
 
 fn truth_cols(m: &mut Map<String, Value>, t: Option<&TruthFlow>, duration_s: f64) {
@@ -356,7 +370,8 @@ fn plots(m: &Manifest, agg: &[Map<String, Value>], runs: &[Map<String, Value>]) 
         v.push(PlotSpec { title: "Throughput vs payload size (ground truth)".into(), x: "payload_bytes".into(), y: "truth_throughput_mbps".into(), series: Some(others), log_x: true, log_y: false });
         for k in varying.iter().filter(|k| is_load(k)) {
             let rest: Vec<String> = varying.iter().filter(|o| *o != k).cloned().collect();
-            v.push(PlotSpec { title: format!("Loss vs {k} (ground truth)"), x: k.clone(), y: "truth_loss_pct".into(), series: Some(rest), log_x: false, log_y: false });
+            v.push(PlotSpec { title: format!("Loss vs {k} (ground truth)"), x: k.clone(), y: "truth_loss_pct".into(), series: Some(rest.clone()), log_x: false, log_y: false });
+            v.push(PlotSpec { title: format!("Interference loss vs {k} (iperf3)"), x: k.clone(), y: "interference_loss_pct".into(), series: Some(rest), log_x: false, log_y: false });
         }
         v
     };
