@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import re
 import signal
 import statistics
 import subprocess
@@ -31,6 +32,16 @@ from conftest import REPO, ddscope_bin, have_root, require_tool
 from test_lab import lab_namespaces, lab_processes
 
 BASE = REPO / "examples" / "lab" / "sweep-base.toml"
+
+
+def mine(before: dict[int, str], tmp: pathlib.Path) -> dict[int, str]:
+    """Lab processes started since `before` that belong to this test's runs
+    (their command lines name its directory; other lab runs on the machine are not ours)."""
+    return {pid: cmd for pid, cmd in lab_processes().items() if pid not in before and str(tmp) in cmd}
+
+
+def run_ids(text: str) -> list[str]:
+    return re.findall(r" run (\d+-[0-9a-f]{4}) ", text)
 
 
 def need_root():
@@ -82,7 +93,6 @@ def test_small_sweep_runs_reports_and_equals_latency(tmp_path, artifacts):
     ground-truth files, medians of the repeats, and the report renders in Chromium."""
     need_root()
     before = lab_processes()
-    ns_before = set(lab_namespaces())
     sw = write_sweep(tmp_path, 'repeats = 2\nduration = "1s"\n[matrix]\n'
                      '"generate[0].vendor" = ["cyclone", "fastdds"]\n"generate[0].sizes" = ["1KiB", "64KiB"]\n')
     out = tmp_path / "out"
@@ -100,9 +110,9 @@ def test_small_sweep_runs_reports_and_equals_latency(tmp_path, artifacts):
         {"generate[0].vendor": '"fastdds"', "generate[0].sizes": '"64KiB"'},
     ]
     assert all(r["status"] == "done" and r["attempts"] == 1 for c in m["cells"] for r in c["runs"])
-    assert not (set(lab_namespaces()) - ns_before)
-    left = {pid: cmd for pid, cmd in lab_processes().items() if pid not in before}
-    assert not left, left
+    for run in (out / "runs").iterdir():
+        assert not lab_namespaces(json.loads((run / "run.json").read_text())["run_id"])
+    assert not mine(before, tmp_path)
 
     rows = list(csv.DictReader((out / "sweep-runs.csv").open()))
     assert len(rows) == 8, rows
@@ -172,8 +182,7 @@ def test_sweep_resumes_after_kill(tmp_path):
     second is redone, the third run; a different sweep in the same directory is refused."""
     need_root()
     before = lab_processes()
-    ns_before = set(lab_namespaces())
-    sw = write_sweep(tmp_path, 'duration = "2s"\n[matrix]\n"generate[0].sizes" = ["1KiB", "4KiB", "16KiB"]\n')
+    sw = write_sweep(tmp_path, 'duration = "5s"\n[matrix]\n"generate[0].sizes" = ["1KiB", "4KiB", "16KiB"]\n')
     out = tmp_path / "out"
     p = subprocess.Popen([ddscope_bin(), "lab", "sweep", str(sw), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     manifest = out / "sweep.json"
@@ -186,11 +195,12 @@ def test_sweep_resumes_after_kill(tmp_path):
             except json.JSONDecodeError:
                 state = None  # never: the manifest is replaced atomically
                 raise
-            if state[:2] == ["done", "running"] and list((out / "runs" / "c002-r1").glob("*.pcapng")):
+            if state[:2] == ["done", "running"]:
                 break
         time.sleep(0.05)
     assert state[:2] == ["done", "running"], state
-    time.sleep(1.0)  # inside c002's publication
+    time.sleep(2.5)  # inside c002's 5 s of publication
+    assert p.poll() is None
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
     assert p.returncode != 0 and "interrupted by SIGTERM" in err, err[-2000:]
@@ -200,8 +210,8 @@ def test_sweep_resumes_after_kill(tmp_path):
     assert not (out / "runs" / "c003-r1").exists()
     first = json.loads((out / "runs" / "c001-r1" / "run.json").read_text())["run_id"]
     first_mtime = (out / "runs" / "c001-r1" / "run.json").stat().st_mtime_ns
-    left = {pid: cmd for pid, cmd in lab_processes().items() if pid not in before}
-    assert not left, left
+    assert len(run_ids(err)) == 2 and not any(lab_namespaces(r) for r in run_ids(err)), err
+    assert not mine(before, tmp_path)
 
     cp = sweep(sw, "--out", out)
     assert cp.returncode == 0, cp.stderr[-3000:]
@@ -210,17 +220,17 @@ def test_sweep_resumes_after_kill(tmp_path):
     assert [(c["runs"][0]["status"], c["runs"][0]["attempts"]) for c in m["cells"]] == [("done", 1), ("done", 2), ("done", 1)]
     assert json.loads((out / "runs" / "c001-r1" / "run.json").read_text())["run_id"] == first
     assert (out / "runs" / "c001-r1" / "run.json").stat().st_mtime_ns == first_mtime
-    assert "c001 repeat 1" not in cp.stderr and "c002 repeat 1" in cp.stderr and "c003 repeat 1" in cp.stderr
+    resumed = cp.stderr
+    assert "] c001 repeat 1:" not in cp.stderr and "[2/3] c002 repeat 1:" in cp.stderr and "[3/3] c003 repeat 1:" in cp.stderr, cp.stderr
     rows = list(csv.DictReader((out / "sweep-table.csv").open()))
     assert [r["generate[0].sizes"] for r in rows] == ["1KiB", "4KiB", "16KiB"]
     assert [num(r["payload_bytes"]) for r in rows] == [1024, 4096, 16384]
     # the same directory with another sweep
-    other = write_sweep(tmp_path, 'duration = "2s"\n[matrix]\n"generate[0].sizes" = ["1KiB", "8KiB"]\n', name="t")
+    other = write_sweep(tmp_path, 'duration = "5s"\n[matrix]\n"generate[0].sizes" = ["1KiB", "8KiB"]\n', name="t")
     cp = sweep(other, "--out", out)
     assert cp.returncode != 0 and "holds a different sweep" in cp.stderr and cp.stderr.count("\n") == 1, cp.stderr
-    assert not (set(lab_namespaces()) - ns_before)
-    left = {pid: cmd for pid, cmd in lab_processes().items() if pid not in before}
-    assert not left, left
+    assert len(run_ids(resumed)) == 2 and not any(lab_namespaces(r) for r in run_ids(resumed)), resumed
+    assert not mine(before, tmp_path)
 
 
 def test_bad_sweep_files_give_one_line_naming_the_key(tmp_path):
