@@ -70,19 +70,19 @@
     if (opt.title) { ctx.font = "bold 13px system-ui, sans-serif"; ctx.fillText(opt.title, m.l, 16); ctx.font = FONT; }
     ctx.strokeStyle = "#ddd"; ctx.lineWidth = 1;
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    for (const t of ticks(yr[0], yr[1], 5)) {
+    for (const t of logTicks(yr, opt.yLog) || ticks(yr[0], yr[1], 5)) {
       const y = Y(t);
       ctx.beginPath(); ctx.moveTo(m.l, y); ctx.lineTo(m.l + pw, y); ctx.stroke();
-      ctx.fillText(fmt(t), m.l - 6, y);
+      ctx.fillText(fmt(opt.yLog ? Math.pow(10, t) : t), m.l - 6, y);
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     if (categories) {
       categories.forEach((c, i) => ctx.fillText(String(c), X(i + 0.5), m.t + ph + 6));
     } else {
-      for (const t of ticks(xr[0], xr[1], Math.max(3, Math.floor(pw / 90)))) {
+      for (const t of logTicks(xr, opt.xLog) || ticks(xr[0], xr[1], Math.max(3, Math.floor(pw / 90)))) {
         const x = X(t);
         ctx.beginPath(); ctx.moveTo(x, m.t); ctx.lineTo(x, m.t + ph); ctx.stroke();
-        ctx.fillText(xIsTime ? clock(t) : fmt(t), x, m.t + ph + 6);
+        ctx.fillText(xIsTime ? clock(t) : fmt(opt.xLog ? Math.pow(10, t) : t), x, m.t + ph + 6);
       }
     }
     ctx.strokeStyle = "#888";
@@ -96,13 +96,21 @@
     return { m, pw, ph, X, Y };
   }
 
-  function legend(ctx, names, x0, y0, maxw) {
+  // Log axes (opt.xLog / opt.yLog): values are drawn at log10(v); ticks at whole decades.
+  function logTicks(r, on) {
+    if (!on) return null;
+    const out = [];
+    for (let d = Math.ceil(r[0] - 1e-9); d <= r[1] + 1e-9; d++) out.push(d);
+    return out.length >= 2 ? out : null;
+  }
+
+  function legend(ctx, names, x0, y0, maxw, colors) {
     let x = x0, y = y0;
     ctx.textAlign = "left"; ctx.textBaseline = "middle";
     names.forEach((n, i) => {
       const tw = ctx.measureText(n).width + 26;
       if (x + tw > x0 + maxw) { x = x0; y += 16; }
-      ctx.fillStyle = PALETTE[i % PALETTE.length];
+      ctx.fillStyle = (colors && colors[i]) || PALETTE[i % PALETTE.length];
       ctx.fillRect(x, y - 5, 12, 10);
       ctx.fillStyle = "#222";
       ctx.fillText(n, x + 16, y);
@@ -121,6 +129,10 @@
 
   // Time series / XY chart. opt.series = [{name, points: [[x, y], ...], mode: "line"|"points"}]
   function line(container, opt) {
+    if (opt.xLog || opt.yLog) {
+      const lx = (v) => (opt.xLog ? (v > 0 ? Math.log10(v) : NaN) : v), ly = (v) => (opt.yLog ? (v > 0 ? Math.log10(v) : NaN) : v);
+      opt = Object.assign({}, opt, { series: opt.series.map((s) => Object.assign({}, s, { points: s.points.map((p) => [lx(p[0]), ly(p[1])]).filter((p) => isFinite(p[0]) && isFinite(p[1])) })) });
+    }
     const { canvas, ctx, w, h } = setup(container, opt.height);
     const xs = [], ys = [];
     for (const s of opt.series) for (const p of s.points) { xs.push(p[0]); ys.push(p[1]); }
@@ -143,7 +155,9 @@
       marks += s.points.length;
     });
     ctx.restore();
-    if (opt.series.length > 1 || opt.legend) legend(ctx, opt.series.map((s) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16);
+    // a series with noLegend (e.g. the dots of a line drawn in its colour) gets no legend entry
+    const named = opt.series.map((s, i) => [s, i]).filter(([s]) => !s.noLegend);
+    if (opt.series.length > 1 || opt.legend) legend(ctx, named.map(([s]) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16, named.map(([s, i]) => s.color || PALETTE[i % PALETTE.length]));
     if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
     canvas.dataset.points = marks;
     return canvas;

@@ -40,6 +40,15 @@ sudo ddscope lab run examples/lab/simple-robotic.toml --load 40% --duration 10s 
 sudo ddscope lab run examples/lab/simple-robotic.toml --tracing humble --out /tmp/traced   # pc1.lttng, pc2.lttng\n  \
 sudo ddscope lab run examples/lab/param-topologies.toml --gzip")]
     Run(RunArgs),
+    /// Run a sweep: a grid of scenario variants, each repeated, into one directory with one comparison report; resumable
+    #[command(after_help = "Examples:\n  \
+sudo ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --out /tmp/vs     # run again to resume\n  \
+ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --list\n  \
+ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --out /tmp/vs --report-only\n\n\
+Writes DIR/sweep.json (cells, parameters, status of every run), DIR/runs/CELL-rN/ (one `lab run` each),\n\
+DIR/report.html, DIR/sweep-table.csv (per cell: median of the repeats, spread), DIR/sweep-runs.csv and\n\
+DIR/sweep-table.json. Sweep file format: docs/lab.md.")]
+    Sweep(SweepArgs),
     /// Check a scenario (types, sizes, topology) without running it; no root needed
     Check(CheckArgs),
     /// Create a scenario's hosts and leave them up for manual use
@@ -89,6 +98,27 @@ struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+struct SweepArgs {
+    /// Sweep TOML file (base scenario, matrix of scenario keys, repeats, duration)
+    sweep: PathBuf,
+    /// Sweep directory (default: lab-out/sweep-<name>); the same directory again resumes the sweep
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the cells and exit (no root needed)
+    #[arg(long)]
+    list: bool,
+    /// Only (re)write the report from the runs the directory holds (no root needed)
+    #[arg(long)]
+    report_only: bool,
+    /// Write the captures gzip-compressed
+    #[arg(long)]
+    gzip: bool,
+    /// Only the summary and errors
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
 struct CheckArgs {
     scenario: PathBuf,
     #[arg(long = "vendor", value_name = "NODE=VENDOR")]
@@ -133,6 +163,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
             agent_args: a.agent.map(|s| s.split_whitespace().map(str::to_string).collect()),
             management: a.management,
         }),
+        Cmd::Sweep(a) => sweep(a),
         Cmd::Check(a) => check(a),
         Cmd::Up(a) => up(a),
         Cmd::Down(a) => down(a),
@@ -149,6 +180,44 @@ pub fn run(args: LabArgs) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+fn sweep(a: SweepArgs) -> Result<i32> {
+    use super::lab_sweep;
+    use ddscope_lab::sweep::{self, Status, SweepOptions};
+    let sw = sweep::load(&a.sweep)?;
+    lab_sweep::check_plots(&sw)?;
+    let out = a.out.clone().unwrap_or_else(|| lab_sweep::default_out(&sw));
+    if a.list {
+        println!("{}: {} cells x {} repeats ({} excluded), base {}", sw.name, sw.cells.len(), sw.repeats, sw.excluded, sw.scenario_file.display());
+        for c in &sw.cells {
+            println!("{}  {}", c.id, c.label());
+        }
+        return Ok(0);
+    }
+    if !a.report_only {
+        if !net::is_root() {
+            bail!("ddscope lab sweep needs root to create network namespaces (run it with sudo)");
+        }
+        let m = sweep::run(&sw, &mut SweepOptions { out: out.clone(), gzip: a.gzip, quiet: a.quiet, on_progress: None })?;
+        eprintln!(
+            "sweep: {} runs: {} done, {} failed checks (complete, reported), {} errors",
+            m.cells.len() * m.repeats as usize,
+            m.count(Status::Done),
+            m.count(Status::Failed),
+            m.count(Status::Error)
+        );
+    }
+    if a.report_only {
+        sweep::refresh_manifest(&sw, &out)?;
+    }
+    let r = lab_sweep::write_report(&out, a.quiet)?;
+    for e in &r.analysis_errors {
+        eprintln!("sweep: cannot analyse {e}");
+    }
+    println!("sweep: {} ({} of {} runs analysed, {} table rows)", out.join("report.html").display(), r.analysed, r.runs, r.rows);
+    let m = sweep::Manifest::read(&out)?;
+    Ok(if m.count(Status::Error) > 0 || !r.analysis_errors.is_empty() { 1 } else { 0 })
 }
 
 fn check(a: CheckArgs) -> Result<i32> {

@@ -8,4 +8,5 @@ pub mod report;
 pub mod serve;
 pub mod topics;
 pub mod lab;
+pub mod lab_sweep;
 pub mod tsn;
