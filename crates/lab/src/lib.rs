@@ -9,6 +9,7 @@ pub mod procs;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod tcbpf;
 pub mod tracecheck;
 pub mod truth;
 pub mod workload;

@@ -185,7 +185,11 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
 
 /// Cyclone DDS configuration (CYCLONEDDS_URI) of every node of a run.
 pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
+    // topics with a PCP: one network partition per PCP (their frames are tagged by
+    // destination address); partitions are multicast groups, so data may use multicast
+    let partitioning = crate::net::cyclone_partitioning(sc);
     let mc = match sc.dds.multicast {
+        Multicast::Spdp if !partitioning.is_empty() => "<AllowMulticast>spdp,asm</AllowMulticast>",
         Multicast::Spdp => "<AllowMulticast>spdp</AllowMulticast>",
         Multicast::Default => "<AllowMulticast>default</AllowMulticast>",
         Multicast::False => "<AllowMulticast>false</AllowMulticast>",
@@ -202,7 +206,7 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
         sizes.push_str(&format!("<FragmentSize>{}B</FragmentSize>", f.0));
     }
     format!(
-        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}{sizes}</General>{internal}</Domain></CycloneDDS>"
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}{sizes}</General>{partitioning}{internal}</Domain></CycloneDDS>"
     )
 }
 
