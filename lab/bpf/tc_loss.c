@@ -3,9 +3,8 @@
 //
 // A Gilbert-Elliott channel: a good and a bad state, P(good -> bad) = p,
 // P(bad -> good) = r, loss probability 1 - k in the good state and 1 - h in
-// the bad one. p = 1, r = 0 ... is not meaningful; Bernoulli loss of
-// probability q is k = 1 - q with p = 0 (the chain never leaves the good
-// state). Probabilities are fixed point: a probability x is stored as
+// the bad one. Bernoulli loss of probability q is 1 - k = q with p = 0
+// (the chain never leaves the good state). Probabilities are fixed point: a probability x is stored as
 // x * 2^32 (saturated), compared with bpf_get_prandom_u32().
 //
 // Only IPv4 frames are eligible (ARP is never dropped, so neighbours stay
