@@ -36,15 +36,17 @@ PCPS = {"/image": 5, "/drive": 3}
 
 
 def tshark_frames(capture):
-    """Every frame: (number, vlan priority or None, vlan id or None, ip.src, ip.id, [(writer guid, kind)])."""
+    """Every frame: (number, vlan priority or None, vlan id or None, (ip.src, ip.dst, ip.id) when it is an
+    IP fragment else None, [writer GUIDs of its DATA / DATA_FRAG])."""
     tshark = require_tool("tshark")
     cmd = [tshark, "-r", str(capture), "-T", "fields", "-E", "separator=\t", "-E", "aggregator=,",
-           "-e", "frame.number", "-e", "vlan.priority", "-e", "vlan.id", "-e", "ip.src", "-e", "ip.id",
+           "-e", "frame.number", "-e", "vlan.priority", "-e", "vlan.id", "-e", "ip.src", "-e", "ip.dst", "-e", "ip.id",
+           "-e", "ip.flags.mf", "-e", "ip.frag_offset",
            "-e", "rtps.guidPrefix.src", "-e", "rtps.sm.id", "-e", "rtps.sm.wrEntityId"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     frames = []
     for line in out.splitlines():
-        num, prio, vid, src, ipid, prefix, ids, writers = (line.split("\t") + [""] * 8)[:8]
+        num, prio, vid, src, dst, ipid, mf, off, prefix, ids, writers = (line.split("\t") + [""] * 11)[:11]
         writers_of_data = []
         if prefix:
             # wrEntityId is listed for DATA (0x15), DATA_FRAG (0x16), HEARTBEAT (0x07), GAP (0x08) ...;
@@ -55,8 +57,10 @@ def tshark_frames(capture):
                     w = next(w_iter, "")
                     if sm in ("0x15", "0x16") and w:
                         writers_of_data.append(prefix.split(",")[0].replace(":", "") + w[2:].zfill(8))
-        frames.append((int(num), int(prio) if prio else None, int(vid) if vid else None, src,
-                       ipid.split(",")[0], writers_of_data))
+        mf, off = mf.split(",")[0], off.split(",")[0]
+        frag = mf in ("1", "True") or (off not in ("", "0"))
+        dgram = (src.split(",")[0], dst.split(",")[0], ipid.split(",")[0]) if frag else None
+        frames.append((int(num), int(prio) if prio else None, int(vid) if vid else None, dgram, writers_of_data))
     return frames
 
 
@@ -66,15 +70,16 @@ def pcp_per_topic(capture, writer_topic):
     frames = tshark_frames(capture)
     by_dgram = defaultdict(list)
     for f in frames:
-        by_dgram[(f[3], f[4])].append(f)
+        if f[3]:
+            by_dgram[f[3]].append(f)
     out = defaultdict(lambda: defaultdict(int))
     for f in frames:
-        topics = {writer_topic[w] for w in f[5] if w in writer_topic}
+        topics = {writer_topic[w] for w in f[4] if w in writer_topic}
         if not topics:
             continue
         assert len(topics) == 1, f"{capture}: frame {f[0]} carries several topics {topics}"
         topic = topics.pop()
-        group = by_dgram[(f[3], f[4])] if f[4] else [f]
+        group = by_dgram[f[3]] if f[3] else [f]
         for g in group:
             out[topic][(g[1], g[2])] += 1
     return out

@@ -194,6 +194,8 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
         Multicast::Default => "<AllowMulticast>default</AllowMulticast>",
         Multicast::False => "<AllowMulticast>false</AllowMulticast>",
     };
+    // a single reader gets unicast unless the interface prefers multicast
+    let prefer = if partitioning.is_empty() { "" } else { " prefer_multicast=\"true\"" };
     let internal = match sc.dds.socket_receive_buffer {
         Some(b) => format!("<Internal><SocketReceiveBufferSize min=\"{}B\"/></Internal>", b.0),
         None => String::new(),
@@ -206,7 +208,7 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
         sizes.push_str(&format!("<FragmentSize>{}B</FragmentSize>", f.0));
     }
     format!(
-        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}{sizes}</General>{partitioning}{internal}</Domain></CycloneDDS>"
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"{prefer}/></Interfaces>{mc}{sizes}</General>{partitioning}{internal}</Domain></CycloneDDS>"
     )
 }
 
