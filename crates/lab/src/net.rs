@@ -564,6 +564,49 @@ pub fn is_root() -> bool {
 mod tests {
     use super::*;
 
+    const TAGGED: &str = r#"
+name = "t"
+[network]
+vlan_id = 20
+[[hosts]]
+name = "pc1"
+[[hosts]]
+name = "pc2"
+[[nodes]]
+name = "cam"
+host = "pc1"
+[[nodes.publish]]
+topic = "/image"
+sample_bytes = 1000
+rate_hz = 10
+pcp = 5
+[[nodes]]
+name = "sub"
+host = "pc2"
+vendor = "VENDOR"
+[[nodes.subscribe]]
+topic = "/image"
+"#;
+
+    #[test]
+    fn tagged_topics_become_rules_and_partitions() {
+        let sc = crate::scenario::parse(&TAGGED.replace("VENDOR", "cyclone")).unwrap();
+        let r = vlan_rules(&sc);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].address, r[0].port, r[0].vid, r[0].pcp), ("239.255.10.5".parse().unwrap(), None, 20, 5));
+        // struct vlan_key: address and port in network byte order
+        assert_eq!(r[0].key(), [239, 255, 10, 5, 0, 0, 0, 0]);
+        assert_eq!(r[0].value()[2], 5);
+        let x = cyclone_partitioning(&sc);
+        assert!(x.contains("<NetworkPartition Name=\"pcp5\" Address=\"239.255.10.5\"/>"), "{x}");
+        assert!(x.contains("DCPSPartitionTopic=\"*.rt/image\""), "{x}");
+        // the lab applies the mapping through Cyclone DDS partitions only
+        let e = crate::scenario::parse(&TAGGED.replace("VENDOR", "fastdds")).unwrap_err().to_string();
+        assert!(e.contains("node sub (fastdds): topic /image has a pcp"), "{e}");
+        let e = crate::scenario::parse(&TAGGED.replace("pcp = 5", "pcp = 9").replace("VENDOR", "cyclone")).unwrap_err().to_string();
+        assert!(e.contains("pcp 9 must lie between 0 and 7"), "{e}");
+    }
+
     #[test]
     fn loss_rates() {
         let b = LossSpec { probability: 0.01, enter_burst: 0.0, leave_burst: 1.0, burst_loss: 1.0, hosts: vec![] };

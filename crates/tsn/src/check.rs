@@ -404,7 +404,8 @@ fn inside(g: &crate::scenario::GclSpec, tc: usize, ts_ns: i64, tx_ps: u64, o: &C
     let t_ps = (sched_ns as u64).saturating_mul(1000);
     // the window of `tc` open at the start (allowed to open up to `tol` late) must
     // stay open until the frame has left (allowed to close up to `tol` early)
-    match g.gcl.window_end(tc, t_ps.saturating_add(tol_ps)) {
+    let end = g.gcl.window_end(tc, t_ps).or_else(|| g.gcl.window_end(tc, t_ps.saturating_add(tol_ps)));
+    match end {
         Some(end) => end.saturating_add(tol_ps) >= t_ps.saturating_add(tx_ps),
         None => false,
     }
@@ -615,5 +616,8 @@ mod tests {
         assert!(inside(g, 1, 1_000_000_000 + 248_000, tx, &CheckOptions { gate_tolerance_ns: 3_000, ..opts() }));
         // the clock offset moves the frame into the window
         assert!(inside(g, 1, 1_000_000_000 + 300_000, tx, &CheckOptions { clock_offset_ns: 250_000, ..opts() }));
+        // starts 2 us before the window opens: outside, unless the tolerance allows 3 us
+        assert!(!inside(g, 1, 1_000_000_000 + 498_000, tx, &opts()));
+        assert!(inside(g, 1, 1_000_000_000 + 498_000, tx, &CheckOptions { gate_tolerance_ns: 3_000, ..opts() }));
     }
 }

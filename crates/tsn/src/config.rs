@@ -355,5 +355,7 @@ mod tests {
         assert!(x.contains("<NetworkPartition Name=\"pcp5\" Address=\"239.255.10.5\"/>"), "{x}");
         assert!(x.contains("DCPSPartitionTopic=\"*.rt/image\""), "{x}");
         assert!(x.contains("DCPSPartitionTopic=\"*.rt/drive\""), "{x}");
+        // a single reader must still be reached at the partition address
+        assert!(x.contains("prefer_multicast=\"true\""), "{x}");
     }
 }
