@@ -18,7 +18,8 @@ APT_PACKAGES=(
   prometheus prometheus-node-exporter influxdb
   # browser tests
   chromium
-  # the agent's in-kernel capture filter (crates/monitor/bpf, built by crates/monitor/build.rs)
+  # eBPF: the agent's in-kernel capture filter (crates/monitor/bpf, built by crates/monitor/build.rs)
+  # and the lab's tc programs (lab/bpf: 802.1Q tagging without 8021q, loss without netem)
   clang-14 libbpf-dev
 )
 
@@ -59,6 +60,9 @@ if [ -f lab/CMakeLists.txt ]; then
   cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build lab/build -j"$(nproc)" >/dev/null
 fi
+
+# The lab's tc eBPF programs (clsact egress/ingress, loaded by iproute2).
+make -s -C lab/bpf
 
 # The OTLP tests run a real OpenTelemetry Collector, built once with the
 # collector builder from the Go module proxy (minutes the first time; cached

@@ -10,6 +10,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod sweep;
+pub mod tcbpf;
 pub mod tracecheck;
 pub mod truth;
 pub mod workload;

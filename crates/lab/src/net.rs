@@ -3,18 +3,24 @@
 //! more), with the scenario's MTU, an optional token-bucket rate limit on
 //! every egress of the link, and a multicast route for DDS discovery.
 //!
+//! Topics with a `pcp` leave their host 802.1Q-tagged and packet loss is
+//! emulated, both with tc eBPF programs (`lab/bpf/`, [`crate::tcbpf`]):
+//! this kernel has neither the 8021q module nor netem.
+//!
 //! Everything is created with `ip` / `tc` and named `ddsl-<pid>-<random>-…`,
 //! so concurrent runs never collide and leftovers of a killed run can be
 //! recognised (the pid is in the name). [`Lab`] removes what it created when
 //! it is dropped.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use ddscope_traffic::{Bytes, Rate};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 
 use crate::addr::parse_subnet;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Vendor};
+use crate::tcbpf::{self, Attached};
+use serde::{Deserialize, Serialize};
 
 /// Prefix of every namespace the lab creates.
 pub const NS_PREFIX: &str = "ddsl-";
@@ -46,6 +52,16 @@ pub struct Lab {
     pub prefix_len: u8,
     created: Vec<String>,
     keep: bool,
+    /// The eBPF programs attached to the lab's devices, and what they were given.
+    ebpf: Ebpf,
+}
+
+#[derive(Debug, Default)]
+struct Ebpf {
+    rules: Vec<VlanRule>,
+    /// (host, egress program, ingress program)
+    vlan: Vec<(String, Attached, Attached)>,
+    loss: Option<(LossSpec, Vec<(String, Attached)>)>,
 }
 
 /// A short id unique to this run: the pid plus 16 random bits.
@@ -75,7 +91,7 @@ impl Lab {
     /// Creates the hosts of `sc`. On error, whatever was created is removed again.
     pub fn up(sc: &Scenario, id: &str) -> Result<Lab> {
         let (base, len) = parse_subnet(&sc.network.subnet, sc.hosts.len())?;
-        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, prefix_len: len, created: vec![], keep: false };
+        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, prefix_len: len, created: vec![], keep: false, ebpf: Ebpf::default() };
         for (i, h) in sc.hosts.iter().enumerate() {
             let netns = format!("{NS_PREFIX}{id}-{}", h.name);
             lab.add_ns(&netns)?;
@@ -89,7 +105,9 @@ impl Lab {
             });
         }
         let mtu = sc.network.mtu.to_string();
-        if lab.hosts.len() == 2 {
+        // Loss is dropped on the switch's egress ports, between the sender's and the
+        // receiver's capture: two hosts with loss are joined through the switch too.
+        if lab.hosts.len() == 2 && sc.network.loss.is_none() {
             let (a, b) = (lab.hosts[0].netns.clone(), lab.hosts[1].netns.clone());
             run_cmd(&["ip", "link", "add", HOST_IF, "netns", &a, "mtu", &mtu, "type", "veth", "peer", "name", HOST_IF, "netns", &b, "mtu", &mtu])?;
         } else {
@@ -133,7 +151,82 @@ impl Lab {
                 run_cmd(&["tc", "-n", &ns, "qdisc", "add", "dev", &dev, "root", "tbf", "rate", &rate_s, "burst", &burst_s, "latency", &latency])?;
             }
         }
+        lab.attach_ebpf(sc)?;
         Ok(lab)
+    }
+
+    /// Tags (and untags) the topics with a PCP on every host's link; drops
+    /// frames on the switch ports towards the hosts of `network.loss`.
+    fn attach_ebpf(&mut self, sc: &Scenario) -> Result<()> {
+        let rules = vlan_rules(sc);
+        if rules.is_empty() && sc.network.loss.is_none() {
+            return Ok(());
+        }
+        let dir = tcbpf::object_dir()?;
+        if !rules.is_empty() {
+            let obj = dir.join("tc_vlan.o");
+            for h in &self.hosts {
+                let eg = tcbpf::attach(&h.netns, &h.iface, "egress", &obj, "tc_vlan_egress")?;
+                let ing = tcbpf::attach(&h.netns, &h.iface, "ingress", &obj, "tc_vlan_ingress")?;
+                let map = eg.map("vlan_rules")?;
+                for r in &rules {
+                    map.update(&r.key(), &r.value())?;
+                }
+                self.ebpf.vlan.push((h.name.clone(), eg, ing));
+            }
+            self.ebpf.rules = rules;
+        }
+        if let Some(loss) = &sc.network.loss {
+            let sw = self.switch_ns.clone().ok_or_else(|| anyhow!("internal: loss without a switch"))?;
+            let obj = dir.join("tc_loss.o");
+            let mut ports = vec![];
+            for (i, h) in self.hosts.iter().enumerate() {
+                if !loss.hosts.is_empty() && !loss.hosts.contains(&h.name) {
+                    continue;
+                }
+                let prog = tcbpf::attach(&sw, &format!("p{i}"), "egress", &obj, "tc_loss_egress")?;
+                prog.map("loss_cfg")?.update(&0u32.to_ne_bytes(), &loss.map_value())?;
+                ports.push((h.name.clone(), prog));
+            }
+            self.ebpf.loss = Some((loss.clone(), ports));
+        }
+        Ok(())
+    }
+
+    /// What the eBPF programs did so far (read before [`Lab::down`]); `None`
+    /// when the run uses none.
+    pub fn ebpf_report(&self) -> Result<Option<EbpfReport>> {
+        let e = &self.ebpf;
+        if e.vlan.is_empty() && e.loss.is_none() {
+            return Ok(None);
+        }
+        let mut vlan = None;
+        if !e.vlan.is_empty() {
+            let mut hosts = vec![];
+            for (host, eg, ing) in &e.vlan {
+                let st = eg.map("vlan_stats")?;
+                let si = ing.map("vlan_stats")?;
+                hosts.push(VlanCounters {
+                    host: host.clone(),
+                    tagged: st.counter(0)?,
+                    untagged: st.counter(1)?,
+                    popped: si.counter(2)?,
+                    received_untagged: si.counter(3)?,
+                    errors: st.counter(4)? + si.counter(4)?,
+                });
+            }
+            vlan = Some(VlanReport { rules: e.rules.clone(), hosts });
+        }
+        let mut loss = None;
+        if let Some((spec, ports)) = &e.loss {
+            let mut out = vec![];
+            for (host, p) in ports {
+                let m = p.map("loss_stats")?;
+                out.push(LossCounters { towards: host.clone(), frames: m.counter(0)?, dropped: m.counter(1)?, dropped_in_bursts: m.counter(2)?, bursts: m.counter(3)? });
+            }
+            loss = Some(LossReport { spec: spec.clone(), mean_loss: spec.mean_loss(), ports: out });
+        }
+        Ok(Some(EbpfReport { vlan, loss }))
     }
 
     /// Adds a management link from every host to the root namespace, as the
@@ -219,6 +312,229 @@ pub fn delete_netns(ns: &str) -> Result<()> {
     run_cmd(&["ip", "netns", "del", ns]).map(|_| ())
 }
 
+/// The VLAN id of tagged topics when the scenario does not name one.
+pub const DEFAULT_VLAN_ID: u16 = 10;
+
+/// One topic -> 802.1Q mapping rule of the tagging program: frames to
+/// `address` (any port when `port` is None) leave with VID `vid`, PCP `pcp`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VlanRule {
+    pub address: Ipv4Addr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    pub vid: u16,
+    pub pcp: u8,
+    /// The topics the rule carries.
+    pub topics: Vec<String>,
+}
+
+impl VlanRule {
+    /// `struct vlan_key` of lab/bpf/tc_vlan.c (address and port in network byte order).
+    fn key(&self) -> [u8; 8] {
+        let mut k = [0u8; 8];
+        k[0..4].copy_from_slice(&self.address.octets());
+        k[4..6].copy_from_slice(&self.port.unwrap_or(0).to_be_bytes());
+        k
+    }
+    /// `struct vlan_val`.
+    fn value(&self) -> [u8; 4] {
+        let v = self.vid.to_ne_bytes();
+        [v[0], v[1], self.pcp, 0]
+    }
+}
+
+/// The lab's topic -> VLAN/PCP mapping: the mapping `ddscope tsn config
+/// --emit dds` writes. Each PCP is a Cyclone DDS network partition with its
+/// own multicast address ([`ddscope_tsn::config::partition_address`]); the
+/// topic's readers listen there and its writers send there
+/// ([`cyclone_partitioning`]), so the program tags by destination address.
+pub fn vlan_rules(sc: &Scenario) -> Vec<VlanRule> {
+    let vid = sc.network.vlan_id.unwrap_or(DEFAULT_VLAN_ID);
+    let mut rules: Vec<VlanRule> = vec![];
+    for n in &sc.nodes {
+        let flows = n.publish.iter().chain(n.relay.iter().map(|r| &r.output));
+        for f in flows {
+            let Some(pcp) = f.pcp else { continue };
+            let address: Ipv4Addr = match ddscope_tsn::config::partition_address(pcp).parse() {
+                Ok(a) => a,
+                Err(_) => continue,
+            };
+            match rules.iter_mut().find(|r| r.pcp == pcp) {
+                Some(r) => {
+                    if !r.topics.contains(&f.topic) {
+                        r.topics.push(f.topic.clone())
+                    }
+                }
+                None => rules.push(VlanRule { address, port: None, vid, pcp, topics: vec![f.topic.clone()] }),
+            }
+        }
+    }
+    rules
+}
+
+/// Cyclone DDS `<Partitioning>` for the topics with a PCP (empty when none):
+/// one network partition per PCP, as `ddscope tsn config --emit dds` writes it.
+pub fn cyclone_partitioning(sc: &Scenario) -> String {
+    let rules = vlan_rules(sc);
+    if rules.is_empty() {
+        return String::new();
+    }
+    let mut parts = String::new();
+    let mut maps = String::new();
+    for r in &rules {
+        parts.push_str(&format!("<NetworkPartition Name=\"pcp{}\" Address=\"{}\"/>", r.pcp, r.address));
+        for t in &r.topics {
+            maps.push_str(&format!("<PartitionMapping DCPSPartitionTopic=\"*.rt/{}\" NetworkPartition=\"pcp{}\"/>", t.trim_start_matches('/'), r.pcp));
+        }
+    }
+    format!("<Partitioning><NetworkPartitions>{parts}</NetworkPartitions><PartitionMappings>{maps}</PartitionMappings></Partitioning>")
+}
+
+/// Scenario checks of the eBPF options (part of [`Scenario::check`]).
+pub fn check_ebpf_options(sc: &Scenario) -> Result<()> {
+    if let Some(v) = sc.network.vlan_id {
+        if !(1..=4094).contains(&v) {
+            bail!("network.vlan_id {v}: must lie between 1 and 4094");
+        }
+    }
+    if let Some(l) = &sc.network.loss {
+        l.check()?;
+        for h in &l.hosts {
+            if sc.host_index(h).is_none() {
+                bail!("network.loss.hosts: {h:?} is not in hosts");
+            }
+        }
+    }
+    // Tagging follows the Cyclone DDS network partitions: every endpoint of a tagged topic must be Cyclone.
+    let tagged: Vec<&str> = sc
+        .nodes
+        .iter()
+        .flat_map(|n| n.publish.iter().chain(n.relay.iter().map(|r| &r.output)))
+        .filter(|f| f.pcp.is_some())
+        .map(|f| f.topic.as_str())
+        .collect();
+    for n in &sc.nodes {
+        if n.vendor == Vendor::Cyclone {
+            continue;
+        }
+        let uses = n
+            .publish
+            .iter()
+            .map(|f| f.topic.as_str())
+            .chain(n.relay.iter().flat_map(|r| [r.input.as_str(), r.output.topic.as_str()]))
+            .chain(n.subscribe.iter().map(|s| s.topic.as_str()))
+            .find(|t| tagged.contains(t));
+        if let Some(t) = uses {
+            bail!("node {} ({}): topic {t} has a pcp, which the lab applies through Cyclone DDS network partitions; use vendor cyclone for its endpoints", n.name, n.vendor.as_str());
+        }
+    }
+    Ok(())
+}
+
+/// Packet loss on the link: a Gilbert-Elliott channel per switch port
+/// (lab/bpf/tc_loss.c). Without bursts it is Bernoulli loss of `probability`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossSpec {
+    /// Loss probability per frame outside bursts (the good state).
+    #[serde(default)]
+    pub probability: f64,
+    /// Per frame, the probability that a burst starts (good -> bad); 0: no bursts.
+    #[serde(default)]
+    pub enter_burst: f64,
+    /// Per frame, the probability that a burst ends (bad -> good); the mean burst lasts 1/leave_burst frames.
+    #[serde(default = "one_f64")]
+    pub leave_burst: f64,
+    /// Loss probability per frame in a burst (the bad state).
+    #[serde(default = "one_f64")]
+    pub burst_loss: f64,
+    /// Only frames towards these hosts are dropped (default: towards every host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+impl LossSpec {
+    pub fn check(&self) -> Result<()> {
+        for (name, v) in [("probability", self.probability), ("enter_burst", self.enter_burst), ("leave_burst", self.leave_burst), ("burst_loss", self.burst_loss)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                bail!("network.loss.{name} {v}: must lie between 0 and 1");
+            }
+        }
+        if self.enter_burst > 0.0 && self.leave_burst == 0.0 {
+            bail!("network.loss: leave_burst 0 with enter_burst > 0 would never end a burst");
+        }
+        Ok(())
+    }
+
+    /// The long-run loss rate: the stationary share of the bad state times its loss, plus the good state's.
+    pub fn mean_loss(&self) -> f64 {
+        if self.enter_burst == 0.0 {
+            return self.probability;
+        }
+        let bad = self.enter_burst / (self.enter_burst + self.leave_burst);
+        bad * self.burst_loss + (1.0 - bad) * self.probability
+    }
+
+    /// `struct loss_cfg` of lab/bpf/tc_loss.c: probabilities as x * 2^32.
+    fn map_value(&self) -> [u8; 40] {
+        let fx = |p: f64| -> u64 { (p * 4_294_967_296.0).round().clamp(0.0, 4_294_967_296.0) as u64 };
+        let mut v = [0u8; 40];
+        for (i, x) in [fx(self.enter_burst), fx(self.leave_burst), fx(self.probability), fx(self.burst_loss), 1].iter().enumerate() {
+            v[i * 8..i * 8 + 8].copy_from_slice(&x.to_ne_bytes());
+        }
+        v
+    }
+}
+
+/// What the eBPF programs of a run did (run.json `network.ebpf`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EbpfReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<VlanReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VlanReport {
+    pub rules: Vec<VlanRule>,
+    pub hosts: Vec<VlanCounters>,
+}
+
+/// Per host: frames tagged / left untagged on egress, tags popped / frames
+/// without a tag on ingress, helper failures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VlanCounters {
+    pub host: String,
+    pub tagged: u64,
+    pub untagged: u64,
+    pub popped: u64,
+    pub received_untagged: u64,
+    pub errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LossReport {
+    pub spec: LossSpec,
+    /// The long-run loss rate the parameters give.
+    pub mean_loss: f64,
+    pub ports: Vec<LossCounters>,
+}
+
+/// Per switch port (towards one host): IPv4 frames seen and dropped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LossCounters {
+    pub towards: String,
+    pub frames: u64,
+    pub dropped: u64,
+    pub dropped_in_bursts: u64,
+    pub bursts: u64,
+}
+
 /// Bucket of 1 ms at the link rate, at least 16 full frames: small enough
 /// to shape like a link, large enough for TBF to reach the rate.
 fn default_burst(rate: Rate, mtu: u32) -> Bytes {
@@ -247,6 +563,60 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TAGGED: &str = r#"
+name = "t"
+[network]
+vlan_id = 20
+[[hosts]]
+name = "pc1"
+[[hosts]]
+name = "pc2"
+[[nodes]]
+name = "cam"
+host = "pc1"
+[[nodes.publish]]
+topic = "/image"
+sample_bytes = 1000
+rate_hz = 10
+pcp = 5
+[[nodes]]
+name = "sub"
+host = "pc2"
+vendor = "VENDOR"
+[[nodes.subscribe]]
+topic = "/image"
+"#;
+
+    #[test]
+    fn tagged_topics_become_rules_and_partitions() {
+        let sc = crate::scenario::parse(&TAGGED.replace("VENDOR", "cyclone")).unwrap();
+        let r = vlan_rules(&sc);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].address, r[0].port, r[0].vid, r[0].pcp), ("239.255.10.5".parse().unwrap(), None, 20, 5));
+        // struct vlan_key: address and port in network byte order
+        assert_eq!(r[0].key(), [239, 255, 10, 5, 0, 0, 0, 0]);
+        assert_eq!(r[0].value()[2], 5);
+        let x = cyclone_partitioning(&sc);
+        assert!(x.contains("<NetworkPartition Name=\"pcp5\" Address=\"239.255.10.5\"/>"), "{x}");
+        assert!(x.contains("DCPSPartitionTopic=\"*.rt/image\""), "{x}");
+        // the lab applies the mapping through Cyclone DDS partitions only
+        let e = crate::scenario::parse(&TAGGED.replace("VENDOR", "fastdds")).unwrap_err().to_string();
+        assert!(e.contains("node sub (fastdds): topic /image has a pcp"), "{e}");
+        let e = crate::scenario::parse(&TAGGED.replace("pcp = 5", "pcp = 9").replace("VENDOR", "cyclone")).unwrap_err().to_string();
+        assert!(e.contains("pcp 9 must lie between 0 and 7"), "{e}");
+    }
+
+    #[test]
+    fn loss_rates() {
+        let b = LossSpec { probability: 0.01, enter_burst: 0.0, leave_burst: 1.0, burst_loss: 1.0, hosts: vec![] };
+        assert_eq!(b.mean_loss(), 0.01);
+        let v = b.map_value();
+        assert_eq!(u64::from_ne_bytes(v[16..24].try_into().unwrap()), 42_949_673);
+        let ge = LossSpec { probability: 0.0, enter_burst: 0.01, leave_burst: 0.24, burst_loss: 0.5, hosts: vec![] };
+        assert!((ge.mean_loss() - 0.02).abs() < 1e-12);
+        assert!(LossSpec { probability: 1.5, ..b }.check().is_err());
+    }
 
     #[test]
     fn bursts() {

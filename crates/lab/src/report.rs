@@ -91,6 +91,9 @@ pub struct NetworkReport {
     pub rate: Option<String>,
     pub topology: Topology,
     pub hosts: Vec<HostNet>,
+    /// What the lab's eBPF programs did: 802.1Q tagging of topics with a PCP, emulated loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebpf: Option<crate::net::EbpfReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -201,6 +201,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     procs.terminate_all(Duration::from_secs(3));
     drop(procs);
     let hosts = lab.hosts.clone();
+    let ebpf = lab.ebpf_report();
     let down = lab.down();
     drop(lab);
     let drive = result?;
@@ -208,7 +209,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     say!(opts, "hosts removed; analysing");
 
     // -------- analysis on files only --------
-    let report = analyse(opts, &sc, &bins, &hosts, &out, &tmp, drive, &run_id, started)?;
+    let mut report = analyse(opts, &sc, &bins, &hosts, &out, &tmp, drive, &run_id, started)?;
+    report.network.ebpf = ebpf?;
+    if let Some(l) = report.network.ebpf.as_ref().and_then(|e| e.loss.as_ref()) {
+        let (frames, dropped) = l.ports.iter().fold((0, 0), |a, p| (a.0 + p.frames, a.1 + p.dropped));
+        say!(opts, "emulated loss: {dropped} of {frames} IPv4 frames dropped on the switch ({:.3} %; the parameters give {:.3} %)", 100.0 * dropped as f64 / frames.max(1) as f64, 100.0 * l.mean_loss);
+    }
     let _ = fs::remove_dir_all(&tmp);
     fs::write(out.join("run.json"), serde_json::to_string_pretty(&report)? + "\n")?;
     print_summary(&report);
@@ -919,8 +925,9 @@ fn analyse(
         network: NetworkReport {
             mtu: sc.network.mtu,
             rate: sc.network.rate.map(|r| r.to_string()),
-            topology: if hosts.len() == 2 { Topology::PointToPoint } else { Topology::Bridge },
+            topology: if hosts.len() == 2 && sc.network.loss.is_none() { Topology::PointToPoint } else { Topology::Bridge },
             hosts: hosts.to_vec(),
+            ebpf: None,
         },
         dds: sc.dds.clone(),
         fidelity: sc.fidelity.clone(),

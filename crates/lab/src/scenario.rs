@@ -143,11 +143,25 @@ pub struct Network {
     /// IPv4 subnet of the link; host i gets address .i+1.
     #[serde(default = "default_subnet")]
     pub subnet: String,
+    /// VLAN id of the 802.1Q tags of topics with a `pcp` (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan_id: Option<u16>,
+    /// Packet loss on the link (an eBPF program on the switch's egress ports; docs/lab.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<crate::net::LossSpec>,
 }
 
 impl Default for Network {
     fn default() -> Self {
-        Network { mtu: default_mtu(), rate: None, tbf_burst: None, tbf_latency: default_tbf_latency(), subnet: default_subnet() }
+        Network {
+            mtu: default_mtu(),
+            rate: None,
+            tbf_burst: None,
+            tbf_latency: default_tbf_latency(),
+            subnet: default_subnet(),
+            vlan_id: None,
+            loss: None,
+        }
     }
 }
 fn default_mtu() -> u32 {
@@ -588,6 +602,7 @@ impl Scenario {
                 bail!("nodes[{i}] ({}): more than 64 endpoints in one node", n.name);
             }
         }
+        crate::net::check_ebpf_options(self)?;
         for (i, g) in self.generate.iter().enumerate() {
             if g.sizes.is_empty() || g.rates_hz.is_empty() || g.reliability.is_empty() {
                 bail!("generate[{i}]: sizes, rates_hz and reliability must not be empty");
@@ -901,8 +916,10 @@ fn check_flow(f: &TopicFlow) -> Result<()> {
     if f.dds_fragment_bytes.is_some() {
         bail!("{}: dds_fragment_bytes is not supported by the lab yet (Cyclone DDS sets it per process)", f.topic);
     }
-    if f.pcp.is_some() {
-        bail!("{}: pcp is not supported by the lab (VLAN interfaces do not work on this kernel)", f.topic);
+    if let Some(p) = f.pcp {
+        if p > 7 {
+            bail!("{}: pcp {p} must lie between 0 and 7", f.topic);
+        }
     }
     Ok(())
 }

@@ -185,11 +185,17 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
 
 /// Cyclone DDS configuration (CYCLONEDDS_URI) of every node of a run.
 pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
+    // topics with a PCP: one network partition per PCP (their frames are tagged by
+    // destination address); partitions are multicast groups, so data may use multicast
+    let partitioning = crate::net::cyclone_partitioning(sc);
     let mc = match sc.dds.multicast {
+        Multicast::Spdp if !partitioning.is_empty() => "<AllowMulticast>spdp,asm</AllowMulticast>",
         Multicast::Spdp => "<AllowMulticast>spdp</AllowMulticast>",
         Multicast::Default => "<AllowMulticast>default</AllowMulticast>",
         Multicast::False => "<AllowMulticast>false</AllowMulticast>",
     };
+    // a single reader gets unicast unless the interface prefers multicast
+    let prefer = if partitioning.is_empty() { "" } else { " prefer_multicast=\"true\"" };
     let internal = match sc.dds.socket_receive_buffer {
         Some(b) => format!("<Internal><SocketReceiveBufferSize min=\"{}B\"/></Internal>", b.0),
         None => String::new(),
@@ -202,7 +208,7 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
         sizes.push_str(&format!("<FragmentSize>{}B</FragmentSize>", f.0));
     }
     format!(
-        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"/></Interfaces>{mc}{sizes}</General>{internal}</Domain></CycloneDDS>"
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"{iface}\"{prefer}/></Interfaces>{mc}{sizes}</General>{partitioning}{internal}</Domain></CycloneDDS>"
     )
 }
 

@@ -163,7 +163,9 @@ pub fn cyclone_xml(sc: &Scenario) -> String {
     let _ = writeln!(o, "  <Domain Id=\"{}\">", sc.dds.domain_id.map(|d| d.to_string()).unwrap_or_else(|| "any".into()));
     let _ = writeln!(o, "    <General>");
     let _ = writeln!(o, "      <Interfaces>");
-    let _ = writeln!(o, "        <NetworkInterface name=\"{}\" multicast=\"true\"/>", xml_escape(&iface));
+    // prefer_multicast: Cyclone sends to a single reader by unicast otherwise, past the partition address
+    let prefer = if parts.is_empty() { "" } else { " prefer_multicast=\"true\"" };
+    let _ = writeln!(o, "        <NetworkInterface name=\"{}\" multicast=\"true\"{prefer}/>", xml_escape(&iface));
     let _ = writeln!(o, "      </Interfaces>");
     let _ = writeln!(o, "      <AllowMulticast>true</AllowMulticast>");
     // Large samples: DATA_FRAG size and message size as the scenario models them.
@@ -353,5 +355,7 @@ mod tests {
         assert!(x.contains("<NetworkPartition Name=\"pcp5\" Address=\"239.255.10.5\"/>"), "{x}");
         assert!(x.contains("DCPSPartitionTopic=\"*.rt/image\""), "{x}");
         assert!(x.contains("DCPSPartitionTopic=\"*.rt/drive\""), "{x}");
+        // a single reader must still be reached at the partition address
+        assert!(x.contains("prefer_multicast=\"true\""), "{x}");
     }
 }

@@ -9,7 +9,9 @@
 //! - [`cbs`]: CBS parameters (seed 004 Eq. 2–6).
 //! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
 //! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
+//! - [`check`]: captures against a configuration (PCP, gate windows, SR-class bounds).
 pub mod cbs;
+pub mod check;
 pub mod config;
 pub mod formula;
 pub mod frame;

@@ -58,6 +58,50 @@ ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp")]
     Config(ConfigArgs),
     /// Print the SR classes of seed 004 Table 1
     SrClasses(FormatArg),
+    /// Check captures against a TSN configuration: PCP per topic, gate windows, SR-class latency and jitter
+    #[command(after_help = "Examples:\n  \
+ddscope tsn check examples/tsn/lab-tagged.toml lab-out/tagged        # a lab run directory\n  \
+ddscope tsn check examples/tsn/lab-tagged.toml pc1.pcapng pc2.pcapng --judge p99\n  \
+ddscope tsn check examples/tsn/thesis-tas50-40.toml pc1.pcapng pc2.pcapng --clock-offset 37s --gate-tolerance 2us\n\n\
+One verdict line per topic and capture (PCP), per gated port and topic (windows) and per SR class\n\
+(max latency and jitter against seed 004 Table 1, end to end over paths of up to 7 hops).\n\
+Exit code 0: every check passed; 1: a violation (or another error); 2: an input could not be read.")]
+    Check(CheckArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum JudgeArg {
+    /// Every sample (Table 1's max latency and max jitter)
+    Max,
+    /// The 99th percentile (seed 004's measurement tables)
+    P99,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// TSN scenario file (format: docs/tsn.md): topics with pcp, path and sr_class, ports with gate control lists
+    configuration: PathBuf,
+    /// Capture files or run directories; name the capture at a gated port's egress like the port
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Added to capture timestamps to get the gate schedule's clock (taprio: CLOCK_TAI), e.g. 37s
+    #[arg(long, value_name = "±DURATION", default_value = "0s", allow_hyphen_values = true, value_parser = signed_ns)]
+    clock_offset: i64,
+    /// A frame may leave this long before its window opens or after it closes (capture timestamp precision)
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::args::duration_ns)]
+    gate_tolerance: i64,
+    /// Statistic judged against the class bounds
+    #[arg(long, value_enum, default_value = "max")]
+    judge: JudgeArg,
+    /// Clock offset t_o of a capture point for the latency (seed 004 Eq. 9): pc2=+37s
+    #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = crate::args::offset)]
+    offsets: Vec<crate::args::Offset>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+fn signed_ns(s: &str) -> Result<i64, String> {
+    ddscope_traffic::units::parse_signed_nanos(s).map_err(|e| format!("{s:?}: {e}"))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -181,7 +225,45 @@ pub fn run(args: TsnArgs) -> anyhow::Result<i32> {
         Cmd::Cbs(a) => cbs_cmd(a),
         Cmd::Config(a) => config_cmd(a),
         Cmd::SrClasses(f) => sr_cmd(f.format),
+        Cmd::Check(a) => check_cmd(a),
     }
+}
+
+fn check_cmd(a: CheckArgs) -> anyhow::Result<i32> {
+    use ddscope_core::session;
+    use ddscope_tsn::check::{self, CheckOptions, Judge};
+    let sc = Scenario::load(&a.configuration)?;
+    let found = session::expand_run(&a.inputs, &[]).map_err(crate::common::session_error)?;
+    let mut latency = session::LatencyOptions { offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(), ..Default::default() };
+    latency.submessage_rows = false;
+    let opts = CheckOptions {
+        clock_offset_ns: a.clock_offset,
+        gate_tolerance_ns: a.gate_tolerance as u64,
+        judge: match a.judge {
+            JudgeArg::Max => Judge::Max,
+            JudgeArg::P99 => Judge::P99,
+        },
+        latency,
+    };
+    let report = check::check(&sc, found.captures, &found.truth, &opts).map_err(|e| match e {
+        session::SessionError::UnknownCapture { .. } => anyhow!("--offset: {e}"),
+        e => crate::common::session_error(e),
+    })?;
+    for n in &report.notes {
+        eprintln!("tsn check: {n}");
+    }
+    match a.format {
+        Format::Json => {
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "ok": report.ok(), "report": &report }))?);
+        }
+        Format::Table => {
+            for l in report.lines() {
+                println!("{l}");
+            }
+            println!("{}", if report.ok() { "tsn check: PASS" } else { "tsn check: FAIL" });
+        }
+    }
+    Ok(if report.ok() { 0 } else { 1 })
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<i32> {
