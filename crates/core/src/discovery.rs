@@ -781,6 +781,64 @@ mod tests {
         assert_eq!(p.default_unicast[0].to_string(), "udpv4:10.0.0.1:7410");
     }
 
+    /// Oracle: the RTPS default port mapping (DDSI-RTPS 2.5, 9.6.1.1) worked by hand.
+    #[test]
+    fn domains_from_ports() {
+        assert_eq!(domain_of_port(7400, true), Some(0)); // d0, SPDP multicast
+        assert_eq!(domain_of_port(7401, true), Some(0)); // d2, user multicast
+        assert_eq!(domain_of_port(7410, false), Some(0)); // d1, participant 0
+        assert_eq!(domain_of_port(7413, false), Some(0)); // d3, participant 1
+        assert_eq!(domain_of_port(8650, true), Some(5)); // 7400 + 250 * 5
+        assert_eq!(domain_of_port(8662, false), Some(5)); // + 10 + 2 * 1
+        assert_eq!(domain_of_port(7400 + 250 * 232 + 1, true), Some(232));
+        assert_eq!(domain_of_port(7405, false), None); // offsets 2..9 are not used
+        assert_eq!(domain_of_port(7410, true), None); // multicast is d0/d2 only
+        assert_eq!(domain_of_port(7399, false), None);
+        assert_eq!(domain_of_port(58584, false), None); // ephemeral (Cyclone's unicast)
+        assert_eq!(domain_of_port(58500, true), None); // domain 204, offset 100: not a multicast port
+        assert_eq!(domain_of_port(7400 + 250 * 204, true), Some(204));
+        assert_eq!(domain_of_port(65535, true), None);
+    }
+
+    /// A participant seen before its SPDP data names a domain: endpoints get it afterwards,
+    /// and topic counts follow (oracle: the port mapping, by hand).
+    #[test]
+    fn endpoints_take_their_participants_domain() {
+        let mut d = Discovery::default();
+        let prefix = GuidPrefix([7; 12]);
+        let mut e = |n: u8| EndpointInfo {
+            guid: Guid::new(prefix, ddscope_wire::EntityId([0, 0, n, 0x03])),
+            kind: EndpointKind::Writer,
+            names: Arc::new(TopicNames::new("rt/chatter", "T")),
+            reliability: Reliability::Reliable,
+            reliability_announced: true,
+            durability: Durability::Volatile,
+            history: None,
+            partitions: vec![],
+            unicast: vec![],
+            multicast: vec![],
+            vendor_id: None,
+            disposed: false,
+        };
+        // SEDP to an ephemeral port: no domain yet
+        let eph: std::net::SocketAddr = "10.0.0.2:50000".parse().unwrap();
+        d.add_endpoint_at(e(1), Some(&eph));
+        assert_eq!(d.writers_of(None, "rt/chatter"), 1);
+        // SPDP to 239.255.0.1:8650 (domain 5)
+        let mut p = parse_participant(&[0, 3, 0, 0, 1, 0, 0, 0], prefix).unwrap();
+        p.guid_prefix = prefix;
+        let spdp: std::net::SocketAddr = "239.255.0.1:8650".parse().unwrap();
+        d.add_participant_at(p, Some(&spdp));
+        assert_eq!(d.domain_of(&prefix), Some(5));
+        assert_eq!(d.participants.get(&prefix).unwrap().domain_from, Some(DomainSource::SpdpDestination));
+        assert_eq!(d.writers_of(None, "rt/chatter"), 0);
+        assert_eq!(d.writers_of(Some(5), "rt/chatter"), 1);
+        // later endpoints get the participant's domain whatever their datagram's port
+        let other: std::net::SocketAddr = "10.0.0.2:7410".parse().unwrap();
+        assert_eq!(d.add_endpoint_at(e(2), Some(&other)).names.domain, Some(5));
+        assert_eq!(d.writers_of(Some(5), "rt/chatter"), 2);
+    }
+
     #[test]
     fn missing_topic_is_an_error() {
         let mut pl = vec![0, 3, 0, 0];

@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn every_column_has_a_value_arm() {
         let e = SubmsgEvent::blank(Arc::from("x"));
-        assert_eq!(SubmsgEvent::columns().len(), 50);
+        assert_eq!(SubmsgEvent::columns().len(), 51);
         // The last column must be reachable (no silent Null for a listed column).
         let names: Vec<_> = SubmsgEvent::columns().iter().map(|c| c.name).collect();
         let unique: std::collections::HashSet<_> = names.iter().collect();

@@ -536,3 +536,29 @@ impl TopicRow {
         if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::writer_rate;
+
+    /// Constructed samples; oracle: the definitions worked by hand.
+    #[test]
+    fn rate_of_a_burst_is_over_the_window() {
+        // 5 samples 1 ms apart at the start of a 10 s observation: 0.5 Hz, not 4 kHz
+        let (hz, how) = writer_rate(5, 4_000_000, 10_000_000_000).unwrap();
+        assert_eq!(how, "window");
+        assert!((hz - 0.5).abs() < 1e-12);
+        // 101 samples 100 ms apart over 10 s, observed 10.05 s: exactly 10 Hz
+        let (hz, how) = writer_rate(101, 10_000_000_000, 10_050_000_000).unwrap();
+        assert_eq!(how, "span");
+        assert!((hz - 10.0).abs() < 1e-12);
+        // bursts of 10 every second for 10 s (span 9.009 s of 10 s): the steady estimate, 99/9.009 s
+        let (hz, how) = writer_rate(100, 9_009_000_000, 10_000_000_000).unwrap();
+        assert_eq!(how, "span");
+        assert!((hz - 99.0 / 9.009).abs() < 1e-9);
+        // one sample: over the window; nothing observed: no rate
+        assert_eq!(writer_rate(1, 0, 2_000_000_000), Some((0.5, "window")));
+        assert_eq!(writer_rate(1, 0, 0), None);
+        assert_eq!(writer_rate(0, 0, 5), None);
+    }
+}
