@@ -41,6 +41,7 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
   sp->depth = 10;
   sp->ratio = 1.0;
   sp->expect = 0;
+  sp->domain = -1;
   char *dup = strdup(text), *save = NULL;
   const char *what = kind == SPEC_PUB ? "--pub" : kind == SPEC_SUB ? "--sub" : "--relay";
   for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -60,6 +61,7 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
     else if ((!strcmp(k, "readers") || !strcmp(k, "writers")) && !parse_u64(v, &u) && u <= 100000) sp->expect = (int)u;
     else if (!strcmp(k, "ratio") && kind == SPEC_RELAY && !parse_f64(v, &d) && d > 0 && d <= 1) sp->ratio = d;
     else if (!strcmp(k, "delay_ns") && kind == SPEC_RELAY && !parse_u64(v, &u)) sp->delay_ns = (int64_t)u;
+    else if (!strcmp(k, "domain") && kind == SPEC_RELAY && !parse_u64(v, &u) && u <= 232) sp->domain = (int)u;
     else if (!strcmp(k, "compute") && kind == SPEC_RELAY && (!strcmp(v, "sleep") || !strcmp(v, "spin"))) sp->spin = !strcmp(v, "spin");
     else { fprintf(stderr, "error: %s %s: bad or unknown key %s=%s\n", what, text, k, v); goto fail; }
   }

@@ -55,6 +55,7 @@ typedef struct {
   double ratio;             /* forward this fraction of input samples (credit counter) */
   int64_t delay_ns;         /* compute time before the output is published */
   int spin;                 /* compute by busy-waiting instead of sleeping */
+  int domain;               /* relay: DDS domain of the output (-1: the node's --domain) */
   /* built message */
   rosmsg msg;
 } node_spec;

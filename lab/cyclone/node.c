@@ -69,10 +69,10 @@ static void on_signal(int sig) {
 static const char *die_prefix(void) { return g_cfg.node[0] ? g_cfg.node : "ddslab-cyclone"; }
 
 static dds_entity_t get_topic(dds_entity_t pp, node_spec *sp) {
-  static struct { char name[260]; char type[160]; dds_entity_t t; } topics[NODECFG_MAX];
+  static struct { char name[260]; char type[160]; dds_entity_t t, pp; } topics[NODECFG_MAX];
   static int ntopics = 0;
   for (int i = 0; i < ntopics; i++) {
-    if (!strcmp(topics[i].name, sp->dds_topic)) {
+    if (topics[i].pp == pp && !strcmp(topics[i].name, sp->dds_topic)) {
       if (strcmp(topics[i].type, rosmsg_dds_name(sp->type)) != 0) {
         fprintf(stderr, "%s: error: topic %s used with two types (%s and %s)\n", die_prefix(), sp->topic, topics[i].type,
                 rosmsg_dds_name(sp->type));
@@ -88,6 +88,7 @@ static dds_entity_t get_topic(dds_entity_t pp, node_spec *sp) {
     exit(3);
   }
   snprintf(topics[ntopics].name, sizeof topics[ntopics].name, "%s", sp->dds_topic);
+  topics[ntopics].pp = pp;
   snprintf(topics[ntopics].type, sizeof topics[ntopics].type, "%s", rosmsg_dds_name(sp->type));
   topics[ntopics].t = t;
   ntopics++;
@@ -246,6 +247,30 @@ static void *rx_thread(void *arg) {
   return NULL;
 }
 
+/* The participant of another domain (a relay bridging domains publishes its output there):
+ * one per domain, created on first use with the same user data as the node's own. */
+static dds_entity_t g_pp_main;
+static struct { int domain; dds_entity_t pp; } g_pp_other[NODECFG_MAX];
+static int g_npp_other = 0;
+static dds_entity_t participant_for(int domain) {
+  if (domain < 0 || domain == g_cfg.domain) return g_pp_main;
+  for (int i = 0; i < g_npp_other; i++)
+    if (g_pp_other[i].domain == domain) return g_pp_other[i].pp;
+  dds_qos_t *pq = dds_create_qos();
+  const char *ud = "enclave=/;";
+  dds_qset_userdata(pq, ud, strlen(ud));
+  dds_entity_t pp = dds_create_participant((dds_domainid_t)domain, pq, NULL);
+  dds_delete_qos(pq);
+  if (pp < 0) {
+    fprintf(stderr, "%s: error: cannot create a participant in domain %d: %s\n", die_prefix(), domain, dds_strretcode(pp));
+    exit(3);
+  }
+  g_pp_other[g_npp_other].domain = domain;
+  g_pp_other[g_npp_other++].pp = pp;
+  fprintf(stderr, "%s: participant in domain %d for bridged outputs\n", die_prefix(), domain);
+  return pp;
+}
+
 /* Waits until the participant has discovered `expect` writers of the reader's topic. */
 static int wait_for_remote_writers(dds_entity_t pp, const node_spec *sp) {
   static dds_entity_t pubs = 0;
@@ -337,6 +362,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: error: cannot create participant: %s (check CYCLONEDDS_URI)\n", die_prefix(), dds_strretcode(pp));
     return 3;
   }
+  g_pp_main = pp;
   dds_entity_t ws = dds_create_waitset(pp);
   nt_node_init(g_cfg.node, "/");
 
@@ -355,7 +381,8 @@ int main(int argc, char **argv) {
       dds_delete(pp);
       return 4;
     }
-    dds_entity_t t = get_topic(pp, sp);
+    dds_entity_t spp = sp->kind == SPEC_RELAY ? participant_for(sp->domain) : pp;
+    dds_entity_t t = get_topic(spp, sp);
     if (sp->kind == SPEC_SUB) {
       inlet *in = &g_in[g_nin++];
       in->spec = sp;
@@ -377,7 +404,7 @@ int main(int argc, char **argv) {
       outlet *o = &g_out[g_nout++];
       o->spec = sp;
       dds_qos_t *q = endpoint_qos(sp, 1);
-      o->writer = dds_create_writer(pp, t, q, NULL);
+      o->writer = dds_create_writer(spp, t, q, NULL);
       dds_delete_qos(q);
       if (o->writer < 0) { fprintf(stderr, "%s: error: writer %s: %s\n", die_prefix(), sp->topic, dds_strretcode(o->writer)); return 3; }
       dds_guid_t g;
@@ -460,6 +487,7 @@ shutdown:
   for (int i = 0; i < g_nin; i++)
     fprintf(stderr, "%s: received %s %llu samples\n", die_prefix(), g_in[i].spec->topic, (unsigned long long)g_in[i].received);
   truth_close(&g_truth);
+  for (int i = 0; i < g_npp_other; i++) dds_delete(g_pp_other[i].pp);
   dds_delete(pp);
   for (int i = 0; i < g_cfg.nspecs; i++) rosmsg_free(&g_cfg.specs[i].msg);
   return failed ? 5 : 0;

@@ -280,6 +280,11 @@ int main(int argc, char** argv) {
   udp->sendBufferSize = 4 * 1024 * 1024;
   udp->receiveBufferSize = 4 * 1024 * 1024;
   pq.transport().user_transports.push_back(udp);
+  for (int i = 0; i < g_cfg.nspecs; i++)
+    if (g_cfg.specs[i].domain >= 0 && g_cfg.specs[i].domain != g_cfg.domain) {
+      fprintf(stderr, "ddslab-fastdds: error: %s: a relay output in another domain (%d) needs the Cyclone DDS node\n", g_cfg.specs[i].topic, g_cfg.specs[i].domain);
+      return 2;
+    }
   DomainParticipant* pp = DomainParticipantFactory::get_instance()->create_participant(g_cfg.domain, pq);
   if (!pp) {
     std::fprintf(stderr, "%s: error: cannot create Fast DDS participant\n", g_cfg.node);

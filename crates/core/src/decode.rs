@@ -733,20 +733,20 @@ impl Decoder {
         let frame = ev.frame;
         let result = if writer == EntityId::SPDP_PARTICIPANT_WRITER || writer == EntityId::SPDP_PARTICIPANT_SECURE_WRITER {
             discovery::parse_participant(payload, src_prefix).map(|p| {
-                let prefix = self.discovery.add_participant(p);
+                let prefix = self.discovery.add_participant_at(p, Some(&ev.dst));
                 Announcement::Participant(prefix)
             })
         } else if writer == EntityId::SEDP_PUBLICATIONS_WRITER || writer == EntityId::SEDP_PUBLICATIONS_SECURE_WRITER {
             discovery::parse_endpoint(payload, EndpointKind::Writer, key).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
-                Announcement::Endpoint(self.discovery.add_endpoint(e))
+                Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))
             })
         } else if writer == EntityId::SEDP_SUBSCRIPTIONS_WRITER || writer == EntityId::SEDP_SUBSCRIPTIONS_SECURE_WRITER {
             discovery::parse_endpoint(payload, EndpointKind::Reader, key).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
-                Announcement::Endpoint(self.discovery.add_endpoint(e))
+                Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))
             })
         } else {
             // SEDP topics writer and others: nothing we track.

@@ -24,6 +24,9 @@ pub struct TopicNames {
     pub topic_name: String,
     /// De-mangled ROS 2 type (`std_msgs/msg/String`), or the raw name.
     pub type_name: String,
+    /// DDS domain of the endpoint's participant (see [`domain_of_port`]), when known.
+    /// Topics of different domains are different topics: rows are keyed by (domain, topic).
+    pub domain: Option<u32>,
 }
 
 impl TopicNames {
@@ -33,8 +36,87 @@ impl TopicNames {
             type_raw: type_raw.to_string(),
             topic_name: ros::demangle_topic(topic_raw).display(),
             type_name: ros::demangle_type(type_raw),
+            domain: None,
         }
     }
+
+    /// The same names in `domain`.
+    pub fn in_domain(mut self, domain: Option<u32>) -> Self {
+        self.domain = domain;
+        self
+    }
+}
+
+/// RTPS default port mapping (DDSI-RTPS 2.5, 9.6.1.1): port = PB + DG·domain + offset,
+/// PB = 7400, DG = 250; offset d0 = 0 (SPDP multicast), d1 = 10 (metatraffic unicast,
+/// + PG·participant id, PG = 2), d2 = 1 (user multicast), d3 = 11 (user unicast + PG·id).
+pub const PORT_BASE: u16 = 7400;
+pub const DOMAIN_GAIN: u16 = 250;
+/// Highest domain whose ports fit in 16 bits (7400 + 250·232 + 1 < 65536).
+pub const MAX_DOMAIN: u32 = 232;
+/// Unicast ports at or above this are taken as ephemeral (the Linux and Windows
+/// dynamic ranges start at 32768 / 49152): Cyclone DDS, for one, binds its unicast
+/// sockets to kernel-chosen ports, which must not be read as a domain.
+pub const EPHEMERAL_PORT_START: u16 = 32768;
+
+/// The DDS domain a port belongs to under the default mapping, or None when the
+/// port does not fit it: below 7400; an offset of 2..=9 within its domain's block;
+/// unicast at or above [`EPHEMERAL_PORT_START`]; unicast offsets 10+ and multicast
+/// offsets 0/1 only.
+pub fn domain_of_port(port: u16, multicast: bool) -> Option<u32> {
+    let rel = port.checked_sub(PORT_BASE)?;
+    let (domain, offset) = ((rel / DOMAIN_GAIN) as u32, rel % DOMAIN_GAIN);
+    if domain > MAX_DOMAIN {
+        return None;
+    }
+    let ok = if multicast { offset <= 1 } else { port < EPHEMERAL_PORT_START && (offset <= 1 || offset >= 10) };
+    ok.then_some(domain)
+}
+
+/// The domain a datagram's destination belongs to ([`domain_of_port`] of its port).
+pub fn domain_of_destination(dst: &std::net::SocketAddr) -> Option<u32> {
+    domain_of_port(dst.port(), dst.ip().is_multicast())
+}
+
+/// Where a participant's domain came from (`domain_from` in JSON); strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainSource {
+    /// PID_DOMAIN_ID in the SPDP data.
+    PidDomainId,
+    /// The port of an announced multicast locator.
+    MulticastLocator,
+    /// The multicast destination port of the SPDP datagram.
+    SpdpDestination,
+    /// The port of an announced unicast locator (below the ephemeral range).
+    UnicastLocator,
+    /// The unicast destination port of the SPDP datagram.
+    UnicastDestination,
+}
+
+/// A participant's domain: PID_DOMAIN_ID when announced; else the ports of its
+/// multicast locators; else the SPDP datagram's multicast destination port; else
+/// its unicast locators' ports; else the datagram's unicast destination port
+/// (each through [`domain_of_port`]).
+pub fn infer_domain(p: &ParticipantInfo, spdp_dst: Option<&std::net::SocketAddr>) -> Option<(u32, DomainSource)> {
+    if let Some(d) = p.domain_id {
+        return Some((d, DomainSource::PidDomainId));
+    }
+    let udp_port = |l: &Locator| {
+        let udp = l.kind == ddscope_wire::locator::LOCATOR_KIND_UDPV4 || l.kind == ddscope_wire::locator::LOCATOR_KIND_UDPV6;
+        u16::try_from(l.port).ok().filter(|_| udp)
+    };
+    let port_of = |ls: &[Locator], mc: bool| ls.iter().find_map(|l| udp_port(l).and_then(|port| domain_of_port(port, mc)));
+    if let Some(d) = port_of(&p.metatraffic_multicast, true).or_else(|| port_of(&p.default_multicast, true)) {
+        return Some((d, DomainSource::MulticastLocator));
+    }
+    if let Some(d) = spdp_dst.filter(|a| a.ip().is_multicast()).and_then(domain_of_destination) {
+        return Some((d, DomainSource::SpdpDestination));
+    }
+    if let Some(d) = port_of(&p.metatraffic_unicast, false).or_else(|| port_of(&p.default_unicast, false)) {
+        return Some((d, DomainSource::UnicastLocator));
+    }
+    spdp_dst.and_then(domain_of_destination).map(|d| (d, DomainSource::UnicastDestination))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -107,7 +189,11 @@ pub struct ParticipantInfo {
     pub guid_prefix: GuidPrefix,
     pub vendor_id: Option<u16>,
     pub protocol_version: Option<(u8, u8)>,
+    /// PID_DOMAIN_ID as announced (absent from many vendors' SPDP data).
     pub domain_id: Option<u32>,
+    /// The participant's effective domain ([`infer_domain`]).
+    pub domain: Option<u32>,
+    pub domain_from: Option<DomainSource>,
     pub lease_duration_ns: Option<i64>,
     pub entity_name: Option<String>,
     #[serde(serialize_with = "ser_locators")]
@@ -195,6 +281,8 @@ pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix) -> Result<
         vendor_id: None,
         protocol_version: None,
         domain_id: None,
+        domain: None,
+        domain_from: None,
         lease_duration_ns: None,
         entity_name: None,
         default_unicast: vec![],
@@ -403,8 +491,10 @@ impl DiscoveryStats {
 pub struct Discovery {
     pub participants: BoundedMap<GuidPrefix, ParticipantInfo>,
     pub endpoints: BoundedMap<Guid, Arc<EndpointInfo>>,
-    /// Raw topic name → (writers, readers) among `endpoints`.
-    topic_counts: FxHashMap<String, (u32, u32)>,
+    /// (Domain, raw topic name) → (writers, readers) among `endpoints`.
+    topic_counts: FxHashMap<(Option<u32>, String), (u32, u32)>,
+    /// Endpoints recorded before their participant's domain was known.
+    endpoints_without_domain: u64,
     /// ROS 2 nodes and the readers/writers they own.
     pub ros: RosGraph,
 }
@@ -424,24 +514,21 @@ impl Default for Discovery {
     }
 }
 
-fn count_change(counts: &mut FxHashMap<String, (u32, u32)>, e: &EndpointInfo, add: bool) {
-    let topic = &e.names.topic_raw;
+fn count_change(counts: &mut FxHashMap<(Option<u32>, String), (u32, u32)>, e: &EndpointInfo, add: bool) {
+    let key = (e.names.domain, e.names.topic_raw.clone());
     if add {
-        let c = match counts.get_mut(topic.as_str()) {
-            Some(c) => c,
-            None => counts.entry(topic.clone()).or_default(),
-        };
+        let c = counts.entry(key).or_default();
         match e.kind {
             EndpointKind::Writer => c.0 += 1,
             EndpointKind::Reader => c.1 += 1,
         }
-    } else if let Some(c) = counts.get_mut(topic.as_str()) {
+    } else if let Some(c) = counts.get_mut(&key) {
         match e.kind {
             EndpointKind::Writer => c.0 = c.0.saturating_sub(1),
             EndpointKind::Reader => c.1 = c.1.saturating_sub(1),
         }
         if *c == (0, 0) {
-            counts.remove(topic.as_str());
+            counts.remove(&key);
         }
     }
 }
@@ -452,6 +539,7 @@ impl Discovery {
             participants: BoundedMap::new(limits.max_participants),
             endpoints: BoundedMap::new(limits.max_endpoints),
             topic_counts: FxHashMap::default(),
+            endpoints_without_domain: 0,
             ros: RosGraph::default(),
         }
     }
@@ -481,15 +569,80 @@ impl Discovery {
         self.participants.get(prefix).and_then(|p| p.vendor_id)
     }
 
+    /// The domain of a participant, when known.
+    pub fn domain_of(&self, prefix: &GuidPrefix) -> Option<u32> {
+        self.participants.get(prefix).and_then(|p| p.domain)
+    }
+
+    /// Records a participant whose SPDP data arrived without a datagram (tests, agents).
     pub fn add_participant(&mut self, p: ParticipantInfo) -> GuidPrefix {
+        self.add_participant_at(p, None)
+    }
+
+    /// Records a participant; `spdp_dst` is the destination of the datagram that
+    /// carried its SPDP data, evidence of its domain when the data names none
+    /// ([`infer_domain`]). Endpoints recorded before the domain was known get it.
+    pub fn add_participant_at(&mut self, mut p: ParticipantInfo, spdp_dst: Option<&std::net::SocketAddr>) -> GuidPrefix {
         let prefix = p.guid_prefix;
+        let old = self.participants.get(&prefix).and_then(|o| o.domain.map(|d| (d, o.domain_from)));
+        match infer_domain(&p, spdp_dst) {
+            // A weaker source (a unicast port) does not override a stronger one seen before.
+            Some((d, src)) if old.is_none_or(|(_, os)| os.is_none_or(|os| src <= os)) => {
+                p.domain = Some(d);
+                p.domain_from = Some(src);
+            }
+            _ => {
+                p.domain = old.map(|o| o.0);
+                p.domain_from = old.and_then(|o| o.1);
+            }
+        }
+        let domain = p.domain;
         self.participants.insert(prefix, p, &mut |_, _| {});
+        if let Some(d) = domain {
+            if old.map(|o| o.0) != domain && self.endpoints_without_domain > 0 {
+                self.assign_domain(prefix, d);
+            }
+        }
         prefix
     }
 
+    /// Gives `domain` to the endpoints of `prefix` recorded without one.
+    fn assign_domain(&mut self, prefix: GuidPrefix, domain: u32) {
+        let pending: Vec<Guid> = self
+            .endpoints
+            .iter()
+            .filter(|(g, e)| g.prefix == prefix && e.names.domain.is_none())
+            .map(|(g, _)| *g)
+            .collect();
+        for g in pending {
+            let Some(e) = self.endpoints.get(&g).cloned() else { continue };
+            count_change(&mut self.topic_counts, &e, false);
+            let mut e = (*e).clone();
+            e.names = Arc::new((*e.names).clone().in_domain(Some(domain)));
+            count_change(&mut self.topic_counts, &e, true);
+            if let Some(slot) = self.endpoints.get_mut(&g) {
+                *slot = Arc::new(e);
+            }
+            self.endpoints_without_domain = self.endpoints_without_domain.saturating_sub(1);
+        }
+    }
+
     /// Records an endpoint; returns the shared record (reused when unchanged,
-    /// so that per-event references stay cheap).
-    pub fn add_endpoint(&mut self, mut e: EndpointInfo) -> Arc<EndpointInfo> {
+    /// so that per-event references stay cheap). Its domain is its participant's.
+    pub fn add_endpoint(&mut self, e: EndpointInfo) -> Arc<EndpointInfo> {
+        self.add_endpoint_at(e, None)
+    }
+
+    /// [`add_endpoint`](Self::add_endpoint); when the participant's domain is not
+    /// known (yet), the domain of `sedp_dst` (the SEDP datagram's destination port).
+    pub fn add_endpoint_at(&mut self, mut e: EndpointInfo, sedp_dst: Option<&std::net::SocketAddr>) -> Arc<EndpointInfo> {
+        let domain = self.domain_of(&e.guid.prefix).or_else(|| sedp_dst.and_then(domain_of_destination));
+        if domain != e.names.domain {
+            e.names = Arc::new((*e.names).clone().in_domain(domain));
+        }
+        if domain.is_none() {
+            self.endpoints_without_domain += 1;
+        }
         if let Some(old) = self.endpoints.get(&e.guid) {
             if *old.names == *e.names {
                 e.names = old.names.clone();
@@ -515,14 +668,14 @@ impl Discovery {
         }
     }
 
-    /// Writers announced for a topic (by raw name), disposed ones included.
-    pub fn writers_of(&self, topic_raw: &str) -> u64 {
-        self.topic_counts.get(topic_raw).map_or(0, |c| c.0 as u64)
+    /// Writers announced for a topic (by domain and raw name), disposed ones included.
+    pub fn writers_of(&self, domain: Option<u32>, topic_raw: &str) -> u64 {
+        self.topic_counts.get(&(domain, topic_raw.to_string())).map_or(0, |c| c.0 as u64)
     }
 
-    /// Readers announced for a topic (by raw name), disposed ones included.
-    pub fn readers_of(&self, topic_raw: &str) -> u64 {
-        self.topic_counts.get(topic_raw).map_or(0, |c| c.1 as u64)
+    /// Readers announced for a topic (by domain and raw name), disposed ones included.
+    pub fn readers_of(&self, domain: Option<u32>, topic_raw: &str) -> u64 {
+        self.topic_counts.get(&(domain, topic_raw.to_string())).map_or(0, |c| c.1 as u64)
     }
 
     pub fn stats(&self) -> DiscoveryStats {
@@ -538,7 +691,7 @@ impl Discovery {
     /// Endpoints sorted by topic then GUID (for stable output).
     pub fn endpoints_sorted(&self) -> Vec<Arc<EndpointInfo>> {
         let mut v: Vec<_> = self.endpoints.values().cloned().collect();
-        v.sort_by(|a, b| (&a.names.topic_raw, a.guid).cmp(&(&b.names.topic_raw, b.guid)));
+        v.sort_by(|a, b| (a.names.domain, &a.names.topic_raw, a.guid).cmp(&(b.names.domain, &b.names.topic_raw, b.guid)));
         v
     }
 
@@ -626,6 +779,64 @@ mod tests {
         assert_eq!(p.vendor_id, Some(0x010f));
         assert_eq!(p.lease_duration_ns, Some(20_500_000_000));
         assert_eq!(p.default_unicast[0].to_string(), "udpv4:10.0.0.1:7410");
+    }
+
+    /// Oracle: the RTPS default port mapping (DDSI-RTPS 2.5, 9.6.1.1) worked by hand.
+    #[test]
+    fn domains_from_ports() {
+        assert_eq!(domain_of_port(7400, true), Some(0)); // d0, SPDP multicast
+        assert_eq!(domain_of_port(7401, true), Some(0)); // d2, user multicast
+        assert_eq!(domain_of_port(7410, false), Some(0)); // d1, participant 0
+        assert_eq!(domain_of_port(7413, false), Some(0)); // d3, participant 1
+        assert_eq!(domain_of_port(8650, true), Some(5)); // 7400 + 250 * 5
+        assert_eq!(domain_of_port(8662, false), Some(5)); // + 10 + 2 * 1
+        assert_eq!(domain_of_port(7400 + 250 * 232 + 1, true), Some(232));
+        assert_eq!(domain_of_port(7405, false), None); // offsets 2..9 are not used
+        assert_eq!(domain_of_port(7410, true), None); // multicast is d0/d2 only
+        assert_eq!(domain_of_port(7399, false), None);
+        assert_eq!(domain_of_port(58584, false), None); // ephemeral (Cyclone's unicast)
+        assert_eq!(domain_of_port(58500, true), None); // domain 204, offset 100: not a multicast port
+        assert_eq!(domain_of_port(7400 + 250 * 204, true), Some(204));
+        assert_eq!(domain_of_port(65535, true), None);
+    }
+
+    /// A participant seen before its SPDP data names a domain: endpoints get it afterwards,
+    /// and topic counts follow (oracle: the port mapping, by hand).
+    #[test]
+    fn endpoints_take_their_participants_domain() {
+        let mut d = Discovery::default();
+        let prefix = GuidPrefix([7; 12]);
+        let mut e = |n: u8| EndpointInfo {
+            guid: Guid::new(prefix, ddscope_wire::EntityId([0, 0, n, 0x03])),
+            kind: EndpointKind::Writer,
+            names: Arc::new(TopicNames::new("rt/chatter", "T")),
+            reliability: Reliability::Reliable,
+            reliability_announced: true,
+            durability: Durability::Volatile,
+            history: None,
+            partitions: vec![],
+            unicast: vec![],
+            multicast: vec![],
+            vendor_id: None,
+            disposed: false,
+        };
+        // SEDP to an ephemeral port: no domain yet
+        let eph: std::net::SocketAddr = "10.0.0.2:50000".parse().unwrap();
+        d.add_endpoint_at(e(1), Some(&eph));
+        assert_eq!(d.writers_of(None, "rt/chatter"), 1);
+        // SPDP to 239.255.0.1:8650 (domain 5)
+        let mut p = parse_participant(&[0, 3, 0, 0, 1, 0, 0, 0], prefix).unwrap();
+        p.guid_prefix = prefix;
+        let spdp: std::net::SocketAddr = "239.255.0.1:8650".parse().unwrap();
+        d.add_participant_at(p, Some(&spdp));
+        assert_eq!(d.domain_of(&prefix), Some(5));
+        assert_eq!(d.participants.get(&prefix).unwrap().domain_from, Some(DomainSource::SpdpDestination));
+        assert_eq!(d.writers_of(None, "rt/chatter"), 0);
+        assert_eq!(d.writers_of(Some(5), "rt/chatter"), 1);
+        // later endpoints get the participant's domain whatever their datagram's port
+        let other: std::net::SocketAddr = "10.0.0.2:7410".parse().unwrap();
+        assert_eq!(d.add_endpoint_at(e(2), Some(&other)).names.domain, Some(5));
+        assert_eq!(d.writers_of(Some(5), "rt/chatter"), 2);
     }
 
     #[test]

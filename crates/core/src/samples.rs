@@ -651,6 +651,7 @@ crate::record!(SampleRecord, r, {
     vendor_id: Str => Value::Vendor(r.vendor_id),
     closed_by: Str => Value::S(r.closed_by.as_str()),
     writer_node: Str => r.node.as_deref().map_or(Value::Null, |n| Value::S(&n.fq_name)),
+    domain: U64 => r.topic.as_ref().and_then(|t| t.domain).map_or(Value::Null, |d| Value::U(d as u64)),
 });
 
 #[cfg(test)]

@@ -87,6 +87,8 @@ struct WriterStats {
     data_submsgs: u64,
     pcps: u8,
     vendors: Vec<u16>,
+    /// Domain of the destination ports of its DATA (the fallback when discovery does not name it).
+    port_domain: Option<u32>,
 }
 
 /// Aggregates events and sample records of one capture point.
@@ -96,6 +98,8 @@ pub struct TopicsAnalysis {
     /// The writer of the previous event and its slot: consecutive submessages mostly share it.
     last: Option<(Guid, u32)>,
     samples_evicted: u64,
+    /// The capture point's observation window: first and last RTPS event seen.
+    observed: Option<(i64, i64)>,
 }
 
 impl Default for TopicsAnalysis {
@@ -110,7 +114,7 @@ impl TopicsAnalysis {
     }
 
     pub fn with_config(cfg: TopicsConfig) -> Self {
-        TopicsAnalysis { stats: BoundedMap::new(cfg.max_writers), last: None, samples_evicted: 0 }
+        TopicsAnalysis { stats: BoundedMap::new(cfg.max_writers), last: None, samples_evicted: 0, observed: None }
     }
 
     pub fn stats(&self) -> TopicsStats {
@@ -132,7 +136,16 @@ impl TopicsAnalysis {
         self.stats.at_mut(slot, &g).expect("present: found or inserted above")
     }
 
+    /// The observation window (first and last RTPS event's capture time), once anything was seen.
+    pub fn observed(&self) -> Option<(i64, i64)> {
+        self.observed
+    }
+
     pub fn on_event(&mut self, e: &SubmsgEvent) {
+        self.observed = Some(match self.observed {
+            Some((f, l)) => (f.min(e.ts_ns), l.max(e.ts_ns)),
+            None => (e.ts_ns, e.ts_ns),
+        });
         let Some(w) = e.writer_id else { return };
         let is_writer_side = matches!(
             e.kind,
@@ -150,6 +163,9 @@ impl TopicsAnalysis {
         match e.kind {
             SubmsgKind::Data | SubmsgKind::DataFrag => {
                 s.data_submsgs += 1;
+                if s.port_domain.is_none() {
+                    s.port_domain = crate::discovery::domain_of_destination(&e.dst);
+                }
                 if let Some(p) = e.pcp {
                     s.pcps |= 1 << p;
                 }
@@ -211,14 +227,14 @@ impl TopicsAnalysis {
     /// (all when empty). Topic names come from discovery when events lacked
     /// them; ROS node names from discovery's ROS graph (`ros_discovery_info`).
     pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
-        // Raw topic name → nodes of its readers: one pass over the graph's gids.
-        let mut reader_nodes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        // (Domain, raw topic name) → nodes of its readers: one pass over the graph's gids.
+        let mut reader_nodes: BTreeMap<(Option<u32>, &str), Vec<String>> = BTreeMap::new();
         for (g, owner) in discovery.ros.entities() {
             if owner.role != EntityRole::Reader {
                 continue;
             }
             if let Some(ep) = discovery.endpoint(g) {
-                let v = reader_nodes.entry(ep.names.topic_raw.as_str()).or_default();
+                let v = reader_nodes.entry((ep.names.domain, ep.names.topic_raw.as_str())).or_default();
                 if !v.contains(&owner.node.fq_name) {
                     v.push(owner.node.fq_name.clone());
                 }
@@ -227,13 +243,16 @@ impl TopicsAnalysis {
         for v in reader_nodes.values_mut() {
             v.sort();
         }
-        let readers_of = |topic_raw: &str| reader_nodes.get(topic_raw).cloned().unwrap_or_default();
+        let readers_of = |n: &TopicNames| reader_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
+        let observed_until = self.observed.map(|(_, l)| l);
         // Members by reference, usually one per group (inline): rows cost
         // little beyond the rows themselves even with 10^5 writers.
         type Member<'a> = (Guid, &'a WriterStats, Option<Arc<TopicNames>>);
-        let mut groups: BTreeMap<(String, String, String), SmallVec<[Member<'_>; 1]>> = BTreeMap::new();
+        type Key = (Option<u32>, String, String, String);
+        let mut groups: BTreeMap<Key, SmallVec<[Member<'_>; 1]>> = BTreeMap::new();
         for (g, s) in self.stats.iter() {
-            let topic = s.topic.clone().or_else(|| discovery.endpoint(g).map(|e| e.names.clone()));
+            // Discovery's record first: it carries the domain learned since the first event.
+            let topic = discovery.endpoint(g).map(|e| e.names.clone()).or_else(|| s.topic.clone());
             let tt = s.traffic_type.unwrap_or(TrafficType::User);
             if !traffic.is_empty() && !traffic.contains(&tt) {
                 continue;
@@ -242,17 +261,25 @@ impl TopicsAnalysis {
                 // Only ACKNACKs towards a writer we know nothing about.
                 continue;
             }
+            // Domain: the endpoint's (its participant's), else its participant's, else the
+            // domain of the ports its DATA went to; unknown (null) otherwise.
+            let domain = topic
+                .as_ref()
+                .and_then(|t| t.domain)
+                .or_else(|| discovery.domain_of(&g.prefix))
+                .or(s.port_domain);
             let key = match (&topic, by_writer) {
-                (Some(t), false) => (t.topic_raw.clone(), t.type_raw.clone(), String::new()),
-                (Some(t), true) => (t.topic_raw.clone(), t.type_raw.clone(), g.to_string()),
-                (None, _) => ("\u{10ffff}".into(), String::new(), g.to_string()),
+                (Some(t), false) => (domain, t.topic_raw.clone(), t.type_raw.clone(), String::new()),
+                (Some(t), true) => (domain, t.topic_raw.clone(), t.type_raw.clone(), g.to_string()),
+                (None, _) => (domain, "\u{10ffff}".into(), String::new(), g.to_string()),
             };
             groups.entry(key).or_default().push((*g, s, topic));
         }
         let mut rows = Vec::with_capacity(groups.len());
-        for ((topic_raw, _, writer_key), members) in groups {
+        for ((domain, _, _, writer_key), members) in groups {
             let names = members.iter().find_map(|(_, _, t)| t.clone());
-            let mut row = TopicRow { capture: capture.to_string(), names: names.clone(), ..Default::default() };
+            let mut row = TopicRow { capture: capture.to_string(), names: names.clone(), domain, ..Default::default() };
+            let mut estimators: Vec<&'static str> = vec![];
             if by_writer || names.is_none() {
                 row.writer_id = Guid::parse_hex(&writer_key);
             }
@@ -313,9 +340,13 @@ impl TopicsAnalysis {
                 if let (Some(f), Some(l)) = (s.first_ts, s.last_ts) {
                     row.first_ts_ns = Some(row.first_ts_ns.map_or(f, |x| x.min(f)));
                     row.last_ts_ns = Some(row.last_ts_ns.map_or(l, |x| x.max(l)));
-                    // Rate per writer: (n-1) samples over the span between first and last.
-                    if s.samples >= 2 && l > f {
-                        *row.rate_hz.get_or_insert(0.0) += (s.samples - 1) as f64 / (l.saturating_sub(f) as f64 / 1e9);
+                    // The writer is observed from its first sample to the end of the observation.
+                    let window = observed_until.map_or(0, |end| end.saturating_sub(f));
+                    if let Some((hz, how)) = writer_rate(s.samples, l.saturating_sub(f), window) {
+                        *row.rate_hz.get_or_insert(0.0) += hz;
+                        if !estimators.contains(&how) {
+                            estimators.push(how);
+                        }
                     }
                 }
             }
@@ -327,6 +358,11 @@ impl TopicsAnalysis {
                     1 => v.pop(),
                     _ => Some(format!("mixed({})", v.join(","))),
                 }
+            };
+            row.rate_estimator = match estimators.as_slice() {
+                [] => None,
+                [one] => Some(one),
+                _ => Some("mixed"),
             };
             row.reliability = uniq(rel);
             row.durability = uniq(dur);
@@ -340,42 +376,36 @@ impl TopicsAnalysis {
             }
             row.writer_nodes = nodes;
             if let Some(n) = &names {
-                row.reader_nodes = readers_of(&n.topic_raw);
+                row.reader_nodes = readers_of(n);
+                row.readers = discovery.readers_of(n.domain, &n.topic_raw);
             }
-            if names.is_some() && !by_writer {
-                row.readers = discovery.readers_of(&topic_raw);
-            } else if let Some(n) = &names {
-                row.readers = discovery.readers_of(&n.topic_raw);
-            }
-            if let (Some(f), Some(l)) = (row.first_ts_ns, row.last_ts_ns) {
-                if l > f && row.samples >= 2 {
-                    // Bytes of the samples after the first, over the span: the
-                    // mean payload rate, consistent with rate_hz.
-                    let mean = row.bytes as f64 / row.samples as f64;
-                    row.bandwidth_bps = Some(row.rate_hz.unwrap_or(0.0) * mean * 8.0);
-                }
+            if let (Some(hz), true) = (row.rate_hz, row.samples > 0) {
+                // The mean payload rate, consistent with rate_hz.
+                let mean = row.bytes as f64 / row.samples as f64;
+                row.bandwidth_bps = Some(hz * mean * 8.0);
             }
             rows.push(row);
         }
         // Topics with readers but no writer traffic at this capture point.
         if !by_writer {
-            let mut seen: std::collections::HashSet<String> =
-                rows.iter().filter_map(|r| r.names.as_ref().map(|n| n.topic_raw.clone())).collect();
+            let mut seen: std::collections::HashSet<(Option<u32>, String)> =
+                rows.iter().filter_map(|r| r.names.as_ref().map(|n| (n.domain, n.topic_raw.clone()))).collect();
             for e in discovery.endpoints_sorted() {
                 let tt = if e.guid.entity.is_builtin() { TrafficType::Builtin } else { TrafficType::User };
                 if !traffic.is_empty() && !traffic.contains(&tt) {
                     continue;
                 }
-                if seen.insert(e.names.topic_raw.clone()) {
-                    let writers = discovery.writers_of(&e.names.topic_raw);
-                    let readers = discovery.readers_of(&e.names.topic_raw);
+                if seen.insert((e.names.domain, e.names.topic_raw.clone())) {
+                    let writers = discovery.writers_of(e.names.domain, &e.names.topic_raw);
+                    let readers = discovery.readers_of(e.names.domain, &e.names.topic_raw);
                     rows.push(TopicRow {
                         capture: capture.to_string(),
                         names: Some(e.names.clone()),
+                        domain: e.names.domain,
                         traffic_type: tt.as_str(),
                         writers,
                         readers,
-                        reader_nodes: readers_of(&e.names.topic_raw),
+                        reader_nodes: readers_of(&e.names),
                         reliability: Some(e.reliability.to_string()),
                         durability: Some(e.durability.to_string()),
                         history: e.history.map(|h| h.to_string()),
@@ -387,10 +417,28 @@ impl TopicsAnalysis {
             rows.sort_by(|a, b| {
                 let ka = a.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| "\u{10ffff}".into());
                 let kb = b.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| "\u{10ffff}".into());
-                ka.cmp(&kb).then(a.writer_id.cmp(&b.writer_id))
+                ka.cmp(&kb).then(a.domain.cmp(&b.domain)).then(a.writer_id.cmp(&b.writer_id))
             });
         }
         rows
+    }
+}
+
+/// A writer's sample rate and how it was estimated (docs/events.md, "Rates").
+/// `window_ns` is how long the writer was observed: from its first sample to
+/// the capture point's last RTPS event.
+/// `span` — (n−1) samples over its first-to-last span, when that span covers at
+/// least half of the window (a steady writer, also one that stopped a little
+/// before the capture did); `window` — n samples over the window otherwise
+/// (bursty, brief or single-sample writers), so that a burst of samples a few
+/// µs apart does not read as kHz.
+pub fn writer_rate(samples: u64, span_ns: i64, window_ns: i64) -> Option<(f64, &'static str)> {
+    if samples >= 2 && span_ns > 0 && span_ns.saturating_mul(2) >= window_ns {
+        Some(((samples - 1) as f64 / (span_ns as f64 / 1e9), "span"))
+    } else if samples >= 1 && window_ns > 0 {
+        Some((samples as f64 / (window_ns as f64 / 1e9), "window"))
+    } else {
+        None
     }
 }
 
@@ -399,6 +447,10 @@ impl TopicsAnalysis {
 pub struct TopicRow {
     pub capture: String,
     pub names: Option<Arc<TopicNames>>,
+    /// DDS domain of the row's writers (null when neither discovery nor ports tell).
+    pub domain: Option<u32>,
+    /// How `rate_hz` was estimated: `span`, `window` or `mixed` ([`writer_rate`]).
+    pub rate_estimator: Option<&'static str>,
     /// Set for `--by writer` rows and for writers whose topic is unknown.
     pub writer_id: Option<Guid>,
     /// `--by writer` rows: the ROS node owning the writer (fully qualified, `/ns/name`).
@@ -474,11 +526,39 @@ crate::record!(TopicRow, r, {
     writer_node: Str => r.writer_node.as_deref().map_or(Value::Null, Value::S),
     writer_nodes: Str => Value::Strs(&r.writer_nodes),
     reader_nodes: Str => Value::Strs(&r.reader_nodes),
+    domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
+    rate_estimator: Str => r.rate_estimator.map_or(Value::Null, Value::S),
 });
 
 impl TopicRow {
     /// `x` per sample, or null when the row has no samples.
     fn per_sample(&self, x: u64) -> Value<'static> {
         if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer_rate;
+
+    /// Constructed samples; oracle: the definitions worked by hand.
+    #[test]
+    fn rate_of_a_burst_is_over_the_window() {
+        // 5 samples 1 ms apart at the start of a 10 s observation: 0.5 Hz, not 4 kHz
+        let (hz, how) = writer_rate(5, 4_000_000, 10_000_000_000).unwrap();
+        assert_eq!(how, "window");
+        assert!((hz - 0.5).abs() < 1e-12);
+        // 101 samples 100 ms apart over 10 s, observed 10.05 s: exactly 10 Hz
+        let (hz, how) = writer_rate(101, 10_000_000_000, 10_050_000_000).unwrap();
+        assert_eq!(how, "span");
+        assert!((hz - 10.0).abs() < 1e-12);
+        // bursts of 10 every second for 10 s (span 9.009 s of 10 s): the steady estimate, 99/9.009 s
+        let (hz, how) = writer_rate(100, 9_009_000_000, 10_000_000_000).unwrap();
+        assert_eq!(how, "span");
+        assert!((hz - 99.0 / 9.009).abs() < 1e-9);
+        // one sample: over the window; nothing observed: no rate
+        assert_eq!(writer_rate(1, 0, 2_000_000_000), Some((0.5, "window")));
+        assert_eq!(writer_rate(1, 0, 0), None);
+        assert_eq!(writer_rate(0, 0, 5), None);
     }
 }

@@ -307,8 +307,8 @@ fn discovery_tables_are_capped_and_the_topic_index_follows() {
     for t in 0..37 {
         let topic = format!("rt/t{t}");
         let scan = |k: EndpointKind| d.endpoints.values().filter(|e| e.kind == k && e.names.topic_raw == topic).count() as u64;
-        assert_eq!(d.writers_of(&topic), scan(EndpointKind::Writer), "{topic}");
-        assert_eq!(d.readers_of(&topic), scan(EndpointKind::Reader), "{topic}");
+        assert_eq!(d.writers_of(None, &topic), scan(EndpointKind::Writer), "{topic}");
+        assert_eq!(d.readers_of(None, &topic), scan(EndpointKind::Reader), "{topic}");
     }
     // The most recent announcements survived.
     let last = Guid::new(GuidPrefix([(999 % 50) as u8; 12]), EntityId([3, 231, 0, 4]));

@@ -396,6 +396,9 @@ impl LineEncoder {
         if let Some(t) = e.topic_name() {
             l.tag("topic_name", t);
         }
+        if let Some(d) = e.topic.as_deref().and_then(|t| t.domain) {
+            l.tag_fmt("domain", d);
+        }
         if let Some(w) = e.writer_id {
             l.tag_fmt("writer_id", w);
         }
@@ -449,6 +452,9 @@ impl LineEncoder {
         if let Some(t) = e.topic_name() {
             l.tag("topic_name", t);
         }
+        if let Some(d) = e.topic.as_deref().and_then(|t| t.domain) {
+            l.tag_fmt("domain", d);
+        }
         l.tag_fmt("writer_id", w);
         if let Some(f) = frag {
             l.tag_fmt("frag", f);
@@ -470,6 +476,9 @@ impl LineEncoder {
         l.tag("capture", &r.capture).tag("traffic_type", r.traffic_type.as_str());
         if let Some(t) = r.topic.as_deref() {
             l.tag("topic_name", &t.topic_name);
+            if let Some(d) = t.domain {
+                l.tag_fmt("domain", d);
+            }
         }
         l.tag_fmt("writer_id", r.writer_id).tag("complete", if r.complete { "true" } else { "false" });
         if let Some(n) = r.node.as_deref() {
@@ -501,8 +510,11 @@ impl LineEncoder {
     pub fn latency(&mut self, r: &LatencyRow) -> u64 {
         let mut l = Line::new(&mut self.buf, "ddscope_latency");
         let topic = r.topic.as_deref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
-        l.tag("topic_name", &topic)
-            .tag("sender", &r.sender)
+        l.tag("topic_name", &topic);
+        if let Some(d) = r.topic.as_deref().and_then(|t| t.domain) {
+            l.tag_fmt("domain", d);
+        }
+        l.tag("sender", &r.sender)
             .tag("receiver", &r.receiver)
             .tag("level", match r.level {
                 Level::Message => "message",
@@ -547,6 +559,9 @@ impl LineEncoder {
         l.tag("capture", &r.capture).tag("traffic_type", r.traffic_type);
         if let Some(n) = r.names.as_deref() {
             l.tag("topic_name", &n.topic_name).tag("type_name", &n.type_name);
+        }
+        if let Some(d) = r.domain {
+            l.tag_fmt("domain", d);
         }
         if let Some(w) = r.writer_id {
             l.tag_fmt("writer_id", w);

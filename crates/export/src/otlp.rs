@@ -127,6 +127,9 @@ fn span_of(e: &SubmsgEvent) -> Span {
     if let Some(t) = e.topic_name() {
         a.push(kv_str("topic_name", t));
     }
+    if let Some(d) = e.domain() {
+        a.push(kv_int("domain", d as i64));
+    }
     if let Some(w) = e.writer_id {
         a.push(kv_str("writer_id", w.to_string()));
     }

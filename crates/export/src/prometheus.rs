@@ -130,12 +130,16 @@ impl SeriesKey {
     fn names(&self) -> (&str, &str) {
         self.topic.as_deref().map_or(("", ""), |t| (t.topic_name.as_str(), t.type_name.as_str()))
     }
+    fn domain(&self) -> Option<u32> {
+        self.topic.as_deref().and_then(|t| t.domain)
+    }
 }
 
 impl PartialEq for SeriesKey {
     fn eq(&self, o: &Self) -> bool {
         self.capture == o.capture
             && self.names() == o.names()
+            && self.domain() == o.domain()
             && self.traffic == o.traffic
             && self.vendor == o.vendor
             && self.pcp == o.pcp
@@ -147,6 +151,7 @@ impl Hash for SeriesKey {
     fn hash<H: Hasher>(&self, h: &mut H) {
         self.capture.hash(h);
         self.names().hash(h);
+        self.domain().hash(h);
         self.traffic.hash(h);
         self.vendor.hash(h);
         self.pcp.hash(h);
@@ -205,6 +210,7 @@ struct TopicSeries {
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct FlowKey {
     topic: String,
+    domain: Option<u32>,
     sender: Arc<str>,
     receiver: Arc<str>,
 }
@@ -328,6 +334,7 @@ impl Inner {
                 push_label(&mut labels, "capture", &key.capture);
                 push_label(&mut labels, "topic", topic_name);
                 push_label(&mut labels, "type", type_name);
+                push_label(&mut labels, "domain", &key.domain().map(|d| d.to_string()).unwrap_or_default());
                 push_label(&mut labels, "traffic_type", traffic.as_str());
                 push_label(&mut labels, "vendor", &format!("0x{vendor:04x}"));
                 push_label(&mut labels, "pcp", &pcp.map(|p| p.to_string()).unwrap_or_default());
@@ -414,7 +421,7 @@ impl Inner {
 
     fn on_latency(&mut self, row: &LatencyRow) {
         let topic = row.topic.as_deref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", row.writer_id));
-        let key = FlowKey { topic, sender: row.sender.clone(), receiver: row.receiver.clone() };
+        let key = FlowKey { topic, domain: row.topic.as_deref().and_then(|t| t.domain), sender: row.sender.clone(), receiver: row.receiver.clone() };
         if !self.flows.contains_key(&key) {
             if self.flows.len() >= self.cfg.max_latency_series {
                 self.flow_overflow.refuse(hash_of(&key));
@@ -422,6 +429,7 @@ impl Inner {
             }
             let mut labels = String::new();
             push_label(&mut labels, "topic", &key.topic);
+            push_label(&mut labels, "domain", &key.domain.map(|d| d.to_string()).unwrap_or_default());
             push_label(&mut labels, "sender", &key.sender);
             push_label(&mut labels, "receiver", &key.receiver);
             let h = || Histogram::new(self.lat_bounds.clone());

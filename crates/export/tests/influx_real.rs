@@ -102,7 +102,7 @@ fn awkward_topic_names_are_stored_exactly() {
     let names = ["/a b", "/c,d", "/e=f", "/g\"h\"", "/back\\slash", "/x, y=z \"w\""];
     let mut expected_counts = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
-        let topic = Arc::new(TopicNames { topic_raw: name.to_string(), type_raw: "T".into(), topic_name: name.to_string(), type_name: format!("pkg/msg/\"{i}\" x,y=z") });
+        let topic = Arc::new(TopicNames { topic_raw: name.to_string(), type_raw: "T".into(), topic_name: name.to_string(), type_name: format!("pkg/msg/\"{i}\" x,y=z"), domain: None });
         let writer = Guid::new(GuidPrefix([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, i as u8]), EntityId([0, 0, 1, 3]));
         for sn in 1..=(i as i64 + 1) {
             sink.on_event(&user_event(&capture, &topic, writer, sn, T0 + sn * 1_000_000 + i as i64, 100 * sn as u32));

@@ -103,10 +103,10 @@ fn promql_rates_equal_the_traffic_fed_at_a_known_pace() {
     wait_for("the first scrape", Duration::from_secs(20), || !promql(&prom, "up{job=\"ddscope\"} == 1").is_empty());
 
     let capture: Arc<str> = Arc::from("pc1");
-    let fast = Arc::new(TopicNames { topic_raw: "rt/a".into(), type_raw: "T".into(), topic_name: "/a".into(), type_name: "pkg/msg/A".into() });
+    let fast = Arc::new(TopicNames { topic_raw: "rt/a".into(), type_raw: "T".into(), topic_name: "/a".into(), type_name: "pkg/msg/A".into(), domain: None });
     // Label escaping end to end: quotes, a backslash, commas, equals signs, spaces.
     let odd_name = "/b c,d=\"e\"\\f";
-    let slow = Arc::new(TopicNames { topic_raw: odd_name.into(), type_raw: "T".into(), topic_name: odd_name.into(), type_name: "pkg/msg/B".into() });
+    let slow = Arc::new(TopicNames { topic_raw: odd_name.into(), type_raw: "T".into(), topic_name: odd_name.into(), type_name: "pkg/msg/B".into(), domain: None });
     let wa = Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]));
     let wb = Guid::new(GuidPrefix([2; 12]), EntityId([0, 0, 2, 3]));
 

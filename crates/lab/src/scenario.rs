@@ -312,6 +312,9 @@ pub struct Node {
     pub host: String,
     #[serde(default)]
     pub vendor: Vendor,
+    /// The node's DDS domain (its participant's); default `dds.domain_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<u32>,
     /// Overrides the scenario's `tracing` for this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing: Option<Tracing>,
@@ -357,6 +360,10 @@ pub struct Relay {
     pub compute: Nanos,
     #[serde(default)]
     pub compute_mode: ComputeMode,
+    /// Publish the output in this DDS domain (a bridge: the input is received in
+    /// the node's domain); default the node's domain. Cyclone DDS nodes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_domain: Option<u32>,
     #[serde(flatten)]
     pub output: TopicFlow,
 }
@@ -575,6 +582,16 @@ impl Scenario {
             bail!("dds.domain_id {}: must be at most 232", self.dds.domain_id);
         }
         for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(d) = n.domain.filter(|d| *d > 232) {
+                bail!("nodes[{i}] ({}).domain {d}: must be at most 232", n.name);
+            }
+            for (j, r) in n.relay.iter().enumerate() {
+                if let Some(d) = r.output_domain.filter(|d| *d > 232) {
+                    bail!("nodes[{i}] ({}).relay[{j}].output_domain {d}: must be at most 232", n.name);
+                }
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
             if !valid_name(&n.name) {
                 bail!("nodes[{i}].name {:?}: use letters, digits, '-' and '_'", n.name);
             }
@@ -699,6 +716,7 @@ impl Scenario {
                     name: format!("gen{gi}_pub{p}"),
                     host: g.publisher_hosts[p % g.publisher_hosts.len()].clone(),
                     vendor: g.vendor,
+                    domain: None,
                     tracing: None,
                     publish: topics.clone(),
                     subscribe: vec![],
@@ -710,6 +728,7 @@ impl Scenario {
                     name: format!("gen{gi}_sub{s}"),
                     host: g.subscriber_hosts[s % g.subscriber_hosts.len()].clone(),
                     vendor: Vendor::Cyclone,
+                    domain: None,
                     tracing: None,
                     publish: vec![],
                     subscribe: topics
@@ -788,6 +807,7 @@ impl Scenario {
             sub.reliability = Some(s.reliability.unwrap_or(w.reliability));
             sub.history_depth = Some(s.history_depth.unwrap_or(w.history_depth));
         }
+        self.check_domains()?;
         // relay rates: at most the rate of their input (relays of relays resolve in order)
         let nominal = self.nominal_rates()?;
         for n in &self.nodes {
@@ -806,6 +826,46 @@ impl Scenario {
             }
         }
         Ok(self)
+    }
+
+    /// The DDS domain of a node's participant.
+    pub fn node_domain(&self, n: &Node) -> u32 {
+        n.domain.unwrap_or(self.dds.domain_id)
+    }
+
+    /// Each topic lives in one domain (the lab keys topics by name): its writers'
+    /// domain; every reader of it (subscriber or relay input) must be in that domain.
+    pub fn topic_domains(&self) -> Result<BTreeMap<String, u32>> {
+        let mut out: BTreeMap<String, u32> = BTreeMap::new();
+        for n in &self.nodes {
+            let nd = self.node_domain(n);
+            let flows = n.publish.iter().map(|p| (&p.topic, nd)).chain(n.relay.iter().map(|r| (&r.output.topic, r.output_domain.unwrap_or(nd))));
+            for (topic, d) in flows {
+                if let Some(old) = out.insert(topic.clone(), d) {
+                    if old != d {
+                        bail!("topic {topic} is published in domains {old} and {d}: a lab topic lives in one domain (name them apart)");
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_domains(&self) -> Result<()> {
+        let domains = self.topic_domains()?;
+        for n in &self.nodes {
+            let nd = self.node_domain(n);
+            let inputs = n.subscribe.iter().map(|s| &s.topic).chain(n.relay.iter().map(|r| &r.input));
+            for t in inputs {
+                if let Some(d) = domains.get(t).filter(|d| **d != nd) {
+                    bail!("node {} (domain {nd}) reads {t}, which is published in domain {d}: readers must be in the writers' domain", n.name);
+                }
+            }
+            if n.vendor == Vendor::Fastdds && n.relay.iter().any(|r| r.output_domain.is_some_and(|d| d != nd)) {
+                bail!("node {}: a relay output in another domain (a bridge) needs vendor cyclone", n.name);
+            }
+        }
+        Ok(())
     }
 
     /// Nominal publication rate of every topic: the sum over its writers.

@@ -117,7 +117,7 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
         "--content".into(),
         sc.content.as_str().into(),
         "--domain".into(),
-        sc.dds.domain_id.to_string(),
+        sc.node_domain(node).to_string(),
         "--ready-timeout".into(),
         format!("{}", sc.ready_timeout.as_secs_f64()),
     ];
@@ -163,8 +163,12 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
         let input = nominal.get(&r.input).copied().unwrap_or(0.0);
         let ratio = if input > 0.0 { (r.output.rate_hz / input).min(1.0) } else { 1.0 };
         a.push("--relay".into());
+        let domain = match r.output_domain {
+            Some(d) if d != sc.node_domain(node) => format!(",domain={d}"),
+            _ => String::new(),
+        };
         a.push(format!(
-            "input={},topic={},type={},bytes={},ratio={},delay_ns={},compute={},reliability={},depth={},readers={}",
+            "input={},topic={},type={},bytes={},ratio={},delay_ns={},compute={},reliability={},depth={},readers={}{domain}",
             r.input,
             r.output.topic,
             r.output.type_name,

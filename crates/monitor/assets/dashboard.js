@@ -77,11 +77,11 @@
     for (const a of agents) for (const t of arr(a.topics)) {
       if (!t || typeof t !== "object") continue;
       const nodes = (v) => arr(v).map(text).join(", ");
-      trows.push([a.name, t.topic_name, t.type_name, nodes(t.writer_nodes), nodes(t.reader_nodes), f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
+      trows.push([a.name, t.topic_name, t.domain ?? "", t.type_name, nodes(t.writer_nodes), nodes(t.reader_nodes), f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
         f(t.rtps_frags_per_sample, 1), f(t.ip_frags_per_sample, 1), t.samples, t.incomplete_samples, t.retransmitted_fragments, t.sn_gaps, t.heartbeats, t.acknacks, t.nack_frags]);
     }
     if (trows.length) {
-      put("topic-table", table(["agent", "topic", "type", "writer nodes", "reader nodes", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 5));
+      put("topic-table", table(["agent", "topic", "domain", "type", "writer nodes", "reader nodes", "Hz", "bandwidth", "mean B", "max B", "frags", "IP frags", "samples", "incomplete", "retx frags", "sn gaps", "HB", "ACKNACK", "NACK_FRAG"], trows, 6));
     } else {
       $("topic-table").textContent = "no DDS user traffic yet";
     }

@@ -116,6 +116,8 @@ pub struct LiveRow {
 pub struct TopicRowJson {
     pub topic_name: String,
     pub type_name: String,
+    /// DDS domain of the row (topics are keyed by (domain, topic)); null when unknown.
+    pub domain: Option<u32>,
     pub vendors: Vec<String>,
     pub writers: u64,
     pub readers: u64,
@@ -139,6 +141,15 @@ pub struct TopicRowJson {
     pub nodes_not_shown: usize,
 }
 
+/// The rate window's key of a topic: its name, and its domain when known
+/// (the same name in two domains is two topics).
+fn window_key(name: &str, domain: Option<u32>) -> String {
+    match domain {
+        Some(d) => format!("{name}\u{0}{d}"),
+        None => name.to_string(),
+    }
+}
+
 /// Node names per role in one topic row of the live table.
 pub const MAX_ROW_NODES: usize = 16;
 
@@ -155,6 +166,7 @@ impl TopicRowJson {
                 None => "?".into(),
             }),
             type_name: r.names.as_ref().map(|n| n.type_name.clone()).unwrap_or_default(),
+            domain: r.domain,
             vendors: r.vendors.clone(),
             writers: r.writers,
             readers: r.readers,
@@ -208,7 +220,7 @@ impl LiveTopics {
         self.analysis.on_sample(r);
         if r.traffic_type == TrafficType::User && !r.is_supplement() {
             let key = match &r.topic {
-                Some(t) => t.topic_name.clone(),
+                Some(t) => window_key(&t.topic_name, t.domain),
                 None => {
                     let g = r.writer_id.to_string();
                     format!("? writer {}…{}", &g[..8], &g[24..])
@@ -227,7 +239,7 @@ impl LiveTopics {
             .filter(|r| r.names.is_some() || r.samples > 0)
             .map(|r| {
                 let t = TopicRowJson::of(r);
-                let (rate, bw) = self.window.get(&t.topic_name).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
+                let (rate, bw) = self.window.get(&window_key(&t.topic_name, t.domain)).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
                 LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
             })
             .collect()
@@ -254,7 +266,7 @@ impl LiveTopics {
             .iter()
             .map(|r| {
                 let t = TopicRowJson::of(r);
-                let (rate, bw) = self.window.get(&t.topic_name).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
+                let (rate, bw) = self.window.get(&window_key(&t.topic_name, t.domain)).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
                 LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
             })
             .collect();

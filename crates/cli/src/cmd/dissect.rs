@@ -33,7 +33,10 @@ writer_id, reader_id, sn, fragment_starting_num, frags_in_submsg, fragment_size,
 sample_size, payload_size, source_ts_ns, topic_name, writer_node, reader_node,
 type_name, topic_raw, type_raw, hb_first_sn, hb_last_sn, count, set_base, set_num_bits, set,
 gap_start, last_fragment_num, final_flag, status_info, key_hash, endpoint_id,
-endpoint_kind, endpoint_topic_raw, endpoint_type_raw.
+endpoint_kind, endpoint_topic_raw, endpoint_type_raw, domain.
+domain is the writer's DDS domain (from its participant's SPDP data), else the
+domain of the destination port under the RTPS port mapping; null when neither
+tells (e.g. Cyclone DDS's kernel-chosen unicast ports).
 writer_node/reader_node are the ROS 2 nodes (/namespace/name) owning the writer
 and the reader, as their participants announce them on ros_discovery_info.
 `frame` is the frame at which the UDP datagram is complete (tshark's numbering
@@ -51,6 +54,9 @@ pub struct DissectArgs {
     /// Only submessages of writers whose topic matches (ROS 2 or DDS name; glob, repeatable)
     #[arg(long = "topic")]
     pub topics: Vec<String>,
+    /// Only submessages (or samples) of this DDS domain (the writer's, else the destination port's; see docs/events.md)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    pub domain: Option<u32>,
     /// Only these submessage kinds (DATA, DATA_FRAG, HEARTBEAT, ACKNACK, …; comma-separated, repeatable)
     #[arg(long = "kind", value_delimiter = ',', value_parser = kind)]
     pub kinds: Vec<SubmsgKind>,
@@ -105,6 +111,7 @@ const SAMPLE_TABLE_COLUMNS: &[&str] = &[
     "writer_id",
     "sn",
     "topic_name",
+    "domain",
     "writer_node",
     "first_ts_ns",
     "last_ts_ns",
@@ -131,6 +138,7 @@ const TABLE_COLUMNS: &[&str] = &[
     "ip_frags",
     "pcp",
     "topic_name",
+    "domain",
     "writer_node",
 ];
 
@@ -139,6 +147,7 @@ struct Selection {
     kinds: Vec<SubmsgKind>,
     traffic: Vec<TrafficType>,
     topics: TopicFilter,
+    domain: Option<u32>,
 }
 
 impl Selection {
@@ -146,9 +155,12 @@ impl Selection {
         (self.kinds.is_empty() || self.kinds.contains(&e.kind))
             && (self.traffic.is_empty() || self.traffic.contains(&e.traffic_type))
             && (!self.topics.is_active() || self.topics.matches(e.topic.as_deref()))
+            && (self.domain.is_none() || e.domain() == self.domain)
     }
     fn sample(&self, r: &SampleRecord) -> bool {
-        (self.traffic.is_empty() || self.traffic.contains(&r.traffic_type)) && (!self.topics.is_active() || self.topics.matches(r.topic.as_deref()))
+        (self.traffic.is_empty() || self.traffic.contains(&r.traffic_type))
+            && (!self.topics.is_active() || self.topics.matches(r.topic.as_deref()))
+            && (self.domain.is_none() || r.topic.as_ref().and_then(|t| t.domain) == self.domain)
     }
 }
 
@@ -189,7 +201,7 @@ impl Analysis for Rows<SampleRecord> {
 }
 
 pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
-    let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: TopicFilter::new(&a.topics)? };
+    let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: TopicFilter::new(&a.topics)?, domain: a.domain };
     if a.records == Records::Samples && !a.kinds.is_empty() {
         anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
     }

@@ -62,6 +62,9 @@ pub struct LatencyArgs {
     /// Only topics matching (ROS 2 or DDS name; glob, repeatable)
     #[arg(long = "topic")]
     pub topics: Vec<String>,
+    /// Only topics of this DDS domain (from SPDP/SEDP or the RTPS ports; see docs/events.md)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    pub domain: Option<u32>,
     /// Which per-sample rows to write: message, submessage or both
     #[arg(long, value_enum, default_value = "message")]
     pub level: LevelArg,
@@ -181,7 +184,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         traces,
         &opts,
         &mut |r| {
-            if filter.is_active() && !filter.matches(r.topic.as_deref()) {
+            if (filter.is_active() && !filter.matches(r.topic.as_deref()))
+                || (a.domain.is_some() && r.topic.as_ref().and_then(|t| t.domain) != a.domain)
+            {
                 return;
             }
             let mut g = cell.borrow_mut();
@@ -256,6 +261,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         .summaries()
         .into_iter()
         .filter(|f| !filter.is_active() || f.names.as_deref().map_or(false, |n| filter.matches(Some(n))))
+        .filter(|f| a.domain.is_none() || f.domain == a.domain)
         .collect();
     if row_format {
         return Ok(0);

@@ -51,6 +51,9 @@ pub struct ReportArgs {
     /// Only topics matching (glob, repeatable)
     #[arg(long = "topic")]
     pub topics: Vec<String>,
+    /// Only topics of this DDS domain
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    pub domain: Option<u32>,
     /// Clock offsets, as for `ddscope latency` (apply to every run)
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
@@ -71,7 +74,47 @@ pub struct ReportArgs {
 }
 
 const MAX_POINTS: usize = 3000;
-const PAYLOAD_BIN_NS: i64 = 1_000_000_000;
+/// Payload bytes are gathered in 10 ms bins of capture time, then summed into
+/// the chart's bins ([`chart_bin_ns`]) counted from the run's first frame.
+const FINE_BIN_NS: i64 = 10_000_000;
+/// About this many bins per chart, whatever the run's length.
+const CHART_BINS: i64 = 100;
+
+/// Bin width for a run of `duration_ns`: about [`CHART_BINS`] bins, rounded up to
+/// 1, 2 or 5 × 10^k ms (10 ms at least, so that short captures get many bins too).
+fn chart_bin_ns(duration_ns: i64) -> i64 {
+    let want = (duration_ns / CHART_BINS).max(FINE_BIN_NS);
+    let mut step = FINE_BIN_NS;
+    loop {
+        for m in [1, 2, 5] {
+            if step * m >= want {
+                return step * m;
+            }
+        }
+        step *= 10;
+    }
+}
+
+/// Bins (start ns, bytes) as a step line in Mbit/s: each bin drawn flat over
+/// its width (x in seconds since `start_ns`, never negative). `bins` maps bin
+/// start times (ns, any grid) to bytes; each bin is attributed to the chart bin
+/// its start falls in (bins starting before `start_ns` to the first), and empty
+/// chart bins between the first and the last are drawn at zero.
+fn step_series(bins: &BTreeMap<i64, u64>, start_ns: i64, width_ns: i64) -> Vec<Value> {
+    let mut per: BTreeMap<i64, u64> = BTreeMap::new();
+    for (&t, &b) in bins {
+        *per.entry((t - start_ns).max(0) / width_ns).or_default() += b;
+    }
+    let (Some(&first), Some(&last)) = (per.keys().next(), per.keys().next_back()) else { return vec![] };
+    let mut out = Vec::with_capacity(2 * (last - first + 1) as usize);
+    for i in first..=last {
+        let mbps = per.get(&i).copied().unwrap_or(0) as f64 * 8.0 / 1e6 / (width_ns as f64 / 1e9);
+        let (x0, x1) = ((i * width_ns) as f64 / 1e9, ((i + 1) * width_ns) as f64 / 1e9);
+        out.push(json!([x0, mbps]));
+        out.push(json!([x1, mbps]));
+    }
+    out
+}
 
 /// Deterministic reservoir of points per flow (uniform over the run).
 struct Reservoir {
@@ -104,8 +147,11 @@ struct RunData {
     name: String,
     doc: Value,
     start_ns: i64,
-    flows: BTreeMap<(String, String, String), Value>,
+    flows: BTreeMap<FlowId, Value>,
 }
+
+/// A flow in the report: topic, DDS domain, sender, receiver.
+type FlowId = (String, Option<u32>, String, String);
 
 fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
@@ -125,15 +171,19 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         ..LatencyOptions::default()
     };
     super::limit_args::apply(&a.limits.resolve()?, &mut opts);
-    let mut series: BTreeMap<(String, String, String), Reservoir> = BTreeMap::new();
-    let mut payload: BTreeMap<(String, String, String), BTreeMap<i64, u64>> = BTreeMap::new();
+    let mut series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
+    let mut payload: BTreeMap<FlowId, BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
     let run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
         if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
             return;
         }
         let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
-        let key = (topic, r.sender.to_string(), r.receiver.to_string());
+        let domain = r.topic.as_ref().and_then(|t| t.domain);
+        if a.domain.is_some() && domain != a.domain {
+            return;
+        }
+        let key = (topic, domain, r.sender.to_string(), r.receiver.to_string());
         if let Some(l) = r.latency_ns {
             series.entry(key.clone()).or_insert_with(Reservoir::new).push((
                 r.sender_first_ts_ns,
@@ -144,7 +194,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         // Payload bandwidth counts each sample once per flow.
         let id = (r.writer_id, r.sn, r.receiver.to_string());
         if last.as_ref() != Some(&id) {
-            let bin = r.sender_first_ts_ns.div_euclid(PAYLOAD_BIN_NS) * PAYLOAD_BIN_NS;
+            let bin = r.sender_first_ts_ns.div_euclid(FINE_BIN_NS) * FINE_BIN_NS;
             *payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
             last = Some(id);
         }
@@ -152,24 +202,21 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     common::print_trace_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
+    let end_ns = run.outcomes.iter().filter_map(|o| o.summary.last_ts_ns).max().unwrap_or(start_ns);
+    let bin_ns = chart_bin_ns(end_ns.saturating_sub(start_ns));
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut flows = BTreeMap::new();
     for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows()) {
-        if filter.is_active() && !filter.matches(s.names.as_deref()) {
+        if (filter.is_active() && !filter.matches(s.names.as_deref())) || (a.domain.is_some() && s.domain != a.domain) {
             continue;
         }
         let names = &run.correlator.capture_names();
-        let k = (key.0.clone(), names[key.1].to_string(), names[key.2].to_string());
+        let k = (key.0.clone(), key.1, names[key.2].to_string(), names[key.3].to_string());
         let mut pts = series.remove(&k).map(|r| r.points).unwrap_or_default();
         pts.sort_by_key(|p| p.0);
         let boxes: serde_json::Map<String, Value> =
             f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
-        let pb: Vec<Value> = payload
-            .remove(&k)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(bin, bytes)| json!([rel(bin), bytes as f64 * 8.0 / 1e6 / (PAYLOAD_BIN_NS as f64 / 1e9)]))
-            .collect();
+        let pb = step_series(&payload.remove(&k).unwrap_or_default(), start_ns, bin_ns);
         flows.insert(
             k,
             json!({
@@ -212,7 +259,10 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         "warnings": run.correlator.warnings(),
         "bandwidth": run.captures.iter().zip(&run.outcomes).map(|(c, o)| json!({
             "capture": c.name,
-            "points": o.bandwidth.iter().map(|b| json!([rel(b.start_ns), b.bytes as f64 * 8.0 / 1e6 / (ddscope_core::pipeline::BANDWIDTH_BIN_NS as f64 / 1e9)])).collect::<Vec<_>>(),
+            "points": step_series(&o.bandwidth.iter().map(|b| (b.start_ns, b.bytes)).fold(BTreeMap::new(), |mut m, (t, b)| {
+                *m.entry(t).or_default() += b;
+                m
+            }), start_ns, bin_ns.max(ddscope_core::pipeline::BANDWIDTH_BIN_NS)),
         })).collect::<Vec<_>>(),
     });
     Ok(RunData { name: name.to_string(), doc, start_ns, flows })
@@ -241,10 +291,21 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &filter)?);
     }
     // Topics across runs, each with its flows per run.
+    // A topic of several domains is one section per domain ("/chatter (domain 5)").
+    let mut domains_of: BTreeMap<&str, std::collections::BTreeSet<Option<u32>>> = BTreeMap::new();
+    for r in &runs {
+        for (topic, domain, _, _) in r.flows.keys() {
+            domains_of.entry(topic.as_str()).or_default().insert(*domain);
+        }
+    }
     let mut topics: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();
     for r in &runs {
-        for ((topic, _, _), v) in &r.flows {
-            topics.entry(topic.clone()).or_default().entry(r.name.clone()).or_default().push(v.clone());
+        for ((topic, domain, _, _), v) in &r.flows {
+            let label = match domain {
+                Some(d) if domains_of.get(topic.as_str()).is_some_and(|s| s.len() > 1) => format!("{topic} (domain {d})"),
+                _ => topic.clone(),
+            };
+            topics.entry(label).or_default().entry(r.name.clone()).or_default().push(v.clone());
         }
     }
     let doc = json!({

@@ -27,8 +27,14 @@ Examples:
   ddscope topics pc1.pcapng pc2.pcapng --by writer
   ddscope topics pc1.pcapng --format json | jq '.topics[] | {topic_name, rate_hz}'
 
-rate_hz is per writer (n-1)/(t_last-t_first) over first-seen times, summed over
-the topic's writers; writer_nodes/reader_nodes (writer_node with --by writer)
+A topic row is keyed by (domain, topic): the same topic name in two DDS domains
+is two rows. domain comes from the participant's SPDP data (PID_DOMAIN_ID, else
+the ports of its locators under the RTPS port mapping 7400 + 250*domain + d),
+else the ports its traffic went to; null when nothing tells.
+rate_hz is summed over the topic's writers; per writer (n-1)/(t_last-t_first)
+over first-seen times when that span covers at least half of the capture's
+observation window (rate_estimator span), else n over the whole window
+(rate_estimator window: bursty or brief writers, e.g. /parameter_events); writer_nodes/reader_nodes (writer_node with --by writer)
 are the ROS 2 nodes owning the writers and readers, as their participants
 announce them on ros_discovery_info (empty without ROS 2 or when that was not
 captured); sizes are serialized payload sizes (CDR incl. the 4-byte
@@ -52,6 +58,9 @@ pub struct TopicsArgs {
     /// Only topics matching (ROS 2 or DDS name; glob, repeatable)
     #[arg(long = "topic")]
     pub topics: Vec<String>,
+    /// Only topics of this DDS domain (from SPDP/SEDP or the RTPS ports; see docs/events.md)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    pub domain: Option<u32>,
     /// Include discovery (SPDP/SEDP), builtin and security writers
     #[arg(long)]
     pub all: bool,
@@ -61,6 +70,7 @@ pub struct TopicsArgs {
 
 const TABLE_COLUMNS: &[&str] = &[
     "topic_name",
+    "domain",
     "type_name",
     "writer_nodes",
     "reader_nodes",
@@ -106,6 +116,7 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
             .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
             .into_iter()
             .filter(|r| !filter.is_active() || filter.matches(r.names.as_deref()))
+            .filter(|r| a.domain.is_none() || r.domain == a.domain)
             .collect();
         crate::closing::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
         if let Some(l) = res.samples.problem_line() {

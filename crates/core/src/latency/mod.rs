@@ -298,6 +298,7 @@ impl RosState {
                         type_raw: String::new(),
                         topic_name: t.to_string(),
                         type_name: String::new(),
+                        domain: None,
                     })
                 },
                 &mut |_, _| {},
@@ -471,8 +472,9 @@ fn record_ros_layers(flow: &mut FlowStats, c: &RosColumns) {
     }
 }
 
-/// Flows are keyed by topic (or "writer GUID" when unnamed), sender and receiver capture.
-pub type FlowKey = (String, usize, usize);
+/// Flows are keyed by topic (or "writer GUID" when unnamed), its DDS domain
+/// (topics of different domains are different flows), sender and receiver capture.
+pub type FlowKey = (String, Option<u32>, usize, usize);
 
 
 /// One per-sample (or per-submessage) latency row.
@@ -637,6 +639,10 @@ fn topic_key(t: &Option<Arc<TopicNames>>, w: &Guid) -> String {
     t.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {w}"))
 }
 
+fn topic_domain(t: &Option<Arc<TopicNames>>) -> Option<u32> {
+    t.as_ref().and_then(|t| t.domain)
+}
+
 impl Correlator {
     pub fn new(cfg: CorrelatorConfig, app: Arc<AppTruth>) -> Self {
         let n = cfg.captures.len();
@@ -796,7 +802,7 @@ impl Correlator {
                 callback_ns: d(cbs, cbe),
                 ros_e2e_ns: d(rclcpp, cbs),
             };
-            let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), p.host, p.host);
+            let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), topic_domain(&topic), p.host, p.host);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
@@ -1150,7 +1156,7 @@ impl Correlator {
                 (Some(ros), Some(ts)) => ros.join.take_for(r, topic.as_ref().map(|t| t.topic_name.as_str()), ts),
                 _ => None,
             };
-            let key = (topic_key(&topic, &writer), sender, r);
+            let key = (topic_key(&topic, &writer), topic_domain(&topic), sender, r);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
@@ -1349,7 +1355,7 @@ impl Correlator {
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         for &(r, _r_first_ip, r_last, r_dups) in p.seen.iter().filter(|s| s.0 != sender) {
             let lat = r_last.saturating_sub(s_first_ip);
-            let key = (topic_key(&topic, &writer), sender, r);
+            let key = (topic_key(&topic, &writer), topic_domain(&topic), sender, r);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
@@ -1405,10 +1411,11 @@ impl Correlator {
         };
         self.flows()
             .into_iter()
-            .map(|((topic, s, r), f)| {
+            .map(|((topic, domain, s, r), f)| {
                 let layers = f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.as_str().to_string(), d.summary())).collect();
                 FlowSummary {
                     topic: topic.clone(),
+                    domain: *domain,
                     names: f.names.clone(),
                     sender: self.names[*s].to_string(),
                     receiver: self.names[*r].to_string(),
@@ -1529,6 +1536,8 @@ pub struct WriterRole {
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowSummary {
     pub topic: String,
+    /// The topic's DDS domain (null when discovery did not tell).
+    pub domain: Option<u32>,
     #[serde(skip)]
     pub names: Option<Arc<TopicNames>>,
     pub sender: String,
@@ -1605,6 +1614,7 @@ const ROW_COLUMNS: &[Column] = &[
     col("executor_ns", I64),
     col("callback_ns", I64),
     col("ros_e2e_ns", I64),
+    col("domain", U64),
 ];
 
 impl Record for LatencyRow {
@@ -1649,6 +1659,7 @@ impl Record for LatencyRow {
             31 => oi(self.source_ts_ns),
             32 => oi(self.source_ts_to_wire_ns),
             33 => Value::S(self.join().as_str()),
+            48 => t.and_then(|t| t.domain).map_or(Value::Null, |d| Value::U(d as u64)),
             c => match self.ros.as_deref() {
                 None => Value::Null,
                 Some(r) => match c {
@@ -1677,6 +1688,7 @@ impl Record for LatencyRow {
 #[derive(Debug, Clone)]
 pub struct LayerRow {
     pub topic: String,
+    pub domain: Option<u32>,
     pub sender: String,
     pub receiver: String,
     pub layer: String,
@@ -1696,6 +1708,7 @@ const LAYER_COLUMNS: &[Column] = &[
     col("p90_ms", F64),
     col("p99_ms", F64),
     col("max_ms", F64),
+    col("domain", U64),
 ];
 
 impl Record for LayerRow {
@@ -1716,6 +1729,7 @@ impl Record for LayerRow {
             9 => Value::F(self.s.p90_ms),
             10 => Value::F(self.s.p99_ms),
             11 => Value::F(self.s.max_ms),
+            12 => self.domain.map_or(Value::Null, |d| Value::U(d as u64)),
             _ => Value::Null,
         }
     }
@@ -1723,6 +1737,7 @@ impl Record for LayerRow {
 
 const FLOW_COLUMNS: &[Column] = &[
     col("topic", Str),
+    col("domain", U64),
     col("sender", Str),
     col("receiver", Str),
     col("sender_nodes", Str),
@@ -1753,26 +1768,27 @@ impl Record for FlowSummary {
         let f = |s: &DistSummary, v: f64| if s.count > 0 { Value::F(v) } else { Value::Null };
         match c {
             0 => Value::S(&self.topic),
-            1 => Value::S(&self.sender),
-            2 => Value::S(&self.receiver),
-            3 => Value::Strs(&self.sender_nodes),
-            4 => Value::Strs(&self.receiver_nodes),
-            5 => Value::U(self.samples),
-            6 => Value::U(self.delivered),
-            7 => Value::U(self.lost),
-            8 => Value::U(self.incomplete),
-            9 => Value::U(self.retransmitted_samples),
-            10 => Value::U(self.retransmitted_frags),
-            11 => Value::U(self.retransmitted_bytes),
-            12 => f(&self.clean, self.clean.mean_ms),
-            13 => f(&self.repaired, self.repaired.mean_ms),
-            14 => f(&self.jitter, self.jitter.mean_ms),
-            15 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
-            16 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
-            17 => f(&self.jitter_abs, self.jitter_abs.max_ms),
-            18 => self.period_ms.map_or(Value::Null, Value::F),
-            19 => Value::U(self.in_time),
-            20 => Value::U(self.late),
+            1 => self.domain.map_or(Value::Null, |d| Value::U(d as u64)),
+            2 => Value::S(&self.sender),
+            3 => Value::S(&self.receiver),
+            4 => Value::Strs(&self.sender_nodes),
+            5 => Value::Strs(&self.receiver_nodes),
+            6 => Value::U(self.samples),
+            7 => Value::U(self.delivered),
+            8 => Value::U(self.lost),
+            9 => Value::U(self.incomplete),
+            10 => Value::U(self.retransmitted_samples),
+            11 => Value::U(self.retransmitted_frags),
+            12 => Value::U(self.retransmitted_bytes),
+            13 => f(&self.clean, self.clean.mean_ms),
+            14 => f(&self.repaired, self.repaired.mean_ms),
+            15 => f(&self.jitter, self.jitter.mean_ms),
+            16 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
+            17 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
+            18 => f(&self.jitter_abs, self.jitter_abs.max_ms),
+            19 => self.period_ms.map_or(Value::Null, Value::F),
+            20 => Value::U(self.in_time),
+            21 => Value::U(self.late),
             _ => Value::Null,
         }
     }
@@ -1837,7 +1853,7 @@ impl FlowSummary {
     pub fn layer_rows(&self) -> Vec<LayerRow> {
         self.layers
             .iter()
-            .map(|(l, s)| LayerRow { topic: self.topic.clone(), sender: self.sender.clone(), receiver: self.receiver.clone(), layer: l.clone(), s: *s })
+            .map(|(l, s)| LayerRow { topic: self.topic.clone(), domain: self.domain, sender: self.sender.clone(), receiver: self.receiver.clone(), layer: l.clone(), s: *s })
             .collect()
     }
 }
