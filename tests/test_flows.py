@@ -217,15 +217,16 @@ def test_bad_inputs_give_one_line_errors(ddscope, repo, tmp_path, case):
 
 def test_all_measures_rtps_datagrams_between_the_example_captures(ddscope, repo):
     """--all: RTPS datagrams are measured too. Oracle: tshark's count of RTPS
-    datagrams from pc1 to pc2 in the sender's capture, sent once pc2's capture
-    had started, equals ddscope's sent count per flow (ICMP errors quoting a
+    datagrams from pc1 to pc2 in the sender's capture, sent while pc2's capture
+    ran (its first to its last frame), equals ddscope's sent count per flow (ICMP errors quoting a
     datagram are not datagrams)."""
     run = repo / "examples" / "captures" / "simple-robotic-cyclone"
     doc = json.loads(ddscope("flows", run, "--all", "--format", "json").stdout)
     tshark = require_tool("tshark")
-    start = subprocess.run([tshark, "-r", str(run / "pc2.pcapng.gz"), "-c", "1", "-T", "fields", "-e", "frame.time_epoch"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    out = subprocess.run([tshark, "-r", str(run / "pc1.pcapng.gz"), "-Y", f"rtps && !icmp && ip.src == 10.77.0.1 && ip.dst == 10.77.0.2 && frame.time_epoch >= {start}",
+    times = subprocess.run([tshark, "-r", str(run / "pc2.pcapng.gz"), "-T", "fields", "-e", "frame.time_epoch"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    start, end = times[0], times[-1]
+    out = subprocess.run([tshark, "-r", str(run / "pc1.pcapng.gz"), "-Y", f"rtps && !icmp && ip.src == 10.77.0.1 && ip.dst == 10.77.0.2 && frame.time_epoch >= {start} && frame.time_epoch <= {end}",
                           "-T", "fields", "-e", "udp.srcport", "-e", "udp.dstport"], capture_output=True, text=True, check=True).stdout
     want: dict = {}
     for line in out.splitlines():
