@@ -187,6 +187,15 @@ def test_iperf3_delay_matches_tshark_per_packet(ddscope, tmp_path):
         delays = sorted(p["delay"] for p in packets if p["delay"] is not None)
         assert abs(s["delay"]["mean_ms"] * 1e6 - sum(delays) / len(delays)) < 1000
         assert abs(s["delay"]["max_ms"] * 1e6 - delays[-1]) < 1
+    # the report's UDP-flows section holds the same flows beside the DDS topics
+    html = tmp_path / "report.html"
+    ddscope("report", out, "--html", html)
+    text = html.read_text()
+    doc = json.loads(text.split("window.DDSCOPE_REPORT = ", 1)[1].split(";</script>", 1)[0])
+    rep = {(f["summary"]["src"], f["summary"]["dst"]): f["summary"] for f in doc["runs"][0]["udp_flows"]["flows"]}
+    for f in summary["flows"]:
+        assert rep[(f["src"], f["dst"])]["lost"] == f["lost"] and rep[(f["src"], f["dst"])]["sent"] == f["sent"]
+    assert doc["topics"], "the DDS topics are still there"
     # the table has one row per flow and receiver, in µs
     table = ddscope("flows", out).stdout
     assert "delay_p99_us" in table and "abs_jitter_p99_us" in table
