@@ -1133,6 +1133,10 @@ mod tests {
         for f in udp_frames(other, dns, 7, b"query", &FrameOptions::default()) {
             a.push((T0 + 500, f));
         }
+        // B starts capturing before A sends: a frame only B sees
+        for f in udp_frames("10.0.0.2:9999".parse().unwrap(), "10.0.0.8:9999".parse().unwrap(), 8, b"hello", &FrameOptions::default()) {
+            b.push((T0 + TAI - 10_000, f));
+        }
         let mut rtps_msg = b"RTPS\x02\x03\x01\x10".to_vec();
         rtps_msg.extend_from_slice(&[1; 12]);
         for f in udp_frames(src, "10.0.0.2:7400".parse().unwrap(), 9, &rtps_msg, &FrameOptions::default()) {
@@ -1157,7 +1161,7 @@ mod tests {
         let mut rows = vec![];
         let (m, out) = run_files(&inputs(&c), FlowConfig::default(), &[], &mut |r| rows.push(r)).expect("run");
         assert_eq!(out[0].tap.rtps_skipped, 1);
-        assert_eq!((out[1].tap.measured, out[1].tap.rtps_skipped), (19, 1)); // 18 delivered + 1 duplicate
+        assert_eq!((out[1].tap.measured, out[1].tap.rtps_skipped), (20, 1)); // 18 delivered + 1 duplicate + 1 only B sees
         let f: Vec<&FlowPacketRow> = rows.iter().filter(|r| r.dst.port() == 5000).collect();
         assert_eq!(f.len(), 20);
         for (i, r) in f.iter().enumerate() {
@@ -1185,8 +1189,8 @@ mod tests {
         let s = &s[0];
         assert_eq!((s.sent, s.delivered, s.lost, s.duplicates, s.reordered, s.unsent), (20, 18, 2, 1, 1, 0));
         assert_eq!(s.jitter.count, 15); // pairs (i-1, i) both delivered: 1-2, 5-10, 13-19
-        assert_eq!(m.one_point_flows(), 1);
-        assert_eq!(m.stats.one_point_packets, 1);
+        assert_eq!(m.one_point_flows(), 2);
+        assert_eq!(m.stats.one_point_packets, 2);
         let _ = std::fs::remove_dir_all(&c.dir);
     }
 
