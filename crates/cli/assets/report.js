@@ -76,6 +76,24 @@
   }
   main.append(bw);
 
+  // UDP flows other than RTPS (the lab's iperf3 interference) between capture points: seed 004 Eq. 9-10.
+  if (D.runs.some((r) => r.udp_flows && r.udp_flows.flows.length)) {
+    const u = el("section", { id: "udp-flows" }, el("h2", {}, "UDP flows between capture points (non-RTPS, e.g. iperf3 interference)"),
+      el("p", { class: "muted" }, "Matched by 5-tuple, IP id and payload CRC-32. Delay d = t_R − t_S − t_o (seed 004 Eq. 9); jitter j = d(X) − d(X−1) for consecutive packets (Eq. 10), shown as |j|. µs."));
+    const ut = el("table", {}, el("tr", {}, ...["run", "flow", "sender → receiver", "sent", "delivered", "lost", "loss %", "dups", "reordered", "Mbit/s", "delay mean", "p50", "p99", "max", "|jitter| mean", "p50", "p99", "max"].map((h, i) => el("th", { class: i < 3 ? "l" : "" }, h))));
+    const grid = el("div", { class: "grid" });
+    for (const r of D.runs) for (const f of (r.udp_flows ? r.udp_flows.flows : [])) {
+      const s = f.summary, us = (v) => num(v * 1000, 1);
+      ut.append(el("tr", { class: "udp-flow" }, el("td", { class: "l" }, r.name), el("td", { class: "l" }, s.src + " → " + s.dst), el("td", { class: "l" }, s.sender + " → " + s.receiver),
+        el("td", {}, s.sent), el("td", {}, s.delivered), el("td", {}, s.lost), el("td", {}, num(f.loss_pct, 2)), el("td", {}, s.duplicates), el("td", {}, s.reordered), el("td", {}, num(f.payload_mbps, 2)),
+        el("td", {}, us(s.delay.mean_ms)), el("td", {}, us(s.delay.p50_ms)), el("td", {}, us(s.delay.p99_ms)), el("td", {}, us(s.delay.max_ms)),
+        el("td", {}, us(s.jitter_abs.mean_ms)), el("td", {}, us(s.jitter_abs.p50_ms)), el("td", {}, us(s.jitter_abs.p99_ms)), el("td", {}, us(s.jitter_abs.max_ms))));
+      if (f.delay_series.length) chart(grid, C.line, { title: r.name + ": " + s.src + " → " + s.dst + " (" + s.sender + " → " + s.receiver + ")", xLabel: "time since start (s)", yLabel: "delay (ms)", yFromZero: true, series: [{ name: "delay", points: f.delay_series }] });
+    }
+    u.append(ut, grid);
+    main.append(u);
+  }
+
   // Chains (ros2_tracing traces): the ones found and the measured one, stacked per hop.
   for (const r of D.runs) {
     const c = r.chains;

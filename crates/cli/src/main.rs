@@ -30,6 +30,8 @@ enum Command {
     Topics(cmd::topics::TopicsArgs),
     /// Cross-capture latency per layer, loss, retransmission, jitter, clock offsets
     Latency(cmd::latency::LatencyArgs),
+    /// Delay, jitter, loss and reordering of any UDP flow between capture points (seed 004 Eq. 9-10)
+    Flows(cmd::flows::FlowsArgs),
     /// Self-contained HTML report: per-topic tables, box plots per layer, latency over time, CDF, sizes, bandwidth
     Report(cmd::report::ReportArgs),
     /// What is on the wire right now, per topic (live capture)
@@ -57,13 +59,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if matches!(cli.command, Command::Dissect(_) | Command::Topics(_) | Command::Latency(_) | Command::Report(_)) {
+    if matches!(cli.command, Command::Dissect(_) | Command::Topics(_) | Command::Latency(_) | Command::Flows(_) | Command::Report(_)) {
         common::remove_partial_outputs_on_interrupt();
     }
     let result = match cli.command {
         Command::Dissect(a) => cmd::dissect::run(a),
         Command::Topics(a) => cmd::topics::run(a),
         Command::Latency(a) => cmd::latency::run(a),
+        Command::Flows(a) => cmd::flows::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Live(a) => cmd::live::run(a),
         Command::Agent(a) => cmd::agent::run(a),

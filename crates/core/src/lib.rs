@@ -18,3 +18,4 @@ pub mod latency;
 pub mod ros2;
 pub mod session;
 pub mod limits;
+pub mod flows;

@@ -56,6 +56,8 @@ pub struct Limits {
     pub samples: SampleConfig,
     pub topics: TopicsConfig,
     pub correlation: CorrelationCaps,
+    /// Caps of the any-UDP flow analysis (`flows`).
+    pub flows: crate::flows::FlowConfig,
 }
 
 /// How a key's value is written.
@@ -150,6 +152,9 @@ limits! {
     "correlation"."max_writers" => correlation.max_writers: Count, "writers remembered by the correlator";
     "correlation"."max_flows" => correlation.max_flows: Count, "flows (topic, sender, receiver) with statistics";
     "correlation"."max_flow_bytes" => correlation.max_flow_bytes: Size, "memory of all flows' latency distributions";
+    "udp_flows"."max_flows" => flows.max_flows: Count, "UDP flows (5-tuples) measured across capture points (least recently active evicted first)";
+    "udp_flows"."max_pending" => flows.max_pending: Count, "UDP datagrams awaiting judgement (oldest evicted first, unjudged)";
+    "udp_flows"."max_reorder_span" => flows.max_reorder_span: Count, "receive positions kept per flow and capture point for reordering";
 }
 
 fn sections() -> Vec<&'static str> {

@@ -1,6 +1,7 @@
 pub mod agent;
 pub mod capture_args;
 pub mod dissect;
+pub mod flows;
 pub mod latency;
 pub mod limit_args;
 pub mod live;

@@ -248,8 +248,10 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         });
         json!({"paths": c.paths(), "measured": measured, "stats": c.stats})
     });
+    let udp_flows = super::flows::report_section(inputs, &a.offsets, a.window, &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?;
     let doc = json!({
         "name": name,
+        "udp_flows": udp_flows,
         "chains": chains,
         "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
