@@ -36,6 +36,36 @@ pub struct ProcLoad {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub threads: u64,
+    /// (tid, voluntary, involuntary) of every live thread.
+    pub tasks: Vec<(i32, u64, u64)>,
+}
+
+/// Context switches of one process made cumulative across thread exits: a
+/// thread's last reading is kept when it disappears (switches it made between
+/// that reading and its exit are still missed).
+#[derive(Debug, Default, Clone)]
+pub struct CtxCounter {
+    last: BTreeMap<i32, (u64, u64)>,
+    exited: (u64, u64),
+}
+
+impl CtxCounter {
+    /// (voluntary, involuntary) so far, never decreasing.
+    pub fn update(&mut self, p: &ProcLoad) -> (u64, u64) {
+        if p.tasks.is_empty() {
+            return (p.ctx_voluntary.max(self.exited.0), p.ctx_involuntary.max(self.exited.1));
+        }
+        let now: BTreeMap<i32, (u64, u64)> = p.tasks.iter().map(|t| (t.0, (t.1, t.2))).collect();
+        for (tid, v) in &self.last {
+            if !now.contains_key(tid) {
+                self.exited.0 += v.0;
+                self.exited.1 += v.1;
+            }
+        }
+        self.last = now;
+        let (v, i) = self.last.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        (self.exited.0 + v, self.exited.1 + i)
+    }
 }
 
 fn read(path: PathBuf) -> Result<String, SystemError> {
@@ -75,13 +105,18 @@ pub fn read_process(proc_root: &Path, pid: i32) -> Result<ProcLoad, SystemError>
     let rss_kb = status_value(&status, "VmRSS:").unwrap_or(0);
     let (mut vol, mut invol) = (0u64, 0u64);
     let mut tasks = 0;
+    let mut per_task = vec![];
     if let Ok(rd) = std::fs::read_dir(dir.join("task")) {
         for e in rd.flatten() {
             // a thread that ends between the listing and the read is skipped
             if let Ok(t) = std::fs::read_to_string(e.path().join("status")) {
-                vol += status_value(&t, "voluntary_ctxt_switches:").unwrap_or(0);
-                invol += status_value(&t, "nonvoluntary_ctxt_switches:").unwrap_or(0);
+                let (v, i) = (status_value(&t, "voluntary_ctxt_switches:").unwrap_or(0), status_value(&t, "nonvoluntary_ctxt_switches:").unwrap_or(0));
+                vol += v;
+                invol += i;
                 tasks += 1;
+                if let Some(tid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
+                    per_task.push((tid, v, i));
+                }
             }
         }
     }
@@ -98,6 +133,7 @@ pub fn read_process(proc_root: &Path, pid: i32) -> Result<ProcLoad, SystemError>
         ctx_voluntary: vol,
         ctx_involuntary: invol,
         threads,
+        tasks: per_task,
     })
 }
 
@@ -221,6 +257,25 @@ mod tests {
         assert_eq!((comm.as_str(), ut, st, th), ("a b) c)", 250, 75, 7));
         let e = parse_stat("1 (x) S 1", Path::new("/proc/1/stat")).unwrap_err().to_string();
         assert!(e.contains("/proc/1/stat") && e.contains("field 14"), "{e}");
+    }
+
+    #[test]
+    fn context_switches_survive_thread_exits() {
+        let p = |tasks: Vec<(i32, u64, u64)>| ProcLoad {
+            pid: 1,
+            comm: "x".into(),
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            rss_bytes: 0,
+            ctx_voluntary: tasks.iter().map(|t| t.1).sum(),
+            ctx_involuntary: tasks.iter().map(|t| t.2).sum(),
+            threads: tasks.len() as u64,
+            tasks,
+        };
+        let mut c = CtxCounter::default();
+        assert_eq!(c.update(&p(vec![(1, 10, 1), (2, 100, 50)])), (110, 51));
+        // thread 2 exits, thread 3 starts: its 100 and 50 stay counted
+        assert_eq!(c.update(&p(vec![(1, 12, 1), (3, 5, 0)])), (117, 51));
     }
 
     #[test]

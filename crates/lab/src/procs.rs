@@ -224,6 +224,7 @@ impl LoadSampler {
             let mut s = LoadStats { file, interval_ms: interval.as_millis() as u64, processes: procs.len() as u64, not_sampled, ..Default::default() };
             let root = std::path::Path::new("/proc");
             let mut gone = vec![false; procs.len()];
+            let mut ctx = vec![ddscope_export::procload::CtxCounter::default(); procs.len()];
             let mut next = Instant::now();
             loop {
                 let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
@@ -234,10 +235,8 @@ impl LoadSampler {
                     }
                     match ddscope_export::procload::read_process(root, *pid) {
                         Ok(p) => {
-                            let line = format!(
-                                "{t_ns},{name},{pid},{:.2},{:.2},{},{},{},{}",
-                                p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.ctx_voluntary, p.ctx_involuntary, p.threads
-                            );
+                            let (vol, invol) = ctx[k].update(&p);
+                            let line = format!("{t_ns},{name},{pid},{:.2},{:.2},{},{vol},{invol},{}", p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.threads);
                             if let Err(e) = writeln!(f, "{line}") {
                                 s.write_error.get_or_insert(e.to_string());
                             } else {

@@ -753,6 +753,9 @@ impl Scenario {
                 }
             }
             }
+            for t in &topics {
+                check_flow(t).map_err(|e| anyhow!("generate[{gi}]: {e}"))?;
+            }
             let per_prefix = topics.len() / prefixes.len();
             // the topics of publisher p (all of them when they are shared)
             let own = |p: usize| -> Vec<TopicFlow> {
@@ -1097,6 +1100,49 @@ load = "40%"
         assert!(plain.traced_hosts().is_empty() && !plain.to_toml().unwrap().contains("tracing"));
         let e = parse(&SIMPLE.replace("duration = \"2s\"", "duration = \"2s\"\ntracing = \"rolling\"")).unwrap_err().to_string();
         assert!(e.contains("tracing") || e.contains("rolling"), "{e}");
+    }
+
+    #[test]
+    fn seed_003_topologies() {
+        let base = |topo: &str, p: u32, s: u32| {
+            format!(
+                "name = \"g\"\n[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[generate]]\nsizes = [0, 64]\nrates_hz = [10]\n\
+                 topology = \"{topo}\"\npublishers = {p}\nsubscribers = {s}\npublisher_hosts = [\"a\"]\nsubscriber_hosts = [\"b\"]\n"
+            )
+        };
+        // N-1 with 64 publishers of 2 topics each: 128 subscriptions in one node, more than a node holds
+        let e = parse(&base("n-1", 64, 1)).unwrap_err().to_string();
+        assert!(e.contains("128 topics in one node"), "{e}");
+        let sc = parse(&base("n-1", 32, 1)).unwrap().resolve(None, &[]).unwrap();
+        let subs: Vec<_> = sc.nodes.iter().filter(|n| !n.subscribe.is_empty()).collect();
+        assert_eq!(subs.len(), 1);
+        assert_eq!(subs[0].subscribe.len(), 64);
+        let r = sc.readers();
+        assert!(r.iter().all(|r| r.writers == 1), "every topic has one writer");
+        assert!(sc.writers().iter().any(|w| w.flow.topic == "/bench/p31/s0B_10hz_reliable" && w.node == "gen0_pub31"));
+        // N-N: reader i reads publisher i only
+        let sc = parse(&base("n-n", 64, 64)).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(sc.nodes.len(), 128);
+        let sub7 = sc.nodes.iter().find(|n| n.name == "gen0_sub7").unwrap();
+        assert!(sub7.subscribe.iter().all(|s| s.topic.starts_with("/bench/p7/")) && sub7.subscribe.len() == 2);
+        assert!(sc.writers().iter().all(|w| w.readers == 1));
+        // 1-N: 64 readers of one writer
+        let sc = parse(&base("1-n", 1, 64)).unwrap().resolve(None, &[]).unwrap();
+        assert!(sc.writers().iter().all(|w| w.readers == 64));
+        // shapes that do not fit the topology, and the 64 cap
+        for (t, p, s) in [("1-n", 2, 3), ("n-1", 2, 2), ("n-n", 2, 3), ("1-1", 1, 2)] {
+            let e = parse(&base(t, p, s)).unwrap_err().to_string();
+            assert!(e.contains("topology") && e.contains(t), "{e}");
+        }
+        let e = parse(&base("1-n", 1, 65)).unwrap_err().to_string();
+        assert!(e.contains("between 1 and 64"), "{e}");
+        // sizes 1..7 are refused; 0 is an empty payload
+        let e = parse(&base("1-1", 1, 1).replace("[0, 64]", "[4]")).unwrap().resolve(None, &[]).unwrap_err().to_string();
+        assert!(e.contains("must be 0"), "{e}");
+        // reads back
+        let sc = parse(&base("n-n", 3, 3)).unwrap().resolve(None, &[]).unwrap();
+        let again = parse(&sc.to_toml().unwrap()).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(again.readers().len(), sc.readers().len());
     }
 
     #[test]
