@@ -42,6 +42,7 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
   sp->ratio = 1.0;
   sp->expect = 0;
   sp->domain = -1;
+  int have_bytes = 0;
   char *dup = strdup(text), *save = NULL;
   const char *what = kind == SPEC_PUB ? "--pub" : kind == SPEC_SUB ? "--sub" : "--relay";
   for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -54,7 +55,7 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
     if (!strcmp(k, "topic")) snprintf(sp->topic, sizeof sp->topic, "%s", v);
     else if (!strcmp(k, "type")) snprintf(sp->type_name, sizeof sp->type_name, "%s", v);
     else if (!strcmp(k, "input") && kind == SPEC_RELAY) snprintf(sp->input, sizeof sp->input, "%s", v);
-    else if (!strcmp(k, "bytes") && kind != SPEC_SUB && !parse_u64(v, &u)) sp->bytes = (size_t)u;
+    else if (!strcmp(k, "bytes") && kind != SPEC_SUB && !parse_u64(v, &u)) { sp->bytes = (size_t)u; have_bytes = 1; }
     else if (!strcmp(k, "rate") && kind == SPEC_PUB && !parse_f64(v, &d) && d > 0) sp->rate_hz = d;
     else if (!strcmp(k, "reliability") && (!strcmp(v, "reliable") || !strcmp(v, "best_effort"))) sp->reliable = !strcmp(v, "reliable");
     else if (!strcmp(k, "depth") && !parse_u64(v, &u) && u >= 1 && u <= 100000) sp->depth = (int)u;
@@ -68,7 +69,7 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
   if (sp->topic[0] != '/') { fprintf(stderr, "error: %s %s: topic must start with '/'\n", what, text); goto fail; }
   if (kind == SPEC_RELAY && sp->input[0] != '/') { fprintf(stderr, "error: %s %s: input topic missing\n", what, text); goto fail; }
   if (kind == SPEC_PUB && sp->rate_hz <= 0) { fprintf(stderr, "error: %s %s: rate missing\n", what, text); goto fail; }
-  if (kind != SPEC_SUB && sp->bytes == 0) { fprintf(stderr, "error: %s %s: bytes missing\n", what, text); goto fail; }
+  if (kind != SPEC_SUB && !have_bytes) { fprintf(stderr, "error: %s %s: bytes missing\n", what, text); goto fail; }
   if (!sp->type_name[0]) snprintf(sp->type_name, sizeof sp->type_name, "std_msgs/msg/UInt8MultiArray");
   sp->type = rosmsg_find(sp->type_name);
   if (!sp->type) { fprintf(stderr, "error: %s %s: unknown message type %s (see --list-types)\n", what, text, sp->type_name); goto fail; }
@@ -140,6 +141,11 @@ int nodecfg_build(node_config *cfg) {
   for (int i = 0; i < cfg->nspecs; i++) {
     node_spec *sp = &cfg->specs[i];
     if (sp->kind == SPEC_SUB) continue;
+    if (sp->bytes == 0) {
+      /* an empty serialized payload: no encapsulation header, no stamp, no counter */
+      memset(&sp->msg, 0, sizeof sp->msg);
+      continue;
+    }
     unsigned n = 0, m = 0;
     size_t below = 0, above = 0;
     if (rosmsg_solve(sp->type, sp->bytes, &n, &m, &below, &above)) {

@@ -104,6 +104,10 @@ pub struct SampleRecord {
     /// ROS 2 traces carry the same value (`rmw_publish.timestamp`,
     /// `rmw_take.source_timestamp`): it joins the wire to them.
     pub source_ts_ns: Option<i64>,
+    /// The UDP destination (IP and port) of the record's first datagram: a
+    /// reader's unicast locator, or the multicast group all readers share.
+    /// Not in the CSV/JSONL columns; per-reader latency keys on it.
+    pub dst: Option<std::net::SocketAddr>,
 }
 
 /// Why a sample record was emitted (its `closed_by` column).
@@ -189,6 +193,7 @@ impl SampleRecord {
             vendor_id: e.vendor_id,
             closed_by: ClosedBy::Open,
             source_ts_ns: e.source_ts_ns,
+            dst: Some(e.dst),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod health;
 pub mod influx;
 pub mod otlp;
 pub mod prometheus;
+pub mod procload;
 pub mod promtext;
 pub mod system;
 

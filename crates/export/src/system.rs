@@ -225,15 +225,21 @@ pub fn scrape(url: &str, timeout: Duration, prefixes: &[String]) -> Result<Vec<F
 /// Where system metrics come from.
 #[derive(Debug, Clone)]
 pub enum SystemSource {
-    /// Sample `/proc` (or another proc root, for tests) directly.
-    Proc { root: PathBuf, include_process: bool },
+    /// Sample `/proc` (or another proc root, for tests) directly; with `processes`, also the
+    /// load of the processes of those names ([`crate::procload`], at most `max_processes`).
+    Proc { root: PathBuf, include_process: bool, processes: Vec<String>, max_processes: usize },
     /// Scrape a node_exporter (e.g. `http://127.0.0.1:9100/metrics`) and forward these families.
     NodeExporter { url: String, prefixes: Vec<String> },
 }
 
 impl SystemSource {
     pub fn proc() -> Self {
-        SystemSource::Proc { root: PathBuf::from("/proc"), include_process: true }
+        SystemSource::Proc { root: PathBuf::from("/proc"), include_process: true, processes: vec![], max_processes: crate::procload::DEFAULT_MAX_PROCESSES }
+    }
+
+    /// `/proc`, plus the load of the processes called `names` (`agent --process`).
+    pub fn proc_with_processes(names: &[String], max: usize) -> Self {
+        SystemSource::Proc { root: PathBuf::from("/proc"), include_process: true, processes: names.to_vec(), max_processes: max }
     }
 
     pub fn node_exporter(url: &str) -> Self {
@@ -243,7 +249,13 @@ impl SystemSource {
     /// Takes one sample.
     pub fn sample(&self, timeout: Duration) -> Result<Vec<Family>, SystemError> {
         match self {
-            SystemSource::Proc { root, include_process } => sample_proc(root, *include_process),
+            SystemSource::Proc { root, include_process, processes, max_processes } => {
+                let mut f = sample_proc(root, *include_process)?;
+                if !processes.is_empty() {
+                    f.extend(crate::procload::process_families(root, processes, *max_processes));
+                }
+                Ok(f)
+            }
             SystemSource::NodeExporter { url, prefixes } => scrape(url, timeout, prefixes),
         }
     }

@@ -67,6 +67,7 @@ fn sample(capture: &Arc<str>, topic: &Arc<TopicNames>, writer: Guid, sn: i64, ts
         vendor_id: 0x0110,
         closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: None,
+        dst: None,
     }
 }
 

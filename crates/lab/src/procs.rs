@@ -178,3 +178,114 @@ impl Drop for Procs {
         self.terminate_all(Duration::from_secs(3));
     }
 }
+
+/// Every workload process sampled every `interval` from `/proc` (CPU user and
+/// system, RSS, context switches; see `ddscope_export::procload`), one CSV line
+/// per process and round into the run directory:
+/// `t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads`
+/// (counters are cumulative since the process started). At most `max`
+/// processes; more are counted in [`LoadStats::not_sampled`].
+pub struct LoadSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<LoadStats>>,
+}
+
+/// What a [`LoadSampler`] did.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct LoadStats {
+    pub file: String,
+    pub interval_ms: u64,
+    pub processes: u64,
+    /// Processes beyond the cap, not sampled.
+    pub not_sampled: u64,
+    pub rounds: u64,
+    pub lines: u64,
+    /// Readings that failed (a process that had exited, an unreadable /proc file).
+    pub read_errors: u64,
+    /// Rounds that started more than one interval late (a busy machine).
+    pub late_rounds: u64,
+    /// The first write error, if writing the file failed (sampling then stops).
+    pub write_error: Option<String>,
+}
+
+pub const LOAD_CSV_HEADER: &str = "t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads";
+
+impl LoadSampler {
+    pub fn start(path: &std::path::Path, procs: Vec<(String, i32)>, interval: Duration, max: usize) -> Result<LoadSampler> {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
+        writeln!(f, "{LOAD_CSV_HEADER}").with_context(|| format!("cannot write {}", path.display()))?;
+        let not_sampled = procs.len().saturating_sub(max) as u64;
+        let procs: Vec<(String, i32)> = procs.into_iter().take(max).collect();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        let file = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let thread = std::thread::Builder::new().name("lab-load".into()).spawn(move || {
+            let mut s = LoadStats { file, interval_ms: interval.as_millis() as u64, processes: procs.len() as u64, not_sampled, ..Default::default() };
+            let root = std::path::Path::new("/proc");
+            let mut gone = vec![false; procs.len()];
+            let mut ctx = vec![ddscope_export::procload::CtxCounter::default(); procs.len()];
+            let mut next = Instant::now();
+            loop {
+                let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                s.rounds += 1;
+                for (k, (name, pid)) in procs.iter().enumerate() {
+                    if gone[k] {
+                        continue;
+                    }
+                    match ddscope_export::procload::read_process(root, *pid) {
+                        Ok(p) => {
+                            let (vol, invol) = ctx[k].update(&p);
+                            let line = format!("{t_ns},{name},{pid},{:.2},{:.2},{},{vol},{invol},{}", p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.threads);
+                            if let Err(e) = writeln!(f, "{line}") {
+                                s.write_error.get_or_insert(e.to_string());
+                            } else {
+                                s.lines += 1;
+                            }
+                        }
+                        Err(_) => {
+                            // exited (or a zombie not yet reaped): stop sampling it
+                            s.read_errors += 1;
+                            gone[k] = true;
+                        }
+                    }
+                }
+                if s.write_error.is_some() || st.load(Ordering::SeqCst) {
+                    break;
+                }
+                next += interval;
+                let now = Instant::now();
+                if now > next + interval {
+                    s.late_rounds += 1;
+                    next = now;
+                }
+                while !st.load(Ordering::SeqCst) && Instant::now() < next {
+                    std::thread::sleep((next - Instant::now()).min(Duration::from_millis(20)));
+                }
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            if let Err(e) = f.flush() {
+                s.write_error.get_or_insert(e.to_string());
+            }
+            s
+        })?;
+        Ok(LoadSampler { stop, thread: Some(thread) })
+    }
+
+    /// Stops sampling (after the round in progress) and returns what was done.
+    pub fn finish(mut self) -> LoadStats {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for LoadSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -46,6 +46,9 @@ pub struct RunReport {
     /// The LTTng traces of the run; null when no node traced.
     #[serde(default)]
     pub tracing: Option<TracingReport>,
+    /// The per-process load series (`load.csv`, every 200 ms); null in runs before it existed.
+    #[serde(default)]
+    pub load: Option<crate::procs::LoadStats>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

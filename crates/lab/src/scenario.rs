@@ -382,10 +382,15 @@ pub struct Generate {
     pub reliability: Vec<Reliability>,
     #[serde(default = "default_depth")]
     pub history_depth: u32,
-    /// Publisher nodes; each publishes every generated topic (N-1 with N > 1).
+    /// How publishers, subscribers and topics relate (seed 003's topologies);
+    /// `shared` (the default): every publisher publishes every generated topic and
+    /// every subscriber subscribes to all of them.
+    #[serde(default, skip_serializing_if = "GenTopology::is_shared")]
+    pub topology: GenTopology,
+    /// Publisher nodes (1 to 64).
     #[serde(default = "one")]
     pub publishers: u32,
-    /// Subscriber nodes; each subscribes to every generated topic (1-N with N > 1).
+    /// Subscriber nodes (1 to 64).
     #[serde(default = "one")]
     pub subscribers: u32,
     /// Hosts the publisher nodes are placed on, round robin.
@@ -395,6 +400,41 @@ pub struct Generate {
     #[serde(default)]
     pub vendor: Vendor,
 }
+
+/// The publisher-subscriber relation of a `[[generate]]` block (seed 003, Fig. 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum GenTopology {
+    /// Every publisher publishes every topic, every subscriber subscribes to every topic.
+    #[default]
+    #[serde(rename = "shared")]
+    Shared,
+    /// One publisher node, one subscriber node.
+    #[serde(rename = "1-1")]
+    OneOne,
+    /// One publisher node; N subscriber nodes, one subscription each per topic.
+    #[serde(rename = "1-n")]
+    OneN,
+    /// N publisher nodes, each on its own topics; one subscriber node subscribing to all N.
+    #[serde(rename = "n-1")]
+    NOne,
+    /// N publisher nodes, each on its own topics; N subscriber nodes, the i-th subscribing
+    /// to the i-th publisher's topics.
+    #[serde(rename = "n-n")]
+    NN,
+}
+
+impl GenTopology {
+    pub fn is_shared(&self) -> bool {
+        *self == GenTopology::Shared
+    }
+    /// Whether every publisher gets topics of its own (`PREFIX/p<i>/...`).
+    fn own_topics(self) -> bool {
+        matches!(self, GenTopology::NOne | GenTopology::NN)
+    }
+}
+
+/// Most publisher or subscriber nodes one `[[generate]]` block makes (seed 003 goes to 64).
+pub const MAX_GENERATED_NODES: u32 = 64;
 
 fn default_prefix() -> String {
     "/bench".to_string()
@@ -624,8 +664,34 @@ impl Scenario {
             if g.sizes.is_empty() || g.rates_hz.is_empty() || g.reliability.is_empty() {
                 bail!("generate[{i}]: sizes, rates_hz and reliability must not be empty");
             }
-            if g.publishers == 0 || g.subscribers == 0 || g.publishers > 32 || g.subscribers > 32 {
-                bail!("generate[{i}]: publishers and subscribers must lie between 1 and 32");
+            if g.publishers == 0 || g.subscribers == 0 || g.publishers > MAX_GENERATED_NODES || g.subscribers > MAX_GENERATED_NODES {
+                bail!("generate[{i}]: publishers and subscribers must lie between 1 and {MAX_GENERATED_NODES}");
+            }
+            let (np, ns) = (g.publishers, g.subscribers);
+            let shape_ok = match g.topology {
+                GenTopology::Shared => true,
+                GenTopology::OneOne => np == 1 && ns == 1,
+                GenTopology::OneN => np == 1,
+                GenTopology::NOne => ns == 1,
+                GenTopology::NN => np == ns,
+            };
+            if !shape_ok {
+                let want = match g.topology {
+                    GenTopology::OneOne => "publishers = 1 and subscribers = 1",
+                    GenTopology::OneN => "publishers = 1",
+                    GenTopology::NOne => "subscribers = 1",
+                    _ => "publishers = subscribers",
+                };
+                bail!("generate[{i}]: topology {:?} needs {want} (it has {np} and {ns})", g.topology);
+            }
+            let combos = g.sizes.len() * g.rates_hz.len() * g.reliability.len();
+            let per_sub = if g.topology == GenTopology::NOne { combos * np as usize } else { combos };
+            if combos > 64 || per_sub > 64 {
+                bail!(
+                    "generate[{i}]: {} topics in one node (sizes x rates x reliability{}); a node holds at most 64 endpoints",
+                    per_sub,
+                    if per_sub > combos { " x publishers" } else { "" }
+                );
             }
             if !valid_topic(&g.prefix) {
                 bail!("generate[{i}].prefix {:?}: not a ROS 2 topic name", g.prefix);
@@ -690,6 +756,13 @@ impl Scenario {
         let generated = std::mem::take(&mut self.generate);
         for (gi, g) in generated.iter().enumerate() {
             let mut topics = Vec::new();
+            // N-1 and N-N: every publisher on topics of its own
+            let prefixes: Vec<String> = if g.topology.own_topics() {
+                (0..g.publishers).map(|p| format!("{}/p{p}", g.prefix)).collect()
+            } else {
+                vec![g.prefix.clone()]
+            };
+            for prefix in &prefixes {
             for size in &g.sizes {
                 for rate in &g.rates_hz {
                     for rel in &g.reliability {
@@ -699,7 +772,7 @@ impl Scenario {
                         };
                         let rate_name = format!("{rate}").replace('.', "p");
                         topics.push(TopicFlow {
-                            topic: format!("{}/s{}B_{}hz_{}", g.prefix, size.0, rate_name, rel_name),
+                            topic: format!("{}/s{}B_{}hz_{}", prefix, size.0, rate_name, rel_name),
                             type_name: g.type_name.clone(),
                             sample_bytes: *size,
                             rate_hz: *rate,
@@ -711,6 +784,19 @@ impl Scenario {
                     }
                 }
             }
+            }
+            for t in &topics {
+                check_flow(t).map_err(|e| anyhow!("generate[{gi}]: {e}"))?;
+            }
+            let per_prefix = topics.len() / prefixes.len();
+            // the topics of publisher p (all of them when they are shared)
+            let own = |p: usize| -> Vec<TopicFlow> {
+                if g.topology.own_topics() {
+                    topics[p * per_prefix..(p + 1) * per_prefix].to_vec()
+                } else {
+                    topics.clone()
+                }
+            };
             for p in 0..g.publishers as usize {
                 self.nodes.push(Node {
                     name: format!("gen{gi}_pub{p}"),
@@ -718,7 +804,7 @@ impl Scenario {
                     vendor: g.vendor,
                     domain: None,
                     tracing: None,
-                    publish: topics.clone(),
+                    publish: own(p),
                     subscribe: vec![],
                     relay: vec![],
                 });
@@ -731,7 +817,7 @@ impl Scenario {
                     domain: None,
                     tracing: None,
                     publish: vec![],
-                    subscribe: topics
+                    subscribe: if g.topology == GenTopology::NN { own(s) } else { topics.clone() }
                         .iter()
                         .map(|t| Subscribe { topic: t.topic.clone(), type_name: None, reliability: None, history_depth: None })
                         .collect(),
@@ -967,8 +1053,9 @@ fn check_flow(f: &TopicFlow) -> Result<()> {
     if !(f.rate_hz.is_finite() && f.rate_hz > 0.0 && f.rate_hz <= 100_000.0) {
         bail!("{}: rate_hz {} must lie between 0 and 100 kHz", f.topic, f.rate_hz);
     }
-    if f.sample_bytes.0 < 8 || f.sample_bytes.0 > 256 * 1024 * 1024 {
-        bail!("{}: sample_bytes {} must lie between 8 and 256 MiB", f.topic, f.sample_bytes);
+    // 0: a DATA with an empty serialized payload (no encapsulation header either)
+    if (f.sample_bytes.0 != 0 && f.sample_bytes.0 < 8) || f.sample_bytes.0 > 256 * 1024 * 1024 {
+        bail!("{}: sample_bytes {} must be 0 (an empty payload) or lie between 8 and 256 MiB", f.topic, f.sample_bytes);
     }
     if f.history_depth == 0 || f.history_depth > 100_000 {
         bail!("{}: history_depth {} must lie between 1 and 100000", f.topic, f.history_depth);
@@ -1090,6 +1177,49 @@ load = "40%"
         assert!(plain.traced_hosts().is_empty() && !plain.to_toml().unwrap().contains("tracing"));
         let e = parse(&SIMPLE.replace("duration = \"2s\"", "duration = \"2s\"\ntracing = \"rolling\"")).unwrap_err().to_string();
         assert!(e.contains("tracing") || e.contains("rolling"), "{e}");
+    }
+
+    #[test]
+    fn seed_003_topologies() {
+        let base = |topo: &str, p: u32, s: u32| {
+            format!(
+                "name = \"g\"\n[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[generate]]\nsizes = [0, 64]\nrates_hz = [10]\n\
+                 topology = \"{topo}\"\npublishers = {p}\nsubscribers = {s}\npublisher_hosts = [\"a\"]\nsubscriber_hosts = [\"b\"]\n"
+            )
+        };
+        // N-1 with 64 publishers of 2 topics each: 128 subscriptions in one node, more than a node holds
+        let e = parse(&base("n-1", 64, 1)).unwrap_err().to_string();
+        assert!(e.contains("128 topics in one node"), "{e}");
+        let sc = parse(&base("n-1", 32, 1)).unwrap().resolve(None, &[]).unwrap();
+        let subs: Vec<_> = sc.nodes.iter().filter(|n| !n.subscribe.is_empty()).collect();
+        assert_eq!(subs.len(), 1);
+        assert_eq!(subs[0].subscribe.len(), 64);
+        let r = sc.readers();
+        assert!(r.iter().all(|r| r.writers == 1), "every topic has one writer");
+        assert!(sc.writers().iter().any(|w| w.flow.topic == "/bench/p31/s0B_10hz_reliable" && w.node == "gen0_pub31"));
+        // N-N: reader i reads publisher i only
+        let sc = parse(&base("n-n", 64, 64)).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(sc.nodes.len(), 128);
+        let sub7 = sc.nodes.iter().find(|n| n.name == "gen0_sub7").unwrap();
+        assert!(sub7.subscribe.iter().all(|s| s.topic.starts_with("/bench/p7/")) && sub7.subscribe.len() == 2);
+        assert!(sc.writers().iter().all(|w| w.readers == 1));
+        // 1-N: 64 readers of one writer
+        let sc = parse(&base("1-n", 1, 64)).unwrap().resolve(None, &[]).unwrap();
+        assert!(sc.writers().iter().all(|w| w.readers == 64));
+        // shapes that do not fit the topology, and the 64 cap
+        for (t, p, s) in [("1-n", 2, 3), ("n-1", 2, 2), ("n-n", 2, 3), ("1-1", 1, 2)] {
+            let e = parse(&base(t, p, s)).unwrap_err().to_string();
+            assert!(e.contains("topology") && e.contains(t), "{e}");
+        }
+        let e = parse(&base("1-n", 1, 65)).unwrap_err().to_string();
+        assert!(e.contains("between 1 and 64"), "{e}");
+        // sizes 1..7 are refused; 0 is an empty payload
+        let e = parse(&base("1-1", 1, 1).replace("[0, 64]", "[4]")).unwrap().resolve(None, &[]).unwrap_err().to_string();
+        assert!(e.contains("must be 0"), "{e}");
+        // reads back
+        let sc = parse(&base("n-n", 3, 3)).unwrap().resolve(None, &[]).unwrap();
+        let again = parse(&sc.to_toml().unwrap()).unwrap().resolve(None, &[]).unwrap();
+        assert_eq!(again.readers().len(), sc.readers().len());
     }
 
     #[test]

@@ -348,6 +348,7 @@ impl ItemDecoder {
                         _ => ddscope_core::samples::ClosedBy::Agent,
                     },
                     source_ts_ns: s.sts,
+                    dst: None,
                 })
             }
         })
@@ -423,6 +424,7 @@ mod tests {
             vendor_id: 0x0110,
             closed_by: ddscope_core::samples::ClosedBy::Complete,
             source_ts_ns: Some(5),
+            dst: None,
         };
         let json = serde_json::to_string(&StreamItem::sample(&r)).unwrap();
         let back: StreamItem = serde_json::from_str(&json).unwrap();

@@ -320,6 +320,7 @@ mod tests {
                 vendor_id: 0,
                 closed_by: ddscope_core::samples::ClosedBy::Complete,
                 source_ts_ns: None,
+                dst: None,
             };
             v.on_sample(&r);
         }

@@ -56,6 +56,13 @@ pub struct AgentArgs {
     /// Read system metrics from this node_exporter URL instead of /proc
     #[arg(long)]
     pub node_exporter: Option<String>,
+    /// Also sample the load of processes of this name (comm or argv[0] file name; repeatable):
+    /// CPU user/system, RSS and context switches every 200 ms, exported with a process label
+    #[arg(long = "process", value_name = "NAME")]
+    pub processes: Vec<String>,
+    /// Most processes sampled for --process (more matches are counted, not sampled)
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_processes: u64,
     /// Correlation items kept while the server is unreachable
     #[arg(long, default_value_t = 200_000)]
     pub max_queued_items: usize,
@@ -109,6 +116,9 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         let mut opts = ExportOptions { metrics_token: a.token.clone(), ..ExportOptions::default() };
         if let Some(url) = &a.node_exporter {
             opts.system = Some(SystemSource::node_exporter(url));
+        } else if !a.processes.is_empty() {
+            opts.system = Some(SystemSource::proc_with_processes(&a.processes, a.max_processes as usize));
+            opts.system_interval = Duration::from_millis(200);
         }
         let ex = Exporters::start(&a.name, &specs, opts).context("starting exporters")?;
         if let Some(addr) = ex.metrics_addr() {
@@ -116,8 +126,12 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         }
         Some(ex)
     };
+    if a.node_exporter.is_some() && !a.processes.is_empty() {
+        anyhow::bail!("--process samples /proc itself; it cannot be combined with --node-exporter");
+    }
     let system = match &a.node_exporter {
         Some(u) => SystemSource::node_exporter(u),
+        None if !a.processes.is_empty() => SystemSource::proc_with_processes(&a.processes, a.max_processes as usize),
         None => SystemSource::proc(),
     };
     // The live trace reader connects (and babeltrace2 loads its plugins) before the system calls are restricted.

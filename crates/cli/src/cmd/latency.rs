@@ -98,6 +98,9 @@ pub struct LatencyArgs {
     /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), or auto to list the chains found
     #[arg(long, value_name = "TOPICS|auto", value_parser = args::path)]
     pub path: Option<PathArg>,
+    /// Also print the per-reader table (reader fairness): each reader's latency, by UDP destination on the wire and by reader node in the ground truth (json always has it)
+    #[arg(long)]
+    pub readers: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -256,12 +259,22 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     for w in run.correlator.warnings() {
         eprintln!("latency: warning: {w}");
     }
+    if let Some(p) = run.correlator.readers.problem_line() {
+        eprintln!("latency: warning: per-reader table: {p}");
+    }
     let flows: Vec<FlowSummary> = run
         .correlator
         .summaries()
         .into_iter()
         .filter(|f| !filter.is_active() || f.names.as_deref().map_or(false, |n| filter.matches(Some(n))))
         .filter(|f| a.domain.is_none() || f.domain == a.domain)
+        .collect();
+    let reader_rows: Vec<ddscope_core::latency::readers::ReaderRow> = run
+        .correlator
+        .readers
+        .rows(run.correlator.capture_names())
+        .into_iter()
+        .filter(|r| flows.iter().any(|f| f.topic == r.topic && f.sender == r.sender && f.receiver == r.receiver))
         .collect();
     if row_format {
         return Ok(0);
@@ -280,6 +293,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "ground_truth": {"files": run.truth.files, "records": run.truth.lines},
             "writers": run.correlator.writer_roles(),
             "flows": flows,
+            "readers": reader_rows,
             "traces": run.traces,
             "ros2_join": run.correlator.join_stats(),
             "chains": run.correlator.chains().map(|c| json!({"paths": c.paths(), "chain": c.summary(), "stats": c.stats})),
@@ -340,7 +354,49 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     for f in &flows {
         w.write(f)?;
     }
-    w.finish()?;
+    let mut out = w.finish_into()?;
+    if a.readers {
+        writeln!(out)?;
+        write_reader_table(&mut out, &reader_rows)?;
+    }
+    out.flush()?;
+    drop(out);
     output.commit()?;
     Ok(0)
+}
+
+/// The per-reader table: one line per reader of a flow, latency and how far behind the
+/// first reader of the same sample it was (ms).
+fn write_reader_table(out: &mut dyn Write, rows: &[ddscope_core::latency::readers::ReaderRow]) -> std::io::Result<()> {
+    writeln!(out, "readers (wire: UDP destination at the receiver capture, one row per multicast group; truth: reader node, publish -> receive):")?;
+    if rows.is_empty() {
+        return writeln!(out, "(none)");
+    }
+    let tw = rows.iter().map(|r| r.topic.len()).max().unwrap_or(5).max(5);
+    let fw = rows.iter().map(|r| r.sender.len() + r.receiver.len() + 2).max().unwrap_or(4).max(4);
+    let rw = rows.iter().map(|r| r.reader.len()).max().unwrap_or(6).max(6);
+    writeln!(
+        out,
+        "{:tw$}  {:fw$}  {:6}  {:rw$}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  {:>11}",
+        "topic", "flow", "source", "reader", "samples", "mean_ms", "p50_ms", "p99_ms", "max_ms", "behind_mean", "behind_max"
+    )?;
+    for r in rows {
+        let l = &r.latency;
+        writeln!(
+            out,
+            "{:tw$}  {:fw$}  {:6}  {:rw$}  {:>8}  {:>9.3}  {:>9.3}  {:>9.3}  {:>9.3}  {:>11.3}  {:>11.3}",
+            r.topic,
+            format!("{}->{}", r.sender, r.receiver),
+            r.source,
+            r.reader,
+            r.samples,
+            l.mean_ms,
+            l.p50_ms,
+            l.p99_ms,
+            l.max_ms,
+            r.behind_first.mean_ms,
+            r.behind_first.max_ms
+        )?;
+    }
+    Ok(())
 }

@@ -249,9 +249,14 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         json!({"paths": c.paths(), "measured": measured, "stats": c.stats})
     });
     let udp_flows = super::flows::report_section(inputs, &a.offsets, a.window, &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?;
+    let load = match inputs {
+        [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
+        _ => None,
+    };
     let doc = json!({
         "name": name,
         "udp_flows": udp_flows,
+        "load": load,
         "chains": chains,
         "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
@@ -268,6 +273,55 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         })).collect::<Vec<_>>(),
     });
     Ok(RunData { name: name.to_string(), doc, start_ns, flows })
+}
+
+/// Processes drawn from a lab run's load.csv (the busiest by CPU time); the rest are counted.
+const MAX_LOAD_PROCESSES: usize = 12;
+
+/// A lab run's per-process load (load.csv) as chart series on the report's time axis:
+/// CPU % (user + system), RSS (MiB) and context switches per second, per process.
+fn load_series(path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or("");
+    if header != ddscope_lab::procs::LOAD_CSV_HEADER {
+        bail!("{}: line 1: not a load.csv header ({header:?})", path.display());
+    }
+    // (process, pid) -> rows (t_ns, cpu_s, rss_bytes, ctx)
+    let mut by: BTreeMap<(String, i64), Vec<(i64, f64, f64, f64)>> = BTreeMap::new();
+    for (i, l) in lines.enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        let bad = || anyhow::anyhow!("{}: line {}: expected 9 numeric columns: {l:?}", path.display(), i + 2);
+        if f.len() != 9 {
+            return Err(bad());
+        }
+        let n = |k: usize| f[k].parse::<f64>().map_err(|_| bad());
+        let t = f[0].parse::<i64>().map_err(|_| bad())?;
+        let pid = f[2].parse::<i64>().map_err(|_| bad())?;
+        by.entry((f[1].to_string(), pid)).or_default().push((t, n(3)? + n(4)?, n(5)?, n(6)? + n(7)?));
+    }
+    let rel = |t: i64| (t - start_ns) as f64 / 1e9;
+    let mut procs: Vec<(f64, Value)> = by
+        .into_iter()
+        .map(|((name, pid), rows)| {
+            let total = rows.last().map(|r| r.1).unwrap_or(0.0) - rows.first().map(|r| r.1).unwrap_or(0.0);
+            let mut cpu = vec![];
+            let mut ctx = vec![];
+            for w in rows.windows(2) {
+                let dt = (w[1].0 - w[0].0) as f64 / 1e9;
+                if dt > 0.0 {
+                    cpu.push(json!([rel(w[1].0), (w[1].1 - w[0].1) / dt * 100.0]));
+                    ctx.push(json!([rel(w[1].0), (w[1].3 - w[0].3) / dt]));
+                }
+            }
+            let rss: Vec<Value> = rows.iter().map(|r| json!([rel(r.0), r.2 / 1048576.0])).collect();
+            (total, json!({"name": format!("{name} ({pid})"), "cpu_s": total, "cpu": cpu, "rss": rss, "ctx": ctx}))
+        })
+        .collect();
+    procs.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let not_drawn = procs.len().saturating_sub(MAX_LOAD_PROCESSES);
+    procs.truncate(MAX_LOAD_PROCESSES);
+    Ok(json!({"processes": procs.into_iter().map(|p| p.1).collect::<Vec<_>>(), "not_drawn": not_drawn}))
 }
 
 /// Escapes a JSON document for a <script> element.

@@ -21,6 +21,7 @@
 pub mod app;
 pub mod files;
 pub mod offset;
+pub mod readers;
 pub mod stats;
 
 use crate::bounded::BoundedMap;
@@ -349,6 +350,9 @@ struct PendingSample {
     topic: Option<Arc<TopicNames>>,
     /// Usually a sender and one receiver: kept inline.
     seen: SmallVec<[(usize, Sighting); 2]>,
+    /// (capture, UDP destination, arrival (corrected)) of every copy of an
+    /// unfragmented sample, for the per-reader table ([`readers`]).
+    copies: SmallVec<[(usize, std::net::SocketAddr, i64); 2]>,
 }
 
 struct PendingFrag {
@@ -633,6 +637,19 @@ pub struct Correlator {
     negative_examples: Vec<(usize, usize, i64)>,
     /// The ROS 2 layer (None until a trace is added: no cost without traces).
     ros: Option<Box<RosState>>,
+    /// Per-reader latency (reader fairness).
+    pub readers: readers::ReaderTable,
+}
+
+/// Remembers the first arrival of a sample's copy at (capture, destination), within the cap.
+fn note_copy(copies: &mut SmallVec<[(usize, std::net::SocketAddr, i64); 2]>, t: &mut readers::ReaderTable, c: usize, dst: std::net::SocketAddr, at: i64) {
+    if let Some(x) = copies.iter_mut().find(|(cc, d, _)| *cc == c && *d == dst) {
+        x.2 = x.2.min(at);
+    } else if copies.len() < readers::MAX_COPIES_PER_SAMPLE {
+        copies.push((c, dst, at));
+    } else {
+        t.copies_dropped += 1;
+    }
 }
 
 fn topic_key(t: &Option<Arc<TopicNames>>, w: &Guid) -> String {
@@ -661,6 +678,7 @@ impl Correlator {
             stats: CorrelationStats::default(),
             negative_examples: vec![],
             ros: None,
+            readers: readers::ReaderTable::default(),
             cfg,
         }
     }
@@ -946,7 +964,15 @@ impl Correlator {
                     return;
                 }
                 if r.closed_by == crate::samples::CLOSED_COPY {
-                    // The same sample towards another reader: nothing for latency.
+                    // The same sample towards another reader: nothing for the flow's latency,
+                    // but the arrival of this reader's copy for the per-reader table.
+                    if let Some(dst) = r.dst {
+                        let t = self.corr(c, r.first_ts_ns);
+                        match self.pending.get_mut(&(r.writer_id, r.sn)) {
+                            Some(p) => note_copy(&mut p.copies, &mut self.readers, c, dst, t),
+                            None => self.readers.copies_late += 1,
+                        }
+                    }
                     return;
                 }
                 if r.is_supplement() {
@@ -990,8 +1016,19 @@ impl Correlator {
                     }
                 }
                 // First-sighting order: a later sighting does not move the sample.
-                let slot = self.pending.get_or_insert_keep_order(key, || PendingSample { first, source_ts: None, topic: None, seen: SmallVec::new() }, &mut |_, _| {});
+                let slot = self.pending.get_or_insert_keep_order(
+                    key,
+                    || PendingSample { first, source_ts: None, topic: None, seen: SmallVec::new(), copies: SmallVec::new() },
+                    &mut |_, _| {},
+                );
                 let p = self.pending.value_at(slot).expect("slot just returned");
+                if let Some(dst) = r.dst {
+                    // a fragmented sample counts for its first destination, once complete
+                    let at = if r.fragment_size.is_some() { r.complete.then_some(s.last_ts) } else { Some(s.first_ts) };
+                    if let Some(at) = at {
+                        note_copy(&mut p.copies, &mut self.readers, c, dst, at);
+                    }
+                }
                 if p.topic.is_none() {
                     p.topic = r.topic;
                 }
@@ -1157,6 +1194,22 @@ impl Correlator {
                 _ => None,
             };
             let key = (topic_key(&topic, &writer), topic_domain(&topic), sender, r);
+            // per reader: the copies that reached this capture, and the ground truth's readers on its host
+            let wire: SmallVec<[(readers::ReaderId, i64); 4]> = p
+                .copies
+                .iter()
+                .filter(|(cc, _, _)| *cc == r)
+                .map(|(_, dst, t)| (readers::ReaderId::Locator(*dst), t.saturating_sub(snd.first_ts)))
+                .collect();
+            self.readers.record(&key.0, sender, r, &wire);
+            if let (Some(pb), Some(rcvs)) = (publish, app.receive.get(&(writer, sn))) {
+                let truth: SmallVec<[(readers::ReaderId, i64); 4]> = rcvs
+                    .iter()
+                    .filter(|x| x.host == *self.names[r])
+                    .map(|x| (readers::ReaderId::Node(Arc::from(x.node.as_str())), x.t_ns.saturating_sub(pb.t_ns)))
+                    .collect();
+                self.readers.record(&key.0, sender, r, &truth);
+            }
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
