@@ -9,11 +9,13 @@
 //! - [`cbs`]: CBS parameters (seed 004 Eq. 2–6).
 //! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
 //! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
+pub mod calibrate;
 pub mod cbs;
 pub mod config;
 pub mod formula;
 pub mod frame;
 pub mod gcl;
+pub mod plan;
 pub mod scenario;
 pub mod sim;
 pub mod sr;
