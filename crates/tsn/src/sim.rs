@@ -711,4 +711,29 @@ mod tests {
         // First low frame busy until 1538 B × 8 ns = 12.304 us; the small frame then takes 72 B × 8 ns.
         assert_eq!(r.groups[1].latencies_ps, vec![12_304_000 - 1_000_000 + 576_000]);
     }
+
+    /// Oracle: hand derivation. Three 1000-byte frames, one per datagram, at
+    /// 1 Gbit/s (1008 B before the last bit = 8.064 us; busy 1020 B = 8.16 us).
+    /// With pre = 10 us and 100 us per datagram the writer hands datagram 2
+    /// at 210 us; latency = 210 + 8.064 + post 5 = 223.064 us. With a 100 us
+    /// gate window every 1 ms opening at 0 the pace does not matter for
+    /// datagram 0 (sent at 10 us), but datagrams 1 and 2 (ready at 110, 210 us)
+    /// wait for the next window at 1000 us: 1000 + 8.16 + 8.064 + 5 us.
+    #[test]
+    fn host_timing_paces_datagrams_and_adds_pre_and_post() {
+        let m = MessageFrames { l2: vec![1000; 3], datagram_ends: vec![1, 2, 3], ..Default::default() };
+        let host = HostTiming { pre_ps: 10_000_000, datagram_ps: 100_000_000, post_ps: 5_000_000 };
+        let mut src = source(vec![0], 5, 1_000_000_000_000, m.clone());
+        src.host = host;
+        let inp = SimInput { ports: vec![port(1_000_000_000, None, vec![])], sources: vec![src.clone()], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![223_064_000]);
+        let gcl = Gcl::new(vec![GateEntry { mask: 0b10, duration_ps: 100_000_000 }, GateEntry { mask: 0b01, duration_ps: 900_000_000 }], 0, 2).unwrap();
+        let inp = SimInput { ports: vec![port(1_000_000_000, Some(gcl), vec![])], sources: vec![src], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![1_000_000_000 + 8_160_000 + 8_064_000 + 5_000_000]);
+        // An ideal host is the old model: latency from the first frame's hand-off.
+        let mut ideal = source(vec![0], 5, 1_000_000_000_000, m);
+        ideal.offset_ps = 0;
+        let inp = SimInput { ports: vec![port(1_000_000_000, None, vec![])], sources: vec![ideal], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![8_160_000 * 2 + 8_064_000]);
+    }
 }
