@@ -139,7 +139,14 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
         for (w, mut a) in local {
             let d = dgrams.get(&w);
             a.frames = a.frames.max(1);
-            a.datagrams = d.map(|d| d.per_sample.values().map(|s| s.len() as u64).max().unwrap_or(1)).unwrap_or(1);
+            // Median datagrams per sample (a retransmission adds datagrams to a few samples).
+            a.datagrams = d
+                .map(|d| {
+                    let mut v: Vec<u64> = d.per_sample.values().map(|s| s.len() as u64).collect();
+                    v.sort_unstable();
+                    v.get(v.len() / 2).copied().unwrap_or(1)
+                })
+                .unwrap_or(1);
             a.max_rtps = d.map(|d| d.max_rtps).unwrap_or(0);
             // Keep the capture that saw the writer's first sample earliest (its sender).
             match writers.get(&w) {
@@ -255,11 +262,25 @@ pub struct Plan {
     pub scenario: Option<Scenario>,
 }
 
+/// The RTPS message limit that makes the wire model pack the fragments per
+/// datagram the capture shows (Cyclone puts several fragments into one
+/// DATA_FRAG submessage, so the largest message seen is smaller than the
+/// model's one-submessage-per-fragment layout would need).
+fn model_max_message(t: &MeasuredTopic) -> u64 {
+    match t.fragment_bytes {
+        Some(f) if f > 0 => {
+            let k = (t.sample_bytes.div_ceil(f) as f64 / t.datagrams_per_sample.max(1) as f64).round().max(1.0) as u64;
+            (20 + 12 + k * (36 + f)).min(65_507)
+        }
+        _ => t.max_message_bytes.max(1),
+    }
+}
+
 fn wire_frames(t: &MeasuredTopic, mtu: u64) -> Result<MessageFrames, String> {
     let framing = Framing { vlan: true, mtu };
     let rtps = RtpsOptions {
         fragment_bytes: t.fragment_bytes,
-        max_message_bytes: (t.max_message_bytes > 0 && t.fragment_bytes.is_some()).then_some(t.max_message_bytes),
+        max_message_bytes: t.fragment_bytes.map(|_| model_max_message(t)),
         ..Default::default()
     };
     MessageFrames::dds_sample(&framing, &rtps, t.sample_bytes)
@@ -359,12 +380,10 @@ pub fn propose(m: &Measurement, opt: &PlanOptions) -> Result<Plan, String> {
     for (i, t) in m.topics.iter().enumerate() {
         let is_ctrl = control.contains(&i);
         let _ = writeln!(o, "[[topic]]\ntopic = {}\ntype_name = {}", toml_str(&t.topic), toml_str(&t.type_name));
-        let _ = writeln!(o, "sample_bytes = {}\nrate_hz = {}\npcp = {}", t.sample_bytes, t.rate_hz, if is_ctrl { 6 } else { 5 });
+        let _ = writeln!(o, "sample_bytes = {}\nrate_hz = {:.6}\npcp = {}", t.sample_bytes, t.rate_hz, if is_ctrl { 6 } else { 5 });
         if let Some(f) = t.fragment_bytes.filter(|_| !is_ctrl) {
             let _ = writeln!(o, "dds_fragment_bytes = {f}");
-            if t.max_message_bytes > 0 {
-                let _ = writeln!(o, "max_message_bytes = {}", t.max_message_bytes);
-            }
+            let _ = writeln!(o, "max_message_bytes = {}", model_max_message(t));
         }
         let _ = writeln!(o, "deadline = \"{}ns\"\npath = [{}]\nsr_class = \"none\"\n", (t.period_ms * 1e6).round() as u64, toml_str(&opt.port));
     }
