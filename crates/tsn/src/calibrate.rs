@@ -149,7 +149,12 @@ struct SampleWire {
     max_submsgs: u16,
 }
 
+/// Samples whose datagrams are kept per capture; later ones are counted, not timed.
+pub const MAX_SAMPLES: usize = 1 << 17;
+
 struct CaptureData {
+    /// Samples past [`MAX_SAMPLES`], not kept.
+    untracked: u64,
     samples: HashMap<(Guid, i64), SampleRecord>,
     wire: HashMap<(Guid, i64), SampleWire>,
     topic_of: HashMap<Guid, (String, u32)>,
@@ -159,11 +164,16 @@ fn read_capture(path: &Path, name: &str) -> Result<CaptureData, String> {
     let mut wire: HashMap<(Guid, i64), SampleWire> = HashMap::new();
     let mut samples = HashMap::new();
     let mut topic_of: HashMap<Guid, (String, u32)> = HashMap::new();
+    let mut untracked = 0u64;
     let mut on_event = |e: &SubmsgEvent| {
         if e.traffic_type != TrafficType::User || !matches!(e.kind, SubmsgKind::Data | SubmsgKind::DataFrag) {
             return;
         }
         let (Some(w), Some(sn)) = (e.writer_id, e.sn) else { return };
+        if wire.len() >= MAX_SAMPLES && !wire.contains_key(&(w, sn)) {
+            untracked += 1;
+            return;
+        }
         let sw = wire.entry((w, sn)).or_default();
         let d = sw.datagrams.entry(e.frame).or_default();
         d.first = e.ip_first_ts_ns;
@@ -175,19 +185,29 @@ fn read_capture(path: &Path, name: &str) -> Result<CaptureData, String> {
             sw.max_submsgs = sw.max_submsgs.max(e.submsg_index);
         }
     };
+    let mut untracked_samples = 0u64;
     let mut on_sample = |r: SampleRecord| {
-        if let Some(t) = &r.topic {
-            let e = topic_of.entry(r.writer_id).or_insert_with(|| (t.topic_name.clone(), 0));
-            e.1 = e.1.max(r.sample_size);
+        if r.traffic_type != TrafficType::User {
+            return;
         }
-        samples.insert((r.writer_id, r.sn), r);
+        if let Some(t) = &r.topic {
+            if topic_of.len() < MAX_SAMPLES || topic_of.contains_key(&r.writer_id) {
+                let e = topic_of.entry(r.writer_id).or_insert_with(|| (t.topic_name.clone(), 0));
+                e.1 = e.1.max(r.sample_size);
+            }
+        }
+        if samples.len() < MAX_SAMPLES || samples.contains_key(&(r.writer_id, r.sn)) {
+            samples.insert((r.writer_id, r.sn), r);
+        } else {
+            untracked_samples += 1;
+        }
     };
     let res = analyse_file(path, name, DecoderConfig::default(), SampleConfig::default(), None, &mut on_event, &mut on_sample)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if let Some(err) = res.summary.error.as_ref() {
         return Err(format!("{}: {err}", path.display()));
     }
-    Ok(CaptureData { samples, wire, topic_of })
+    Ok(CaptureData { untracked: untracked + untracked_samples, samples, wire, topic_of })
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -307,6 +327,12 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
     let mtu = run_mtu(dir).unwrap_or(1500);
     let (tx, rx) = (&data[&sender], &data[&receiver]);
     let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
+    let mut notes = vec![];
+    for (host, d) in [(&sender, tx), (&receiver, rx)] {
+        if d.untracked > 0 {
+            notes.push(format!("{host}: {} submessages/samples past the first {MAX_SAMPLES} samples were not kept", d.untracked));
+        }
+    }
     let (mut lat, mut pre, mut span, mut transit, mut post) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut intra_sum, mut intra_n) = (0f64, 0f64);
     let (mut dgap, mut dper) = (vec![], vec![]);
@@ -386,7 +412,6 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
         Ok((link_span_ps(&frames, link_rate, h, socket_buffer)? - last_tx_ps) as f64 / 1e9)
     };
     let link_only = span_at(0)?;
-    let mut notes = vec![];
     let datagram_ps = if m_span <= link_only || frames.datagram_ends.len() < 2 {
         notes.push(format!(
             "the first→last frame span ({m_span:.3} ms) is not longer than the link needs ({link_only:.3} ms): the link set the pace; \

@@ -92,6 +92,9 @@ struct DgramAcc {
     max_rtps: u64,
 }
 
+/// Writers tracked per capture; samples of further writers are counted in `skipped`.
+pub const MAX_WRITERS: usize = 4096;
+
 /// Reads the captures (module docs).
 pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
     if captures.is_empty() {
@@ -103,11 +106,15 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
         let name = ddscope_core::session::capture_name(path);
         let mut local: HashMap<Guid, WriterAcc> = HashMap::new();
         let mut dgrams: HashMap<Guid, DgramAcc> = HashMap::new();
+        let mut over_cap = 0u64;
         let mut on_event = |e: &SubmsgEvent| {
             if e.traffic_type != TrafficType::User || !matches!(e.kind, SubmsgKind::Data | SubmsgKind::DataFrag) {
                 return;
             }
             let (Some(w), Some(sn)) = (e.writer_id, e.sn) else { return };
+            if dgrams.len() >= MAX_WRITERS && !dgrams.contains_key(&w) {
+                return;
+            }
             let d = dgrams.entry(w).or_default();
             if d.per_sample.len() < 1 << 16 || d.per_sample.contains_key(&sn) {
                 d.per_sample.entry(sn).or_default().insert(e.frame);
@@ -119,6 +126,10 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
                 return;
             }
             let Some(t) = &r.topic else { return };
+            if local.len() >= MAX_WRITERS && !local.contains_key(&r.writer_id) {
+                over_cap += 1;
+                return;
+            }
             let a = local.entry(r.writer_id).or_insert_with(|| WriterAcc { earliest: i64::MAX, ..Default::default() });
             a.topic = t.topic_name.clone();
             a.type_name = t.type_name.clone();
@@ -136,6 +147,9 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
             return Err(format!("{}: {err}", path.display()));
         }
         m.captures.push(path.display().to_string());
+        if over_cap > 0 {
+            *m.skipped.entry(format!("samples of writers past the first {MAX_WRITERS} in {name}")).or_default() += over_cap;
+        }
         for (w, mut a) in local {
             let d = dgrams.get(&w);
             a.frames = a.frames.max(1);
@@ -160,7 +174,7 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
     let mut topics = vec![];
     for (w, mut a) in writers {
         if a.first_ts.len() < 3 {
-            *m.skipped.entry("fewer than 3 samples (no period)".into()).or_default() += 1;
+            *m.skipped.entry("writers with fewer than 3 samples (no period)".into()).or_default() += 1;
             continue;
         }
         a.first_ts.sort();
@@ -168,7 +182,7 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
         iv.sort();
         let period = iv[iv.len() / 2];
         if period <= 0 {
-            *m.skipped.entry("no positive interval between samples".into()).or_default() += 1;
+            *m.skipped.entry("writers with no positive interval between samples".into()).or_default() += 1;
             continue;
         }
         topics.push(MeasuredTopic {
@@ -431,4 +445,54 @@ pub fn propose(m: &Measurement, opt: &PlanOptions) -> Result<Plan, String> {
         scenario_toml: o,
         scenario: Some(sc),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, bytes: u64, hz: f64, frag: Option<u64>, dgrams: u64) -> MeasuredTopic {
+        MeasuredTopic {
+            topic: name.into(),
+            type_name: "t".into(),
+            writer: "w".into(),
+            capture: "pc1".into(),
+            samples: 100,
+            period_ms: 1e3 / hz,
+            rate_hz: hz,
+            sample_bytes: bytes,
+            frames_per_sample: 1,
+            datagrams_per_sample: dgrams,
+            fragment_bytes: frag,
+            max_message_bytes: 0,
+            vlan: false,
+        }
+    }
+
+    /// Oracle: hand derivation. /drive (40 B) is one 146-byte tagged frame:
+    /// 8 + 146 + 12 = 166 B busy = 0.5312 us at 2.5G; a full 1522-byte frame
+    /// busy 1542 B = 4.9344 us; the control window rounds their sum up to 6 us.
+    /// The cycle is min(500 us, 34.48 ms / 10) = 500 us. At 100 Mbit/s the
+    /// image (2.9 MB on the wire) cannot finish within 100 ms.
+    #[test]
+    fn windows_and_infeasibility() {
+        let m = Measurement {
+            captures: vec!["x".into()],
+            topics: vec![topic("/drive", 40, 29.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)],
+            skipped: Default::default(),
+        };
+        let p = propose(&m, &PlanOptions { link_rate_bps: 2_500_000_000, duration_ns: 500_000_000, ..Default::default() }).unwrap();
+        assert_eq!(p.cycle_ns, 500_000);
+        assert_eq!(p.control_window_ns, 6_000);
+        assert_eq!(p.control_window_ns + p.bulk_window_ns + p.best_effort_window_ns, p.cycle_ns);
+        assert!(p.feasible, "{:?}", p.problems);
+        assert!(p.topics.iter().all(|t| t.predicted_max_ms <= t.deadline_ms));
+        // The scenario keeps Cyclone's 10 fragments per datagram: 206 datagrams.
+        let sc = p.scenario.as_ref().unwrap();
+        assert_eq!(sc.flows[1].frames.datagram_ends.len(), 206);
+        let slow = propose(&m, &PlanOptions { link_rate_bps: 100_000_000, duration_ns: 500_000_000, ..Default::default() }).unwrap();
+        assert!(!slow.feasible);
+        assert!(slow.problems.iter().any(|l| l.starts_with("/image:")), "{:?}", slow.problems);
+        assert!(!slow.problems.iter().any(|l| l.starts_with("/drive:")), "{:?}", slow.problems);
+    }
 }

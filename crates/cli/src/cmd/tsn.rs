@@ -23,6 +23,8 @@ ddscope tsn tas --link-rate 2.5G --cycle 500us --open 50% --message-bytes 276480
 ddscope tsn simulate examples/tsn/thesis-tas50-95.toml --seed 3\n  \
 ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250\n  \
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
+ddscope tsn tas --calibrate lab-out/run --table-4-6\n  \
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan\n  \
 ddscope tsn sr-classes"
 )]
 pub struct TsnArgs {
@@ -36,7 +38,8 @@ enum Cmd {
     #[command(after_help = "Examples:\n  \
 ddscope tsn tas                                   # thesis image: 2.5G, 500us, 50%, 2764848-byte sample\n  \
 ddscope tsn tas --open 20% --message-bytes 2.76MiB   # the X that reproduces Table 4.6's T_arrive column\n  \
-ddscope tsn tas --cycle 100us --format json")]
+ddscope tsn tas --cycle 100us --format json\n  \
+ddscope tsn tas --calibrate lab-out/run --table-4-6   # fit host times from a no-gate lab run, predict Table 4.6")]
     Tas(TasArgs),
     /// Frame-level discrete-event simulation of a scenario file
     #[command(after_help = "Examples:\n  \
@@ -59,6 +62,7 @@ ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp")]
     /// Print the SR classes of seed 004 Table 1
     SrClasses(FormatArg),
     /// Propose a TAS configuration from measured traffic, predict per-topic latency, emit tc/DDS/PTP and the scenario
+    /// (exit code 3 when a topic cannot meet its deadline)
     #[command(after_help = "Examples:\n  \
 ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G\n  \
 ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 1G --emit tc\n  \
@@ -467,7 +471,7 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
                 let _ = writeln!(o, "{:<28} {:>9.3} {:>10.3} {:>12} {:>8} {:>9} {:>10}", truncate(&t.topic, 28), t.rate_hz, t.period_ms, t.sample_bytes, t.frames_per_sample, t.datagrams_per_sample, t.fragment_bytes.map(|f| f.to_string()).unwrap_or_else(|| "-".into()));
             }
             for (why, n) in &m.skipped {
-                let _ = writeln!(o, "  skipped: {n} writer(s): {why}");
+                let _ = writeln!(o, "  skipped: {why}: {n}");
             }
             let _ = writeln!(o, "\nProposed gate control list at {}: cycle {} us", a.link_rate, p.cycle_ns as f64 / 1e3);
             let _ = writeln!(o, "  TC2 (PCP 6, control)   {:>9.3} us   (utilisation {:.4} %)", p.control_window_ns as f64 / 1e3, p.control_utilisation * 100.0);
