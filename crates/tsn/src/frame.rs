@@ -148,6 +148,8 @@ pub struct WireBreakdown {
 pub struct MessageFrames {
     pub l2: Vec<u32>,
     pub breakdown: WireBreakdown,
+    /// Frame count after each datagram (empty for hand-built frame lists: one datagram).
+    pub datagram_ends: Vec<u32>,
 }
 
 impl MessageFrames {
@@ -166,6 +168,7 @@ impl MessageFrames {
             b.ethernet_overhead_bytes += PREAMBLE_SFD + MAC_HEADER + tag + FCS + IFG;
             b.wire_bytes += PREAMBLE_SFD + frame + IFG;
         });
+        self.datagram_ends.push(self.l2.len() as u32);
     }
 
     /// A plain UDP datagram (iperf3, IVN pattern) with `payload` bytes.

@@ -9,13 +9,17 @@
 //! - [`cbs`]: CBS parameters (seed 004 Eq. 2–6).
 //! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
 //! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
+//! - [`calibrate`]: host timing and DDS layout fitted from a measured lab run.
+//! - [`plan`]: a GCL proposed from measured traffic.
 //! - [`check`]: captures against a configuration (PCP, gate windows, SR-class bounds).
+pub mod calibrate;
 pub mod cbs;
 pub mod check;
 pub mod config;
 pub mod formula;
 pub mod frame;
 pub mod gcl;
+pub mod plan;
 pub mod scenario;
 pub mod sim;
 pub mod sr;

@@ -320,6 +320,7 @@ impl Scenario {
                     msgs_per_release: f.msgs_per_release,
                     frames: f.frames.clone(),
                     socket_buffer: f.socket_buffer,
+                    host: Default::default(),
                 });
             }
         }

@@ -64,6 +64,30 @@ pub struct SourceSpec {
     pub frames: MessageFrames,
     /// Bytes of this source allowed in the first port's queue; 0 = unlimited.
     pub socket_buffer: u64,
+    /// Writer and reader host times; all zero = an ideal host (latency from
+    /// the first frame handed to the port, as without the field).
+    pub host: HostTiming,
+}
+
+/// Host-side times of a DDS writer and reader (`crate::calibrate` fits them
+/// from a lab run). With any of them non-zero a message's latency runs from
+/// its release (the write call) to the last bit received plus `post_ps`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostTiming {
+    /// Release → first frame handed to the first port (serialisation and the sender's stack).
+    pub pre_ps: u64,
+    /// Writer pacing: datagram k of a message is handed no earlier than
+    /// `pre_ps + k × datagram_ps` after its release (the writer's time per
+    /// datagram; the socket buffer can hold it back further).
+    pub datagram_ps: u64,
+    /// Last bit of the last frame received → the sample delivered to the reader.
+    pub post_ps: u64,
+}
+
+impl HostTiming {
+    pub fn is_ideal(&self) -> bool {
+        *self == HostTiming::default()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +115,8 @@ struct Frame {
 enum Ev {
     Release(u32),
     Wake(u32, u64),
+    /// A paced source may hand its next datagram.
+    Admit(u32),
     TxEnd(u32),
     Arrive(u32, Frame),
 }
@@ -185,6 +211,13 @@ struct Source {
     cur_first_ps: u64,
     inflight: u64,
     lost_msg: Option<u32>,
+    /// Release times of the messages not yet started (paced sources only).
+    releases: VecDeque<u64>,
+    cur_release_ps: u64,
+    /// Datagram of the current message the cursor is in.
+    dgram: usize,
+    /// An `Admit` event is pending at this time.
+    admit_at: Option<u64>,
 }
 
 /// Per report group: what happened to its messages.
@@ -248,7 +281,18 @@ impl<'a> Sim<'a> {
         let sources = inp
             .sources
             .iter()
-            .map(|_| Source { backlog: 0, cursor: 0, msg_seq: 0, cur_first_ps: 0, inflight: 0, lost_msg: None })
+            .map(|_| Source {
+                backlog: 0,
+                cursor: 0,
+                msg_seq: 0,
+                cur_first_ps: 0,
+                inflight: 0,
+                lost_msg: None,
+                releases: VecDeque::new(),
+                cur_release_ps: 0,
+                dgram: 0,
+                admit_at: None,
+            })
             .collect();
         let mut res = SimResult { groups: vec![GroupResult::default(); inp.groups], ..Default::default() };
         res.ports = vec![PortResult::default(); inp.ports.len()];
@@ -289,6 +333,12 @@ impl<'a> Sim<'a> {
                         self.try_transmit(p as usize);
                     }
                 }
+                Ev::Admit(s) => {
+                    if self.sources[s as usize].admit_at == Some(t) {
+                        self.sources[s as usize].admit_at = None;
+                        self.admit(s as usize);
+                    }
+                }
                 Ev::TxEnd(p) => self.tx_end(p as usize),
                 Ev::Arrive(p, f) => {
                     self.enqueue(p as usize, f);
@@ -311,6 +361,10 @@ impl<'a> Sim<'a> {
             self.push(next, Ev::Release(s as u32));
         }
         self.sources[s].backlog += spec.msgs_per_release;
+        if !spec.host.is_ideal() {
+            let now = self.now;
+            self.sources[s].releases.extend(std::iter::repeat(now).take(spec.msgs_per_release as usize));
+        }
         self.res.groups[spec.group].released += spec.msgs_per_release;
         self.admit(s);
     }
@@ -329,9 +383,28 @@ impl<'a> Sim<'a> {
             if spec.socket_buffer > 0 && src.inflight > 0 && src.inflight + l2 as u64 > spec.socket_buffer {
                 break;
             }
+            let paced = !spec.host.is_ideal();
+            if paced {
+                // Writer pacing: datagram k no earlier than release + pre + k·datagram.
+                let release = if src.cursor == 0 { src.releases.front().copied().unwrap_or(self.now) } else { src.cur_release_ps };
+                let k = if src.cursor == 0 { 0 } else { src.dgram };
+                let at = release + spec.host.pre_ps + k as u64 * spec.host.datagram_ps;
+                if at > self.now {
+                    if src.admit_at.is_none_or(|a| a > at) {
+                        src.admit_at = Some(at);
+                        self.push(at, Ev::Admit(s as u32));
+                    }
+                    break;
+                }
+            }
             if src.cursor == 0 {
                 src.cur_first_ps = self.now;
                 src.msg_seq = src.msg_seq.wrapping_add(1);
+                src.dgram = 0;
+                if paced {
+                    src.cur_release_ps = src.releases.pop_front().unwrap_or(self.now);
+                    src.cur_first_ps = src.cur_release_ps;
+                }
             }
             let last = src.cursor + 1 == n;
             let f = Frame { src: s as u32, msg: src.msg_seq, l2, hop: 0, last, first_ps: src.cur_first_ps };
@@ -340,6 +413,9 @@ impl<'a> Sim<'a> {
                 src.backlog -= 1;
             } else {
                 src.cursor += 1;
+                if spec.frames.datagram_ends.get(src.dgram).is_some_and(|&e| e as usize == src.cursor) {
+                    src.dgram += 1;
+                }
             }
             if self.enqueue(port, f) {
                 self.sources[s].inflight += l2 as u64;
@@ -449,7 +525,7 @@ impl<'a> Sim<'a> {
             return;
         }
         let g = self.inp.sources[s].group;
-        let d = rx - f.first_ps;
+        let d = rx - f.first_ps + self.inp.sources[s].host.post_ps;
         let gr = &mut self.res.groups[g];
         gr.delivered += 1;
         gr.latencies_ps.push(d);
@@ -509,7 +585,7 @@ mod tests {
     }
 
     fn source(path: Vec<usize>, pcp: u8, period_ps: u64, frames: MessageFrames) -> SourceSpec {
-        SourceSpec { group: 0, path, pcp, period_ps, offset_ps: 0, msgs_per_release: 1, frames, socket_buffer: 0 }
+        SourceSpec { group: 0, path, pcp, period_ps, offset_ps: 0, msgs_per_release: 1, frames, socket_buffer: 0, host: HostTiming::default() }
     }
 
     /// Oracle: hand derivation. A 36-byte DDS sample (thesis /drive) is one
@@ -634,5 +710,30 @@ mod tests {
         let r = run(&inp);
         // First low frame busy until 1538 B × 8 ns = 12.304 us; the small frame then takes 72 B × 8 ns.
         assert_eq!(r.groups[1].latencies_ps, vec![12_304_000 - 1_000_000 + 576_000]);
+    }
+
+    /// Oracle: hand derivation. Three 1000-byte frames, one per datagram, at
+    /// 1 Gbit/s (1008 B before the last bit = 8.064 us; busy 1020 B = 8.16 us).
+    /// With pre = 10 us and 100 us per datagram the writer hands datagram 2
+    /// at 210 us; latency = 210 + 8.064 + post 5 = 223.064 us. With a 100 us
+    /// gate window every 1 ms opening at 0 the pace does not matter for
+    /// datagram 0 (sent at 10 us), but datagrams 1 and 2 (ready at 110, 210 us)
+    /// wait for the next window at 1000 us: 1000 + 8.16 + 8.064 + 5 us.
+    #[test]
+    fn host_timing_paces_datagrams_and_adds_pre_and_post() {
+        let m = MessageFrames { l2: vec![1000; 3], datagram_ends: vec![1, 2, 3], ..Default::default() };
+        let host = HostTiming { pre_ps: 10_000_000, datagram_ps: 100_000_000, post_ps: 5_000_000 };
+        let mut src = source(vec![0], 5, 1_000_000_000_000, m.clone());
+        src.host = host;
+        let inp = SimInput { ports: vec![port(1_000_000_000, None, vec![])], sources: vec![src.clone()], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![223_064_000]);
+        let gcl = Gcl::new(vec![GateEntry { mask: 0b10, duration_ps: 100_000_000 }, GateEntry { mask: 0b01, duration_ps: 900_000_000 }], 0, 2).unwrap();
+        let inp = SimInput { ports: vec![port(1_000_000_000, Some(gcl), vec![])], sources: vec![src], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![1_000_000_000 + 8_160_000 + 8_064_000 + 5_000_000]);
+        // An ideal host is the old model: latency from the first frame's hand-off.
+        let mut ideal = source(vec![0], 5, 1_000_000_000_000, m);
+        ideal.offset_ps = 0;
+        let inp = SimInput { ports: vec![port(1_000_000_000, None, vec![])], sources: vec![ideal], groups: 1, duration_ps: 1, drain_ps: 1_000_000_000_000 };
+        assert_eq!(run(&inp).groups[0].latencies_ps, vec![8_160_000 * 2 + 8_064_000]);
     }
 }

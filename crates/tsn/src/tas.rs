@@ -11,6 +11,7 @@
 
 use crate::formula::{self, ThesisFormula};
 use crate::frame::{bytes_to_ps, busy_bytes, tx_bytes, Framing, MessageFrames, RtpsOptions, WireBreakdown};
+use crate::sim::HostTiming;
 use crate::gcl::{GateEntry, Gcl};
 use serde::Serialize;
 
@@ -173,6 +174,135 @@ pub fn predict(inp: &TasInput) -> Result<TasReport, String> {
     })
 }
 
+/// Latency over gate phase of one message with host times: release (the
+/// write call) → the reader has it. The message is released at `phases`
+/// evenly spread gate phases into one port whose gates open the DDS class for
+/// `open × cycle` per cycle (`open` = 1: no gate); the writer hands its
+/// datagrams at its calibrated pace while its socket buffer has room.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HostPrediction {
+    pub mean_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub phases: u32,
+}
+
+pub fn predict_with_host(
+    rate_bps: u64,
+    cycle_ns: u64,
+    open: f64,
+    frames: &MessageFrames,
+    host: HostTiming,
+    socket_buffer: u64,
+    phases: u32,
+) -> Result<HostPrediction, String> {
+    use crate::sim::*;
+    let cycle_ps = cycle_ns * 1000;
+    let gcl = if open >= 1.0 { None } else { Some(gcl_for(cycle_ps, open)?) };
+    if let Some(g) = &gcl {
+        let longest = frames.l2.iter().map(|&b| bytes_to_ps(tx_bytes(b as u64), rate_bps)).max().unwrap_or(0);
+        if g.longest_open(1) < longest {
+            return Err(format!("a frame needs {:.3} us, longer than the {:.3} us window", longest as f64 / 1e6, g.longest_open(1) as f64 / 1e6));
+        }
+    }
+    let phases = phases.max(1);
+    let base = 1_000 * cycle_ps;
+    let (mut sum, mut min, mut max) = (0.0, f64::MAX, 0.0f64);
+    for k in 0..phases {
+        let offset = base + cycle_ps * k as u64 / phases as u64;
+        let port = PortSpec {
+            name: "p".into(),
+            rate_bps,
+            propagation_ps: 0,
+            processing_ps: 0,
+            num_tc: 2,
+            pcp_to_tc: [0, 0, 0, 0, 0, 1, 0, 0],
+            queue_limit: usize::MAX,
+            priority_order: vec![1, 0],
+            gcl: gcl.clone(),
+            cbs: vec![None, None],
+        };
+        let src = SourceSpec {
+            group: 0,
+            path: vec![0],
+            pcp: 5,
+            period_ps: u64::MAX / 4,
+            offset_ps: offset,
+            msgs_per_release: 1,
+            frames: frames.clone(),
+            socket_buffer,
+            host,
+        };
+        let r = run(&SimInput { ports: vec![port], sources: vec![src], groups: 1, duration_ps: offset + 1, drain_ps: 3_600_000_000_000_000 });
+        let l = *r.groups[0].latencies_ps.first().ok_or("the simulated message was not delivered")? as f64 / 1e9;
+        sum += l;
+        min = min.min(l);
+        max = max.max(l);
+    }
+    Ok(HostPrediction { mean_ms: sum / phases as f64, min_ms: min, max_ms: max, phases })
+}
+
+/// One row of thesis Table 4.6's kind, predicted three ways.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibratedRow {
+    pub configuration: String,
+    pub cycle_ns: u64,
+    pub open_fraction: f64,
+    /// Eq. 3.4 with X = the run's sample.
+    pub formula_ms: f64,
+    /// The frame model in the layout given by the flags (the uncalibrated `tsn tas`).
+    pub uncalibrated_mean_ms: f64,
+    /// The frame model in the run's layout, ideal host.
+    pub run_layout_mean_ms: f64,
+    /// DDS layer (thesis 3.2.5: first frame at the sender → last frame at
+    /// the receiver): the run's layout plus the fitted writer pacing and socket buffer.
+    pub calibrated: HostPrediction,
+    /// Write call → take: also the fitted stack time before the first frame and receiver completion.
+    pub calibrated_write_to_take: HostPrediction,
+}
+
+/// Thesis Table 4.6's configurations: (name, cycle ns, open share).
+pub const TABLE_4_6: [(&str, u64, f64); 8] = [
+    ("TAS-20%-500us", 500_000, 0.20),
+    ("TAS-40%-500us", 500_000, 0.40),
+    ("TAS-60%-500us", 500_000, 0.60),
+    ("TAS-80%-500us", 500_000, 0.80),
+    ("TAS-50%-100us", 100_000, 0.50),
+    ("TAS-50%-250us", 250_000, 0.50),
+    ("TAS-50%-500us", 500_000, 0.50),
+    ("TAS-50%-1000us", 1_000_000, 0.50),
+];
+
+/// Predicts `configs` uncalibrated (flags' layout in `inp`) and calibrated by `cal`.
+pub fn calibrated_rows(
+    inp: &TasInput,
+    cal: &crate::calibrate::Calibration,
+    configs: &[(String, u64, f64)],
+) -> Result<Vec<CalibratedRow>, String> {
+    let run_frames = cal.frames()?;
+    let mut rows = vec![];
+    for (name, cycle_ns, open) in configs {
+        let mut i = inp.clone();
+        i.cycle_ns = *cycle_ns;
+        i.open = *open;
+        let plain = predict(&i)?;
+        let ideal = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, HostTiming::default(), 0, inp.phases)?;
+        let calibrated = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, inp.phases)?;
+        let calibrated_write_to_take = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.host, cal.socket_buffer_bytes, inp.phases)?;
+        rows.push(CalibratedRow {
+            configuration: name.clone(),
+            cycle_ns: *cycle_ns,
+            open_fraction: *open,
+            formula_ms: formula::t_arrive(inp.rate_bps, *open, *cycle_ns, cal.layout.sample_bytes)?.t_arrive_ms,
+            uncalibrated_mean_ms: plain.predicted_mean_ms,
+            run_layout_mean_ms: ideal.mean_ms,
+            calibrated,
+            calibrated_write_to_take,
+        });
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +381,7 @@ mod tests {
                 msgs_per_release: 1,
                 frames: msg.clone(),
                 socket_buffer: 0,
+                host: HostTiming::default(),
             };
             let r = run(&SimInput { ports: vec![port], sources: vec![src], groups: 1, duration_ps: offset + 1, drain_ps: 1_000_000_000_000 });
             assert_eq!(r.groups[0].latencies_ps[0] as f64 / 1e9, w.latency_ms);

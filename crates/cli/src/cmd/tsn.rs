@@ -23,6 +23,8 @@ ddscope tsn tas --link-rate 2.5G --cycle 500us --open 50% --message-bytes 276480
 ddscope tsn simulate examples/tsn/thesis-tas50-95.toml --seed 3\n  \
 ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250\n  \
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
+ddscope tsn tas --calibrate lab-out/run --table-4-6\n  \
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan\n  \
 ddscope tsn sr-classes"
 )]
 pub struct TsnArgs {
@@ -36,7 +38,8 @@ enum Cmd {
     #[command(after_help = "Examples:\n  \
 ddscope tsn tas                                   # thesis image: 2.5G, 500us, 50%, 2764848-byte sample\n  \
 ddscope tsn tas --open 20% --message-bytes 2.76MiB   # the X that reproduces Table 4.6's T_arrive column\n  \
-ddscope tsn tas --cycle 100us --format json")]
+ddscope tsn tas --cycle 100us --format json\n  \
+ddscope tsn tas --calibrate lab-out/run --table-4-6   # fit host times from a no-gate lab run, predict Table 4.6")]
     Tas(TasArgs),
     /// Frame-level discrete-event simulation of a scenario file
     #[command(after_help = "Examples:\n  \
@@ -67,6 +70,13 @@ One verdict line per topic and capture (PCP), per gated port and topic (windows)
 (max latency and jitter against seed 004 Table 1, end to end over paths of up to 7 hops).\n\
 Exit code 0: every check passed; 1: a violation (or another error); 2: an input could not be read.")]
     Check(CheckArgs),
+    /// Propose a TAS configuration from measured traffic, predict per-topic latency, emit tc/DDS/PTP and the scenario
+    /// (exit code 3 when a topic cannot meet its deadline)
+    #[command(after_help = "Examples:\n  \
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G\n  \
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 1G --emit tc\n  \
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan   # plan.toml, tc.sh, cyclonedds.xml, dds-priority.sh, ptp files")]
+    Plan(PlanArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -102,6 +112,47 @@ struct CheckArgs {
 
 fn signed_ns(s: &str) -> Result<i64, String> {
     ddscope_traffic::units::parse_signed_nanos(s).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum PlanEmit {
+    Scenario,
+    Tc,
+    Dds,
+    Ptp,
+}
+
+#[derive(Args, Debug)]
+struct PlanArgs {
+    /// Capture files (pcap/pcapng, optionally .gz) of the traffic to plan for
+    #[arg(required = true)]
+    captures: Vec<PathBuf>,
+    /// Link rate of the egress port
+    #[arg(long)]
+    link_rate: Rate,
+    /// Longest cycle to propose
+    #[arg(long, default_value = "500us")]
+    max_cycle: Nanos,
+    /// Headroom factor on the bulk window (1.25 = 25 % more than the tightest deadline needs)
+    #[arg(long, default_value = "1.25")]
+    margin: f64,
+    /// Egress interface for the generated tc/DDS lines
+    #[arg(long, default_value = "eth0")]
+    interface: String,
+    /// IP MTU
+    #[arg(long, default_value = "1500")]
+    mtu: Bytes,
+    /// Simulated time for the prediction
+    #[arg(long, default_value = "2s")]
+    duration: Nanos,
+    /// Print only this: the scenario file, the tc lines, the DDS files or the PTP files
+    #[arg(long, value_enum)]
+    emit: Option<PlanEmit>,
+    /// Write plan.toml, tc.sh, the DDS and PTP files into this directory
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -152,6 +203,20 @@ struct TasArgs {
     /// Gate phases at which the message is released (evenly spread over the cycle)
     #[arg(long, default_value = "1000")]
     phases: u32,
+    /// Fit the host parameters (stack time before the first frame, writer pacing, receiver completion)
+    /// and the DDS layout from a measured no-gate lab run directory (captures + ground truth), and
+    /// predict with and without them
+    #[arg(long, value_name = "RUN_DIR")]
+    calibrate: Option<PathBuf>,
+    /// With --calibrate: the topic to fit (default: the largest samples crossing hosts)
+    #[arg(long, requires = "calibrate")]
+    topic: Option<String>,
+    /// With --calibrate: the writer's socket send buffer (default 212992, Linux net.core.wmem_default)
+    #[arg(long, requires = "calibrate")]
+    socket_buffer: Option<Bytes>,
+    /// With --calibrate: predict every configuration of thesis Table 4.6 instead of --cycle/--open
+    #[arg(long, requires = "calibrate")]
+    table_4_6: bool,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
 }
@@ -226,6 +291,7 @@ pub fn run(args: TsnArgs) -> anyhow::Result<i32> {
         Cmd::Config(a) => config_cmd(a),
         Cmd::SrClasses(f) => sr_cmd(f.format),
         Cmd::Check(a) => check_cmd(a),
+        Cmd::Plan(a) => plan_cmd(a),
     }
 }
 
@@ -286,6 +352,9 @@ fn tas_cmd(a: TasArgs) -> anyhow::Result<i32> {
         },
         phases: a.phases,
     };
+    if let Some(dir) = &a.calibrate {
+        return tas_calibrated(&a, &inp, dir);
+    }
     let r = tas::predict(&inp).map_err(|e| anyhow!(e))?;
     if a.format == Format::Json {
         return print_json(&r);
@@ -315,6 +384,199 @@ fn tas_cmd(a: TasArgs) -> anyhow::Result<i32> {
     let _ = writeln!(o, "  on the wire            {:>10} B  (+{:.2} % over the sample)", w.wire_bytes, (w.wire_bytes as f64 / w.payload_bytes as f64 - 1.0) * 100.0);
     print!("{o}");
     Ok(0)
+}
+
+#[derive(serde::Serialize)]
+struct CalibratedReport<'a> {
+    calibration: &'a ddscope_tsn::calibrate::Calibration,
+    link_rate_bps: u64,
+    /// The run itself (no gate): measured mean vs the three predictions.
+    no_gate: NoGate,
+    rows: Vec<tas::CalibratedRow>,
+}
+
+/// DDS layer (thesis 3.2.5) and write -> take, each measured and predicted.
+#[derive(serde::Serialize)]
+struct NoGate {
+    measured_dds_layer_ms: f64,
+    uncalibrated_ms: f64,
+    run_layout_ms: f64,
+    calibrated_dds_layer_ms: f64,
+    calibrated_dds_layer_error_pct: f64,
+    measured_write_to_take_ms: f64,
+    calibrated_write_to_take_ms: f64,
+    calibrated_write_to_take_error_pct: f64,
+}
+
+fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow::Result<i32> {
+    use ddscope_tsn::calibrate::{self, CalibrateOptions};
+    let opt = CalibrateOptions { topic: a.topic.clone(), link_rate_bps: None, socket_buffer: a.socket_buffer.map(|b| b.0) };
+    let cal = calibrate::calibrate(dir, &opt).map_err(|e| anyhow!(e))?;
+    let configs: Vec<(String, u64, f64)> = if a.table_4_6 {
+        tas::TABLE_4_6.iter().map(|(n, c, o)| (n.to_string(), *c, *o)).collect()
+    } else {
+        vec![(format!("TAS-{}-{}", a.open, a.cycle), a.cycle.0, a.open.0)]
+    };
+    let rows = tas::calibrated_rows(inp, &cal, &configs).map_err(|e| anyhow!(e))?;
+    // The run itself at its own rate, without gates.
+    let run_frames = cal.frames().map_err(|e| anyhow!(e))?;
+    let mut at_run = inp.clone();
+    at_run.rate_bps = cal.link_rate_bps;
+    at_run.open = 1.0;
+    let unc = tas::predict(&at_run).map_err(|e| anyhow!(e))?.predicted_mean_ms;
+    let ideal = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, Default::default(), 0, 1).map_err(|e| anyhow!(e))?;
+    let calp = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, 1).map_err(|e| anyhow!(e))?;
+    let calw = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.host, cal.socket_buffer_bytes, 1).map_err(|e| anyhow!(e))?;
+    let m = cal.measured.dds_layer_mean_ms;
+    let mw = cal.measured.latency_mean_ms;
+    let rep = CalibratedReport {
+        calibration: &cal,
+        link_rate_bps: inp.rate_bps,
+        no_gate: NoGate {
+            measured_dds_layer_ms: m,
+            uncalibrated_ms: unc,
+            run_layout_ms: ideal.mean_ms,
+            calibrated_dds_layer_ms: calp.mean_ms,
+            calibrated_dds_layer_error_pct: (calp.mean_ms - m) / m * 100.0,
+            measured_write_to_take_ms: mw,
+            calibrated_write_to_take_ms: calw.mean_ms,
+            calibrated_write_to_take_error_pct: (calw.mean_ms - mw) / mw * 100.0,
+        },
+        rows,
+    };
+    if a.format == Format::Json {
+        return print_json(&rep);
+    }
+    let c = &cal;
+    let l = &c.layout;
+    let me = &c.measured;
+    let mut o = String::new();
+    let _ = writeln!(o, "Calibration from {} ({} {} -> {}, {} samples used)", c.run, c.topic, c.sender, c.receiver, c.samples_used);
+    for (why, n) in &c.excluded {
+        let _ = writeln!(o, "  excluded: {n} {why}");
+    }
+    let _ = writeln!(o, "  link rate {}, layout: {} B samples, {} B fragments, {} per RTPS message (<= {} B seen; {}), {:.1} datagrams / {:.1} frames per sample (model {} / {})",
+        Rate(c.link_rate_bps), l.sample_bytes, l.fragment_bytes, l.fragments_per_datagram, l.max_message_bytes, l.vendor, l.datagrams_per_sample, l.frames_per_sample, l.model_datagrams, l.model_frames);
+    let _ = writeln!(o, "\nMeasured (means per sample)");
+    let _ = writeln!(o, "  latency publish -> receive  {:.3} ms  (std {:.3}, min {:.3}, max {:.3})", me.latency_mean_ms, me.latency_std_ms, me.latency_min_ms, me.latency_max_ms);
+    let _ = writeln!(o, "  publish -> first frame      {:.3} ms", me.pre_mean_ms);
+    let _ = writeln!(o, "  first -> last frame         {:.3} ms  (min {:.3}; the link alone: {:.3})", me.span_mean_ms, me.span_min_ms, c.link_span_ms);
+    let _ = writeln!(o, "  DDS layer (3.2.5)           {:.3} ms  (first frame at the sender -> last at the receiver)", me.dds_layer_mean_ms);
+    let _ = writeln!(o, "  sender -> receiver capture  {:.3} ms", me.transit_mean_ms);
+    let _ = writeln!(o, "  last frame -> receive       {:.3} ms", me.post_mean_ms);
+    let _ = writeln!(o, "  gap between IP fragments    {:.2} us  (a full frame at the link rate: {:.2} us)", me.frame_gap_mean_us, me.frame_wire_us);
+    let _ = writeln!(o, "  gap between datagrams       {:.2} us mean, {:.2} us median; datagram period {:.2} us", me.datagram_gap_mean_us, me.datagram_gap_p50_us, me.datagram_period_mean_us);
+    let _ = writeln!(o, "\nFitted host parameters");
+    let _ = writeln!(o, "  stack before first frame    {:.3} ms", c.pre_ms);
+    let _ = writeln!(o, "  writer pacing               {:.2} us per datagram{}", c.datagram_us, c.writer_rate_bps.map(|r| format!(" ({:.2} Gbit/s of wire bytes)", r / 1e9)).unwrap_or_default());
+    let _ = writeln!(o, "  receiver completion         {:.3} ms", c.post_ms);
+    let _ = writeln!(o, "  socket buffer               {} B (not identifiable without gates)", c.socket_buffer_bytes);
+    for n in &c.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    let ng = &rep.no_gate;
+    let _ = writeln!(o, "\nThe run itself (no gate, {}), DDS layer: measured {:.3} ms; uncalibrated {:.3} ms ({:+.1} %), run layout {:.3} ms ({:+.1} %), calibrated {:.3} ms ({:+.2} %)",
+        Rate(c.link_rate_bps), m, ng.uncalibrated_ms, (ng.uncalibrated_ms - m) / m * 100.0, ng.run_layout_ms, (ng.run_layout_ms - m) / m * 100.0, ng.calibrated_dds_layer_ms, ng.calibrated_dds_layer_error_pct);
+    let _ = writeln!(o, "  write -> take: measured {:.3} ms, calibrated {:.3} ms ({:+.2} %)", mw, ng.calibrated_write_to_take_ms, ng.calibrated_write_to_take_error_pct);
+    let _ = writeln!(o, "\nPredicted DDS latency at {} (ms; mean over {} gate phases)", a.link_rate, inp.phases);
+    let _ = writeln!(o, "{:<16} {:>8} {:>13} {:>11} {:>11} {:>17} {:>14}", "configuration", "Eq. 3.4", "uncalibrated", "run layout", "calibrated", "calibrated min-max", "write->take");
+    for r in &rep.rows {
+        let _ = writeln!(o, "{:<16} {:>8.2} {:>13.3} {:>11.3} {:>11.3} {:>8.3}-{:<8.3} {:>14.3}", r.configuration, r.formula_ms, r.uncalibrated_mean_ms, r.run_layout_mean_ms, r.calibrated.mean_ms, r.calibrated.min_ms, r.calibrated.max_ms, r.calibrated_write_to_take.mean_ms);
+    }
+    let _ = writeln!(o, "\nEq. 3.4 with X = the run's sample; uncalibrated: the flags' layout ({} B DATA_FRAGs), ideal host; run layout: the run's layout, ideal host; \
+calibrated: the run's layout and writer pacing (DDS layer, thesis 3.2.5); write->take: plus the stack time before the first frame and receiver completion", inp.rtps.fragment_bytes.unwrap_or(0));
+    print!("{o}");
+    Ok(0)
+}
+
+fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
+    use ddscope_tsn::plan::{self, PlanOptions};
+    if !(a.margin >= 1.0 && a.margin.is_finite()) {
+        bail!("--margin {} must be at least 1", a.margin);
+    }
+    if a.duration.0 == 0 {
+        bail!("--duration must be positive");
+    }
+    let m = plan::measure(&a.captures).map_err(|e| anyhow!(e))?;
+    let opt = PlanOptions {
+        link_rate_bps: a.link_rate.0,
+        max_cycle_ns: a.max_cycle.0,
+        margin: a.margin,
+        port: m.topics.first().map(|t| t.capture.clone()).unwrap_or_else(|| "sender".into()),
+        interface: a.interface.clone(),
+        mtu: a.mtu.0,
+        duration_ns: a.duration.0,
+        seed: 1,
+    };
+    let p = plan::propose(&m, &opt).map_err(|e| anyhow!(e))?;
+    let sc = p.scenario.as_ref().ok_or_else(|| anyhow!("the plan has no scenario"))?;
+    let tc = config::tc(sc, None);
+    let mut files: Vec<(String, String)> = vec![("plan.toml".into(), p.scenario_toml.clone()), ("tc.sh".into(), tc.clone())];
+    files.push(("cyclonedds.xml".into(), config::cyclone_xml(sc)));
+    files.push(("dds-priority.sh".into(), config::priority_script(sc)));
+    files.extend(config::ptp(sc));
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (name, body) in &files {
+            let path = dir.join(name);
+            std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    match a.emit {
+        Some(PlanEmit::Scenario) => print!("{}", p.scenario_toml),
+        Some(PlanEmit::Tc) => print!("{tc}"),
+        Some(PlanEmit::Dds) => {
+            for (n, b) in files.iter().filter(|(n, _)| n == "cyclonedds.xml" || n == "dds-priority.sh") {
+                println!("# ---- {n}\n{b}");
+            }
+        }
+        Some(PlanEmit::Ptp) => {
+            for (n, b) in files.iter().filter(|(n, _)| n.starts_with("ptp")) {
+                println!("# ---- {n}\n{b}");
+            }
+        }
+        None if a.format == Format::Json => {
+            #[derive(serde::Serialize)]
+            struct Out<'a> {
+                measured: &'a plan::Measurement,
+                plan: &'a plan::Plan,
+                scenario_toml: &'a str,
+                tc: &'a str,
+            }
+            print_json(&Out { measured: &m, plan: &p, scenario_toml: &p.scenario_toml, tc: &tc })?;
+        }
+        None => {
+            let mut o = String::new();
+            let _ = writeln!(o, "Measured traffic ({})", m.captures.join(", "));
+            let _ = writeln!(o, "{:<28} {:>9} {:>10} {:>12} {:>8} {:>9} {:>10}", "topic", "rate Hz", "period ms", "bytes/sample", "frames", "datagrams", "fragment");
+            for t in &m.topics {
+                let _ = writeln!(o, "{:<28} {:>9.3} {:>10.3} {:>12} {:>8} {:>9} {:>10}", truncate(&t.topic, 28), t.rate_hz, t.period_ms, t.sample_bytes, t.frames_per_sample, t.datagrams_per_sample, t.fragment_bytes.map(|f| f.to_string()).unwrap_or_else(|| "-".into()));
+            }
+            for (why, n) in &m.skipped {
+                let _ = writeln!(o, "  skipped: {why}: {n}");
+            }
+            let _ = writeln!(o, "\nProposed gate control list at {}: cycle {} us", a.link_rate, p.cycle_ns as f64 / 1e3);
+            let _ = writeln!(o, "  TC2 (PCP 6, control)   {:>9.3} us   (utilisation {:.4} %)", p.control_window_ns as f64 / 1e3, p.control_utilisation * 100.0);
+            let _ = writeln!(o, "  TC1 (PCP 5, bulk DDS)  {:>9.3} us   (utilisation {:.2} %, margin {})", p.bulk_window_ns as f64 / 1e3, p.bulk_utilisation * 100.0, a.margin);
+            let _ = writeln!(o, "  TC0 (best effort)      {:>9.3} us", p.best_effort_window_ns as f64 / 1e3);
+            let _ = writeln!(o, "\nPredicted by the simulator ({} s)", a.duration.0 as f64 / 1e9);
+            let _ = writeln!(o, "{:<28} {:>8} {:>4} {:>12} {:>12} {:>12} {:>8}  verdict", "topic", "class", "pcp", "mean ms", "max ms", "deadline ms", "late");
+            for t in &p.topics {
+                let _ = writeln!(o, "{:<28} {:>8} {:>4} {:>12.3} {:>12.3} {:>12.3} {:>8}  {}", truncate(&t.topic, 28), t.class, t.pcp, t.predicted_mean_ms, t.predicted_max_ms, t.deadline_ms, t.deadline_misses, if t.meets_deadline { "meets its deadline" } else { "MISSES its deadline" });
+            }
+            if p.feasible {
+                let _ = writeln!(o, "\nEvery topic meets its deadline (= its period).");
+            } else {
+                let _ = writeln!(o, "\nCannot meet every deadline:");
+                for pr in &p.problems {
+                    let _ = writeln!(o, "  {pr}");
+                }
+            }
+            let _ = writeln!(o, "\nEmit with --emit scenario|tc|dds|ptp, or write all with --out DIR{}", a.out.as_ref().map(|d| format!(" (written to {})", d.display())).unwrap_or_default());
+            print!("{o}");
+        }
+    }
+    Ok(if p.feasible { 0 } else { 3 })
 }
 
 fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
