@@ -36,6 +36,9 @@ pub const MAX_SHARDS: usize = 64;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FlowParts {
     pub topic: String,
+    /// The topic's DDS domain (null when discovery did not tell); flows of different domains stay apart.
+    #[serde(default)]
+    pub domain: Option<u32>,
     #[serde(default)]
     pub topic_raw: Option<(String, String)>,
     pub sender: String,
@@ -60,8 +63,9 @@ pub fn flow_parts(corr: &Correlator) -> Vec<FlowParts> {
     let names = corr.capture_names();
     corr.flows()
         .into_iter()
-        .map(|((topic, s, r), f)| FlowParts {
+        .map(|((topic, domain, s, r), f)| FlowParts {
             topic: topic.clone(),
+            domain: *domain,
             topic_raw: f.names.as_ref().map(|n| (n.topic_raw.clone(), n.type_raw.clone())),
             sender: names.get(*s).map(|n| n.to_string()).unwrap_or_default(),
             receiver: names.get(*r).map(|n| n.to_string()).unwrap_or_default(),
@@ -107,14 +111,14 @@ fn add_dist(to: &mut Dist, p: &DistParts, bad: &mut u64) {
     }
 }
 
-/// Merges the flows of all shards: per (topic, sender, receiver), counters
+/// Merges the flows of all shards: per (topic, domain, sender, receiver), counters
 /// added, histograms merged. Returns the summaries in topic order and the
 /// number of distributions refused as inconsistent.
 pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<FlowSummary>, u64) {
-    let mut m: BTreeMap<(String, String, String), Acc> = BTreeMap::new();
+    let mut m: BTreeMap<(String, Option<u32>, String, String), Acc> = BTreeMap::new();
     let mut bad = 0u64;
     for f in shards {
-        let a = m.entry((f.topic.clone(), f.sender.clone(), f.receiver.clone())).or_default();
+        let a = m.entry((f.topic.clone(), f.domain, f.sender.clone(), f.receiver.clone())).or_default();
         if a.topic_raw.is_none() {
             a.topic_raw = f.topic_raw.clone();
         }
@@ -141,13 +145,14 @@ pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<
     }
     let out = m
         .into_iter()
-        .map(|((topic, sender, receiver), mut a)| {
+        .map(|((topic, domain, sender, receiver), mut a)| {
             a.lost_examples.sort_unstable();
             a.lost_examples.dedup();
             a.lost_examples.truncate(LOST_EXAMPLES);
             FlowSummary {
                 topic,
-                names: a.topic_raw.as_ref().map(|(t, ty)| Arc::new(ddscope_core::discovery::TopicNames::new(t, ty))),
+                domain,
+                names: a.topic_raw.as_ref().map(|(t, ty)| Arc::new(ddscope_core::discovery::TopicNames::new(t, ty).in_domain(domain))),
                 sender,
                 receiver,
                 samples: a.samples,
