@@ -806,7 +806,7 @@ mod tests {
     fn endpoints_take_their_participants_domain() {
         let mut d = Discovery::default();
         let prefix = GuidPrefix([7; 12]);
-        let mut e = |n: u8| EndpointInfo {
+        let e = |n: u8| EndpointInfo {
             guid: Guid::new(prefix, ddscope_wire::EntityId([0, 0, n, 0x03])),
             kind: EndpointKind::Writer,
             names: Arc::new(TopicNames::new("rt/chatter", "T")),

@@ -109,6 +109,7 @@ fn sample(cap: &str, w: Guid, sn: i64, first: i64, last: i64, sts: i64) -> Sampl
         vendor_id: 0x0110,
         closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: Some(sts),
+        dst: None,
         node: None,
     }
 }

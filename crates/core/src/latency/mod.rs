@@ -1950,6 +1950,7 @@ mod tests {
             vendor_id: 0x0110,
             closed_by: crate::samples::ClosedBy::Complete,
             source_ts_ns: None,
+            dst: None,
         }
     }
 
