@@ -17,8 +17,9 @@ B's veth address.
 Measured per configuration: wall time from the replay's start until the
 central counters reach the expected total (W×S samples judged, summed over
 the shards) or stop growing for --settle seconds (then the last growth
-counts, and the shortfall is shown); throughput = samples (and sightings:
-samples + delivered) judged per second of that wall time. CPU seconds
+counts, and the shortfall is shown); throughput = samples correlated
+(delivered: sender's and receiver's sightings matched) and sightings (samples
+judged + delivered) per second of that wall time, which includes the window. CPU seconds
 (utime+stime from /proc) of every process over the run give the cost per
 10^6 sightings of the agents, the Collector and the shards, which is what
 extrapolates. Median of --repeat runs; configurations interleaved per repeat.
