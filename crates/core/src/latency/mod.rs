@@ -576,6 +576,17 @@ pub struct CorrelationStats {
     pub samples_judged_early: u64,
     /// DATA_FRAGs judged early because more than `max_pending_submessages` were waiting.
     pub submessages_judged_early: u64,
+    /// DATA_FRAGs due before their writer's sender capture was known (no
+    /// sample of that writer judged yet, e.g. the fragments of its first
+    /// sample): held, and judged as soon as one of its samples is.
+    pub submessages_held: u64,
+    /// Held DATA_FRAGs given up: more than `max_pending_submessages` held at
+    /// once (the newest is refused), or their writer's sender never became
+    /// known before the end.
+    pub submessages_held_dropped: u64,
+    /// DATA_FRAGs not judged because the writer's sender capture did not see
+    /// them (no sending time to measure from).
+    pub submessages_without_sender: u64,
     /// Writers forgotten (least recently seen first) to stay within `max_writers`.
     pub writers_evicted: u64,
     /// Flows dropped with their statistics (least recently updated first) to
@@ -600,6 +611,12 @@ impl CorrelationStats {
         }
         if self.submessages_judged_early > 0 {
             parts.push(format!("{} DATA_FRAG submessages judged before their window ended (too many pending)", self.submessages_judged_early));
+        }
+        if self.submessages_held_dropped > 0 {
+            parts.push(format!(
+                "{} DATA_FRAG submessages dropped unjudged (their writer's sender capture never became known, or too many held)",
+                self.submessages_held_dropped
+            ));
         }
         if self.writers_evicted > 0 {
             parts.push(format!("{} writers forgotten (too many writers; least recently seen first)", self.writers_evicted));
@@ -626,6 +643,10 @@ pub struct Correlator {
     /// In first-sighting order (entries are never touched): the front is judged first.
     pending: BoundedMap<(Guid, i64), PendingSample>,
     frags: BoundedMap<(Guid, i64, u32), PendingFrag>,
+    /// DATA_FRAGs due before their writer's sender was known, by writer, in
+    /// the order they fell due; at most `max_pending_submessages` in all.
+    held_frags: rustc_hash::FxHashMap<Guid, Vec<((Guid, i64, u32), PendingFrag)>>,
+    held_count: usize,
     watermarks: Vec<i64>,
     /// First and last time each capture has seen (corrected).
     spans: Vec<(i64, i64)>,
@@ -670,6 +691,8 @@ impl Correlator {
             app,
             pending: BoundedMap::new(cfg.max_pending_samples),
             frags: BoundedMap::new(cfg.max_pending_submessages),
+            held_frags: Default::default(),
+            held_count: 0,
             watermarks: vec![i64::MIN; n],
             spans: vec![(i64::MAX, i64::MIN); n],
             ended: vec![false; n],
@@ -1012,7 +1035,9 @@ impl Correlator {
                 if !self.pending.contains_key(&key) && self.pending.len() >= self.cfg.max_pending_samples {
                     if let Some((k, p)) = self.pending.evict_lru() {
                         self.stats.samples_judged_early += 1;
+                        let writer = k.0;
                         self.judge_sample(k, p, out);
+                        self.release_held(writer, out);
                     }
                 }
                 // First-sighting order: a later sighting does not move the sample.
@@ -1088,7 +1113,9 @@ impl Correlator {
         let horizon = lw.saturating_sub(self.cfg.window_ns);
         while self.pending.peek_lru().is_some_and(|(_, p)| p.first <= horizon) {
             if let Some((key, p)) = self.pending.pop_lru() {
+                let writer = key.0;
                 self.judge_sample(key, p, out);
+                self.release_held(writer, out);
             }
         }
         while self.frags.peek_lru().is_some_and(|(_, p)| p.first_ip <= horizon) {
@@ -1127,6 +1154,7 @@ impl Correlator {
             }
         }
         self.judge_due(out);
+        self.drop_held();
         if let Some(r) = self.ros.as_mut() {
             let mut rest = vec![];
             r.join.finish(&mut |p| rest.push(p));
@@ -1400,10 +1428,44 @@ impl Correlator {
         }
     }
 
-    fn judge_frag(&mut self, (writer, sn, frag): (Guid, i64, u32), p: PendingFrag, out: &mut dyn FnMut(LatencyRow)) {
+    /// Judges the DATA_FRAGs held for `writer` once its sender is known.
+    fn release_held(&mut self, writer: Guid, out: &mut dyn FnMut(LatencyRow)) {
+        if self.held_count == 0 || !self.writers.get(&writer).is_some_and(|w| w.sender().is_some()) {
+            return;
+        }
+        if let Some(held) = self.held_frags.remove(&writer) {
+            self.held_count -= held.len();
+            for (k, p) in held {
+                self.judge_frag(k, p, out);
+            }
+        }
+    }
+
+    /// Held DATA_FRAGs whose writer never got a sender: counted as dropped.
+    fn drop_held(&mut self) {
+        self.stats.submessages_held_dropped += self.held_count as u64;
+        self.held_frags.clear();
+        self.held_count = 0;
+    }
+
+    fn judge_frag(&mut self, key: (Guid, i64, u32), p: PendingFrag, out: &mut dyn FnMut(LatencyRow)) {
+        let (writer, sn, frag) = key;
+        let Some(sender) = self.writers.get(&writer).and_then(|w| w.sender()) else {
+            // No sample of this writer judged yet: hold until one is (bounded; the newest refused, counted).
+            if self.held_count >= self.cfg.max_pending_submessages {
+                self.stats.submessages_held_dropped += 1;
+            } else {
+                self.stats.submessages_held += 1;
+                self.held_count += 1;
+                self.held_frags.entry(writer).or_default().push((key, p));
+            }
+            return;
+        };
         let Some(w) = self.writers.get(&writer) else { return };
-        let Some(sender) = w.sender() else { return };
-        let Some(&(_, s_first_ip, s_last, s_dups)) = p.seen.iter().find(|s| s.0 == sender) else { return };
+        let Some(&(_, s_first_ip, s_last, s_dups)) = p.seen.iter().find(|s| s.0 == sender) else {
+            self.stats.submessages_without_sender += 1;
+            return;
+        };
         self.stats.submessages_judged += 1;
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         for &(r, _r_first_ip, r_last, r_dups) in p.seen.iter().filter(|s| s.0 != sender) {
@@ -2087,5 +2149,91 @@ mod tests {
         let e = AppTruth::default().load(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).ok();
         assert!(e.contains("line 1") && e.contains("writer_guid"), "{e}");
+    }
+
+    fn frag(sn: i64, first_ip: i64) -> Item {
+        Item::Frag(FragSighting { writer: writer(), sn, fragment_starting_num: 1, first_ip_ts_ns: first_ip, last_ts_ns: first_ip + MS, topic: None })
+    }
+
+    fn submessage_count(c: &Correlator) -> u64 {
+        c.summaries().iter().flat_map(|f| f.layers.iter()).filter(|(l, _)| l == "submessage").map(|(_, d)| d.count).sum()
+    }
+
+    /// Oracle: the fed sightings themselves. A DATA_FRAG due before any sample
+    /// of its writer was judged (its sample falls due later: the frag's first
+    /// IP fragment precedes the sample's first sighting) is held and judged
+    /// once the sample is, not dropped: every fragment seen at both captures
+    /// is measured, with the latency fed.
+    #[test]
+    fn fragments_due_before_the_writers_sender_is_known_are_held_then_judged() {
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        for sn in 1..=3i64 {
+            let t = sn * 100 * MS;
+            c.push(0, frag(sn, t - 60 * MS), &mut |r| rows.push(r));
+            c.push(1, frag(sn, t - 57 * MS), &mut |r| rows.push(r));
+            c.push(0, Item::Sample(rec("pc1", sn, t, t + MS, true, 0)), &mut |r| rows.push(r));
+            c.push(1, Item::Sample(rec("pc2", sn, t + 2 * MS, t + 3 * MS, true, 0)), &mut |r| rows.push(r));
+        }
+        // Horizon 70 ms: sample 1's fragment (40 ms) is due, sample 1 (100 ms) is not.
+        for cap in 0..2 {
+            c.push(cap, Item::Watermark(1_070 * MS), &mut |r| rows.push(r));
+        }
+        assert_eq!(c.stats.submessages_held, 1);
+        assert_eq!(c.stats.submessages_judged, 0);
+        c.finish(&mut |r| rows.push(r));
+        assert_eq!(c.stats.submessages_judged, 3);
+        assert_eq!(c.stats.submessages_held_dropped, 0);
+        assert_eq!(submessage_count(&c), 3);
+        let held = rows.iter().find(|r| r.level == Level::Submessage && r.sn == 1).expect("sample 1's fragment judged");
+        // Receiver's last (43 ms + 1 ms) minus the sender's first IP fragment (40 ms).
+        assert_eq!(held.latency_ns, Some(4 * MS));
+        assert!(c.stats.problem_line().is_none());
+    }
+
+    /// Oracle: the fed sightings. Fragments of a writer none of whose samples
+    /// is ever judged cannot be measured: dropped at the end and counted; more
+    /// than `max_pending_submessages` held at once: the newest refused, counted.
+    #[test]
+    fn held_fragments_without_a_sender_are_counted_when_dropped() {
+        let mut c = Correlator::new(
+            CorrelatorConfig {
+                captures: vec!["pc1".into(), "pc2".into()],
+                offsets_ns: vec![0, 0],
+                window_ns: MS,
+                max_pending_submessages: 2,
+                submessage_rows: true,
+                ..Default::default()
+            },
+            Arc::new(AppTruth::default()),
+        );
+        let mut rows = vec![];
+        for sn in 1..=5i64 {
+            c.push(0, frag(sn, sn * MS), &mut |r| rows.push(r));
+        }
+        c.finish(&mut |r| rows.push(r));
+        assert!(rows.is_empty());
+        assert_eq!(c.stats.submessages_judged, 0);
+        // 5 sightings, at most 2 pending: 3 judged early, the first 2 of them held (the cap), the 3rd refused;
+        // the last 2 judged at the end are refused too (2 still held); the 2 held are dropped at the end.
+        assert_eq!(c.stats.submessages_judged_early, 3);
+        assert_eq!(c.stats.submessages_held, 2);
+        assert_eq!(c.stats.submessages_held_dropped, 5);
+        let line = c.stats.problem_line().expect("drops reported");
+        assert!(line.contains("5 DATA_FRAG submessages dropped unjudged"), "{line}");
+    }
+
+    /// Oracle: the fed sightings. A fragment the writer's sender capture did
+    /// not see has no sending time: not measured, counted.
+    #[test]
+    fn fragments_the_sender_did_not_see_are_counted() {
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        c.push(0, Item::Sample(rec("pc1", 1, 100 * MS, 101 * MS, true, 0)), &mut |r| rows.push(r));
+        c.push(1, Item::Sample(rec("pc2", 1, 102 * MS, 103 * MS, true, 0)), &mut |r| rows.push(r));
+        c.push(1, frag(1, 99 * MS), &mut |r| rows.push(r));
+        c.finish(&mut |r| rows.push(r));
+        assert_eq!(c.stats.submessages_without_sender, 1);
+        assert_eq!(c.stats.submessages_judged, 0);
     }
 }
