@@ -306,9 +306,13 @@ fn discovery_tables_are_capped_and_the_topic_index_follows() {
     assert_eq!(dec.stats.discovery.participants_evicted, 1000 - 10);
     for t in 0..37 {
         let topic = format!("rt/t{t}");
-        let scan = |k: EndpointKind| d.endpoints.values().filter(|e| e.kind == k && e.names.topic_raw == topic).count() as u64;
-        assert_eq!(d.writers_of(None, &topic), scan(EndpointKind::Writer), "{topic}");
-        assert_eq!(d.readers_of(None, &topic), scan(EndpointKind::Reader), "{topic}");
+        // The index is per (domain, topic): compare it per domain the endpoints are in.
+        let domains: std::collections::BTreeSet<Option<u32>> = d.endpoints.values().map(|e| e.names.domain).collect();
+        for dom in domains {
+            let scan = |k: EndpointKind| d.endpoints.values().filter(|e| e.kind == k && e.names.topic_raw == topic && e.names.domain == dom).count() as u64;
+            assert_eq!(d.writers_of(dom, &topic), scan(EndpointKind::Writer), "{topic} in {dom:?}");
+            assert_eq!(d.readers_of(dom, &topic), scan(EndpointKind::Reader), "{topic} in {dom:?}");
+        }
     }
     // The most recent announcements survived.
     let last = Guid::new(GuidPrefix([(999 % 50) as u8; 12]), EntityId([3, 231, 0, 4]));

@@ -424,6 +424,19 @@ pub enum GenTopology {
 }
 
 impl GenTopology {
+    /// The name scenario files use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GenTopology::Shared => "shared",
+            GenTopology::OneOne => "1-1",
+            GenTopology::OneN => "1-n",
+            GenTopology::NOne => "n-1",
+            GenTopology::NN => "n-n",
+        }
+    }
+}
+
+impl GenTopology {
     pub fn is_shared(&self) -> bool {
         *self == GenTopology::Shared
     }
@@ -682,7 +695,7 @@ impl Scenario {
                     GenTopology::NOne => "subscribers = 1",
                     _ => "publishers = subscribers",
                 };
-                bail!("generate[{i}]: topology {:?} needs {want} (it has {np} and {ns})", g.topology);
+                bail!("generate[{i}]: topology {:?} needs {want} (it has {np} publishers and {ns} subscribers)", g.topology.as_str());
             }
             let combos = g.sizes.len() * g.rates_hz.len() * g.reliability.len();
             let per_sub = if g.topology == GenTopology::NOne { combos * np as usize } else { combos };
