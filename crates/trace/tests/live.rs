@@ -29,8 +29,13 @@ impl Drop for Relayd {
 }
 
 fn start_relayd(out: &Path) -> Relayd {
-    let base = 20000 + (std::process::id() % 10000) as u16 * 3;
-    let (ctrl, data, viewer) = (base, base + 1, base + 2);
+    // Three ports the kernel says are free now (a port derived from the pid could be in use as
+    // an ephemeral port of another connection: seen once in CI).
+    // All three held at once, so they differ.
+    let held: Vec<std::net::TcpListener> = (0..3).map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)).expect("a free port")).collect();
+    let port = |i: usize| held[i].local_addr().expect("a bound port").port();
+    let (ctrl, data, viewer) = (port(0), port(1), port(2));
+    drop(held);
     let child = Command::new("lttng-relayd")
         .arg(format!("--control-port=tcp://localhost:{ctrl}"))
         .arg(format!("--data-port=tcp://localhost:{data}"))
