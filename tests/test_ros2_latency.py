@@ -292,7 +292,8 @@ def test_sender_node_from_the_wire_without_traces(ddscope, tmp_path):
     assert [(f["topic"], f["sender_nodes"]) for f in doc["flows"]] == [("/chatter", ["/talker"])]
     text = ddscope("latency", a, b, "--offset", "b=-1ms", "--topic", "/chatter").stdout
     flow_lines = [l.split() for l in text.splitlines() if l.startswith("/chatter ")]
-    assert flow_lines and flow_lines[-1][:4] == ["/chatter", "a", "b", "/talker"], text
+    # the flow table: topic, domain, sender, receiver, sender_nodes, ...
+    assert flow_lines and flow_lines[-1][:5] == ["/chatter", "0", "a", "b", "/talker"], text
 
 
 def report_data(html: pathlib.Path) -> dict:
