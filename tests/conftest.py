@@ -7,6 +7,8 @@ Set DDSCOPE_BIN to test another build.
 import os
 import pathlib
 import shutil
+import signal
+import socket
 import subprocess
 
 import pytest
@@ -104,3 +106,24 @@ def artifacts():
     d = pathlib.Path(os.environ.get("DDSCOPE_TEST_ARTIFACTS", REPO / "target" / "test-artifacts"))
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that the kernel reports free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def processes():
+    """Processes a test started: interrupted (SIGINT, then killed after 10 s) when it ends."""
+    procs = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -18,7 +18,6 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import statistics
 import threading
 import subprocess
@@ -27,7 +26,7 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, ddscope_bin, have_root, require_tool
+from conftest import REPO, ddscope_bin, free_port, have_root, require_tool
 
 FAN_OUT = REPO / "examples" / "lab" / "topology-1-n-64.toml"
 SEED003 = REPO / "examples" / "lab" / "topologies-seed003.toml"
@@ -315,14 +314,6 @@ def test_zero_byte_samples_on_the_wire_and_decoded(ddscope, seed003):
             assert t["samples"] == len(pub), (topic, t["samples"], len(pub))
     doc = json.loads((run / "run.json").read_text())
     assert doc["ok"], doc["failures"]
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_agent_exports_process_load(tmp_path):

@@ -14,8 +14,6 @@ Needs root (network namespaces).
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -23,17 +21,11 @@ import urllib.request
 
 import pytest
 
-from conftest import browser_inspect, ddscope_bin, require_tool
+from conftest import browser_inspect, ddscope_bin, free_port, require_tool
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
 TOKEN = "t0k3n-" + os.urandom(4).hex()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url, token=None, timeout=5):
@@ -51,19 +43,6 @@ def mgmt_ip(ns):
     out = subprocess.run(["ip", "-n", ns, "-4", "-o", "addr", "show", "mgmt0"], capture_output=True, text=True).stdout
     m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
     return m.group(1) if m else None
-
-
-@pytest.fixture
-def processes():
-    procs = []
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 def test_live_lab_run_through_agents_serve_prometheus_and_browser(repo, tmp_path, artifacts, processes):

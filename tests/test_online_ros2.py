@@ -32,19 +32,13 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, browser_inspect, ddscope_bin, require_tool
+from conftest import REPO, browser_inspect, ddscope_bin, free_port, require_tool
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
 TRACEGEN = REPO / "lab" / "build" / "ddslab-tracegen"
 RECORD = REPO / "lab" / "tracegen" / "record.sh"
 BT2 = REPO / "crates" / "trace" / "tests" / "support" / "bt2_jsonl.py"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url):

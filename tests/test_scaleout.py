@@ -20,25 +20,17 @@ Needs root (network namespaces).
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from conftest import ddscope_bin
+from conftest import ddscope_bin, free_port
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
 TOKEN = "t0k3n-" + os.urandom(4).hex()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url, token=None, timeout=5):
@@ -60,19 +52,6 @@ def wait_http(url, token=None, timeout=20):
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"{url} did not answer")
-
-
-@pytest.fixture
-def processes():
-    procs = []
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 def collector_bin(repo):

@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.request
 
-from conftest import REPO, ddscope_bin, require_tool
+from conftest import REPO, ddscope_bin, free_port, require_tool
 
 SENDER = "<img src=x onerror=window.__pwned=1>"
 PAYLOADS = {
@@ -29,12 +29,6 @@ PAYLOADS = {
     "type_row": "<iframe src=javascript:window.__pwned=8>",
     "size_row": "<img src=x onerror=window.__pwned=9>",
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port, agent, body):

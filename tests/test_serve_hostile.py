@@ -19,13 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ddscope_bin
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import ddscope_bin, free_port
 
 
 def wait_port(port, timeout=10):
