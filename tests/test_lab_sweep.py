@@ -109,7 +109,9 @@ def test_small_sweep_runs_reports_and_equals_latency(tmp_path, artifacts):
         {"generate[0].vendor": '"fastdds"', "generate[0].sizes": '"1KiB"'},
         {"generate[0].vendor": '"fastdds"', "generate[0].sizes": '"64KiB"'},
     ]
-    assert all(r["status"] == "done" and r["attempts"] == 1 for c in m["cells"] for r in c["runs"])
+    not_clean = [(r["dir"], r["status"], r["attempts"], r.get("error")) for c in m["cells"] for r in c["runs"]
+                 if r["status"] != "done" or r["attempts"] != 1]
+    assert not not_clean, not_clean
     for run in (out / "runs").iterdir():
         assert not lab_namespaces(json.loads((run / "run.json").read_text())["run_id"])
     assert not mine(before, tmp_path)

@@ -229,6 +229,27 @@ impl Lab {
         Ok(Some(EbpfReport { vlan, loss }))
     }
 
+    /// What the kernel dropped on the workload link's devices so far (read
+    /// before [`Lab::down`]): every host's interface, and the switch's ports
+    /// and bridge. Frames the lab's loss program drops are not in these
+    /// counters (tc drops after the device's statistics are taken are counted
+    /// by the program itself); these are the drops nobody asked for — a full
+    /// receive backlog, a shaper's queue limit.
+    pub fn kernel_drops(&self) -> Result<Vec<DeviceDrops>> {
+        let mut devs: Vec<(String, String, String)> = self.hosts.iter().map(|h| (h.name.clone(), h.netns.clone(), h.iface.clone())).collect();
+        if let Some(sw) = &self.switch_ns {
+            devs.push(("switch".into(), sw.clone(), "br0".into()));
+            devs.extend((0..self.hosts.len()).map(|i| ("switch".to_string(), sw.clone(), format!("p{i}"))));
+        }
+        let mut out = vec![];
+        for (owner, ns, dev) in devs {
+            let link = run_cmd(&["ip", "-n", &ns, "-s", "-j", "link", "show", "dev", &dev])?;
+            let qdisc = run_cmd(&["tc", "-n", &ns, "-s", "-j", "qdisc", "show", "dev", &dev])?;
+            out.push(DeviceDrops::parse(&owner, &dev, &link, &qdisc).with_context(|| format!("reading the counters of {dev} in {ns}"))?);
+        }
+        Ok(out)
+    }
+
     /// Adds a management link from every host to the root namespace, as the
     /// thesis kept monitoring data off the workload link (3.1.1): a veth pair
     /// per host with a /30 out of a subnet derived from the run id, so that
@@ -535,6 +556,58 @@ pub struct LossCounters {
     pub bursts: u64,
 }
 
+/// The kernel's drop counters of one lab device at the end of a run
+/// (run.json `network.kernel_drops`; `ip -s link` and `tc -s qdisc`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceDrops {
+    /// The host owning the device, or `switch`.
+    pub owner: String,
+    pub device: String,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_over_errors: u64,
+    /// Drops of the device's queueing qdiscs (a shaper's queue limit).
+    pub qdisc_dropped: u64,
+    /// Frames the lab's own tc programs dropped on purpose (the clsact
+    /// hook's count, kept by the kernel apart from the program's maps).
+    pub clsact_dropped: u64,
+}
+
+impl DeviceDrops {
+    fn parse(owner: &str, device: &str, link_json: &str, qdisc_json: &str) -> Result<DeviceDrops> {
+        let link: serde_json::Value = serde_json::from_str(link_json).context("`ip -s -j link` output")?;
+        let st = link.get(0).and_then(|l| l.get("stats64")).ok_or_else(|| anyhow!("no stats64 in `ip -s -j link` output"))?;
+        let n = |dir: &str, k: &str| st.get(dir).and_then(|d| d.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
+        let qdisc: serde_json::Value = serde_json::from_str(qdisc_json).context("`tc -s -j qdisc` output")?;
+        let (mut qdisc_dropped, mut clsact_dropped) = (0, 0);
+        for q in qdisc.as_array().map(|a| a.as_slice()).unwrap_or(&[]) {
+            let drops = q.get("drops").and_then(|v| v.as_u64()).unwrap_or(0);
+            match q.get("kind").and_then(|k| k.as_str()) {
+                Some("clsact") | Some("ingress") => clsact_dropped += drops,
+                _ => qdisc_dropped += drops,
+            }
+        }
+        Ok(DeviceDrops {
+            owner: owner.to_string(),
+            device: device.to_string(),
+            rx_packets: n("rx", "packets"),
+            tx_packets: n("tx", "packets"),
+            rx_dropped: n("rx", "dropped"),
+            tx_dropped: n("tx", "dropped"),
+            rx_over_errors: n("rx", "over_errors"),
+            qdisc_dropped,
+            clsact_dropped,
+        })
+    }
+
+    /// Every frame this device lost that the lab did not drop on purpose.
+    pub fn dropped(&self) -> u64 {
+        self.rx_dropped + self.tx_dropped + self.rx_over_errors + self.qdisc_dropped
+    }
+}
+
 /// Bucket of 1 ms at the link rate, at least 16 full frames: small enough
 /// to shape like a link, large enough for TBF to reach the rate.
 fn default_burst(rate: Rate, mtu: u32) -> Bytes {
@@ -563,6 +636,19 @@ pub fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_drops_keep_the_labs_own_drops_apart() {
+        // the shapes iproute2 6.1 prints for a switch port with a tbf shaper and the loss program
+        let link = r#"[{"ifname":"p1","stats64":{"rx":{"bytes":1,"packets":10,"errors":0,"dropped":2,"over_errors":1,"multicast":0},"tx":{"bytes":1,"packets":900,"errors":0,"dropped":3,"carrier_errors":0,"collisions":0}}}]"#;
+        let qdisc = r#"[{"kind":"tbf","handle":"8001:","root":true,"drops":4},{"kind":"clsact","handle":"ffff:","parent":"ffff:fff1","drops":9}]"#;
+        let d = DeviceDrops::parse("switch", "p1", link, qdisc).unwrap();
+        assert_eq!((d.rx_packets, d.tx_packets, d.rx_dropped, d.tx_dropped, d.rx_over_errors), (10, 900, 2, 3, 1));
+        assert_eq!((d.qdisc_dropped, d.clsact_dropped), (4, 9));
+        assert_eq!(d.dropped(), 2 + 3 + 1 + 4);
+        let err = DeviceDrops::parse("switch", "p1", "[{}]", "[]").unwrap_err();
+        assert!(format!("{err:#}").contains("stats64"), "{err:#}");
+    }
 
     const TAGGED: &str = r#"
 name = "t"

@@ -108,6 +108,17 @@ pub struct CaptureStats {
     pub dropped_by_interface: Option<u64>,
 }
 
+impl CaptureStats {
+    /// Frames the kernel placed in tcpdump's ring that tcpdump never wrote:
+    /// it stops on SIGINT without reading a ring block the kernel has not
+    /// handed over yet (libpcap's TPACKET_V3 blocks are handed over when full
+    /// or after its 1 s timeout).
+    pub fn undelivered_at_stop(&self) -> u64 {
+        let (Some(r), Some(c)) = (self.received_by_filter, self.captured) else { return 0 };
+        r.saturating_sub(c).saturating_sub(self.dropped_by_kernel.unwrap_or(0))
+    }
+}
+
 /// tcpdump prints its counters on exit: "N packets captured", "N packets
 /// received by filter", "N packets dropped by kernel" (and sometimes "by interface").
 pub fn parse_tcpdump_stats(log: &str) -> CaptureStats {
@@ -202,6 +213,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     drop(procs);
     let hosts = lab.hosts.clone();
     let ebpf = lab.ebpf_report();
+    let kernel_drops = lab.kernel_drops();
     let down = lab.down();
     drop(lab);
     let drive = result?;
@@ -211,6 +223,13 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     // -------- analysis on files only --------
     let mut report = analyse(opts, &sc, &bins, &hosts, &out, &tmp, drive, &run_id, started)?;
     report.network.ebpf = ebpf?;
+    report.network.kernel_drops = kernel_drops?;
+    for d in report.network.kernel_drops.iter().filter(|d| d.dropped() > 0) {
+        eprintln!(
+            "lab: warning: the kernel dropped frames on {} {}: rx {} tx {} rx-overrun {} qdisc {} (run.json network.kernel_drops)",
+            d.owner, d.device, d.rx_dropped, d.tx_dropped, d.rx_over_errors, d.qdisc_dropped
+        );
+    }
     if let Some(l) = report.network.ebpf.as_ref().and_then(|e| e.loss.as_ref()) {
         let (frames, dropped) = l.ports.iter().fold((0, 0), |a, p| (a.0 + p.frames, a.1 + p.dropped));
         say!(opts, "emulated loss: {dropped} of {frames} IPv4 frames dropped on the switch ({:.3} %; the parameters give {:.3} %)", 100.0 * dropped as f64 / frames.max(1) as f64, 100.0 * l.mean_loss);
@@ -533,8 +552,10 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         }
         p.wait_timeout(Duration::from_secs(3));
     }
-    // 7. captures and agents off (a little later, for the last acknowledgements)
-    std::thread::sleep(Duration::from_millis(200));
+    // 7. captures and agents off, a little later: for the last acknowledgements, and so that the
+    // capture ring's last block holding workload frames is handed to tcpdump (libpcap's block
+    // timeout is 1 s; tcpdump does not read an unfinished block when it is interrupted)
+    std::thread::sleep(Duration::from_millis(if captures.is_empty() { 200 } else { 1100 }));
     let mut agent_exits = BTreeMap::new();
     for (name, i, _) in &agents {
         let p = procs.get(*i);
@@ -624,6 +645,12 @@ fn analyse(
         }
         if let Some(e) = &cs.read_error {
             eprintln!("lab: capture on {host}: {e} (the frames before it are kept)");
+        }
+        if st.undelivered_at_stop() > 0 {
+            eprintln!(
+                "lab: capture on {host}: {} frames were in the capture ring but not written when tcpdump stopped (after the workload's end)",
+                st.undelivered_at_stop()
+            );
         }
         let file_bytes = fs::metadata(&dst).map(|m| m.len()).unwrap_or(0);
         captures.push(CaptureReport::new(host, &name, &cs, st.clone(), file_bytes));
@@ -743,14 +770,14 @@ fn analyse(
                 continue;
             };
             // the wire rate of a reliable writer of empty payloads mixes in its resends: not judged
-            let rate_ok = if empty && reliable { Some(true) } else { e.rate_hz.map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol) };
+            let rate_ok = if empty && reliable { Some(true) } else { e.periodic_rate_hz().map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol) };
             let size_ok = e.min_sample_size == Some(flow.sample_bytes.0) && e.max_sample_size == Some(flow.sample_bytes.0);
             // a reliable writer of empty payloads repeats them: its readers never acknowledge one
             let samples_ok = e.samples == published || (empty && reliable && e.samples >= published);
             let type_ok = e.type_raw.as_deref() == Some(dds_type_name(&flow.type_name).as_str());
             let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "null".into());
             if rate_ok != Some(true) {
-                fidelity_fail(sc, &mut failures, format!("{} on {host}: {} Hz on the wire, nominal {wire_nominal} Hz", t.topic, e.rate_hz.map(|r| format!("{r:.3}")).unwrap_or("no".into())));
+                fidelity_fail(sc, &mut failures, format!("{} on {host}: {} Hz on the wire, nominal {wire_nominal} Hz", t.topic, e.periodic_rate_hz().map(|r| format!("{r:.3}")).unwrap_or("no".into())));
             }
             if !size_ok {
                 failures.push(format!(
@@ -770,7 +797,7 @@ fn analyse(
             wire_checks.push(WireCheck {
                 host: host.clone(),
                 nominal_rate_hz: wire_nominal,
-                rate_hz: e.rate_hz,
+                rate_hz: e.periodic_rate_hz(),
                 samples: e.samples,
                 published,
                 min_sample_size: e.min_sample_size,
@@ -962,6 +989,7 @@ fn analyse(
             topology: if hosts.len() == 2 && sc.network.loss.is_none() { Topology::PointToPoint } else { Topology::Bridge },
             hosts: hosts.to_vec(),
             ebpf: None,
+            kernel_drops: vec![],
         },
         dds: sc.dds.clone(),
         fidelity: sc.fidelity.clone(),
