@@ -34,6 +34,20 @@ def lab_run_dir(tmp_path_factory, ddscope):
     return out
 
 
+@pytest.fixture(scope="module")
+def lab_run_dir_1g(tmp_path_factory, ddscope):
+    """The same workload on a link shaped to 1 Gbit/s: the out-of-sample run."""
+    assert os.geteuid() == 0, "the lab needs root (network namespaces); CI runs as root"
+    d = tmp_path_factory.mktemp("tsnplan1g")
+    sc = d / "simple-robotic-1g.toml"
+    text = SIMPLE.read_text()
+    assert '\nrate = "2.5G"' in text
+    sc.write_text(text.replace('\nrate = "2.5G"', '\nrate = "1G"', 1))
+    cp = ddscope("lab", "run", sc, "--duration", "5s", "--out", d / "run", "-q", check=False, timeout=600)
+    assert cp.returncode == 0, f"lab run failed:\n{cp.stdout}\n{cp.stderr}"
+    return d / "run"
+
+
 def truth_write_to_take(run: pathlib.Path, topic: str, receiver: str) -> list[float]:
     pubs, recv = {}, {}
     for f in run.glob("*.truth.jsonl"):
@@ -61,13 +75,16 @@ def test_calibration_reproduces_the_runs_measured_mean(ddscope, lab_run_dir):
     assert len(lat) >= 45, len(lat)
     excluded = sum(cal["excluded"].values())
     assert cal["samples_used"] + excluded == len(lat)
-    truth_mean = statistics.mean(lat)
     if excluded == 0:
-        assert abs(cal["measured"]["latency_mean_ms"] - truth_mean) < 1e-6
-    # The calibrated model reproduces the run (write -> take and DDS layer) within 1.5 %.
+        assert abs(cal["measured"]["latency_mean_ms"] - statistics.mean(lat)) < 1e-6
+        # upper median, as calibrate.rs takes it
+        assert abs(cal["measured"]["latency_median_ms"] - sorted(lat)[len(lat) // 2]) < 1e-6
+    # The calibrated model reproduces the run (write -> take and DDS layer) within 1.5 % of the
+    # medians (the fit's statistic: a sample a busy host held back 100 ms moves a mean of 50 by 2 ms).
     ng = r["no_gate"]
-    assert abs(ng["calibrated_write_to_take_ms"] - cal["measured"]["latency_mean_ms"]) / cal["measured"]["latency_mean_ms"] < 0.015, ng
-    assert abs(ng["calibrated_dds_layer_ms"] - ng["measured_dds_layer_ms"]) / ng["measured_dds_layer_ms"] < 0.015, ng
+    w2t = cal["measured"]["latency_median_ms"]
+    assert abs(ng["calibrated_write_to_take_ms"] - w2t) / w2t < 0.015, ng
+    assert abs(ng["calibrated_dds_layer_ms"] - ng["measured_dds_layer_median_ms"]) / ng["measured_dds_layer_median_ms"] < 0.015, ng
     # and does so with parameters that mean something: positive host times,
     # the Cyclone layout the capture shows, and a fit no faster than the link.
     assert cal["host"]["pre_ps"] > 0 and cal["host"]["post_ps"] > 0
@@ -75,6 +92,11 @@ def test_calibration_reproduces_the_runs_measured_mean(ddscope, lab_run_dir):
     assert abs(cal["layout"]["frames_per_sample"] - cal["layout"]["model_frames"]) <= 1
     assert round(cal["layout"]["datagrams_per_sample"]) == cal["layout"]["model_datagrams"]
     assert cal["model_span_ms"] >= cal["link_span_ms"] - 1e-9
+    # the run's link as the lab shaped it (run.json), and the messages the capture shows, one by one
+    run = json.loads((lab_run_dir / "run.json").read_text())
+    assert cal["shaper_burst_bytes"] == run["network"]["tbf_burst"] > 0
+    assert sum(n for _, n in cal["layout"]["messages"]) == cal["layout"]["model_datagrams"]
+    assert cal["layout"]["model_frames"] == cal["layout"]["frames_per_sample"] or cal["layout"]["messages_share"] < 1
     # Every Table 4.6 configuration is predicted; a smaller open share is slower.
     rows = {x["configuration"]: x for x in r["rows"]}
     assert len(rows) == 8
@@ -83,6 +105,23 @@ def test_calibration_reproduces_the_runs_measured_mean(ddscope, lab_run_dir):
     assert means == sorted(means, reverse=True), means
     for x in rows.values():
         assert x["calibrated_write_to_take"]["mean_ms"] > x["calibrated"]["mean_ms"]
+
+
+def test_calibration_predicts_another_link_rate(ddscope, lab_run_dir, lab_run_dir_1g):
+    """Out of sample: host times fitted at 2.5 Gbit/s predict the 1 Gbit/s run's median DDS-layer
+    latency within 1.5 % and its write -> take within 3 % (the stack and wake-up times of two runs
+    differ by a tenth of a millisecond or so). Oracle: the 1 Gbit/s run's ground truth (the nodes'
+    own instants, read here) and its captures' frame times (tshark-checked decoder)."""
+    cp = ddscope("tsn", "tas", "--calibrate", lab_run_dir, "--validate", lab_run_dir_1g, "--format", "json")
+    v = json.loads(cp.stdout)["validation"]
+    assert len(v) == 1 and v[0]["link_rate_bps"] == 1_000_000_000, v
+    lat = truth_write_to_take(lab_run_dir_1g, "/image", "pc2")
+    if v[0]["samples_used"] == len(lat):
+        assert abs(v[0]["measured_write_to_take_median_ms"] - sorted(lat)[len(lat) // 2]) < 1e-6
+    assert abs(v[0]["dds_layer_error_pct"]) < 1.5, v
+    assert abs(v[0]["write_to_take_error_pct"]) < 3, v
+    text = ddscope("tsn", "tas", "--calibrate", lab_run_dir, "--validate", lab_run_dir_1g).stdout
+    assert "Out of sample" in text and "1Gbit" in text, text[-800:]
 
 
 def test_calibrate_bad_input_is_one_line(ddscope, tmp_path):

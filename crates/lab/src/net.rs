@@ -139,7 +139,7 @@ impl Lab {
             h.mac = link.split("link/ether ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap_or("").to_string();
         }
         if let Some(rate) = sc.network.rate {
-            let burst = sc.network.tbf_burst.unwrap_or_else(|| default_burst(rate, sc.network.mtu));
+            let burst = tbf_burst(&sc.network, rate);
             let latency = format!("{}us", sc.network.tbf_latency.0 / 1000);
             let rate_s = format!("{}bit", rate.0);
             let burst_s = burst.0.to_string();
@@ -606,6 +606,11 @@ impl DeviceDrops {
     pub fn dropped(&self) -> u64 {
         self.rx_dropped + self.tx_dropped + self.rx_over_errors + self.qdisc_dropped
     }
+}
+
+/// The bucket of the lab's tbf shapers: the scenario's, else the default.
+pub fn tbf_burst(net: &crate::scenario::Network, rate: Rate) -> Bytes {
+    net.tbf_burst.unwrap_or_else(|| default_burst(rate, net.mtu))
 }
 
 /// Bucket of 1 ms at the link rate, at least 16 full frames: small enough

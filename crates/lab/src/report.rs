@@ -92,6 +92,10 @@ pub enum Topology {
 pub struct NetworkReport {
     pub mtu: u32,
     pub rate: Option<String>,
+    /// Bytes of the tbf shapers' buckets (with `rate`): the first bytes of a
+    /// burst leave faster than the rate (`ddscope tsn tas --calibrate` models it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tbf_burst: Option<u64>,
     pub topology: Topology,
     pub hosts: Vec<HostNet>,
     /// What the lab's eBPF programs did: 802.1Q tagging of topics with a PCP, emulated loss.

@@ -986,6 +986,7 @@ fn analyse(
         network: NetworkReport {
             mtu: sc.network.mtu,
             rate: sc.network.rate.map(|r| r.to_string()),
+            tbf_burst: sc.network.rate.map(|r| crate::net::tbf_burst(&sc.network, r).0),
             topology: if hosts.len() == 2 && sc.network.loss.is_none() { Topology::PointToPoint } else { Topology::Bridge },
             hosts: hosts.to_vec(),
             ebpf: None,

@@ -41,6 +41,13 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+/// A measured span less than this fraction above the link-only span is the
+/// link's pace plus host jitter, not a writer slower than the link: any
+/// pacing up to the link's time per datagram would fit it, so none is fitted
+/// (a 1 Gbit/s lab run of the simple robotic workload: 0.13 % above; at
+/// 2.5 Gbit/s, where Cyclone's writer is the slower one: 3.3 %).
+pub const PACING_NOISE_FLOOR: f64 = 0.01;
+
 /// Linux `net.core.wmem_default`: a socket's send buffer unless the writer sets SO_SNDBUF.
 pub const LINUX_WMEM_DEFAULT: u64 = 212_992;
 
@@ -72,11 +79,26 @@ pub struct Layout {
     /// The same layout through the wire model: datagrams and frames (must match the capture's).
     pub model_datagrams: u64,
     pub model_frames: u64,
+    /// The RTPS messages (UDP payload bytes) of one sample as the capture
+    /// shows them, run-length coded `[bytes, count]`: the most common
+    /// sequence among the samples used. The model sends exactly these.
+    pub messages: Vec<[u64; 2]>,
+    /// Samples whose message sequence was that one.
+    pub messages_share: f64,
 }
 
-/// Per-sample means of what the run measured (ms unless named otherwise).
+/// Per-sample means (and medians) of what the run measured (ms unless
+/// named otherwise). The fit uses the medians: one sample that a busy host
+/// held back for 100 ms moves a mean of 50 by 2 ms, and no link model
+/// predicts it.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Measured {
+    pub latency_median_ms: f64,
+    pub dds_layer_median_ms: f64,
+    pub span_median_ms: f64,
+    pub pre_median_ms: f64,
+    /// Last frame on the sender's capture → receive (transit + post), median.
+    pub completion_median_ms: f64,
     /// Publish (write call) → receive (take), from the ground truth: the DDS latency.
     pub latency_mean_ms: f64,
     pub latency_std_ms: f64,
@@ -113,6 +135,12 @@ pub struct Calibration {
     /// Samples left out, by reason (never silently).
     pub excluded: BTreeMap<String, u64>,
     pub link_rate_bps: u64,
+    /// The run's link as the lab shaped it: a token-bucket shaper (Linux
+    /// `tbf`) of this many bytes at `link_rate_bps` on a veth, which lets
+    /// the first bytes of a message out faster than an Ethernet port at the
+    /// same rate would (run.json `network.tbf_burst`). The fit models the
+    /// run's link so; the predictions for Ethernet configurations do not.
+    pub shaper_burst_bytes: Option<u64>,
     pub layout: Layout,
     pub measured: Measured,
     /// Fitted host times (ps) …
@@ -128,7 +156,7 @@ pub struct Calibration {
     /// The fit: first→last frame span and the whole latency as the calibrated model gives them for this run.
     pub model_span_ms: f64,
     pub model_latency_ms: f64,
-    /// (model − measured) / measured, %.
+    /// (model − measured median) / measured median of write → take, %.
     pub residual_pct: f64,
     pub socket_buffer_bytes: u64,
     pub notes: Vec<String>,
@@ -232,6 +260,12 @@ fn run_rate(dir: &Path) -> Option<u64> {
     v.get("network")?.get("rate")?.as_str()?.parse::<ddscope_traffic::Rate>().ok().map(|r| r.0)
 }
 
+fn run_tbf_burst(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("network")?.get("tbf_burst")?.as_u64()
+}
+
 fn run_mtu(dir: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -239,8 +273,10 @@ fn run_mtu(dir: &Path) -> Option<u64> {
 }
 
 /// The simulated first-frame → last-bit span of one message on an ungated
-/// port at `rate`, with the writer handing datagram k at k × `datagram_ps`.
-pub fn link_span_ps(frames: &MessageFrames, rate: u64, host: HostTiming, socket_buffer: u64) -> Result<u64, String> {
+/// port at `rate` (an Ethernet port, or the lab's shaper of `shaper_burst`
+/// bytes: [`PortSpec::shaper_burst`]), with the writer handing datagram k at
+/// k × `datagram_ps`.
+pub fn link_span_ps(frames: &MessageFrames, rate: u64, host: HostTiming, socket_buffer: u64, shaper_burst: Option<u64>) -> Result<u64, String> {
     let port = PortSpec {
         name: "link".into(),
         rate_bps: rate,
@@ -252,6 +288,7 @@ pub fn link_span_ps(frames: &MessageFrames, rate: u64, host: HostTiming, socket_
         priority_order: vec![0],
         gcl: None,
         cbs: vec![None],
+        shaper_burst,
     };
     let src = SourceSpec {
         group: 0,
@@ -325,6 +362,8 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
         .or_else(|| run_rate(dir))
         .ok_or_else(|| format!("{}: run.json gives no network.rate; give the link rate", dir.display()))?;
     let mtu = run_mtu(dir).unwrap_or(1500);
+    // the lab shapes with tbf only when it limits the rate: a rate given by hand is an Ethernet link
+    let shaper_burst = if opt.link_rate_bps.is_none() { run_tbf_burst(dir) } else { None };
     let (tx, rx) = (&data[&sender], &data[&receiver]);
     let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
     let mut notes = vec![];
@@ -338,6 +377,7 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
     let (mut dgap, mut dper) = (vec![], vec![]);
     let (mut n_dgrams, mut n_frames, mut max_msg, mut frag, mut per_msg, mut sample_bytes) = (vec![], vec![], 0u64, 0u64, 0u16, 0u64);
     let (mut vlan, mut vendor) = (false, 0u16);
+    let mut sequences: HashMap<Vec<u64>, u64> = HashMap::new();
     let mut keys: Vec<i64> = truth.publish.keys().filter(|(w, _)| *w == writer).map(|(_, sn)| *sn).collect();
     keys.sort();
     for sn in keys {
@@ -381,6 +421,7 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
             }
             max_msg = max_msg.max(g.rtps_len as u64);
         }
+        *sequences.entry(dg.iter().map(|g| g.rtps_len as u64).collect()).or_default() += 1;
         n_dgrams.push(dg.len() as f64);
         n_frames.push(dg.iter().map(|g| g.frags as f64).sum());
         if let Some(f) = w.frag_size {
@@ -401,21 +442,55 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
     let frags_per_dgram = (sample_bytes.div_ceil(frag_bytes) as f64 / mean(&n_dgrams)).round().max(1.0) as u64;
     let model_max_msg = if frag == 0 { max_msg.max(1) } else { 20 + 12 + frags_per_dgram * (36 + frag_bytes) };
     let rtps = RtpsOptions { fragment_bytes: Some(frag_bytes), max_message_bytes: Some(model_max_msg), ..Default::default() };
-    let frames = MessageFrames::dds_sample(&framing, &rtps, sample_bytes)?;
+    // The model sends the messages the capture shows (the most common sequence; ties: the shorter, then the smaller).
+    let mut seqs: Vec<(Vec<u64>, u64)> = sequences.into_iter().collect();
+    seqs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.len().cmp(&b.0.len())).then(a.0.cmp(&b.0)));
+    let (sequence, seq_n) = seqs.first().cloned().unwrap_or_default();
+    let messages_share = seq_n as f64 / lat.len() as f64;
+    if messages_share < 1.0 {
+        notes.push(format!(
+            "{} of {} samples went out as the modelled message sequence; the others differ in {} ways",
+            seq_n,
+            lat.len(),
+            seqs.len() - 1
+        ));
+    }
+    let frames = MessageFrames::measured(&framing, sample_bytes, &sequence)?;
+    let options_frames = MessageFrames::dds_sample(&framing, &rtps, sample_bytes)?;
+    if options_frames.breakdown.wire_bytes != frames.breakdown.wire_bytes {
+        notes.push(format!(
+            "the capture's messages put {} bytes per sample on the wire, the layout options ({frag_bytes}-byte DATA_FRAGs, {frags_per_dgram} per message, \
+             one submessage each) {}: the model sends the capture's",
+            frames.breakdown.wire_bytes, options_frames.breakdown.wire_bytes
+        ));
+    }
     let socket_buffer = opt.socket_buffer.unwrap_or(LINUX_WMEM_DEFAULT);
-    let m_span = mean(&span);
+    // medians: robust against the few samples a busy host holds back (Measured)
+    let m_span = median(&mut span.clone());
+    let dds_layer: Vec<f64> = span.iter().zip(&transit).map(|(a, b)| a + b).collect();
+    let completion: Vec<f64> = transit.iter().zip(&post).map(|(a, b)| a + b).collect();
     let full_frame_ps = bytes_to_ps(tx_bytes(framing.l2_bytes(mtu)) + crate::frame::IFG, link_rate);
-    // Sim span = first frame start → last bit received; the capture stamps frame starts.
-    let last_tx_ps = bytes_to_ps(tx_bytes(*frames.l2.last().unwrap_or(&0) as u64), link_rate);
+    // Sim span = first frame start → last bit received; the capture stamps frame starts
+    // (a shaper hands a frame over at once: nothing to take off).
+    let last_tx_ps = if shaper_burst.is_some() { 0 } else { bytes_to_ps(tx_bytes(*frames.l2.last().unwrap_or(&0) as u64), link_rate) };
+    if let Some(b) = shaper_burst {
+        notes.push(format!(
+            "the run's link is the lab's shaper (tbf, {b}-byte bucket at the link rate, frames charged without FCS, preamble or gap): \
+             the fit models it so; the predictions below are for an Ethernet port at the rate"
+        ));
+    } else if run_rate(dir).is_some() && opt.link_rate_bps.is_none() {
+        notes.push("run.json names no shaper bucket (network.tbf_burst): the run's link is modelled as an Ethernet port".into());
+    }
     let span_at = |datagram_ps: u64| -> Result<f64, String> {
         let h = HostTiming { pre_ps: 0, datagram_ps, post_ps: 0 };
-        Ok((link_span_ps(&frames, link_rate, h, socket_buffer)? - last_tx_ps) as f64 / 1e9)
+        Ok((link_span_ps(&frames, link_rate, h, socket_buffer, shaper_burst)? - last_tx_ps) as f64 / 1e9)
     };
     let link_only = span_at(0)?;
-    let datagram_ps = if m_span <= link_only || frames.datagram_ends.len() < 2 {
+    let datagram_ps = if m_span <= link_only * (1.0 + PACING_NOISE_FLOOR) || frames.datagram_ends.len() < 2 {
         notes.push(format!(
-            "the first→last frame span ({m_span:.3} ms) is not longer than the link needs ({link_only:.3} ms): the link set the pace; \
-             writer pacing is not identifiable from this run (0)"
+            "the first→last frame span ({m_span:.3} ms) is within {:.0} % of what the link needs ({link_only:.3} ms): the link set the pace; \
+             writer pacing is not identifiable from this run (0)",
+            PACING_NOISE_FLOOR * 100.0
         ));
         0
     } else {
@@ -437,14 +512,16 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
         }
         hi * 1000
     };
-    let host = HostTiming {
-        pre_ps: (mean(&pre).max(0.0) * 1e9).round() as u64,
-        datagram_ps,
-        post_ps: ((mean(&transit) + mean(&post)).max(0.0) * 1e9).round() as u64,
-    };
-    let model_span = span_at(datagram_ps)?;
-    let model_latency = (link_span_ps(&frames, link_rate, host, socket_buffer)? as f64 - last_tx_ps as f64) / 1e9;
     let m_lat = mean(&lat);
+    let med_lat = median(&mut lat.clone());
+    let model_span = span_at(datagram_ps)?;
+    // `post` closes the median write → take: the medians of the parts do not add up to the
+    // median of the whole (a sample slow in one part is not the one slow in another); the
+    // measured median of last frame → take stays in `measured.completion_median_ms`
+    let pre_ms = median(&mut pre.clone()).max(0.0);
+    let post_ms = (med_lat - pre_ms - model_span).max(0.0);
+    let host = HostTiming { pre_ps: (pre_ms * 1e9).round() as u64, datagram_ps, post_ps: (post_ms * 1e9).round() as u64 };
+    let model_latency = (link_span_ps(&frames, link_rate, host, socket_buffer, shaper_burst)? as f64 - last_tx_ps as f64) / 1e9;
     let sd = (lat.iter().map(|x| (x - m_lat).powi(2)).sum::<f64>() / lat.len().max(2).saturating_sub(1) as f64).sqrt();
     let dgram_wire_bytes: f64 = frames.breakdown.wire_bytes as f64 / frames.datagram_ends.len().max(1) as f64;
     let measured_frames = mean(&n_frames);
@@ -471,6 +548,7 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
         samples_used: lat.len() as u64,
         excluded,
         link_rate_bps: link_rate,
+        shaper_burst_bytes: shaper_burst,
         layout: Layout {
             sample_bytes,
             fragment_bytes: rtps.fragment_bytes.unwrap_or(0),
@@ -488,14 +566,21 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
             },
             model_datagrams: frames.datagram_ends.len() as u64,
             model_frames: frames.l2.len() as u64,
+            messages: run_length(&sequence),
+            messages_share,
         },
         measured: Measured {
+            latency_median_ms: med_lat,
+            dds_layer_median_ms: median(&mut dds_layer.clone()),
+            span_median_ms: m_span,
+            pre_median_ms: median(&mut pre.clone()),
+            completion_median_ms: median(&mut completion.clone()),
             latency_mean_ms: m_lat,
             latency_std_ms: sd,
             latency_min_ms: lat.iter().copied().fold(f64::MAX, f64::min),
             latency_max_ms: lat.iter().copied().fold(f64::MIN, f64::max),
             pre_mean_ms: mean(&pre),
-            span_mean_ms: m_span,
+            span_mean_ms: mean(&span),
             dds_layer_mean_ms: mean(&span) + mean(&transit),
             span_min_ms: span.iter().copied().fold(f64::MAX, f64::min),
             transit_mean_ms: mean(&transit),
@@ -514,16 +599,32 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
         link_span_ms: link_only,
         model_span_ms: model_span,
         model_latency_ms: model_latency,
-        residual_pct: (model_latency - m_lat) / m_lat * 100.0,
+        residual_pct: (model_latency - med_lat) / med_lat * 100.0,
         socket_buffer_bytes: socket_buffer,
         notes,
     })
+}
+
+/// `[value, count]` runs of equal consecutive values.
+fn run_length(v: &[u64]) -> Vec<[u64; 2]> {
+    let mut out: Vec<[u64; 2]> = vec![];
+    for &x in v {
+        match out.last_mut() {
+            Some(r) if r[0] == x => r[1] += 1,
+            _ => out.push([x, 1]),
+        }
+    }
+    out
 }
 
 impl Calibration {
     /// The run's sample through the wire model, in the run's layout.
     pub fn frames(&self) -> Result<MessageFrames, String> {
         let framing = Framing { vlan: self.layout.vlan, mtu: self.layout.mtu };
+        if !self.layout.messages.is_empty() {
+            let msgs: Vec<u64> = self.layout.messages.iter().flat_map(|r| std::iter::repeat_n(r[0], r[1] as usize)).collect();
+            return MessageFrames::measured(&framing, self.layout.sample_bytes, &msgs);
+        }
         let rtps = RtpsOptions {
             fragment_bytes: Some(self.layout.fragment_bytes),
             max_message_bytes: Some(self.layout.model_max_message_bytes.max(1)),

@@ -182,6 +182,29 @@ impl MessageFrames {
         Ok(m)
     }
 
+    /// A sample in a layout read off a capture: one datagram per RTPS
+    /// message length of `messages` (UDP payload bytes, in order), carrying
+    /// `sample` serialized bytes in all. The layout of the DDS implementation
+    /// as it is, where [`MessageFrames::dds_sample`] builds one from options
+    /// (Cyclone DDS, for one, puts ten 1344-byte fragments in one DATA_FRAG
+    /// submessage followed by a HEARTBEAT_FRAG).
+    pub fn measured(framing: &Framing, sample: u64, messages: &[u64]) -> Result<Self, String> {
+        if messages.is_empty() {
+            return Err("a measured layout needs at least one RTPS message".into());
+        }
+        let mut m = MessageFrames::default();
+        m.breakdown.payload_bytes = sample;
+        for &udp in messages {
+            if udp > MAX_UDP_PAYLOAD {
+                return Err(format!("RTPS message size {udp} exceeds the largest UDP payload ({MAX_UDP_PAYLOAD})"));
+            }
+            m.breakdown.rtps_overhead_bytes += udp;
+            m.push_datagram(framing, udp);
+        }
+        m.breakdown.rtps_overhead_bytes = m.breakdown.rtps_overhead_bytes.saturating_sub(sample);
+        Ok(m)
+    }
+
     /// A DDS sample of `sample` serialized bytes: RTPS messages of DATA or
     /// DATA_FRAG submessages, each an UDP datagram, each IP-fragmented.
     pub fn dds_sample(framing: &Framing, rtps: &RtpsOptions, sample: u64) -> Result<Self, String> {

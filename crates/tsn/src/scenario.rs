@@ -301,6 +301,7 @@ impl Scenario {
                 priority_order: p.priority_order.clone(),
                 gcl: p.gcl.as_ref().map(|g| g.gcl.clone()),
                 cbs: (0..p.num_tc).map(|tc| p.cbs.iter().find(|c| c.0 == tc).map(|c| c.1)).collect(),
+                shaper_burst: None,
             })
             .collect();
         let mut sources = Vec::new();

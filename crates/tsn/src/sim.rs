@@ -50,6 +50,13 @@ pub struct PortSpec {
     pub priority_order: Vec<usize>,
     pub gcl: Option<Gcl>,
     pub cbs: Vec<Option<CbsConfig>>,
+    /// A software token-bucket shaper on a link without a line rate (Linux
+    /// `tbf` on a veth, as the lab shapes its links) instead of an Ethernet
+    /// port: a frame costs its bytes without the FCS at `rate_bps` (no
+    /// preamble, no inter-frame gap), leaves at once when the bucket holds
+    /// that many bytes, and the bucket holds at most this many bytes (full
+    /// at the start). `None`: an Ethernet port at `rate_bps`.
+    pub shaper_burst: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +209,19 @@ struct Port {
     frames: u64,
     drops: u64,
     max_queue: Vec<usize>,
+    /// Shaper ports: the bucket's content as transmission time at the rate
+    /// (ps), as of `tokens_at`.
+    tokens_ps: u64,
+    tokens_at: u64,
+}
+
+impl Port {
+    /// Shaper ports: the bucket at `now`, and the wait before it holds `cost_ps`.
+    fn shaper_wait(&mut self, now: u64, burst_ps: u64, cost_ps: u64) -> u64 {
+        self.tokens_ps = (self.tokens_ps + (now - self.tokens_at)).min(burst_ps);
+        self.tokens_at = now;
+        cost_ps.saturating_sub(self.tokens_ps)
+    }
 }
 
 struct Source {
@@ -260,6 +280,12 @@ pub struct Sim<'a> {
     now: u64,
 }
 
+/// The bytes a Linux shaper charges for a MAC frame: the socket buffer's
+/// length, header through payload, without the FCS.
+fn shaper_bytes(l2: u64) -> u64 {
+    l2.saturating_sub(crate::frame::FCS)
+}
+
 impl<'a> Sim<'a> {
     pub fn new(inp: &'a SimInput) -> Self {
         let ports = inp
@@ -276,6 +302,8 @@ impl<'a> Sim<'a> {
                 frames: 0,
                 drops: 0,
                 max_queue: vec![0; p.num_tc],
+                tokens_ps: p.shaper_burst.map_or(0, |b| bytes_to_ps(b, p.rate_bps)),
+                tokens_at: 0,
             })
             .collect();
         let sources = inp
@@ -469,6 +497,10 @@ impl<'a> Sim<'a> {
             let Some(head) = port.queues[tc].front() else { continue };
             let need = bytes_to_ps(tx_bytes(head.l2 as u64), spec.rate_bps);
             let mut e = now;
+            if let Some(b) = spec.shaper_burst {
+                let cost = bytes_to_ps(shaper_bytes(head.l2 as u64), spec.rate_bps);
+                e += port.shaper_wait(now, bytes_to_ps(b, spec.rate_bps).max(cost), cost);
+            }
             if let Some(c) = &port.cbs[tc] {
                 e += c.wait_ps();
             }
@@ -498,8 +530,14 @@ impl<'a> Sim<'a> {
         if let Some(c) = port.cbs[tc].as_mut() {
             c.transmitting = true;
         }
-        let need = bytes_to_ps(tx_bytes(f.l2 as u64), spec.rate_bps);
-        let busy = bytes_to_ps(busy_bytes(f.l2 as u64), spec.rate_bps);
+        let (need, busy) = match spec.shaper_burst {
+            // the bucket pays for the frame; the veth hands it over at once
+            Some(_) => {
+                port.tokens_ps -= bytes_to_ps(shaper_bytes(f.l2 as u64), spec.rate_bps).min(port.tokens_ps);
+                (0, 0)
+            }
+            None => (bytes_to_ps(tx_bytes(f.l2 as u64), spec.rate_bps), bytes_to_ps(busy_bytes(f.l2 as u64), spec.rate_bps)),
+        };
         port.busy = true;
         port.current = Some(f);
         port.current_tc = tc;
@@ -581,6 +619,7 @@ mod tests {
             priority_order: (0..num_tc).rev().collect(),
             gcl,
             cbs: if cbs.is_empty() { vec![None; num_tc] } else { cbs },
+            shaper_burst: None,
         }
     }
 
@@ -606,6 +645,40 @@ mod tests {
         assert_eq!(r.groups[0].delivered, 30);
         assert!(r.groups[0].latencies_ps.iter().all(|&d| d == 480_000));
         assert!(r.groups[0].jitter_ps.iter().all(|&j| j == 0));
+    }
+
+    /// Oracle: hand derivation of Linux tbf's accounting (net/sched/sch_tbf.c:
+    /// a packet leaves when the bucket holds its length, header to payload, no
+    /// FCS). 1 Gbit/s, a 10 000-byte bucket, one UDP datagram of 30 000 bytes:
+    /// 21 IP fragments of 1514 bytes (1480 of payload each) and a last of
+    /// 30 008 - 20 × 1480 = 408 + 20 + 14 = 442 bytes. The first 6 frames
+    /// (9084 B) leave at once; the 7th waits for 1514 - 916 = 598 B = 4.784 us,
+    /// and so on: the last one leaves when the bucket has paid for everything
+    /// beyond its 10 000 bytes: 20 × 1514 + 442 - 10 000 = 20 722 B = 165.776 us.
+    /// A second message a whole second later finds the bucket full again.
+    #[test]
+    fn shaper_port_pays_from_its_bucket() {
+        let m = MessageFrames::udp(&Framing { vlan: false, mtu: 1500 }, 30_000).unwrap();
+        assert_eq!(m.l2.len(), 21);
+        assert_eq!(*m.l2.last().unwrap(), 442 + 4);
+        let mut p = port(1_000_000_000, None, vec![]);
+        p.shaper_burst = Some(10_000);
+        let inp = SimInput {
+            ports: vec![p],
+            sources: vec![source(vec![0], 0, 1_000_000_000_000, m)],
+            groups: 1,
+            duration_ps: 1_500_000_000_000,
+            drain_ps: 1_000_000_000,
+        };
+        let r = run(&inp);
+        assert_eq!(r.groups[0].delivered, 2);
+        assert!(r.groups[0].latencies_ps.iter().all(|&d| d == 165_776_000), "{:?}", r.groups[0].latencies_ps);
+        // the same message on an Ethernet port of the same rate: every frame serialised, preamble to gap
+        let mut e = inp.clone();
+        e.ports[0].shaper_burst = None;
+        let r = run(&e);
+        let wire: u64 = 20 * (8 + 1518 + 12) + 8 + 446;
+        assert_eq!(r.groups[0].latencies_ps[0], wire * 8 * 1000, "{:?}", r.groups[0].latencies_ps);
     }
 
     /// Oracle: hand derivation. Two hops of 1 Gbit/s, 5 us propagation each,

@@ -195,6 +195,7 @@ pub fn predict_with_host(
     host: HostTiming,
     socket_buffer: u64,
     phases: u32,
+    shaper_burst: Option<u64>,
 ) -> Result<HostPrediction, String> {
     use crate::sim::*;
     let cycle_ps = cycle_ns * 1000;
@@ -221,6 +222,7 @@ pub fn predict_with_host(
             priority_order: vec![1, 0],
             gcl: gcl.clone(),
             cbs: vec![None, None],
+            shaper_burst,
         };
         let src = SourceSpec {
             group: 0,
@@ -286,9 +288,10 @@ pub fn calibrated_rows(
         i.cycle_ns = *cycle_ns;
         i.open = *open;
         let plain = predict(&i)?;
-        let ideal = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, HostTiming::default(), 0, inp.phases)?;
-        let calibrated = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, inp.phases)?;
-        let calibrated_write_to_take = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.host, cal.socket_buffer_bytes, inp.phases)?;
+        // Ethernet ports at the configuration's rate (the lab's shaper is the run's link only)
+        let ideal = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, HostTiming::default(), 0, inp.phases, None)?;
+        let calibrated = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, inp.phases, None)?;
+        let calibrated_write_to_take = predict_with_host(inp.rate_bps, *cycle_ns, *open, &run_frames, cal.host, cal.socket_buffer_bytes, inp.phases, None)?;
         rows.push(CalibratedRow {
             configuration: name.clone(),
             cycle_ns: *cycle_ns,
@@ -371,6 +374,7 @@ mod tests {
                 priority_order: vec![1, 0],
                 gcl: Some(gcl.clone()),
                 cbs: vec![None, None],
+                shaper_burst: None,
             };
             let src = SourceSpec {
                 group: 0,

@@ -217,6 +217,11 @@ struct TasArgs {
     /// With --calibrate: predict every configuration of thesis Table 4.6 instead of --cycle/--open
     #[arg(long, requires = "calibrate")]
     table_4_6: bool,
+    /// With --calibrate: check the calibration out of sample on other no-gate lab runs (another
+    /// link rate, say): each run's mean DDS layer and write -> take latency, measured and predicted
+    /// from the calibrated host times with that run's own link and layout
+    #[arg(long, requires = "calibrate", value_name = "RUN_DIR")]
+    validate: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
 }
@@ -393,11 +398,35 @@ struct CalibratedReport<'a> {
     /// The run itself (no gate): measured mean vs the three predictions.
     no_gate: NoGate,
     rows: Vec<tas::CalibratedRow>,
+    /// `--validate`: other runs predicted with this calibration's host times.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    validation: Vec<Validation>,
+}
+
+/// Another run's no-gate means, measured and predicted out of sample.
+#[derive(serde::Serialize)]
+struct Validation {
+    run: String,
+    link_rate_bps: u64,
+    shaper_burst_bytes: Option<u64>,
+    samples_used: u64,
+    /// Errors are against the medians; the means are shown beside.
+    measured_dds_layer_median_ms: f64,
+    measured_write_to_take_median_ms: f64,
+    measured_dds_layer_ms: f64,
+    predicted_dds_layer_ms: f64,
+    dds_layer_error_pct: f64,
+    measured_write_to_take_ms: f64,
+    predicted_write_to_take_ms: f64,
+    write_to_take_error_pct: f64,
 }
 
 /// DDS layer (thesis 3.2.5) and write -> take, each measured and predicted.
 #[derive(serde::Serialize)]
 struct NoGate {
+    /// Errors are against the medians (calibrate.rs `Measured`); the means are shown beside.
+    measured_dds_layer_median_ms: f64,
+    measured_write_to_take_median_ms: f64,
     measured_dds_layer_ms: f64,
     uncalibrated_ms: f64,
     run_layout_ms: f64,
@@ -424,26 +453,56 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
     at_run.rate_bps = cal.link_rate_bps;
     at_run.open = 1.0;
     let unc = tas::predict(&at_run).map_err(|e| anyhow!(e))?.predicted_mean_ms;
-    let ideal = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, Default::default(), 0, 1).map_err(|e| anyhow!(e))?;
-    let calp = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, 1).map_err(|e| anyhow!(e))?;
-    let calw = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.host, cal.socket_buffer_bytes, 1).map_err(|e| anyhow!(e))?;
+    // the run's own link: the lab's shaper when run.json names one
+    let sb = cal.shaper_burst_bytes;
+    let ideal = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, Default::default(), 0, 1, sb).map_err(|e| anyhow!(e))?;
+    let calp = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.dds_layer_host(), cal.socket_buffer_bytes, 1, sb).map_err(|e| anyhow!(e))?;
+    let calw = tas::predict_with_host(cal.link_rate_bps, inp.cycle_ns, 1.0, &run_frames, cal.host, cal.socket_buffer_bytes, 1, sb).map_err(|e| anyhow!(e))?;
     let m = cal.measured.dds_layer_mean_ms;
     let mw = cal.measured.latency_mean_ms;
     let rep = CalibratedReport {
         calibration: &cal,
         link_rate_bps: inp.rate_bps,
         no_gate: NoGate {
+            measured_dds_layer_median_ms: cal.measured.dds_layer_median_ms,
+            measured_write_to_take_median_ms: cal.measured.latency_median_ms,
             measured_dds_layer_ms: m,
             uncalibrated_ms: unc,
             run_layout_ms: ideal.mean_ms,
             calibrated_dds_layer_ms: calp.mean_ms,
-            calibrated_dds_layer_error_pct: (calp.mean_ms - m) / m * 100.0,
+            calibrated_dds_layer_error_pct: (calp.mean_ms - cal.measured.dds_layer_median_ms) / cal.measured.dds_layer_median_ms * 100.0,
             measured_write_to_take_ms: mw,
             calibrated_write_to_take_ms: calw.mean_ms,
-            calibrated_write_to_take_error_pct: (calw.mean_ms - mw) / mw * 100.0,
+            calibrated_write_to_take_error_pct: (calw.mean_ms - cal.measured.latency_median_ms) / cal.measured.latency_median_ms * 100.0,
         },
         rows,
+        validation: vec![],
     };
+    let mut rep = rep;
+    for other in &a.validate {
+        // the other run's link and layout (as measured there); the host times of this calibration
+        let o = calibrate::calibrate(other, &CalibrateOptions { topic: Some(cal.topic.clone()), link_rate_bps: None, socket_buffer: opt.socket_buffer })
+            .map_err(|e| anyhow!(e))?;
+        let frames = o.frames().map_err(|e| anyhow!(e))?;
+        let (rate, sb) = (o.link_rate_bps, o.shaper_burst_bytes);
+        let dds = tas::predict_with_host(rate, inp.cycle_ns, 1.0, &frames, cal.dds_layer_host(), cal.socket_buffer_bytes, 1, sb).map_err(|e| anyhow!(e))?;
+        let w2t = tas::predict_with_host(rate, inp.cycle_ns, 1.0, &frames, cal.host, cal.socket_buffer_bytes, 1, sb).map_err(|e| anyhow!(e))?;
+        let (md, mw) = (o.measured.dds_layer_median_ms, o.measured.latency_median_ms);
+        rep.validation.push(Validation {
+            run: o.run.clone(),
+            link_rate_bps: rate,
+            shaper_burst_bytes: sb,
+            samples_used: o.samples_used,
+            measured_dds_layer_median_ms: md,
+            measured_write_to_take_median_ms: mw,
+            measured_dds_layer_ms: o.measured.dds_layer_mean_ms,
+            predicted_dds_layer_ms: dds.mean_ms,
+            dds_layer_error_pct: (dds.mean_ms - md) / md * 100.0,
+            measured_write_to_take_ms: o.measured.latency_mean_ms,
+            predicted_write_to_take_ms: w2t.mean_ms,
+            write_to_take_error_pct: (w2t.mean_ms - mw) / mw * 100.0,
+        });
+    }
     if a.format == Format::Json {
         return print_json(&rep);
     }
@@ -475,9 +534,10 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
         let _ = writeln!(o, "  note: {n}");
     }
     let ng = &rep.no_gate;
-    let _ = writeln!(o, "\nThe run itself (no gate, {}), DDS layer: measured {:.3} ms; uncalibrated {:.3} ms ({:+.1} %), run layout {:.3} ms ({:+.1} %), calibrated {:.3} ms ({:+.2} %)",
-        Rate(c.link_rate_bps), m, ng.uncalibrated_ms, (ng.uncalibrated_ms - m) / m * 100.0, ng.run_layout_ms, (ng.run_layout_ms - m) / m * 100.0, ng.calibrated_dds_layer_ms, ng.calibrated_dds_layer_error_pct);
-    let _ = writeln!(o, "  write -> take: measured {:.3} ms, calibrated {:.3} ms ({:+.2} %)", mw, ng.calibrated_write_to_take_ms, ng.calibrated_write_to_take_error_pct);
+    let md = ng.measured_dds_layer_median_ms;
+    let _ = writeln!(o, "\nThe run itself (no gate, {}), DDS layer: measured {:.3} ms median ({:.3} mean); uncalibrated {:.3} ms ({:+.1} %), run layout {:.3} ms ({:+.1} %), calibrated {:.3} ms ({:+.2} %)",
+        Rate(c.link_rate_bps), md, m, ng.uncalibrated_ms, (ng.uncalibrated_ms - md) / md * 100.0, ng.run_layout_ms, (ng.run_layout_ms - md) / md * 100.0, ng.calibrated_dds_layer_ms, ng.calibrated_dds_layer_error_pct);
+    let _ = writeln!(o, "  write -> take: measured {:.3} ms median ({:.3} mean), calibrated {:.3} ms ({:+.2} %)", ng.measured_write_to_take_median_ms, mw, ng.calibrated_write_to_take_ms, ng.calibrated_write_to_take_error_pct);
     let _ = writeln!(o, "\nPredicted DDS latency at {} (ms; mean over {} gate phases)", a.link_rate, inp.phases);
     let _ = writeln!(o, "{:<16} {:>8} {:>13} {:>11} {:>11} {:>17} {:>14}", "configuration", "Eq. 3.4", "uncalibrated", "run layout", "calibrated", "calibrated min-max", "write->take");
     for r in &rep.rows {
@@ -485,6 +545,16 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
     }
     let _ = writeln!(o, "\nEq. 3.4 with X = the run's sample; uncalibrated: the flags' layout ({} B DATA_FRAGs), ideal host; run layout: the run's layout, ideal host; \
 calibrated: the run's layout and writer pacing (DDS layer, thesis 3.2.5); write->take: plus the stack time before the first frame and receiver completion", inp.rtps.fragment_bytes.unwrap_or(0));
+    if !rep.validation.is_empty() {
+        let _ = writeln!(o, "\nOut of sample (other no-gate runs, their own link and layout, this calibration's host times)");
+        for v in &rep.validation {
+            let _ = writeln!(o, "  {} ({}{}; {} samples): DDS layer measured {:.3} ms median ({:.3} mean), predicted {:.3} ms ({:+.2} %); \
+write -> take measured {:.3} ms median ({:.3} mean), predicted {:.3} ms ({:+.2} %)",
+                v.run, Rate(v.link_rate_bps), v.shaper_burst_bytes.map(|b| format!(", tbf bucket {b} B")).unwrap_or_default(), v.samples_used,
+                v.measured_dds_layer_median_ms, v.measured_dds_layer_ms, v.predicted_dds_layer_ms, v.dds_layer_error_pct,
+                v.measured_write_to_take_median_ms, v.measured_write_to_take_ms, v.predicted_write_to_take_ms, v.write_to_take_error_pct);
+        }
+    }
     print!("{o}");
     Ok(0)
 }
