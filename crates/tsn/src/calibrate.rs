@@ -203,6 +203,10 @@ fn read_capture(path: &Path, name: &str) -> Result<CaptureData, String> {
             return;
         }
         let sw = wire.entry((w, sn)).or_default();
+        if sw.datagrams.len() >= crate::plan::MAX_DATAGRAMS_PER_SAMPLE && !sw.datagrams.contains_key(&e.frame) {
+            untracked += 1;
+            return;
+        }
         let d = sw.datagrams.entry(e.frame).or_default();
         d.first = e.ip_first_ts_ns;
         d.last = e.ip_last_ts_ns;
@@ -369,7 +373,11 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
     let mut notes = vec![];
     for (host, d) in [(&sender, tx), (&receiver, rx)] {
         if d.untracked > 0 {
-            notes.push(format!("{host}: {} submessages/samples past the first {MAX_SAMPLES} samples were not kept", d.untracked));
+            notes.push(format!(
+                "{host}: {} submessages/samples past the first {MAX_SAMPLES} samples (or past a sample's first {} datagrams) were not kept",
+                d.untracked,
+                crate::plan::MAX_DATAGRAMS_PER_SAMPLE
+            ));
         }
     }
     let (mut lat, mut pre, mut span, mut transit, mut post) = (vec![], vec![], vec![], vec![], vec![]);

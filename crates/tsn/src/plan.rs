@@ -94,6 +94,11 @@ struct DgramAcc {
 
 /// Writers tracked per capture; samples of further writers are counted in `skipped`.
 pub const MAX_WRITERS: usize = 4096;
+/// Samples per writer whose datagrams are counted (for datagrams per sample)
+/// and whose times are kept (for the period); later ones are counted in `skipped`.
+pub const MAX_SAMPLES_PER_WRITER: usize = 1 << 16;
+/// Datagrams counted per sample (an 8 MB sample in 13.5 KB messages has ~620).
+pub const MAX_DATAGRAMS_PER_SAMPLE: usize = 4096;
 
 /// Reads the captures (module docs).
 pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
@@ -107,17 +112,26 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
         let mut local: HashMap<Guid, WriterAcc> = HashMap::new();
         let mut dgrams: HashMap<Guid, DgramAcc> = HashMap::new();
         let mut over_cap = 0u64;
+        let (mut ev_writers_over, mut ev_samples_over, mut ev_dgrams_over, mut times_over) = (0u64, 0u64, 0u64, 0u64);
         let mut on_event = |e: &SubmsgEvent| {
             if e.traffic_type != TrafficType::User || !matches!(e.kind, SubmsgKind::Data | SubmsgKind::DataFrag) {
                 return;
             }
             let (Some(w), Some(sn)) = (e.writer_id, e.sn) else { return };
             if dgrams.len() >= MAX_WRITERS && !dgrams.contains_key(&w) {
+                ev_writers_over += 1;
                 return;
             }
             let d = dgrams.entry(w).or_default();
-            if d.per_sample.len() < 1 << 16 || d.per_sample.contains_key(&sn) {
-                d.per_sample.entry(sn).or_default().insert(e.frame);
+            if d.per_sample.len() < MAX_SAMPLES_PER_WRITER || d.per_sample.contains_key(&sn) {
+                let frames = d.per_sample.entry(sn).or_default();
+                if frames.len() < MAX_DATAGRAMS_PER_SAMPLE || frames.contains(&e.frame) {
+                    frames.insert(e.frame);
+                } else {
+                    ev_dgrams_over += 1;
+                }
+            } else {
+                ev_samples_over += 1;
             }
             d.max_rtps = d.max_rtps.max(e.rtps_len as u64);
         };
@@ -133,7 +147,11 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
             let a = local.entry(r.writer_id).or_insert_with(|| WriterAcc { earliest: i64::MAX, ..Default::default() });
             a.topic = t.topic_name.clone();
             a.type_name = t.type_name.clone();
-            a.first_ts.push(r.first_ts_ns);
+            if a.first_ts.len() < MAX_SAMPLES_PER_WRITER {
+                a.first_ts.push(r.first_ts_ns);
+            } else {
+                times_over += 1;
+            }
             a.earliest = a.earliest.min(r.first_ts_ns);
             a.sample_bytes = a.sample_bytes.max(r.sample_size as u64);
             a.frames = a.frames.max(r.ip_frags as u64);
@@ -147,8 +165,16 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
             return Err(format!("{}: {err}", path.display()));
         }
         m.captures.push(path.display().to_string());
-        if over_cap > 0 {
-            *m.skipped.entry(format!("samples of writers past the first {MAX_WRITERS} in {name}")).or_default() += over_cap;
+        for (n, why) in [
+            (over_cap, format!("samples of writers past the first {MAX_WRITERS} in {name}")),
+            (ev_writers_over, format!("submessages of writers past the first {MAX_WRITERS} in {name} (datagram counts)")),
+            (ev_samples_over, format!("submessages of samples past a writer's first {MAX_SAMPLES_PER_WRITER} in {name} (datagram counts)")),
+            (ev_dgrams_over, format!("submessages in datagrams past a sample's first {MAX_DATAGRAMS_PER_SAMPLE} in {name}")),
+            (times_over, format!("samples past a writer's first {MAX_SAMPLES_PER_WRITER} in {name} (period)")),
+        ] {
+            if n > 0 {
+                *m.skipped.entry(why).or_default() += n;
+            }
         }
         for (w, mut a) in local {
             let d = dgrams.get(&w);
