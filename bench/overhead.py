@@ -17,6 +17,8 @@ monitoring is the agents. Configurations, interleaved and repeated:
                    the IP fragments that carry nothing the analyses read)
   socket-only      an agent whose capture filter accepts nothing (--filter len<1): what the mere
                    existence of the packet socket costs (the kernel still clones every frame for it)
+  tc-probe         no monitor; lab/bpf/tc_probe.c at clsact ingress and egress of both hosts' link (reads
+                   each frame's first 64 bytes, counts): the floor cost of a capture from a tc hook
   tcpdump          no agents; the lab's tcpdump capture on both hosts instead (-B 64 MiB, whole frames)
 Prints a Markdown table: mean, std, p99, max (ms) per topic and configuration
 over all samples of all repeats, and the monitor's CPU (agent or tcpdump, user
@@ -41,6 +43,7 @@ CONFIGS = {
     "agent-immediate": "--immediate --export prometheus=127.0.0.1:9464",
     "agent-kfilter": "--kernel-filter --export prometheus=127.0.0.1:9464",
     "socket-only": "--filter len<1 --export prometheus=127.0.0.1:9464",
+    "tc-probe": "tc-probe",
     "tcpdump": "tcpdump",
 }
 
@@ -85,6 +88,8 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-overhead-"))
     (tmp / "s.toml").write_text(base + "\n[capture]\nenabled = false\n")
     (tmp / "tcpdump.toml").write_text(base)
+    assert "\n[network]\n" in base
+    (tmp / "tc-probe.toml").write_text(base.replace("\n[network]\n", "\n[network]\ntc_probe = true\n", 1) + "\n[capture]\nenabled = false\n")
     lat = {c: {"/image": [], "/drive": []} for c in CONFIGS}
     cpu = {c: [] for c in CONFIGS}
     frames = {c: [] for c in CONFIGS}
@@ -92,9 +97,9 @@ def main():
     for i in range(a.repeat):
         for c, args in CONFIGS.items():
             out = tmp / f"{c}-{i}"
-            scen = tmp / ("tcpdump.toml" if args == "tcpdump" else "s.toml")
+            scen = tmp / ({"tcpdump": "tcpdump.toml", "tc-probe": "tc-probe.toml"}.get(args, "s.toml"))
             cmd = [DDSCOPE, "lab", "run", str(scen), "--duration", a.duration, "--out", str(out), "--quiet"]
-            if args not in (None, "tcpdump"):
+            if args not in (None, "tcpdump", "tc-probe"):
                 cmd += ["--agent", args]
             cp = subprocess.run(cmd, capture_output=True, text=True)
             if cp.returncode != 0:

@@ -62,6 +62,8 @@ struct Ebpf {
     /// (host, egress program, ingress program)
     vlan: Vec<(String, Attached, Attached)>,
     loss: Option<(LossSpec, Vec<(String, Attached)>)>,
+    /// (host, egress probe, ingress probe)
+    probe: Vec<(String, Attached, Attached)>,
 }
 
 /// A short id unique to this run: the pid plus 16 random bits.
@@ -159,10 +161,18 @@ impl Lab {
     /// frames on the switch ports towards the hosts of `network.loss`.
     fn attach_ebpf(&mut self, sc: &Scenario) -> Result<()> {
         let rules = vlan_rules(sc);
-        if rules.is_empty() && sc.network.loss.is_none() {
+        if rules.is_empty() && sc.network.loss.is_none() && !sc.network.tc_probe {
             return Ok(());
         }
         let dir = tcbpf::object_dir()?;
+        if sc.network.tc_probe {
+            let obj = dir.join("tc_probe.o");
+            for h in &self.hosts {
+                let eg = tcbpf::attach(&h.netns, &h.iface, "egress", &obj, "tc_probe")?;
+                let ing = tcbpf::attach(&h.netns, &h.iface, "ingress", &obj, "tc_probe")?;
+                self.ebpf.probe.push((h.name.clone(), eg, ing));
+            }
+        }
         if !rules.is_empty() {
             let obj = dir.join("tc_vlan.o");
             for h in &self.hosts {
@@ -197,7 +207,7 @@ impl Lab {
     /// when the run uses none.
     pub fn ebpf_report(&self) -> Result<Option<EbpfReport>> {
         let e = &self.ebpf;
-        if e.vlan.is_empty() && e.loss.is_none() {
+        if e.vlan.is_empty() && e.loss.is_none() && e.probe.is_empty() {
             return Ok(None);
         }
         let mut vlan = None;
@@ -226,7 +236,21 @@ impl Lab {
             }
             loss = Some(LossReport { spec: spec.clone(), mean_loss: spec.mean_loss(), ports: out });
         }
-        Ok(Some(EbpfReport { vlan, loss }))
+        let mut probe = vec![];
+        for (host, eg, ing) in &e.probe {
+            for (hook, p) in [("egress", eg), ("ingress", ing)] {
+                let m = p.map("probe_stats")?;
+                probe.push(ProbeCounters {
+                    host: host.clone(),
+                    hook: hook.to_string(),
+                    frames: m.counter(0)?,
+                    bytes: m.counter(1)?,
+                    ipv4_udp: m.counter(2)?,
+                    ipv4_later_fragments: m.counter(3)?,
+                });
+            }
+        }
+        Ok(Some(EbpfReport { vlan, loss, probe }))
     }
 
     /// What the kernel dropped on the workload link's devices so far (read
@@ -518,6 +542,20 @@ pub struct EbpfReport {
     pub vlan: Option<VlanReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<LossReport>,
+    /// `network.tc_probe`: what the probe saw per host and hook.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe: Vec<ProbeCounters>,
+}
+
+/// Frames seen by lab/bpf/tc_probe.c on one host's hook.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbeCounters {
+    pub host: String,
+    pub hook: String,
+    pub frames: u64,
+    pub bytes: u64,
+    pub ipv4_udp: u64,
+    pub ipv4_later_fragments: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -149,6 +149,10 @@ pub struct Network {
     /// Packet loss on the link (an eBPF program on the switch's egress ports; docs/lab.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<crate::net::LossSpec>,
+    /// Attach lab/bpf/tc_probe.c at clsact ingress and egress of every host's
+    /// interface: the floor cost of capturing from a tc hook (bench/overhead.py).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tc_probe: bool,
 }
 
 impl Default for Network {
@@ -161,6 +165,7 @@ impl Default for Network {
             subnet: default_subnet(),
             vlan_id: None,
             loss: None,
+            tc_probe: false,
         }
     }
 }

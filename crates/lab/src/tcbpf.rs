@@ -41,12 +41,12 @@ pub fn object_dir() -> Result<PathBuf> {
     for s in starts {
         for anc in s.ancestors() {
             let dir = anc.join("lab").join("bpf").join("out");
-            if dir.join("tc_vlan.o").is_file() && dir.join("tc_loss.o").is_file() {
+            if ["tc_vlan.o", "tc_loss.o", "tc_probe.o"].iter().all(|o| dir.join(o).is_file()) {
                 return Ok(dir);
             }
         }
     }
-    bail!("the lab's eBPF objects (lab/bpf/out/tc_vlan.o, tc_loss.o) are not built: run `make -C lab/bpf` (needs clang-14 and libbpf-dev; scripts/setup.sh does it) or point DDSCOPE_LAB_BPF at them")
+    bail!("the lab's eBPF objects (lab/bpf/out/tc_vlan.o, tc_loss.o, tc_probe.o) are not built: run `make -C lab/bpf` (needs clang-14 and libbpf-dev; scripts/setup.sh does it) or point DDSCOPE_LAB_BPF at them")
 }
 
 /// Owned file descriptor from the bpf syscall.
