@@ -134,14 +134,26 @@ def test_sharded_correlation_behind_the_collector_equals_one_serve_and_offline(r
     assert run["ok"], run["failures"]
     assert [a["exit_code"] for a in run["agents"]] == [0, 0], run["agents"]
 
-    # Judged a window after the last sample; the shards end an agent 2 s after its OTLP end.
-    time.sleep(8)
+    # Judged a window after the last sample; a shard lets an agent's last batch records go once a later
+    # sighting came or after --otlp-hold (10 s), and ends the agent 2 s after its OTLP end: wait until every
+    # shard has let everything go and judged it.
+    deadline = time.time() + 60
+    while True:
+        per_shard = [get_json(f"http://127.0.0.1:{h}/api/state") for h, _ in shards]
+        done = all(s["otlp_hold"]["held_now"] == 0 and s["pending"]["samples"] == 0 and s["agents"]
+                   and not any(a["running"] for a in s["agents"]) for s in per_shard)
+        if done or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert done, [(s["otlp_hold"], s["pending"]) for s in per_shard]
+    time.sleep(2.5)  # the front polls every second
     ref = get_json(f"http://127.0.0.1:{direct}/api/state", TOKEN)
     merged = get_json(f"http://127.0.0.1:{front}/api/state")
     fed = merged["federation"]
     assert all(s["ok"] for s in fed["shards"]) and len(fed["shards"]) == 3, fed["shards"]
     assert fed["bad_documents"] == 0 and fed["bad_distributions"] == 0, fed
-    per_shard = [get_json(f"http://127.0.0.1:{h}/api/state") for h, _ in shards]
+    # A healthy Collector: no sighting came after its time was judged.
+    assert merged["otlp_hold"]["totals"]["late_sightings"] == 0, merged["otlp_hold"]
     # Every shard knows both agents (the broadcast batch records), none refused anything.
     for s in [ref, *per_shard]:
         assert s["correlation"]["submessages_held_dropped"] == 0, s["correlation"]

@@ -304,6 +304,8 @@ impl Federation {
         let mut correlation = Value::Null;
         let mut pending = Value::Null;
         let mut counters = Value::Null;
+        let mut hold = crate::otlp::HoldStats::default();
+        let mut held_now = 0u64;
         let mut agents: BTreeMap<String, Value> = BTreeMap::new();
         let mut warnings: Vec<String> = vec![];
         let mut window = Value::Null;
@@ -320,6 +322,8 @@ impl Federation {
             sum_json(&mut correlation, &d["correlation"]);
             sum_json(&mut pending, &d["pending"]);
             sum_json(&mut counters, &d["counters"]);
+            hold.add(&crate::otlp::HoldStats::from_json(&d["otlp_hold"]["totals"]));
+            held_now += d["otlp_hold"]["held_now"].as_u64().unwrap_or(0);
             if window.is_null() {
                 window = d["window_s"].clone();
             }
@@ -367,6 +371,7 @@ impl Federation {
             "ros2": {"join": null, "chains": null},
             "rejected_batches": counters["rejected_batches"],
             "bad_items": counters["bad_items"],
+            "otlp_hold": {"held_now": held_now, "totals": hold.to_json()},
             "limits": {"flows_total": flows_total, "flows_shown": flows.len()},
             "server": server,
             "federation": {

@@ -834,7 +834,7 @@ pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool) -> Otlp
         let mut central = c.central();
         for b in d.batches {
             let n = if logs { 1 } else { b.items.len() as u64 };
-            match central.ingest_otlp(b) {
+            match central.ingest_otlp(b, logs) {
                 Ok(()) => taken += n,
                 Err(e) => {
                     central.rejected += 1;

@@ -25,7 +25,8 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 pub const TRACES_PATH: &str = "/v1/traces";
 pub const LOGS_PATH: &str = "/v1/logs";
@@ -34,6 +35,11 @@ pub const AGENT_ATTR: &str = "ddscope.agent";
 pub const SAMPLE_SPAN: &str = "dds.sample";
 pub const FRAG_SPAN: &str = "dds.frag";
 pub const BATCH_LOG: &str = "ddscope.batch";
+/// Resource attribute of the sightings' spans and attribute of the batch
+/// record: the agent batch's sequence number. A shard holds an agent's
+/// watermark of batch k until it has a sighting of a later batch (or a
+/// wall-time hold expired): docs/scale-out.md, "The hold".
+pub const SEQ_ATTR: &str = "ddscope.seq";
 const SCOPE: &str = "ddscope.sightings";
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -183,13 +189,17 @@ pub fn encode(b: &Batch, memo: &mut TopicMemo) -> (ExportTraceServiceRequest, Ex
             vec![]
         } else {
             vec![ResourceSpans {
-                resource: Some(resource(&b.agent)),
+                resource: Some({
+                    let mut r = resource(&b.agent);
+                    r.attributes.push(i(SEQ_ATTR, b.seq as i64));
+                    r
+                }),
                 scope_spans: vec![ScopeSpans { scope: Some(scope()), spans, ..Default::default() }],
                 ..Default::default()
             }]
         },
     };
-    let mut a = vec![i("ddscope.seq", b.seq as i64), i("ddscope.dropped_items", b.dropped_items as i64), bo("ddscope.last", b.last)];
+    let mut a = vec![i(SEQ_ATTR, b.seq as i64), i("ddscope.dropped_items", b.dropped_items as i64), bo("ddscope.last", b.last)];
     if let Some(w) = watermark {
         a.push(i("ddscope.watermark_ns", w));
     }
@@ -258,6 +268,12 @@ fn need_i(a: &Attrs, k: &str) -> Result<i64, String> {
     get_i(a, k).ok_or_else(|| format!("span attribute {k} missing or not an integer"))
 }
 
+/// The agent batch a group of sightings came in (0: not said).
+fn seq_of(r: &Option<Resource>) -> u64 {
+    let a = r.as_ref().map(|r| attrs(&r.attributes)).unwrap_or_default();
+    get_i(&a, SEQ_ATTR).map_or(0, |v| v.max(0) as u64)
+}
+
 fn agent_of(r: &Option<Resource>) -> Result<String, String> {
     let a = r.as_ref().map(|r| attrs(&r.attributes)).unwrap_or_default();
     get_s(&a, AGENT_ATTR).map(str::to_string).ok_or_else(|| format!("resource attribute {AGENT_ATTR} missing"))
@@ -315,7 +331,8 @@ fn item_of(sp: &Span) -> Result<StreamItem, String> {
 }
 
 /// What one OTLP request decodes to: per agent, its items in request order
-/// (sightings, no sequence number: `seq` 0), and the spans refused with
+/// (for sightings, `seq` is the agent batch they came in, from the resource's
+/// [`SEQ_ATTR`]; 0 when the sender did not say), and the spans refused with
 /// the first reason.
 #[derive(Debug, Default)]
 pub struct DecodedSpans {
@@ -344,6 +361,7 @@ pub fn decode_traces(req: &ExportTraceServiceRequest) -> DecodedSpans {
             }
         };
         let mut b = data_batch(agent);
+        b.seq = seq_of(&rs.resource);
         for ss in &rs.scope_spans {
             for sp in &ss.spans {
                 match item_of(sp) {
@@ -394,7 +412,7 @@ fn batch_of_log(agent: &str, r: &LogRecord) -> Result<Batch, String> {
         return Err("a log record that is not a ddscope batch".into());
     }
     let a = attrs(&r.attributes);
-    let seq = need_i(&a, "ddscope.seq")?;
+    let seq = need_i(&a, SEQ_ATTR)?;
     if seq < 1 {
         return Err(format!("ddscope.seq = {seq}: batches count from 1"));
     }
@@ -416,6 +434,230 @@ fn batch_of_log(agent: &str, r: &LogRecord) -> Result<Batch, String> {
         counters: json("ddscope.counters")?,
         last: get_b(&a, "ddscope.last").unwrap_or(false),
     })
+}
+
+/// One agent batch record (watermark, end) a shard holds back until the
+/// sightings sent before it are in (docs/scale-out.md, "The hold").
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldRecord {
+    pub seq: u64,
+    pub watermark: Option<i64>,
+    pub last: bool,
+    pub arrived: Instant,
+}
+
+/// What the hold of one agent did, and the pipeline skew it observed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HoldStats {
+    /// Batch records held (every record is; with a zero hold it leaves at once).
+    pub held: u64,
+    /// Released because a sighting of a later batch of the agent arrived.
+    pub released_by_spans: u64,
+    /// Released because the hold expired (no later sighting came to this shard).
+    pub released_by_time: u64,
+    /// Folded into the next held record because the agent had the most
+    /// records held at once (their watermarks take effect with the next one).
+    pub evicted: u64,
+    /// Sightings that arrived after their time was judged: counted, not fed.
+    pub late_sightings: u64,
+    /// Batches whose record and first sighting both arrived here.
+    pub skew_batches: u64,
+    /// First sighting minus record arrival, ms: positive when the traces
+    /// pipeline is behind the logs pipeline.
+    pub skew_last_ms: f64,
+    pub skew_min_ms: f64,
+    pub skew_max_ms: f64,
+    pub skew_sum_ms: f64,
+    /// Batches whose sightings came more than the window after their record.
+    pub skew_over_window: u64,
+}
+
+impl HoldStats {
+    fn skew(&mut self, ms: f64, window_ms: f64) {
+        if self.skew_batches == 0 {
+            self.skew_min_ms = ms;
+            self.skew_max_ms = ms;
+        }
+        self.skew_batches += 1;
+        self.skew_last_ms = ms;
+        self.skew_min_ms = self.skew_min_ms.min(ms);
+        self.skew_max_ms = self.skew_max_ms.max(ms);
+        self.skew_sum_ms += ms;
+        if ms > window_ms {
+            self.skew_over_window += 1;
+        }
+    }
+
+    /// Adds another agent's (or shard's) counters; the skew's extremes are kept.
+    pub fn add(&mut self, o: &HoldStats) {
+        if o.skew_batches > 0 {
+            if self.skew_batches == 0 {
+                self.skew_min_ms = o.skew_min_ms;
+                self.skew_max_ms = o.skew_max_ms;
+            }
+            self.skew_min_ms = self.skew_min_ms.min(o.skew_min_ms);
+            self.skew_max_ms = self.skew_max_ms.max(o.skew_max_ms);
+            self.skew_last_ms = o.skew_last_ms;
+        }
+        self.held += o.held;
+        self.released_by_spans += o.released_by_spans;
+        self.released_by_time += o.released_by_time;
+        self.evicted += o.evicted;
+        self.late_sightings += o.late_sightings;
+        self.skew_batches += o.skew_batches;
+        self.skew_sum_ms += o.skew_sum_ms;
+        self.skew_over_window += o.skew_over_window;
+    }
+
+    /// The counters back from [`to_json`](Self::to_json) (a shard's summaries; missing fields are 0).
+    pub fn from_json(v: &serde_json::Value) -> Self {
+        let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+        let k = &v["skew"];
+        HoldStats {
+            held: u(&v["held"]),
+            released_by_spans: u(&v["released_by_spans"]),
+            released_by_time: u(&v["released_by_time"]),
+            evicted: u(&v["evicted"]),
+            late_sightings: u(&v["late_sightings"]),
+            skew_batches: u(&k["batches"]),
+            skew_last_ms: f(&k["last_ms"]),
+            skew_min_ms: f(&k["min_ms"]),
+            skew_max_ms: f(&k["max_ms"]),
+            skew_sum_ms: f(&k["mean_ms"]) * u(&k["batches"]) as f64,
+            skew_over_window: u(&k["over_window"]),
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let mean = if self.skew_batches > 0 { self.skew_sum_ms / self.skew_batches as f64 } else { 0.0 };
+        serde_json::json!({
+            "held": self.held,
+            "released_by_spans": self.released_by_spans,
+            "released_by_time": self.released_by_time,
+            "evicted": self.evicted,
+            "late_sightings": self.late_sightings,
+            "skew": {
+                "batches": self.skew_batches,
+                "last_ms": self.skew_last_ms,
+                "min_ms": self.skew_min_ms,
+                "max_ms": self.skew_max_ms,
+                "mean_ms": mean,
+                "over_window": self.skew_over_window,
+            },
+        })
+    }
+}
+
+/// Batch numbers remembered per agent to pair a record with its first sighting.
+const SKEW_MEMORY: usize = 64;
+
+/// A shard's hold of one agent's batch records. The traces pipeline to a
+/// shard is FIFO (one consumer per exporter queue), so once a sighting of
+/// the agent's batch j arrived, every sighting of batches before j has: the
+/// records of batches k < j may take effect. A shard that gets no share of
+/// later batches lets a record go once it has been held `hold` long.
+/// At most `cap` records are held; beyond it the oldest is folded into the
+/// next (its watermark takes effect later, with the next; counted).
+#[derive(Debug)]
+pub struct AgentHold {
+    held: VecDeque<HeldRecord>,
+    /// Highest batch number of the agent's sightings received.
+    span_seq: u64,
+    last_record_seq: u64,
+    window_ms: f64,
+    records_at: VecDeque<(u64, Instant)>,
+    spans_at: VecDeque<(u64, Instant)>,
+    pub stats: HoldStats,
+}
+
+impl AgentHold {
+    pub fn new(window_ns: i64) -> Self {
+        AgentHold {
+            held: VecDeque::new(),
+            span_seq: 0,
+            last_record_seq: 0,
+            window_ms: window_ns as f64 / 1e6,
+            records_at: VecDeque::new(),
+            spans_at: VecDeque::new(),
+            stats: HoldStats::default(),
+        }
+    }
+
+    /// Records held now.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// A batch record arrived.
+    pub fn hold(&mut self, mut r: HeldRecord, cap: usize) {
+        if r.seq <= self.last_record_seq {
+            // The agent restarted (its batches count from 1 again): its old batch numbers mean nothing now.
+            self.span_seq = 0;
+            self.records_at.clear();
+            self.spans_at.clear();
+        }
+        self.last_record_seq = r.seq;
+        match self.spans_at.iter().position(|(s, _)| *s == r.seq) {
+            Some(i) => {
+                let t = self.spans_at[i].1;
+                self.spans_at.remove(i);
+                self.stats.skew(-(r.arrived.saturating_duration_since(t).as_secs_f64() * 1e3), self.window_ms);
+            }
+            None => remember(&mut self.records_at, r.seq, r.arrived),
+        }
+        while self.held.len() >= cap.max(1) {
+            let Some(old) = self.held.pop_front() else { break };
+            self.stats.evicted += 1;
+            let next = self.held.front_mut().unwrap_or(&mut r);
+            next.watermark = next.watermark.max(old.watermark);
+        }
+        self.held.push_back(r);
+        self.stats.held += 1;
+    }
+
+    /// Sightings of the agent's batch `seq` arrived (0: the sender did not say).
+    pub fn spans(&mut self, seq: u64, now: Instant) {
+        if seq <= self.span_seq {
+            return;
+        }
+        self.span_seq = seq;
+        match self.records_at.iter().position(|(s, _)| *s == seq) {
+            Some(i) => {
+                let t = self.records_at[i].1;
+                self.records_at.remove(i);
+                self.stats.skew(now.saturating_duration_since(t).as_secs_f64() * 1e3, self.window_ms);
+            }
+            None => remember(&mut self.spans_at, seq, now),
+        }
+    }
+
+    /// The records that may take effect now, oldest first.
+    pub fn release(&mut self, now: Instant, hold: Duration) -> Vec<HeldRecord> {
+        let mut out = vec![];
+        while let Some(f) = self.held.front() {
+            if f.seq < self.span_seq {
+                self.stats.released_by_spans += 1;
+            } else if now.saturating_duration_since(f.arrived) >= hold {
+                self.stats.released_by_time += 1;
+            } else {
+                break;
+            }
+            out.extend(self.held.pop_front());
+        }
+        out
+    }
+}
+
+fn remember(q: &mut VecDeque<(u64, Instant)>, seq: u64, t: Instant) {
+    if q.len() >= SKEW_MEMORY {
+        q.pop_front();
+    }
+    q.push_back((seq, t));
 }
 
 /// Decodes a protobuf body (`kind` names it in errors).
@@ -472,6 +714,7 @@ mod tests {
         let d = decode_traces(&t);
         assert_eq!((d.bad_spans, d.batches.len()), (0, 1));
         assert_eq!(d.batches[0].agent, "pc1");
+        assert_eq!(d.batches[0].seq, 7, "the sightings name their batch");
         // The fragment is named by the sample record before it (a shard may have no earlier record of the writer).
         let named = StreamFrag { topic: sample.topic.clone(), ..frag };
         assert_eq!(d.batches[0].items, vec![StreamItem::Sample(sample), StreamItem::Frag(named)]);
@@ -483,6 +726,90 @@ mod tests {
         assert_eq!(m.topics, b.topics);
         assert_eq!(m.counters, b.counters);
         assert_eq!(m.system, b.system);
+    }
+
+    fn rec(seq: u64, wm: i64, at: Instant) -> HeldRecord {
+        HeldRecord { seq, watermark: Some(wm), last: false, arrived: at }
+    }
+
+    /// Oracle: the hold's rule (docs/scale-out.md): a record of batch k leaves once a sighting of a batch
+    /// after k arrived, or once it was held `hold` long; in order.
+    #[test]
+    fn hold_releases_on_a_later_batch_or_after_the_hold() {
+        let t0 = Instant::now();
+        let hold = Duration::from_secs(10);
+        let mut h = AgentHold::new(1_000_000_000);
+        for k in 1..=3 {
+            h.hold(rec(k, k as i64 * 100, t0), 256);
+        }
+        assert!(h.release(t0, hold).is_empty(), "no sighting of a later batch yet, hold not expired");
+        h.spans(2, t0);
+        let out = h.release(t0, hold);
+        assert_eq!(out.iter().map(|r| r.seq).collect::<Vec<_>>(), [1], "a sighting of batch 2: batch 1's sightings are all in");
+        h.spans(1, t0); // an older batch number changes nothing
+        assert!(h.release(t0, hold).is_empty());
+        assert!(h.release(t0 + hold - Duration::from_millis(1), hold).is_empty());
+        let out = h.release(t0 + hold, hold);
+        assert_eq!(out.iter().map(|r| (r.seq, r.watermark)).collect::<Vec<_>>(), [(2, Some(200)), (3, Some(300))]);
+        assert_eq!((h.stats.held, h.stats.released_by_spans, h.stats.released_by_time, h.stats.evicted), (3, 1, 2, 0));
+        assert!(h.is_empty());
+        // A zero hold lets every record go at once (the hold off).
+        h.hold(rec(4, 400, t0), 256);
+        assert_eq!(h.release(t0, Duration::ZERO).len(), 1);
+    }
+
+    /// Oracle: the cap — at most `cap` records per agent; the oldest is folded into the next, whose
+    /// watermark becomes the larger of both (never a watermark earlier than one held), and counted.
+    #[test]
+    fn hold_is_bounded_and_counts_evictions() {
+        let t0 = Instant::now();
+        let mut h = AgentHold::new(1_000_000_000);
+        for k in 1..=10u64 {
+            h.hold(rec(k, 1000 - k as i64, t0), 3); // watermarks out of order on purpose: the fold keeps the largest
+        }
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.stats.evicted, 7);
+        let out = h.release(t0, Duration::ZERO);
+        assert_eq!(out.iter().map(|r| (r.seq, r.watermark)).collect::<Vec<_>>(), [(8, Some(999)), (9, Some(991)), (10, Some(990))]);
+        // A cap of one folds into the record that arrives.
+        let mut h = AgentHold::new(1_000_000_000);
+        h.hold(rec(1, 50, t0), 1);
+        h.hold(HeldRecord { seq: 2, watermark: None, last: true, arrived: t0 }, 1);
+        assert_eq!((h.len(), h.stats.evicted), (1, 1));
+        assert_eq!(h.release(t0, Duration::ZERO), vec![HeldRecord { seq: 2, watermark: Some(50), last: true, arrived: t0 }]);
+        // The skew memory is bounded too.
+        let mut h = AgentHold::new(1_000_000_000);
+        for k in 1..=1000 {
+            h.hold(rec(k, 0, t0), 100_000);
+        }
+        assert_eq!(h.records_at.len(), SKEW_MEMORY);
+    }
+
+    /// Oracle: arrival times given by the test; skew = first sighting of a batch minus its record's arrival.
+    #[test]
+    fn hold_measures_the_skew_between_the_pipelines_and_survives_a_restart() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut h = AgentHold::new(1_000_000_000);
+        h.hold(rec(1, 0, t0), 256);
+        h.spans(1, t0 + ms(2500)); // traces 2.5 s behind: over the 1 s window
+        h.spans(2, t0 + ms(2600));
+        h.hold(rec(2, 0, t0 + ms(2700)), 256); // traces 100 ms ahead
+        let s = &h.stats;
+        assert_eq!((s.skew_batches, s.skew_over_window), (2, 1));
+        assert_eq!((s.skew_max_ms, s.skew_min_ms, s.skew_last_ms), (2500.0, -100.0, -100.0));
+        let back = HoldStats::from_json(&s.to_json());
+        assert_eq!(back, *s);
+        let mut sum = back.clone();
+        sum.add(s);
+        assert_eq!((sum.skew_batches, sum.skew_max_ms, sum.skew_min_ms), (4, 2500.0, -100.0));
+        // The agent restarts: its batches count from 1 again; the old batch numbers release nothing.
+        h.spans(50, t0);
+        h.release(t0, Duration::from_secs(10));
+        h.hold(rec(1, 7, t0), 256);
+        assert!(h.release(t0, Duration::from_secs(10)).is_empty(), "sightings of the old run do not release the new run's records");
+        h.spans(2, t0);
+        assert_eq!(h.release(t0, Duration::from_secs(10)).len(), 1);
     }
 
     #[test]

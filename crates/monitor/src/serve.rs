@@ -86,6 +86,13 @@ pub struct ServeConfig {
     /// An agent whose end came over OTLP is ended this much later: its last
     /// sightings travel another Collector pipeline and may still be on the way.
     pub otlp_end_grace: Duration,
+    /// An agent's batch record (watermark, end) that came over OTLP takes
+    /// effect once a sighting of a later batch of that agent arrived here,
+    /// or at the latest this long after it arrived; zero: at once (no hold).
+    /// See docs/scale-out.md, "The hold".
+    pub otlp_hold: Duration,
+    /// Batch records held per agent; beyond it the oldest is folded into the next (counted).
+    pub otlp_hold_max: usize,
     /// Run as a front merging these shards (`http://host:port`) instead of correlating.
     pub federate: Vec<String>,
 }
@@ -104,6 +111,8 @@ impl ServeConfig {
             chain_path: None,
             otlp_grpc: None,
             otlp_end_grace: Duration::from_secs(2),
+            otlp_hold: Duration::from_secs(10),
+            otlp_hold_max: 256,
             federate: vec![],
         }
     }
@@ -205,6 +214,8 @@ struct Agent {
     ended: bool,
     /// The end the agent announced over OTLP, applied at this time (see `otlp_end_grace`).
     end_at: Option<Instant>,
+    /// Its OTLP batch records held until their sightings are in.
+    hold: crate::otlp::AgentHold,
     /// The agent's trace in the correlator, once it sent a trace item.
     trace: Option<usize>,
     trace_items: u64,
@@ -231,11 +242,30 @@ struct SeriesStore {
     cap: usize,
     points: usize,
     evicted: u64,
+    /// (writer, sn, receiver) of the samples judged lost lately, oldest
+    /// first: a sighting of one of them that comes later is late.
+    lost: rustc_hash::FxHashSet<(ddscope_wire::Guid, i64, Arc<str>)>,
+    lost_order: VecDeque<(ddscope_wire::Guid, i64, Arc<str>)>,
+    /// Lost samples forgotten to stay within [`MAX_LOST_KEYS`].
+    lost_forgotten: u64,
 }
+
+/// Samples judged lost remembered (to tell a late sighting of one).
+const MAX_LOST_KEYS: usize = 65_536;
 
 impl SeriesStore {
     fn new(cap: usize, points: usize) -> Self {
-        SeriesStore { map: FxHashMap::default(), order: BTreeMap::new(), next_tick: 0, cap: cap.max(1), points, evicted: 0 }
+        SeriesStore {
+            map: FxHashMap::default(),
+            order: BTreeMap::new(),
+            next_tick: 0,
+            cap: cap.max(1),
+            points,
+            evicted: 0,
+            lost: Default::default(),
+            lost_order: VecDeque::new(),
+            lost_forgotten: 0,
+        }
     }
 
     fn touch(&mut self, key: SeriesKey) -> &mut FlowSeries {
@@ -264,6 +294,18 @@ impl SeriesStore {
     }
 
     fn on_row(&mut self, r: LatencyRow) {
+        if r.level == Level::Message && r.status == "lost" {
+            while self.lost_order.len() >= MAX_LOST_KEYS {
+                if let Some(k) = self.lost_order.pop_front() {
+                    self.lost.remove(&k);
+                    self.lost_forgotten += 1;
+                }
+            }
+            let k = (r.writer_id, r.sn, r.receiver.clone());
+            if self.lost.insert(k.clone()) {
+                self.lost_order.push_back(k);
+            }
+        }
         let Some(l) = r.latency_ns else { return };
         let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
         let points = self.points;
@@ -369,18 +411,19 @@ impl Central {
 
     /// Takes one batch from an agent.
     pub fn ingest(&mut self, b: Batch) -> Result<(), String> {
-        self.ingest_from(b, false)
+        self.ingest_from(b, false, false)
     }
 
-    /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings come
-    /// without a sequence number (`seq` 0: only their items count), the
-    /// batch records (watermark, counters, end) with one.
-    pub fn ingest_otlp(&mut self, b: Batch) -> Result<(), String> {
-        self.ingest_from(b, true)
+    /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings
+    /// (`record` false; `seq` is the agent batch they came in, 0 if unknown:
+    /// only their items count), or a batch record (watermark, counters, end;
+    /// held until its sightings are in, see [`ServeConfig::otlp_hold`]).
+    pub fn ingest_otlp(&mut self, b: Batch, record: bool) -> Result<(), String> {
+        self.ingest_from(b, true, record)
     }
 
-    fn ingest_from(&mut self, b: Batch, otlp: bool) -> Result<(), String> {
-        let data_only = otlp && b.seq == 0;
+    fn ingest_from(&mut self, b: Batch, otlp: bool, record: bool) -> Result<(), String> {
+        let data_only = otlp && !record;
         check_agent_name(&b.agent)?;
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
@@ -405,6 +448,7 @@ impl Central {
                         system: SystemHistory::default(),
                         ended: false,
                         end_at: None,
+                        hold: crate::otlp::AgentHold::new(self.cfg.window_ns),
                         trace: None,
                         trace_items: 0,
                     },
@@ -439,10 +483,14 @@ impl Central {
             a.system.add(b.sent_ns as f64 / 1e9, &b.system);
         }
         let was_ended = a.ended;
-        // Sightings over OTLP say nothing about the agent's end; an OTLP end waits `otlp_end_grace`.
+        // Sightings over OTLP say nothing about the agent's end; an OTLP end is held (`otlp_hold`) and then waits `otlp_end_grace`.
         let last = if data_only { was_ended } else { b.last && !otlp };
+        let mut items = b.items;
         if otlp && !data_only {
-            a.end_at = b.last.then(|| Instant::now() + self.cfg.otlp_end_grace);
+            // The record's watermark and end wait for the sightings sent before them (see `release`).
+            let watermark = items.iter().filter_map(|i| if let protocol::StreamItem::Watermark { t } = i { Some(*t) } else { None }).max();
+            items.clear();
+            a.hold.hold(crate::otlp::HeldRecord { seq: b.seq, watermark, last: b.last, arrived: Instant::now() }, self.cfg.otlp_hold_max);
         }
         a.ended = last;
         let name: Arc<str> = Arc::from(b.agent.as_str());
@@ -452,9 +500,15 @@ impl Central {
                 self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
             }
         }
-        for w in b.items {
+        for w in items {
             match self.decoder.decode(&name, w) {
-                Ok(protocol::Decoded::Capture(item)) => self.corr.push(idx, item, &mut |r| series.on_row(r)),
+                Ok(protocol::Decoded::Capture(item)) => {
+                    if data_only && late(&self.corr, series, idx, &name, &item) {
+                        a.hold.stats.late_sightings += 1;
+                        continue;
+                    }
+                    self.corr.push(idx, item, &mut |r| series.on_row(r))
+                }
                 Ok(protocol::Decoded::Trace(item)) => {
                     let t = *a.trace.get_or_insert_with(|| self.corr.add_trace(idx));
                     a.trace_items += 1;
@@ -469,16 +523,50 @@ impl Central {
                 self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
             }
         }
+        if data_only {
+            a.hold.spans(b.seq, Instant::now());
+        }
+        if otlp {
+            self.release(&b.agent);
+        }
         Ok(())
+    }
+
+    /// Lets an agent's held OTLP batch records take effect once their
+    /// sightings are in (a sighting of a later batch arrived) or their hold expired.
+    fn release(&mut self, agent: &str) {
+        let now = Instant::now();
+        let series = &mut self.series;
+        let Some(a) = self.agents.get_mut(agent) else { return };
+        for r in a.hold.release(now, self.cfg.otlp_hold) {
+            if let Some(t) = r.watermark {
+                self.corr.push(a.idx, ddscope_core::latency::Item::Watermark(t), &mut |x| series.on_row(x));
+            }
+            a.end_at = r.last.then(|| now + self.cfg.otlp_end_grace);
+        }
+    }
+
+    /// What the holds of all agents did, with the pipeline skew they saw.
+    pub fn hold_stats(&self) -> crate::otlp::HoldStats {
+        let mut s = crate::otlp::HoldStats::default();
+        for a in self.agents.values() {
+            s.add(&a.hold.stats);
+        }
+        s
     }
 
     /// Agents silent for too long stop holding back judgement.
     pub fn tick(&mut self) {
+        let names: Vec<String> = self.agents.iter().filter(|(_, a)| !a.hold.is_empty()).map(|(n, _)| n.clone()).collect();
+        for n in names {
+            self.release(&n);
+        }
         let idle = self.cfg.idle;
         let series = &mut self.series;
         for a in self.agents.values_mut() {
             let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
-            if !a.ended && (a.last_seen.elapsed() > idle || announced) {
+            // An agent with records held is not idle: its sightings are still on the way.
+            if !a.ended && ((a.last_seen.elapsed() > idle && a.hold.is_empty()) || announced) {
                 a.end_at = None;
                 a.ended = true;
                 self.corr.set_ended(a.idx, true, &mut |r| series.on_row(r));
@@ -539,6 +627,8 @@ impl Central {
                     "last_seen_s": a.last_seen.elapsed().as_secs_f64(),
                     "running": !a.ended,
                     "trace_items": a.trace_items,
+                    "otlp_held_now": a.hold.len(),
+                    "otlp_hold": a.hold.stats.to_json(),
                     "batches": a.batches,
                     "items": a.items,
                     "lost_batches": a.seq_gaps,
@@ -584,6 +674,13 @@ impl Central {
             },
             "rejected_batches": self.rejected,
             "bad_items": self.bad_items,
+            "otlp_hold": {
+                "hold_s": self.cfg.otlp_hold.as_secs_f64(),
+                "max_held_per_agent": self.cfg.otlp_hold_max,
+                "held_now": self.agents.values().map(|a| a.hold.len()).sum::<usize>(),
+                "lost_keys_forgotten": self.series.lost_forgotten,
+                "totals": self.hold_stats().to_json(),
+            },
             "limits": {
                 "flows_total": flows_total,
                 "flows_shown": flows.len(),
@@ -599,6 +696,22 @@ impl Central {
             },
             "server": server,
         })
+    }
+}
+
+/// Whether a sighting that came over OTLP comes after its time was judged
+/// (the traces pipeline fell behind the broadcast watermarks by more than
+/// the window and the hold): its sample is no longer waiting and its time
+/// has passed, or its sample was judged lost toward this agent lately.
+/// Fed anyway it would be judged as a sample of its own; it is counted instead.
+fn late(corr: &Correlator, series: &SeriesStore, idx: usize, agent: &Arc<str>, item: &ddscope_core::latency::Item) -> bool {
+    use ddscope_core::latency::Item;
+    match item {
+        Item::Sample(r) if !r.is_supplement() => {
+            corr.is_late(idx, item) || series.lost.contains(&(r.writer_id, r.sn, agent.clone()))
+        }
+        Item::Frag(_) => corr.is_late(idx, item),
+        _ => false,
     }
 }
 
@@ -683,6 +796,86 @@ mod tests {
         assert!(v.len() <= 100, "{}", v.len());
         assert_eq!(v.last().unwrap()[0], 999.0);
         assert_eq!(thin(&q, 2000, |(t, v)| json!([t, v])).len(), 1000);
+    }
+
+    fn sighting(agent: &str, seq: u64, sn: i64, t: i64) -> Batch {
+        let s = protocol::StreamSample {
+            w: "0110aaaa010203040506070800001203".into(),
+            sn,
+            topic: Some(("rt/chatter".into(), "std_msgs::msg::dds_::String_".into())),
+            tt: 1,
+            first: t,
+            first_ip: t,
+            last: t,
+            complete: true,
+            size: 100,
+            fsize: None,
+            fexp: 0,
+            fseen: 0,
+            ipf: 1,
+            retx: 0,
+            retx_bytes: 0,
+            pcp: None,
+            vendor: 0x0110,
+            supp: 0,
+            sts: None,
+        };
+        Batch { agent: agent.into(), seq, sent_ns: 0, items: vec![StreamItem::Sample(s)], dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
+    }
+
+    fn record(agent: &str, seq: u64, wm: i64) -> Batch {
+        Batch { agent: agent.into(), seq, sent_ns: 0, items: vec![StreamItem::Watermark { t: wm }], dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
+    }
+
+    /// One shard fed in the order a lagging traces pipeline delivers: pc2's sighting of sample 1 comes after
+    /// both agents' records that carry their watermarks past it by more than the window.
+    /// Oracle: the samples the test sent — 3 judged, all delivered (pc1 and pc2 both saw them); without the
+    /// hold sample 1 is a false loss and pc2's late sighting is counted.
+    fn lagging_shard(hold: Duration) -> (u64, u64, Value) {
+        const S: i64 = 1_000_000_000;
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = S;
+        cfg.otlp_hold = hold;
+        let mut c = Central::new(cfg);
+        let mut feed = |b: Batch, record: bool| c.ingest_otlp(b, record).unwrap();
+        feed(sighting("pc1", 1, 0, S), false);
+        feed(sighting("pc2", 1, 0, S + 1_000_000), false);
+        feed(record("pc1", 1, S), true);
+        feed(record("pc2", 1, S), true);
+        feed(sighting("pc1", 2, 1, 2 * S), false);
+        for (k, wm) in [(2, 2 * S), (3, 5 * S)] {
+            feed(record("pc1", k, wm), true);
+            feed(record("pc2", k, wm), true);
+        }
+        feed(sighting("pc2", 2, 1, 2 * S + 1_000_000), false); // the laggard
+        feed(sighting("pc1", 4, 2, 5 * S + S / 2), false);
+        feed(sighting("pc2", 4, 2, 5 * S + S / 2 + 1_000_000), false);
+        feed(record("pc1", 4, 9 * S), true);
+        feed(record("pc2", 4, 9 * S), true);
+        feed(sighting("pc1", 5, 3, 9 * S + S / 2), false);
+        feed(sighting("pc2", 5, 3, 9 * S + S / 2 + 1_000_000), false);
+        let st = c.state(json!({}), &|_| 0);
+        let f = c.corr.summaries().into_iter().find(|f| f.sender == "pc1" && f.receiver == "pc2").expect("the flow");
+        (f.delivered, f.lost, st)
+    }
+
+    #[test]
+    fn the_hold_keeps_a_lagging_traces_pipeline_from_causing_false_losses() {
+        let (delivered, lost, st) = lagging_shard(Duration::from_secs(600));
+        assert_eq!((delivered, lost), (3, 0), "{}", st["otlp_hold"]);
+        let t = &st["otlp_hold"]["totals"];
+        assert_eq!(t["late_sightings"], 0);
+        assert!(t["released_by_spans"].as_u64().unwrap() >= 6, "{t}");
+        assert_eq!(t["released_by_time"], 0, "{t}");
+        assert_eq!(st["otlp_hold"]["held_now"], 0, "batch 5's sightings released batch 4's records");
+        assert!(t["skew"]["batches"].as_u64().unwrap() >= 4, "{t}");
+        // The hold off: sample 1 is judged before pc2's sighting is in (a false loss), and that sighting is counted.
+        let (delivered, lost, st) = lagging_shard(Duration::ZERO);
+        assert_eq!((delivered, lost), (2, 1));
+        let t = &st["otlp_hold"]["totals"];
+        assert_eq!(t["late_sightings"], 1, "{t}");
+        assert_eq!(st["agents"][1]["otlp_hold"]["late_sightings"], 1, "counted for the agent whose sighting came late");
+        assert_eq!(st["otlp_hold"]["held_now"], 0);
     }
 
     #[test]

@@ -78,6 +78,18 @@ pub struct ScaleOutArgs {
     /// in the Collector); 0s to 1m
     #[arg(long, default_value = "2s", value_parser = duration_between(Duration::ZERO, Duration::from_secs(60)))]
     pub otlp_end_grace: Duration,
+    /// Shard: an agent's batch record (watermark, end) that came over OTLP takes effect once a sighting of a
+    /// later batch of that agent arrived (the traces pipeline is FIFO per shard), or at the latest this long
+    /// after the record came — so a traces pipeline that lags the broadcast records by up to --window plus
+    /// this hold causes no false losses; 0s turns the hold off. Sightings that still come after their sample
+    /// was judged are counted (/api/state → otlp_hold, per agent, with the observed skew between the two
+    /// pipelines); 0s to 10m
+    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::ZERO, Duration::from_secs(600)))]
+    pub otlp_hold: Duration,
+    /// Shard: batch records held per agent; beyond it the oldest is folded into the next (its watermark takes
+    /// effect later, with the next one; counted as otlp_hold.evicted)
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub otlp_hold_max: u32,
     /// Run as a front: poll these serve shards (http://HOST:PORT, their /api/v1/summaries) and serve their
     /// merged view on the dashboard and /api/state instead of correlating
     #[arg(long, value_name = "SHARD_URL", num_args = 1..=64)]
@@ -144,6 +156,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         },
         otlp_grpc: a.scale.otlp_grpc,
         otlp_end_grace: a.scale.otlp_end_grace,
+        otlp_hold: a.scale.otlp_hold,
+        otlp_hold_max: a.scale.otlp_hold_max as usize,
         federate: a.scale.federate.clone(),
     };
     serve(cfg, |addr, grpc, limits| {

@@ -1099,6 +1099,19 @@ impl Correlator {
         }
     }
 
+    /// Whether a sighting from capture `c` comes after its time was judged:
+    /// its sample (or DATA_FRAG) is not waiting and its first time is at or
+    /// before every running capture's watermark less the window. Fed anyway,
+    /// it would be judged as a sample of its own.
+    pub fn is_late(&self, c: usize, item: &Item) -> bool {
+        let horizon = self.low_watermark().saturating_sub(self.cfg.window_ns);
+        match item {
+            Item::Sample(r) => !self.pending.contains_key(&(r.writer_id, r.sn)) && self.corr(c, r.first_ts_ns) <= horizon,
+            Item::Frag(f) => !self.frags.contains_key(&(f.writer, f.sn, f.fragment_starting_num)) && self.corr(c, f.first_ip_ts_ns) <= horizon,
+            Item::Watermark(_) | Item::End => false,
+        }
+    }
+
     /// The time every still-running capture has passed.
     fn low_watermark(&self) -> i64 {
         let captures = (0..self.watermarks.len()).filter(|&c| !self.ended[c]).map(|c| self.watermarks[c]).min().unwrap_or(i64::MAX);
