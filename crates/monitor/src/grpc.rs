@@ -7,7 +7,7 @@
 //! connection permits, body size cap and timeouts, and ingest slots (an
 //! answer `UNAVAILABLE` when busy, which the Collector retries).
 
-use crate::http::{authorized, gunzip, otlp_ingest, Ctx, OpenGuard, OtlpOutcome, Watched, BUSY};
+use crate::http::{authorized, gunzip, otlp_ingest, Ctx, OpenGuard, OtlpOutcome, Watched};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming};
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
 pub const TRACES_METHOD: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -160,30 +160,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
     }
 }
 
-pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                ctx.stats.connections_accepted.fetch_add(1, Relaxed);
-                match ctx.connections.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        tokio::spawn(connection(stream, ctx.clone(), permit));
-                    }
-                    Err(_) => {
-                        ctx.stats.connections_refused.fetch_add(1, Relaxed);
-                        let _ = stream.try_write(BUSY);
-                    }
-                }
-            }
-            Err(_) => {
-                ctx.stats.accept_errors.fetch_add(1, Relaxed);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
+pub(crate) async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
     ctx.stats.connections_open.fetch_add(1, Relaxed);
     ctx.stats.grpc_connections.fetch_add(1, Relaxed);
     let _open = OpenGuard(ctx.clone());

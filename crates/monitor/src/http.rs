@@ -317,7 +317,7 @@ impl Server {
             let _guard = rt.enter();
             TcpListener::from_std(std_listener).context("cannot register the listening socket")?
         };
-        rt.spawn(accept_loop(listener, ctx.clone()));
+        rt.spawn(accept_loop(listener, ctx.clone(), connection));
         let mut grpc_addr = None;
         if let Some(a) = cfg.otlp_grpc {
             let l = std::net::TcpListener::bind(a).with_context(|| format!("cannot listen for OTLP/gRPC on {a}"))?;
@@ -327,7 +327,7 @@ impl Server {
                 let _guard = rt.enter();
                 TcpListener::from_std(l).context("cannot register the OTLP/gRPC socket")?
             };
-            rt.spawn(crate::grpc::accept_loop(l, ctx.clone()));
+            rt.spawn(accept_loop(l, ctx.clone(), crate::grpc::connection));
         }
         let c = ctx.clone();
         rt.spawn(async move {
@@ -410,16 +410,23 @@ fn kib(bytes: usize) -> u32 {
     bytes.div_ceil(1024).clamp(1, u32::MAX as usize >> 4) as u32
 }
 
-pub(crate) const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections, try again later\n";
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\ntoo many connections, try again later\n";
 
-async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
+/// Accepts connections for `serve` (HTTP, or gRPC with grpc.rs's
+/// `connection`): each takes a permit of the connection limit or is refused
+/// with `BUSY` (counted); accept errors are counted and waited out.
+pub(crate) async fn accept_loop<F, Fut>(listener: TcpListener, ctx: Arc<Ctx>, serve: F)
+where
+    F: Fn(TcpStream, Arc<Ctx>, OwnedSemaphorePermit) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
                 ctx.stats.connections_accepted.fetch_add(1, Relaxed);
                 match ctx.connections.clone().try_acquire_owned() {
                     Ok(permit) => {
-                        tokio::spawn(connection(stream, ctx.clone(), permit));
+                        tokio::spawn(serve(stream, ctx.clone(), permit));
                     }
                     Err(_) => {
                         ctx.stats.connections_refused.fetch_add(1, Relaxed);
@@ -679,37 +686,10 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
         r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
         return (r, false);
     }
-    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > l.max_body_bytes as u64) {
-        ctx.stats.too_large.fetch_add(1, Relaxed);
-        return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("batch larger than {} bytes\n", l.max_body_bytes)), false);
-    }
-    let reserve = kib(declared.map_or(l.max_body_bytes, |n| n as usize));
-    let room = match tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(reserve)).await {
-        Ok(Ok(p)) => p,
-        _ => {
-            ctx.stats.busy.fetch_add(1, Relaxed);
-            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: too many batches being received, retry\n");
-            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
-            return (r, false);
-        }
+    let body = match read_body(req, ctx, ("batch", "batches"), false).await {
+        Ok(b) => b,
+        Err(r) => return (r, false),
     };
-    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes).collect()).await {
-        Err(_) => {
-            ctx.stats.body_timeouts.fetch_add(1, Relaxed);
-            return (text(StatusCode::REQUEST_TIMEOUT, format!("body not complete within {:?}\n", l.body_timeout)), false);
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            ctx.stats.too_large.fetch_add(1, Relaxed);
-            return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("batch larger than {} bytes\n", l.max_body_bytes)), false);
-        }
-        Ok(Err(e)) => {
-            ctx.stats.bad_http.fetch_add(1, Relaxed);
-            return (text(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")), false);
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
-    drop(room);
     // The body is in memory: wait for a decoding slot (bounded by the blocking pool).
     let Ok(permit) = ctx.ingest.clone().acquire_owned().await else {
         ctx.stats.internal_errors.fetch_add(1, Relaxed);
@@ -875,6 +855,48 @@ pub(crate) fn gunzip(b: &[u8], max: usize) -> Result<Bytes, String> {
 }
 
 /// `POST /v1/traces` or `/v1/logs` (OTLP/HTTP, protobuf), already authorised.
+/// Reads a request body within the server's limits (batches and OTLP
+/// requests alike): a declared length over `max_body_bytes` is refused, room
+/// for the body is reserved in the shared receive buffer (busy: 503 with
+/// Retry-After), the body must arrive within `body_timeout` and stay under
+/// the limit. Each refusal is counted; `what` (singular, plural) names the body in the answer.
+async fn read_body(req: Request<Incoming>, ctx: &Arc<Ctx>, (what, whats): (&str, &str), otlp: bool) -> Result<bytes::Bytes, Resp> {
+    let l = &ctx.limits;
+    let too_large = || text(StatusCode::PAYLOAD_TOO_LARGE, format!("{what} larger than {} bytes\n", l.max_body_bytes));
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > l.max_body_bytes as u64) {
+        ctx.stats.too_large.fetch_add(1, Relaxed);
+        return Err(too_large());
+    }
+    let reserve = kib(declared.map_or(l.max_body_bytes, |n| n as usize));
+    let Ok(Ok(room)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(reserve)).await else {
+        ctx.stats.busy.fetch_add(1, Relaxed);
+        if otlp {
+            ctx.stats.otlp_busy.fetch_add(1, Relaxed);
+        }
+        let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("busy: too many {whats} being received, retry\n"));
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        return Err(r);
+    };
+    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes).collect()).await {
+        Err(_) => {
+            ctx.stats.body_timeouts.fetch_add(1, Relaxed);
+            return Err(text(StatusCode::REQUEST_TIMEOUT, format!("body not complete within {:?}\n", l.body_timeout)));
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            ctx.stats.too_large.fetch_add(1, Relaxed);
+            return Err(too_large());
+        }
+        Ok(Err(e)) => {
+            ctx.stats.bad_http.fetch_add(1, Relaxed);
+            return Err(text(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")));
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    drop(room);
+    Ok(body)
+}
+
 async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp, bool) {
     let l = &ctx.limits;
     let ctype = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
@@ -890,35 +912,10 @@ async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp,
             return (text(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("Content-Encoding {e:?}: gzip or none\n")), false);
         }
     };
-    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > l.max_body_bytes as u64) {
-        ctx.stats.too_large.fetch_add(1, Relaxed);
-        return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("request larger than {} bytes\n", l.max_body_bytes)), false);
-    }
-    let reserve = kib(declared.map_or(l.max_body_bytes, |n| n as usize));
-    let Ok(Ok(room)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(reserve)).await else {
-        ctx.stats.busy.fetch_add(1, Relaxed);
-        ctx.stats.otlp_busy.fetch_add(1, Relaxed);
-        let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: too many requests being received, retry\n");
-        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
-        return (r, false);
+    let body = match read_body(req, ctx, ("request", "requests"), true).await {
+        Ok(b) => b,
+        Err(r) => return (r, false),
     };
-    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes).collect()).await {
-        Err(_) => {
-            ctx.stats.body_timeouts.fetch_add(1, Relaxed);
-            return (text(StatusCode::REQUEST_TIMEOUT, format!("body not complete within {:?}\n", l.body_timeout)), false);
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            ctx.stats.too_large.fetch_add(1, Relaxed);
-            return (text(StatusCode::PAYLOAD_TOO_LARGE, format!("request larger than {} bytes\n", l.max_body_bytes)), false);
-        }
-        Ok(Err(e)) => {
-            ctx.stats.bad_http.fetch_add(1, Relaxed);
-            return (text(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")), false);
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
-    drop(room);
     let body = if gz {
         match gunzip(&body, l.max_body_bytes) {
             Ok(b) => b,
