@@ -89,6 +89,26 @@ def collector_metric(text, name, **labels):
     return total
 
 
+def settled(states):
+    """Every agent ended, nothing held, nothing pending on each shard."""
+    return all(s["otlp_hold"]["held_now"] == 0 and s["pending"]["samples"] == 0 and s["agents"]
+               and not any(a["running"] for a in s["agents"]) for s in states)
+
+
+def lab_run_with_agents(exe, repo, out, logs, direct, otlp_in):
+    """The simple robotic workload for 15 s with an agent per host sending both to the direct
+    `serve` and to the Collector; the run must be clean."""
+    agent_args = f"--send-to http://{{gateway}}:{direct} --token {TOKEN} --send-otlp http://{{gateway}}:{otlp_in}"
+    lab = subprocess.run([exe, "lab", "run", repo / "examples/lab/simple-robotic.toml", "--duration", "15s", "--out", out,
+                          "--quiet", "--agent", agent_args], stdout=open(logs / "lab.out", "w"), stderr=open(logs / "lab.err", "w"),
+                         timeout=300)
+    assert lab.returncode == 0, (logs / "lab.err").read_text()[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["ok"], run["failures"]
+    assert [a["exit_code"] for a in run["agents"]] == [0, 0], run["agents"]
+    return run
+
+
 def test_sharded_correlation_behind_the_collector_equals_one_serve_and_offline(repo, tmp_path, processes):
     exe = ddscope_bin()
     otelcol = collector_bin(repo)
@@ -124,15 +144,7 @@ def test_sharded_correlation_behind_the_collector_equals_one_serve_and_offline(r
     wait_http(f"http://127.0.0.1:{col_metrics}/metrics", timeout=60)
 
     out = tmp_path / "run"
-    agent_args = (f"--send-to http://{{gateway}}:{direct} --token {TOKEN} "
-                  f"--send-otlp http://{{gateway}}:{otlp_in}")
-    lab = subprocess.run([exe, "lab", "run", repo / "examples/lab/simple-robotic.toml", "--duration", "15s", "--out", out,
-                          "--quiet", "--agent", agent_args], stdout=open(logs / "lab.out", "w"), stderr=open(logs / "lab.err", "w"),
-                         timeout=300)
-    assert lab.returncode == 0, (logs / "lab.err").read_text()[-3000:]
-    run = json.loads((out / "run.json").read_text())
-    assert run["ok"], run["failures"]
-    assert [a["exit_code"] for a in run["agents"]] == [0, 0], run["agents"]
+    run = lab_run_with_agents(exe, repo, out, logs, direct, otlp_in)
 
     # Judged a window after the last sample; a shard lets an agent's last batch records go once a later
     # sighting came or after --otlp-hold (10 s), and ends the agent 2 s after its OTLP end: wait until every
@@ -140,8 +152,7 @@ def test_sharded_correlation_behind_the_collector_equals_one_serve_and_offline(r
     deadline = time.time() + 60
     while True:
         per_shard = [get_json(f"http://127.0.0.1:{h}/api/state") for h, _ in shards]
-        done = all(s["otlp_hold"]["held_now"] == 0 and s["pending"]["samples"] == 0 and s["agents"]
-                   and not any(a["running"] for a in s["agents"]) for s in per_shard)
+        done = settled(per_shard)
         if done or time.time() > deadline:
             break
         time.sleep(1)

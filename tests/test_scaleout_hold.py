@@ -26,19 +26,14 @@ import time
 import pytest
 
 from conftest import ddscope_bin, free_port
-from test_scaleout import TOKEN, collector_bin, collector_metric, flows_of, get, get_json, same_summary, wait_http
+from test_scaleout import (TOKEN, collector_bin, collector_metric, flows_of, get, get_json, lab_run_with_agents, same_summary,
+                           settled, wait_http)
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
 WINDOW_S = 3
 LAG_S = 6
 COUNTS = ("samples", "delivered", "lost", "incomplete", "retransmitted_samples", "retransmitted_frags")
-
-
-def settled(states):
-    """Every agent ended, nothing held, nothing pending on each shard."""
-    return all(s["otlp_hold"]["held_now"] == 0 and s["pending"]["samples"] == 0 and s["agents"]
-               and not any(a["running"] for a in s["agents"]) for s in states)
 
 
 def test_the_hold_keeps_a_lagging_traces_pipeline_from_causing_false_losses(repo, tmp_path, processes):
@@ -79,14 +74,7 @@ def test_the_hold_keeps_a_lagging_traces_pipeline_from_causing_false_losses(repo
     wait_http(f"http://127.0.0.1:{col_metrics}/metrics", timeout=60)
 
     out = tmp_path / "run"
-    agent_args = f"--send-to http://{{gateway}}:{direct} --token {TOKEN} --send-otlp http://{{gateway}}:{otlp_in}"
-    lab = subprocess.run([exe, "lab", "run", repo / "examples/lab/simple-robotic.toml", "--duration", "15s", "--out", out,
-                          "--quiet", "--agent", agent_args], stdout=open(logs / "lab.out", "w"), stderr=open(logs / "lab.err", "w"),
-                         timeout=300)
-    assert lab.returncode == 0, (logs / "lab.err").read_text()[-3000:]
-    run = json.loads((out / "run.json").read_text())
-    assert run["ok"], run["failures"]
-    assert [a["exit_code"] for a in run["agents"]] == [0, 0], run["agents"]
+    lab_run_with_agents(exe, repo, out, logs, direct, otlp_in)
 
     # The last traces flush comes up to LAG_S after the run; the records held after it go after the hold
     # (10 s) and the end's grace (2 s). Wait until every shard has let everything go and judged.
