@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import struct
 import subprocess
 import threading
@@ -57,6 +58,38 @@ def test_output_that_is_an_input_is_refused_and_the_input_kept(ddscope, repo, tm
     cp = ddscope("report", run, "--html", run / "pc1.pcapng", check=False)
     assert cp.returncode == 1 and "would be read as an input" in cp.stderr, cp.stderr
     assert digest(run / "pc1.pcapng") == digest(plain_copy(repo, tmp_path, "pc1"))
+
+
+def test_outputs_to_devices_and_fifos_are_written_in_place(ddscope, repo, tmp_path):
+    """Outputs are written under a temporary name and renamed into place; a
+    device or FIFO must be written to instead, or (as root) `-o /dev/null`
+    leaves a regular file at /dev/null. Oracle: stat(2) of the path before
+    and after, and the command's own stdout for what the FIFO must carry."""
+    gz = repo / "examples/captures/simple-robotic-cyclone/pc2.pcapng.gz"
+    st = os.stat("/dev/null")
+    assert stat.S_ISCHR(st.st_mode), "/dev/null is not a character device before the test"
+    for args in (["topics", gz, "-o", "/dev/null"], ["dissect", gz, "--format", "csv", "-o", "/dev/null"],
+                 ["report", gz.parent, "--html", "/dev/null"]):
+        cp = ddscope(*args, check=False)
+        assert cp.returncode == 0, cp.stderr
+        after = os.stat("/dev/null")
+        assert stat.S_ISCHR(after.st_mode) and after.st_rdev == st.st_rdev, f"{args[0]} replaced /dev/null"
+    assert not [p for p in os.listdir("/dev") if ".ddscope-" in p], "temporary files left in /dev"
+    # a FIFO receives the output and stays a FIFO
+    want = ddscope("topics", gz, "--format", "csv").stdout
+    fifo = tmp_path / "topics.csv"
+    os.mkfifo(fifo)
+    got = []
+    t = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    t.start()
+    ddscope("topics", gz, "--format", "csv", "-o", fifo)
+    t.join(60)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    rows = lambda s: [l.split(",")[1:] for l in s.splitlines()]
+    assert got and rows(got[0]) == rows(want)
+    # a directory is refused in one line naming it
+    cp = ddscope("topics", gz, "-o", tmp_path, check=False)
+    assert cp.returncode != 0 and f"{tmp_path}: it is a directory" in cp.stderr, cp.stderr
 
 
 def test_pipes_fifos_and_stdin_read_like_files(ddscope, repo, tmp_path):

@@ -137,6 +137,17 @@ scrape_configs:
     res = get_json(f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(q)}&time={run['timing']['tstop_ns'] / 1e9 + 5:.3f}")
     totals = {r["metric"]["topic"]: float(r["value"][1]) for r in res["data"]["result"]}
     print(f"Prometheus rates at pc1: {rates}; totals at pc2: {totals}")
+    if set(totals) != {"/image", "/drive"}:
+        # Say why: the scrape targets' health and what pc2's series are labelled.
+        tgt = get_json(f"http://127.0.0.1:{prom_port}/api/v1/targets")
+        health = [(t["scrapeUrl"], t["health"], t["lastError"], t["lastScrape"]) for t in tgt["data"]["activeTargets"]]
+        q = 'count by (capture, topic) (max_over_time(ddscope_samples_total[5m]))'
+        series = get_json(f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(q)}&time={run['timing']['tstop_ns'] / 1e9 + 5:.3f}")
+        q = 'max_over_time(up[5m])'
+        up = get_json(f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(q)}&time={run['timing']['tstop_ns'] / 1e9 + 5:.3f}")
+        pytest.fail(f"no /image and /drive totals for pc2 in Prometheus: {totals}; targets {health}; "
+                    f"series {[r['metric'] for r in series['data']['result']]}; up {up['data']['result']}; "
+                    f"pc2 agent log: {(out / 'logs' / 'agent-pc2.log').read_text()[-2000:]}")
 
     # The central correlation: every published /image and /drive sample delivered pc1 -> pc2.
     time.sleep(6)  # the server judges samples a window after they were sent; agents flushed on exit

@@ -150,8 +150,21 @@ pub fn open_output(path: Option<&Path>, format: OutFormat, inputs: &[PathBuf]) -
 }
 
 /// Creates `path`'s temporary sibling; the returned [`Output`] renames it into place.
+/// An existing path that is not a regular file (`/dev/null`, a FIFO, a
+/// terminal, a socket) is written to directly: renaming a file over it would
+/// replace the device node (as root, `-o /dev/null` would leave a regular file
+/// at /dev/null).
 pub fn create_file(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<(File, Output)> {
     check_not_input(path, inputs)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_dir() {
+            anyhow::bail!("cannot write {}: it is a directory", path.display());
+        }
+        if !meta.is_file() {
+            let f = File::options().write(true).open(path).with_context(|| format!("cannot open {} for writing", path.display()))?;
+            return Ok((f, Output { tmp: None }));
+        }
+    }
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "output".into());
     let tmp = path.with_file_name(format!(".{name}.ddscope-{}.tmp", std::process::id()));
     let f = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
