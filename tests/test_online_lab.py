@@ -82,7 +82,11 @@ scrape_configs:
     deadline = time.time() + 60
     hosts = {}
     while time.time() < deadline and len(hosts) < 2:
+        # Only this run's namespaces (named ddsl-<pid of lab run>-<random>-<host>): a namespace of
+        # another run on the machine with a host called pc2 would send Prometheus elsewhere.
         for ns in lab_namespaces() - before:
+            if not ns.startswith(f"ddsl-{lab.pid}-"):
+                continue
             host = ns.rsplit("-", 1)[-1]
             ip = mgmt_ip(ns)
             if ip and host in ("pc1", "pc2"):
