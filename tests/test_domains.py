@@ -14,12 +14,14 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 import uuid
 
 import pytest
 
+from conftest import ddscope_bin, free_port
 from test_lab import lab_namespaces, lab_processes, need_root, run_id_of, truth
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -248,3 +250,68 @@ def test_report_bins_start_at_zero(ddscope, tmp_path):
     assert seen >= 2
     for bw in doc["runs"][0]["bandwidth"]:
         assert bw["points"] and all(p[0] >= 0 for p in bw["points"])
+
+
+def test_live_and_agent_keep_to_one_domain(ddscope, tmp_path):
+    """`live --domain 5` and `agent --domain 5` on a link where ddsperf runs in domains 0 and 5
+    (oracle: the domain each ddsperf was started in, -i); `live` without the option shows both."""
+    need_root()
+    ns = f"ddsdoml-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, CYCLONEDDS_URI='<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo" multicast="true"/>'
+               "</Interfaces><AllowMulticast>spdp</AllowMulticast></General></Domain></CycloneDDS>")
+    exe = ddscope_bin()
+    port = free_port()
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    procs = []
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        inns = ["ip", "netns", "exec", ns]
+        live5 = subprocess.Popen(inns + [exe, "live", "-i", "lo", "--domain", "5", "--duration", "7s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        live_all = subprocess.Popen(inns + [exe, "live", "-i", "lo", "--duration", "7s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        agent_log = open(tmp_path / "agent.log", "w")
+        agent = subprocess.Popen(inns + [exe, "agent", "-i", "lo", "--name", "h", "--domain", "5", "--export", f"prometheus=127.0.0.1:{port}", "--duration", "7s"],
+                                 stdout=subprocess.DEVNULL, stderr=agent_log)
+        procs += [live5, live_all, agent]
+        time.sleep(1.5)
+        for d in ("0", "5"):
+            for role in (["pub", "20Hz", "size", "64"], ["sub"]):
+                procs.append(subprocess.Popen(inns + ["ddsperf", "-D", "4", "-i", d, *role], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(4)
+        metrics = subprocess.run(inns + ["curl", "-s", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True, timeout=30).stdout
+        outs = {}
+        for name, p in (("live5", live5), ("live_all", live_all)):
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            outs[name] = (out, err)
+        assert agent.wait(timeout=60) == 0, (tmp_path / "agent.log").read_text()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+    def final_rows(out):
+        """topic -> domains of the final table (the last one printed)."""
+        table = out.split("ddscope live — ")[-1].splitlines()
+        head = next(i for i, l in enumerate(table) if l.startswith("topic "))
+        rows = {}
+        for line in table[head + 1 :]:
+            if not line.strip():
+                break
+            f = line.split()
+            rows.setdefault(f[0], set()).add(f[1])
+        return rows
+
+    everything = final_rows(outs["live_all"][0])
+    assert everything.get("DDSPerfRDataKS") == {"0", "5"}, outs["live_all"][0]
+    only5 = final_rows(outs["live5"][0])
+    assert only5.get("DDSPerfRDataKS") == {"5"}, outs["live5"][0]
+    assert all(ds == {"5"} for ds in only5.values()), only5
+    left = re.search(r"--domain 5: left out (\d+) submessages and (\d+) samples", outs["live5"][1])
+    assert left and int(left.group(1)) > 0 and int(left.group(2)) > 0, outs["live5"][1]
+    # the agent's exporter: samples of domain 5 only
+    doms = set(re.findall(r'ddscope_samples_total\{[^}]*domain="(\d+)"', metrics))
+    assert doms == {"5"}, metrics[:3000]
+    log = (tmp_path / "agent.log").read_text()
+    left = re.search(r"--domain 5: left out (\d+) submessages and (\d+) samples", log)
+    assert left and int(left.group(1)) > 0 and int(left.group(2)) > 0, log

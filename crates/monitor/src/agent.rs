@@ -11,7 +11,7 @@ use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
 use crate::trace::{TraceCounters, TraceFollower};
 use crate::view::LiveTopics;
 use ddscope_core::latency::Item;
-use ddscope_core::pipeline::{CapturePoint, CorrelationFeed};
+use ddscope_core::pipeline::{CapturePoint, CorrelationFeed, DomainFilter};
 use ddscope_core::session::{correlation_samples, DEFAULT_WINDOW_NS};
 use ddscope_core::source::PacketSource;
 use std::cell::RefCell;
@@ -73,6 +73,9 @@ pub struct AgentConfig {
     /// The host's live LTTng session (ros2_tracing), followed since [`TraceFollower::start`]
     /// (started before the agent restricts its system calls); its items go with the samples.
     pub trace: Option<TraceFollower>,
+    /// Only this DDS domain's submessages and samples reach the view, the
+    /// exporters and the central stream (frames and watermarks all do).
+    pub domain: Option<u32>,
 }
 
 /// What the agent did, for its closing lines.
@@ -90,6 +93,8 @@ pub struct AgentReport {
     pub notes: Vec<String>,
     /// The live trace session's counters, when the agent followed one.
     pub trace: Option<TraceCounters>,
+    /// With a domain filter: submessages and samples of other or unknown domains left out.
+    pub domain_left_out: (u64, u64),
 }
 
 /// Converts a correlation item into its form on the wire to `serve` (the
@@ -116,6 +121,7 @@ pub fn run(
     let samples = cfg.limits.samples_with_timeout(correlation_samples(DEFAULT_WINDOW_NS).timeout_ns);
     let mut point = CapturePoint::new(&cfg.name, cfg.limits.decoder, Some(samples));
     let mut view = LiveTopics::new(cfg.limits.topics);
+    view.domain = cfg.domain;
     let tx_json: Option<UpstreamLink> = match &cfg.upstream {
         Some(up) => Some(UpstreamLink::start(up, &cfg.name)?),
         None => None,
@@ -143,6 +149,7 @@ pub fn run(
     let mut last_system = Instant::now() - Duration::from_secs(10);
     let mut notes: Vec<String> = vec![];
     let mut topic_rows_not_sent = 0usize;
+    let mut domain_left_out = (0u64, 0u64);
     let asked_to_stop = || stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
     // After a stop request, keep reading for a moment: in batched mode the
     // last block of packets is handed over only when it is retired (<= 100 ms).
@@ -157,7 +164,10 @@ pub fn run(
             (true, Some(d)) => Instant::now() < d,
         };
         if running {
-            point.step(&mut cap, &mut (&mut view, &mut exporters, &mut feed, &mut clock))?;
+            let mut stage = DomainFilter::new(cfg.domain, (&mut view, &mut exporters, &mut feed, &mut clock));
+            point.step(&mut cap, &mut stage)?;
+            domain_left_out.0 += stage.events_left_out;
+            domain_left_out.1 += stage.samples_left_out;
             // Frames that carry no RTPS (the agent's own HTTP, other traffic) move the capture's
             // watermark on too: every frame up to the latest one has been handed over, so
             // `serve` (and a trace joined there) need not wait for the next RTPS submessage.
@@ -171,7 +181,10 @@ pub fn run(
                 notes.push(n);
             }
         } else {
-            point.finish(&mut (&mut view, &mut exporters, &mut feed, &mut clock));
+            let mut stage = DomainFilter::new(cfg.domain, (&mut view, &mut exporters, &mut feed, &mut clock));
+            point.finish(&mut stage);
+            domain_left_out.0 += stage.events_left_out;
+            domain_left_out.1 += stage.samples_left_out;
         }
         let pending = ready.borrow().iter().map(Vec::len).sum::<usize>() + feed.as_ref().map_or(0, |f| f.pending());
         let flush_due = last_flush.elapsed() >= Duration::from_millis(250) || pending >= FLUSH_ITEMS || !running;
@@ -237,7 +250,7 @@ pub fn run(
                         }
                     }
                     x.set_capture_health(&h);
-                    let trows = view.analysis.rows(&cfg.name, &dec.discovery, false, &[ddscope_core::events::TrafficType::User]);
+                    let trows = view.topic_rows(&cfg.name, dec);
                     x.on_topic_rows(&trows, now);
                 }
                 if tx.is_some() {
@@ -329,6 +342,7 @@ pub fn run(
             batches_refused: up.refused_batches,
             notes,
             trace: follower.as_ref().map(|f| f.queue.counters()),
+            domain_left_out,
         },
         exporters,
     ))

@@ -67,6 +67,9 @@ pub struct LiveTopics {
     pub events: u64,
     /// Frame bytes captured (on the wire).
     pub bytes: u64,
+    /// Only rows of this DDS domain (`--domain`); topics known from discovery
+    /// alone would otherwise show other domains' rows.
+    pub domain: Option<u32>,
 }
 
 impl Default for LiveTopics {
@@ -198,7 +201,17 @@ impl LiveTopics {
             now_ns: 0,
             events: 0,
             bytes: 0,
+            domain: None,
         }
+    }
+
+    /// The topics analysis's rows of user topics (of [`LiveTopics::domain`] when set).
+    pub fn topic_rows(&self, capture: &str, decoder: &Decoder) -> Vec<ddscope_core::topics::TopicRow> {
+        let mut rows = self.analysis.rows(capture, &decoder.discovery, false, &[TrafficType::User]);
+        if self.domain.is_some() {
+            rows.retain(|r| r.domain == self.domain);
+        }
+        rows
     }
 
     pub fn stats(&self) -> LiveStats {
@@ -232,8 +245,7 @@ impl LiveTopics {
 
     /// Rows for user topics, with the current window rates (time `now_ns`: wall clock or capture time).
     pub fn rows(&self, capture: &str, decoder: &Decoder, now_ns: i64) -> Vec<LiveRow> {
-        self.analysis
-            .rows(capture, &decoder.discovery, false, &[TrafficType::User])
+        self.topic_rows(capture, decoder)
             .iter()
             // Writers of unknown topics that only showed HEARTBEATs/ACKNACKs are noise here.
             .filter(|r| r.names.is_some() || r.samples > 0)
@@ -250,8 +262,7 @@ impl LiveTopics {
     /// link flooded with forged writers would be one row per writer.
     pub fn rows_top(&self, capture: &str, decoder: &Decoder, now_ns: i64, max: usize) -> (Vec<LiveRow>, usize) {
         let mut rows: Vec<_> = self
-            .analysis
-            .rows(capture, &decoder.discovery, false, &[TrafficType::User])
+            .topic_rows(capture, decoder)
             .into_iter()
             .filter(|r| r.names.is_some() || r.samples > 0)
             .collect();

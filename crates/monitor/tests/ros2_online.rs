@@ -348,6 +348,7 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
             system: SystemSource::proc(),
             duration: Some(Duration::from_secs(2)),
             trace: Some(f),
+            domain: None,
             limits: Default::default(),
         };
         agents.push(std::thread::spawn(move || agent::run(cfg, cap, None, Arc::new(AtomicBool::new(false)), &mut |n| eprintln!("agent: {n}")).expect("agent").0));

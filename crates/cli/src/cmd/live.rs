@@ -7,7 +7,7 @@ use clap::Args;
 use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use ddscope_core::decode::Decoder;
-use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, FrameWriter};
+use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, DomainFilter, FrameWriter};
 use ddscope_core::source::{InterfaceOptions, PacketSource, PcapngWriter};
 use ddscope_monitor::capture::{CaptureCounters, LiveCapture};
 use ddscope_monitor::privileges::drop_privileges;
@@ -39,6 +39,10 @@ pub struct LiveArgs {
     /// less load on a busy host, the view lags by up to 100 ms
     #[arg(long)]
     pub batched: bool,
+    /// Only topics of this DDS domain (the writer's, else the destination port's; see
+    /// docs/events.md); what is left out is counted on the closing line
+    #[arg(long)]
+    pub domain: Option<u32>,
     #[command(flatten)]
     pub limits: super::limit_args::LimitArgs,
 }
@@ -81,8 +85,8 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
         format!("{note}; rates over the last {WINDOW_S} s; q quits"),
         String::new(),
         format!(
-            "{:<36} {:>7} {:>11} {:>10} {:>9} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
-            "topic", "Hz", "bandwidth", "mean B", "max B", "frags", "ipfrg", "samples", "incompl", "retx", "gaps", "HB", "ACKNACK", "NACKF", "GAP"
+            "{:<36} {:>4} {:>7} {:>11} {:>10} {:>9} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
+            "topic", "dom", "Hz", "bandwidth", "mean B", "max B", "frags", "ipfrg", "samples", "incompl", "retx", "gaps", "HB", "ACKNACK", "NACKF", "GAP"
         ),
     ];
     for r in &s.rows {
@@ -92,8 +96,9 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
             name = format!("…{}", name.chars().rev().take(35).collect::<Vec<_>>().into_iter().rev().collect::<String>());
         }
         out.push(format!(
-            "{:<36} {:>7.2} {:>11} {:>10.0} {:>9} {:>6.1} {:>6.1} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
+            "{:<36} {:>4} {:>7.2} {:>11} {:>10.0} {:>9} {:>6.1} {:>6.1} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
             name,
+            t.domain.map_or("?".to_string(), |d| d.to_string()),
             r.rate_now_hz,
             fmt_bps(r.bandwidth_now_bps),
             t.mean_sample_size,
@@ -154,15 +159,18 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         let stop = stop.clone();
         let snapshot = snapshot.clone();
         let name = name.clone();
-        std::thread::spawn(move || -> anyhow::Result<(Decoder, LiveTopics, CaptureCounters, Option<u64>)> {
+        let domain = a.domain;
+        std::thread::spawn(move || -> anyhow::Result<(Decoder, LiveTopics, CaptureCounters, Option<u64>, (u64, u64))> {
             let mut point = CapturePoint::new(&name, limits.decoder, Some(limits.samples));
             let mut view = LiveTopics::new(limits.topics);
-            let mut frames = FrameWriter::new(writer);
+            view.domain = domain;
+            let mut stage = DomainFilter::new(domain, (view, FrameWriter::new(writer)));
             let mut notes: Vec<String> = priv_note.into_iter().collect();
             let mut last_pub = Instant::now();
             while !stop.load(Ordering::Relaxed) {
-                let poll = point.step(&mut cap, &mut (&mut view, &mut frames))?;
+                let poll = point.step(&mut cap, &mut stage)?;
                 notes.extend(cap.take_notes());
+                let (view, frames) = &mut stage.inner;
                 if let Some(e) = frames.take_error() {
                     notes.push(format!("writing the capture file failed: {e}; no longer writing"));
                 }
@@ -179,7 +187,9 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                     *snapshot.lock().unwrap_or_else(|p| p.into_inner()) = snap;
                 }
             }
-            point.finish(&mut (&mut view, &mut frames));
+            point.finish(&mut stage);
+            let left_out = (stage.events_left_out, stage.samples_left_out);
+            let (view, mut frames) = stage.inner;
             let counters = cap.counters();
             let mut written = None;
             if let Some(mut w) = frames.writer.take() {
@@ -187,7 +197,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 w.flush()?;
                 written = Some(w.packets());
             }
-            Ok((point.decoder, view, counters, written))
+            Ok((point.decoder, view, counters, written, left_out))
         })
     };
     let mut last_print = Instant::now();
@@ -236,7 +246,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         let _ = terminal::disable_raw_mode();
     }
     ui?;
-    let (dec, view, counters, written) = worker.join().map_err(|_| anyhow::anyhow!("capture thread panicked"))??;
+    let (dec, view, counters, written, left_out) = worker.join().map_err(|_| anyhow::anyhow!("capture thread panicked"))??;
     let now = view.now_ns.max(1);
     let final_snap = Snapshot {
         rows: view.rows(&name, &dec, now + 1_000_000_000),
@@ -262,6 +272,9 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     );
     if let Some(f) = &counters.filter {
         eprintln!("live: {}: {}", a.capture.interface, ddscope_monitor::kfilter::closing_line(f));
+    }
+    if let Some(d) = a.domain {
+        eprintln!("live: --domain {d}: left out {} submessages and {} samples of other or unknown domains", left_out.0, left_out.1);
     }
     Ok(0)
 }

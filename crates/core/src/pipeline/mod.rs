@@ -18,7 +18,7 @@ mod stages;
 
 pub use bandwidth::{Bandwidth, BandwidthBin, BANDWIDTH_BIN_NS};
 pub use feed::{CorrelationFeed, IDLE_WATERMARK_EVERY_NS, WATERMARK_EVERY_NS};
-pub use stages::FrameWriter;
+pub use stages::{DomainFilter, FrameWriter};
 
 use crate::decode::{Decoder, DecoderConfig};
 use crate::events::SubmsgEvent;

@@ -42,3 +42,51 @@ impl<W: std::io::Write> Analysis for FrameWriter<W> {
         }
     }
 }
+
+/// Only one DDS domain reaches `inner` (`live --domain`, `agent --domain`):
+/// submessages whose domain ([`SubmsgEvent::domain`]: the writer's, else the
+/// announced endpoint's, else the destination port's) is another or unknown,
+/// and samples of another or an unknown domain, are left out and counted.
+/// Frames and idle ticks all pass: capture counters, `--write` files and
+/// watermarks stay those of the whole capture.
+pub struct DomainFilter<A> {
+    pub domain: Option<u32>,
+    pub inner: A,
+    /// Submessages left out (another domain, or none known).
+    pub events_left_out: u64,
+    /// Sample records left out.
+    pub samples_left_out: u64,
+}
+
+impl<A> DomainFilter<A> {
+    /// `domain: None` passes everything.
+    pub fn new(domain: Option<u32>, inner: A) -> Self {
+        DomainFilter { domain, inner, events_left_out: 0, samples_left_out: 0 }
+    }
+}
+
+impl<A: Analysis> Analysis for DomainFilter<A> {
+    fn frame(&mut self, p: &crate::source::Packet<'_>) {
+        self.inner.frame(p)
+    }
+    fn event(&mut self, e: &SubmsgEvent) {
+        if self.domain.is_none() || e.domain() == self.domain {
+            self.inner.event(e)
+        } else {
+            self.events_left_out += 1;
+        }
+    }
+    fn sample(&mut self, r: &SampleRecord) {
+        if self.domain.is_none() || r.topic.as_ref().and_then(|t| t.domain) == self.domain {
+            self.inner.sample(r)
+        } else {
+            self.samples_left_out += 1;
+        }
+    }
+    fn idle(&mut self, now_ns: i64) {
+        self.inner.idle(now_ns)
+    }
+    fn end(&mut self) {
+        self.inner.end()
+    }
+}
