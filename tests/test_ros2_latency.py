@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import pathlib
 import subprocess
 
@@ -258,6 +259,25 @@ def test_text_output_prints_the_chain_and_its_layers(run, ddscope):
     for c in table:
         assert int(c[-8]) == n, c  # every layer counted for every instance
     assert f"ros2 join:" in cp.stderr
+
+
+def test_trace_caps_are_settable_and_their_evictions_reported(run, ddscope):
+    """The ROS 2 layer's caps are `ddscope limits` keys (section `trace`): set tiny, the join and the
+    assembler must report what they dropped; at the defaults this run drops nothing (oracle: the
+    lab's ground truth, which the default run's rows equal in the tests above)."""
+    distro, out, truth, off = run
+    cp = ddscope("latency", out, "--path", ",".join(CHAIN))
+    assert "dropped before their window ended" not in cp.stderr and "evicted (caps)" not in cp.stderr, cp.stderr
+    cp = ddscope("latency", out, "--path", ",".join(CHAIN), "--limit", "trace.max_publishes=2", "--limit", "trace.max_takes=2",
+                 "--limit", "trace.max_threads=1", "--limit", "trace.max_hops=2")
+    m = re.search(r"ros2 join: .*?(\d+) publishes and (\d+) take keys dropped before their window ended", cp.stderr)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, cp.stderr
+    m = re.search(r"trace \S+: .*?(\d+) threads and \d+ publisher counters evicted \(caps\)", cp.stderr)
+    assert m and int(m.group(1)) > 0, cp.stderr
+    m = re.search(r"chains: (\d+) hops and \d+ paths evicted", cp.stderr)
+    assert m and int(m.group(1)) > 0, cp.stderr
+    cp = ddscope("latency", out, "--limit", "trace.max_takes=0", check=False)
+    assert cp.returncode != 0 and "trace.max_takes" in cp.stderr, cp.stderr
 
 
 def test_path_auto_lists_the_chain(run, ddscope):

@@ -21,6 +21,9 @@
 
 use crate::decode::DecoderConfig;
 use crate::latency::CorrelatorConfig;
+use crate::ros2::chain::ChainConfig;
+use crate::ros2::join::JoinConfig;
+use crate::ros2::AssembleConfig;
 use crate::samples::SampleConfig;
 use crate::topics::TopicsConfig;
 use ddscope_traffic::units::Bytes;
@@ -49,6 +52,33 @@ impl Default for CorrelationCaps {
     }
 }
 
+/// The caps of the ROS 2 layer: the trace assembler's tables, the join's
+/// waiting publishes and takes, and the chain tracker's (the rest of
+/// [`AssembleConfig`], [`JoinConfig`] and [`ChainConfig`] is chosen per run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceCaps {
+    pub max_threads: usize,
+    pub max_publishers: usize,
+    pub max_publishes: usize,
+    pub max_takes: usize,
+    pub max_hops: usize,
+    pub max_paths: usize,
+}
+
+impl Default for TraceCaps {
+    fn default() -> Self {
+        let (a, j, c) = (AssembleConfig::default(), JoinConfig::default(), ChainConfig::default());
+        TraceCaps {
+            max_threads: a.max_threads,
+            max_publishers: a.max_publishers,
+            max_publishes: j.max_publishes,
+            max_takes: j.max_takes,
+            max_hops: c.max_hops,
+            max_paths: c.max_paths,
+        }
+    }
+}
+
 /// Every cap of the decode → samples → topics → correlation path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -58,6 +88,8 @@ pub struct Limits {
     pub correlation: CorrelationCaps,
     /// Caps of the any-UDP flow analysis (`flows`).
     pub flows: crate::flows::FlowConfig,
+    /// Caps of the ROS 2 layer (traces joined to the wire).
+    pub trace: TraceCaps,
 }
 
 /// How a key's value is written.
@@ -155,6 +187,12 @@ limits! {
     "udp_flows"."max_flows" => flows.max_flows: Count, "UDP flows (5-tuples) measured across capture points (least recently active evicted first)";
     "udp_flows"."max_pending" => flows.max_pending: Count, "UDP datagrams awaiting judgement (oldest evicted first, unjudged)";
     "udp_flows"."max_reorder_span" => flows.max_reorder_span: Count, "receive positions kept per flow and capture point for reordering";
+    "trace"."max_threads" => trace.max_threads: Count, "traced threads with an open publish, take or callback (least recently active closed first)";
+    "trace"."max_publishers" => trace.max_publishers: Count, "publishers whose publishes are counted for the publish-order join";
+    "trace"."max_publishes" => trace.max_publishes: Count, "traced publishes waiting for their wire sample (oldest judged early)";
+    "trace"."max_takes" => trace.max_takes: Count, "traced takes waiting for their wire sample (oldest judged early)";
+    "trace"."max_hops" => trace.max_hops: Count, "chain hops waiting for the next hop (oldest closed first)";
+    "trace"."max_paths" => trace.max_paths: Count, "distinct topic chains found and measured";
 }
 
 fn sections() -> Vec<&'static str> {
@@ -240,9 +278,14 @@ impl Limits {
         out
     }
 
-    /// `base` with the correlator caps of these limits.
-    pub fn correlator(&self, base: CorrelatorConfig) -> CorrelatorConfig {
+    /// `base` with the correlator caps of these limits (its ROS 2 join and chains too).
+    pub fn correlator(&self, mut base: CorrelatorConfig) -> CorrelatorConfig {
         let c = &self.correlation;
+        let t = &self.trace;
+        base.ros.join.max_publishes = t.max_publishes;
+        base.ros.join.max_takes = t.max_takes;
+        base.ros.chain.max_hops = t.max_hops;
+        base.ros.chain.max_paths = t.max_paths;
         CorrelatorConfig {
             max_pending_samples: c.max_pending_samples,
             max_pending_submessages: c.max_pending_submessages,
@@ -251,6 +294,11 @@ impl Limits {
             max_flow_bytes: c.max_flow_bytes,
             ..base
         }
+    }
+
+    /// The trace assembler's caps, with `max_open_ns` (chosen per run).
+    pub fn assembler(&self, max_open_ns: i64) -> AssembleConfig {
+        AssembleConfig { max_threads: self.trace.max_threads, max_publishers: self.trace.max_publishers, max_open_ns }
     }
 
     /// The sample tracker's caps with another inactivity timeout (the

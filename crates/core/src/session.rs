@@ -51,6 +51,8 @@ pub struct LatencyOptions {
     /// The correlator's caps (captures, offsets, window, period and row
     /// levels are taken from the fields above).
     pub correlator: CorrelatorConfig,
+    /// The trace assembler's caps (its open-state timeout follows the window).
+    pub assemble: crate::ros2::AssembleConfig,
     /// The chain to measure end to end (topics in order), with traces.
     pub path: Option<Vec<String>>,
     /// Emit one chain row per hop of every instance of `path`.
@@ -69,6 +71,7 @@ impl Default for LatencyOptions {
             decoder: DecoderConfig::default(),
             samples: SampleConfig::default(),
             correlator: CorrelatorConfig::default(),
+            assemble: Default::default(),
             path: None,
             chain_rows: false,
         }
@@ -319,7 +322,7 @@ pub fn run_latency_traced(
         correlator.add_trace(host);
         opened.push((t, reader));
     }
-    let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns };
+    let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns, assemble: o.assemble };
     let (outcomes, traces) = correlate_inputs(&captures, opened, decoding, &mut correlator, progress, out, chain_out)?;
     Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth, traces })
 }

@@ -79,6 +79,8 @@ pub struct ServeConfig {
     pub caps: StateCaps,
     /// Caps of the correlator's tables (pending samples, writers, flows).
     pub correlation: ddscope_core::limits::CorrelationCaps,
+    /// The ROS 2 join's and chains' caps (`ddscope limits`, section `trace`).
+    pub trace: ddscope_core::limits::TraceCaps,
     /// An end-to-end chain (topics in order) to measure from the agents' traces; without it the chains found are listed.
     pub chain_path: Option<Vec<String>>,
     /// Also accept OTLP/gRPC (the Collector's load-balancing exporter) on this address (docs/scale-out.md).
@@ -108,6 +110,7 @@ impl ServeConfig {
             limits: HttpLimits::default(),
             caps: StateCaps::default(),
             correlation: Default::default(),
+            trace: Default::default(),
             chain_path: None,
             otlp_grpc: None,
             otlp_end_grace: Duration::from_secs(2),
@@ -357,7 +360,7 @@ pub struct Central {
 
 impl Central {
     pub fn new(cfg: ServeConfig) -> Self {
-        let caps = ddscope_core::limits::Limits { correlation: cfg.correlation, ..Default::default() };
+        let caps = ddscope_core::limits::Limits { correlation: cfg.correlation, trace: cfg.trace, ..Default::default() };
         let corr = Correlator::new(
             caps.correlator(CorrelatorConfig {
                 captures: vec![],

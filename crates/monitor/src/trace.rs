@@ -32,6 +32,8 @@ pub struct TraceFollowConfig {
     pub max_queued: usize,
     /// While the session is idle, the trace watermark is CLOCK_REALTIME minus this.
     pub lag_ns: i64,
+    /// The assembler's caps (`ddscope limits`, section `trace`).
+    pub assemble: AssembleConfig,
 }
 
 /// What the follower did so far (the agent's counters JSON, /metrics, closing line).
@@ -200,7 +202,7 @@ impl Drop for TraceFollower {
 }
 
 fn follow(mut reader: TraceReader, cfg: TraceFollowConfig, q: TraceQueue, stop: Arc<AtomicBool>) {
-    let mut asm = Assembler::new(AssembleConfig::default());
+    let mut asm = Assembler::new(cfg.assemble);
     let mut idle = Duration::from_millis(1);
     let mut n = 0u64;
     let publish_stats = |reader: &TraceReader, asm: &Assembler, q: &TraceQueue| {

@@ -270,7 +270,7 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
     let url = |s: &str| format!("net://localhost:{}/host/{}/{}", relayd.viewer, hostname(), s);
 
     // Both agents attach before the sessions exist (as on a robot where the agent starts first).
-    let follow = |s: &str| TraceFollower::start(TraceFollowConfig { url: url(s), max_queued: 100_000, lag_ns: 2_000_000_000 }).expect("follow");
+    let follow = |s: &str| TraceFollower::start(TraceFollowConfig { url: url(s), max_queued: 100_000, lag_ns: 2_000_000_000, assemble: Default::default() }).expect("follow");
     let (f1, f2) = (follow(&sessions[0]), follow(&sessions[1]));
 
     // As lab/tracegen/record.sh does (and under its lock: a UST session records every traced

@@ -145,7 +145,9 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
             if !url.starts_with("net://") {
                 anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
             }
-            let cfg = ddscope_monitor::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64 };
+            let cfg = ddscope_monitor::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64,
+                assemble: limits.assembler(ddscope_core::ros2::AssembleConfig::default().max_open_ns),
+            };
             let f = ddscope_monitor::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
             eprintln!("agent {}: following the live trace session {url}", a.name);
             Some(f)

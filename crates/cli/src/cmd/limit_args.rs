@@ -57,6 +57,7 @@ pub fn apply(l: &Limits, o: &mut ddscope_core::session::LatencyOptions) {
     o.decoder = l.decoder;
     o.samples = l.samples;
     o.correlator = l.correlator(o.correlator.clone());
+    o.assemble = l.assembler(o.assemble.max_open_ns);
 }
 
 /// A number as a TOML integer, anything else as a TOML string.

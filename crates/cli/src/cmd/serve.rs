@@ -142,6 +142,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         ..HttpLimits::default()
     };
     let caps = StateCaps { max_series: a.max_series as usize, state_flows: a.max_state_flows as usize, ..StateCaps::default() };
+    let resolved = a.caps.resolve()?;
     let cfg = ServeConfig {
         listen: a.listen,
         token: a.token,
@@ -149,7 +150,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         idle: a.idle,
         limits,
         caps,
-        correlation: a.caps.resolve()?.correlation,
+        correlation: resolved.correlation,
+        trace: resolved.trace,
         chain_path: match a.path {
             Some(crate::args::PathArg::Topics(t)) => Some(t),
             _ => None,

@@ -47,6 +47,8 @@ pub struct FileDecoding {
     pub samples: SampleConfig,
     /// The correlation window: a trace's open publish/take/callback older than this is closed.
     pub window_ns: i64,
+    /// The trace assembler's caps (its `max_open_ns` is the window when there is one).
+    pub assemble: AssembleConfig,
 }
 
 /// Runs the correlation over `inputs`; rows go to `out` as they are judged.
@@ -118,8 +120,8 @@ pub fn correlate_inputs(
     for (input, reader) in traces {
         let (tx, rx) = sync_channel::<TraceMsg>(8);
         receivers.push(Input::Trace(rx));
-        let open = if decoding.window_ns > 0 { decoding.window_ns } else { AssembleConfig::default().max_open_ns };
-        let cfg = AssembleConfig { max_open_ns: open, ..AssembleConfig::default() };
+        let open = if decoding.window_ns > 0 { decoding.window_ns } else { decoding.assemble.max_open_ns };
+        let cfg = AssembleConfig { max_open_ns: open, ..decoding.assemble };
         handles.push(std::thread::spawn(move || {
             let outcome = crate::ros2::source::run(&input, reader, cfg, BATCH, &mut |items| {
                 let _ = tx.send(TraceMsg::Items(items));
