@@ -19,6 +19,7 @@
 //!    from the raw events.
 //! Needs root (LTTng session daemon), lttng-tools, python3-bt2 and lab/build.
 
+use ddscope_testkit::lttng::{hostname, start_relayd};
 use ddscope_core::latency::files::CaptureInput;
 use ddscope_core::ros2::TraceInput;
 use ddscope_core::session::{self, LatencyOptions};
@@ -34,58 +35,14 @@ use ddscope_testkit::{sedp_endpoint, udp_frames, FrameOptions, InterfaceOptions,
 use ddscope_wire::{EntityId, Guid, GuidPrefix};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
-}
-
-struct Relayd {
-    child: Child,
-    viewer: u16,
-    ctrl: u16,
-    data: u16,
-}
-
-impl Drop for Relayd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_relayd(out: &Path) -> Relayd {
-    // Three ports free now, held at once so they differ (a pid-derived port could be an
-    // ephemeral port of another connection).
-    let held: Vec<std::net::TcpListener> = (0..3).map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)).expect("a free port")).collect();
-    let port = |i: usize| held[i].local_addr().expect("a bound port").port();
-    let (ctrl, data, viewer) = (port(0), port(1), port(2));
-    drop(held);
-    let child = Command::new("lttng-relayd")
-        .arg(format!("--control-port=tcp://localhost:{ctrl}"))
-        .arg(format!("--data-port=tcp://localhost:{data}"))
-        .arg(format!("--live-port=tcp://localhost:{viewer}"))
-        .arg(format!("--output={}", out.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lttng-relayd (Debian: lttng-tools)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", viewer)).is_err() {
-        assert!(Instant::now() < deadline, "lttng-relayd did not listen on {viewer}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Relayd { child, viewer, ctrl, data }
-}
-
-fn hostname() -> String {
-    let o = Command::new("hostname").output().expect("hostname");
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn tracegen() -> PathBuf {

@@ -7,6 +7,8 @@
 //!
 //! A dev/test-support crate: nothing in ddscope's binary depends on it.
 
+pub mod lttng;
+
 use ddscope_wire::ip::{Ipv4Repr, Ipv6FragmentRepr, Ipv6Repr, EXT_FRAGMENT, PROTO_UDP};
 use ddscope_wire::link::{emit_ethernet, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN};
 use ddscope_wire::locator::Locator;
