@@ -282,11 +282,20 @@ mod tests {
     fn reads_this_process() {
         let me = std::process::id() as i32;
         let before = read_process(Path::new("/proc"), me).unwrap();
-        // spin 300 ms on this thread: the process's CPU time grows by about that much
-        let t = std::time::Instant::now();
+        // Spin until this thread has run 300 ms on a CPU by the scheduler's own account
+        // (/proc/thread-self/schedstat, ns; not the ticks read_process reads), however long
+        // that takes on a busy machine: the process's CPU time grows by at least about that much.
+        let ran_ns = || -> u64 {
+            let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+            s.split_whitespace().next().and_then(|v| v.parse().ok()).expect("schedstat runtime")
+        };
+        let (start, deadline) = (ran_ns(), std::time::Instant::now() + std::time::Duration::from_secs(60));
         let mut x = 0u64;
-        while t.elapsed() < std::time::Duration::from_millis(300) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while ran_ns() - start < 300_000_000 {
+            assert!(std::time::Instant::now() < deadline, "this thread did not get 300 ms of CPU in 60 s");
+            for _ in 0..10_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
         let p = read_process(Path::new("/proc"), me).unwrap();
