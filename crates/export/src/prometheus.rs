@@ -937,38 +937,13 @@ mod tests {
 
     fn row(level: Level, status: &'static str, lat: Option<i64>) -> LatencyRow {
         LatencyRow {
-            level,
-            topic: Some(Arc::new(TopicNames::new("rt/image", "T"))),
-            writer_id: Guid::default(),
-            sn: 1,
-            fragment_starting_num: None,
-            sender: Arc::from("pc1"),
-            receiver: Arc::from("pc2"),
             sample_size: Some(10),
             frags_expected: Some(1),
-            status,
-            sender_first_ts_ns: 0,
-            sender_first_ip_ts_ns: 0,
-            sender_last_ts_ns: None,
-            receiver_first_ts_ns: None,
-            receiver_last_ts_ns: None,
             latency_ns: lat,
             first_first_ns: lat,
             last_last_ns: lat,
-            jitter_ns: None,
-            sender_retransmitted_frags: 0,
-            receiver_duplicate_frags: 0,
             repaired: status == "delivered" && lat == Some(3_000_000),
-            timing: None,
-            period_ns: None,
-            app_publish_ts_ns: None,
-            app_receive_ts_ns: None,
-            app_latency_ns: None,
-            sender_stack_ns: None,
-            receiver_stack_ns: None,
-            source_ts_ns: None,
-            source_ts_to_wire_ns: None,
-            ros: None,
+            ..LatencyRow::new(level, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 1, Arc::from("pc1"), Arc::from("pc2"), status, 0)
         }
     }
 

@@ -738,38 +738,18 @@ mod tests {
     fn row(topic: &str, sender: &str, t: i64) -> LatencyRow {
         use ddscope_core::discovery::TopicNames;
         LatencyRow {
-            level: Level::Message,
-            topic: Some(Arc::new(TopicNames::new(&format!("rt{topic}"), "T"))),
-            writer_id: ddscope_wire::Guid::parse_hex("0110aaaa010203040506070800001203").unwrap(),
-            sn: 1,
-            fragment_starting_num: None,
-            sender: Arc::from(sender),
-            receiver: Arc::from("rx"),
             sample_size: Some(10),
-            frags_expected: None,
-            status: "delivered",
-            sender_first_ts_ns: t,
-            sender_first_ip_ts_ns: t,
-            sender_last_ts_ns: None,
-            receiver_first_ts_ns: None,
-            receiver_last_ts_ns: None,
             latency_ns: Some(1000),
-            first_first_ns: None,
-            last_last_ns: None,
-            jitter_ns: None,
-            sender_retransmitted_frags: 0,
-            receiver_duplicate_frags: 0,
-            repaired: false,
-            timing: None,
-            period_ns: None,
-            app_publish_ts_ns: None,
-            app_receive_ts_ns: None,
-            app_latency_ns: None,
-            sender_stack_ns: None,
-            receiver_stack_ns: None,
-            source_ts_ns: None,
-            source_ts_to_wire_ns: None,
-            ros: None,
+            ..LatencyRow::new(
+                Level::Message,
+                Some(Arc::new(TopicNames::new(&format!("rt{topic}"), "T"))),
+                ddscope_wire::Guid::parse_hex("0110aaaa010203040506070800001203").unwrap(),
+                1,
+                Arc::from(sender),
+                Arc::from("rx"),
+                "delivered",
+                t,
+            )
         }
     }
 

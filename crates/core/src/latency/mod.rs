@@ -550,6 +550,57 @@ pub struct RosColumns {
 }
 
 impl LatencyRow {
+    /// A row of `sample` (writer, sn) from `sender` to `receiver` first seen at
+    /// `sender_first_ts_ns` (also its first IP fragment's time), with every
+    /// measurement empty: callers set what they measured
+    /// (`LatencyRow { latency_ns: …, ..LatencyRow::new(…) }`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        level: Level,
+        topic: Option<Arc<TopicNames>>,
+        writer_id: Guid,
+        sn: i64,
+        sender: Arc<str>,
+        receiver: Arc<str>,
+        status: &'static str,
+        sender_first_ts_ns: i64,
+    ) -> LatencyRow {
+        LatencyRow {
+            level,
+            topic,
+            writer_id,
+            sn,
+            fragment_starting_num: None,
+            sender,
+            receiver,
+            sample_size: None,
+            frags_expected: None,
+            status,
+            sender_first_ts_ns,
+            sender_first_ip_ts_ns: sender_first_ts_ns,
+            sender_last_ts_ns: None,
+            receiver_first_ts_ns: None,
+            receiver_last_ts_ns: None,
+            latency_ns: None,
+            first_first_ns: None,
+            last_last_ns: None,
+            jitter_ns: None,
+            sender_retransmitted_frags: 0,
+            receiver_duplicate_frags: 0,
+            repaired: false,
+            timing: None,
+            period_ns: None,
+            app_publish_ts_ns: None,
+            app_receive_ts_ns: None,
+            app_latency_ns: None,
+            sender_stack_ns: None,
+            receiver_stack_ns: None,
+            source_ts_ns: None,
+            source_ts_to_wire_ns: None,
+            ros: None,
+        }
+    }
+
     /// The join used for this row (`none` without traces).
     pub fn join(&self) -> Join {
         self.ros.as_ref().and_then(|r| r.join).unwrap_or(Join::None)
@@ -883,38 +934,18 @@ impl Correlator {
             }
             if self.cfg.message_rows {
                 out(LatencyRow {
-                    level: Level::Message,
-                    topic: topic.clone(),
-                    writer_id: p.rec.writer.unwrap_or_default(),
-                    sn: sn.unwrap_or(0),
-                    fragment_starting_num: None,
-                    sender: host_name.clone(),
-                    receiver: host_name.clone(),
-                    sample_size: None,
-                    frags_expected: None,
-                    status: Status::SameHost.as_str(),
-                    sender_first_ts_ns: rmw,
-                    sender_first_ip_ts_ns: rmw,
-                    sender_last_ts_ns: None,
-                    receiver_first_ts_ns: None,
-                    receiver_last_ts_ns: None,
-                    latency_ns: None,
-                    first_first_ns: None,
-                    last_last_ns: None,
-                    jitter_ns: None,
-                    sender_retransmitted_frags: 0,
-                    receiver_duplicate_frags: 0,
-                    repaired: false,
-                    timing: None,
-                    period_ns: None,
-                    app_publish_ts_ns: None,
-                    app_receive_ts_ns: None,
-                    app_latency_ns: None,
-                    sender_stack_ns: None,
-                    receiver_stack_ns: None,
                     source_ts_ns: Some(ts),
-                    source_ts_to_wire_ns: None,
                     ros: Some(Box::new(cols)),
+                    ..LatencyRow::new(
+                        Level::Message,
+                        topic.clone(),
+                        p.rec.writer.unwrap_or_default(),
+                        sn.unwrap_or(0),
+                        host_name.clone(),
+                        host_name.clone(),
+                        Status::SameHost.as_str(),
+                        rmw,
+                    )
                 });
             }
         }
@@ -1265,38 +1296,19 @@ impl Correlator {
                 flow.retransmitted_bytes += snd.retransmitted_bytes;
             }
             let mut row = LatencyRow {
-                level: Level::Message,
-                topic: topic.clone(),
-                writer_id: writer,
-                sn,
-                fragment_starting_num: None,
-                sender: sender_name.clone(),
-                receiver: self.names[r].clone(),
                 sample_size: Some(snd.sample_size),
                 frags_expected: Some(snd.frags_expected),
-                status: Status::Lost.as_str(),
-                sender_first_ts_ns: snd.first_ts,
                 sender_first_ip_ts_ns: snd.first_ip_ts,
                 sender_last_ts_ns: Some(snd.last_ts),
-                receiver_first_ts_ns: None,
-                receiver_last_ts_ns: None,
-                latency_ns: None,
-                first_first_ns: None,
-                last_last_ns: None,
-                jitter_ns: None,
                 sender_retransmitted_frags: snd.retransmitted_frags,
-                receiver_duplicate_frags: 0,
                 repaired,
                 timing: Some(Timing::Lost.as_str()),
                 period_ns: period,
                 app_publish_ts_ns: publish.map(|p| p.t_ns),
-                app_receive_ts_ns: None,
-                app_latency_ns: None,
                 sender_stack_ns: publish.map(|p| snd.first_ts.saturating_sub(p.t_ns)),
-                receiver_stack_ns: None,
                 source_ts_ns: sts,
                 source_ts_to_wire_ns: src_to_wire,
-                ros: None,
+                ..LatencyRow::new(Level::Message, topic.clone(), writer, sn, sender_name.clone(), self.names[r].clone(), Status::Lost.as_str(), snd.first_ts)
             };
             if let Some(s) = row.sender_stack_ns {
                 flow.layer(Layer::SenderStack, s);
@@ -1493,38 +1505,23 @@ impl Correlator {
             self.reweigh(&key);
             if self.cfg.submessage_rows {
                 out(LatencyRow {
-                    level: Level::Submessage,
-                    topic: topic.clone(),
-                    writer_id: writer,
-                    sn,
                     fragment_starting_num: Some(frag),
-                    sender: self.names[sender].clone(),
-                    receiver: self.names[r].clone(),
-                    sample_size: None,
-                    frags_expected: None,
-                    status: Status::Delivered.as_str(),
-                    sender_first_ts_ns: s_first_ip,
-                    sender_first_ip_ts_ns: s_first_ip,
                     sender_last_ts_ns: Some(s_last),
-                    receiver_first_ts_ns: None,
                     receiver_last_ts_ns: Some(r_last),
                     latency_ns: Some(lat),
-                    first_first_ns: None,
-                    last_last_ns: None,
-                    jitter_ns: None,
                     sender_retransmitted_frags: s_dups,
                     receiver_duplicate_frags: r_dups,
                     repaired: s_dups > 0 || r_dups > 0,
-                    timing: None,
-                    period_ns: None,
-                    app_publish_ts_ns: None,
-                    app_receive_ts_ns: None,
-                    app_latency_ns: None,
-                    sender_stack_ns: None,
-                    receiver_stack_ns: None,
-                    source_ts_ns: None,
-                    source_ts_to_wire_ns: None,
-                    ros: None,
+                    ..LatencyRow::new(
+                        Level::Submessage,
+                        topic.clone(),
+                        writer,
+                        sn,
+                        self.names[sender].clone(),
+                        self.names[r].clone(),
+                        Status::Delivered.as_str(),
+                        s_first_ip,
+                    )
                 });
             }
         }
