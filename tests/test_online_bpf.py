@@ -47,8 +47,8 @@ pytestmark = pytest.mark.usefixtures("needs_root")
 FRAME_NUMBER_COLUMNS = {"first_frame", "last_frame", "frame"}
 
 
-def wrapper(tmp_path, exe):
-    """An executable the lab runs as `WRAPPER agent -i IFACE --name HOST`: a filtered live capture."""
+def wrapper(tmp_path, exe, mode="--kernel-filter"):
+    """An executable the lab runs as `WRAPPER agent -i IFACE --name HOST`: a live capture with MODE."""
     # live drops root's privileges before it writes the file: a directory anyone can reach
     # (pytest's tmp_path is under 0700 directories).
     kf = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-kf-"))
@@ -58,10 +58,10 @@ def wrapper(tmp_path, exe):
 # $1=agent $2=-i $3=IFACE $4=--name $5=HOST; the lab's other uses of DDSCOPE_BIN go to ddscope itself
 [ "$1" = agent ] || exec "{exe}" "$@"
 log="{kf}/$5.log"
-"{exe}" live -i "$3" --kernel-filter --batched --write "{kf}/$5.pcapng" >"{kf}/$5.out" 2>"$log" &
+"{exe}" live -i "$3" {mode} --batched --write "{kf}/$5.pcapng" >"{kf}/$5.out" 2>"$log" &
 pid=$!
 trap 'kill -INT $pid' INT TERM
-for i in $(seq 100); do grep -q "in-kernel filter" "$log" && break; sleep 0.1; done
+for i in $(seq 100); do grep -q "in-kernel" "$log" && break; sleep 0.1; done
 echo "capturing on $3: $(head -1 "$log")" >&2
 wait $pid
 wait $pid
@@ -83,17 +83,21 @@ def topic_rows(ddscope, capture):
     return [{k: v for k, v in r.items() if k not in ("capture", "file")} for r in rows]
 
 
+@pytest.mark.parametrize("mode", ["--kernel-filter", "--kernel-records"])
 @pytest.mark.parametrize("layout", ["cyclone", "fastdds"])
-def test_filtered_capture_gives_the_same_rows_as_full_frames(ddscope, repo, tmp_path, layout):
+def test_filtered_capture_gives_the_same_rows_as_full_frames(ddscope, repo, tmp_path, layout, mode):
+    """Both in-kernel modes; records mode: the capture socket receives only
+    discovery and non-RTPS frames, every other frame is rebuilt from the
+    kernel's record of it (time, length, the bytes the analyses read)."""
     exe = ddscope_bin()
-    kf = wrapper(tmp_path, exe)
+    kf = wrapper(tmp_path, exe, mode)
     try:
-        check_equivalence(ddscope, repo, tmp_path, layout, exe, kf)
+        check_equivalence(ddscope, repo, tmp_path, layout, exe, kf, mode)
     finally:
         shutil.rmtree(kf, ignore_errors=True)
 
 
-def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
+def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf, mode):
     run = tmp_path / "run"
     extra = ["--vendor", "filter=fastdds"] if layout == "fastdds" else []
     env = dict(os.environ, DDSCOPE_BIN=str(tmp_path / "kf-capture.sh"))
@@ -115,7 +119,7 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
             f"lab run failed:\n{cp.stdout}\n{cp.stderr}"
     logs = {h: (kf / f"{h}.log").read_text() for h in ("pc1", "pc2")}
     for h, log in logs.items():
-        assert "in-kernel filter attached" in log, log
+        assert ("in-kernel records attached" if mode == "--kernel-records" else "in-kernel filter attached") in log, log
         assert "dropped 0" in log, log  # nothing lost to ring overflow in either capture
 
     # Latency rows: both hosts, every sample, every column but frame numbers
@@ -153,6 +157,16 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
                 for x, y in zip(a, b) if x != y]
         assert a and len(a) == len(b) and not diff, f"{h}: (full frames, filtered) {diff}"
 
+    if mode == "--kernel-records":
+        for h, log in logs.items():
+            c = records_counts(log)
+            received = int(re.search(r"kernel: received (\d+)", log).group(1))
+            # Every user-data frame came as a record, with its kernel timestamp; the socket
+            # received only discovery and the like (and the frames before the program was attached).
+            assert c["records"] > 2000 and c["no_tstamp"] == 0, log
+            assert received <= c["passed"] + 50 and received * 5 < c["records"], log
+            assert "0 bad records" in log and "0 for a full record ring" in log, log
+        return
     left = {h: int(re.search(r"(\d+) fragments left out", log).group(1)) for h, log in logs.items()}
     # Neither layout leaves anything out (see docs/online.md): Cyclone has a header in
     # almost every IP fragment, Fast DDS ends each 64 KB datagram with a vendor-specific

@@ -301,9 +301,11 @@ int ddscope_capture(struct __sk_buff *skb)
 /* ------------------------------------------------------------------------
  * Records mode (ddscope_records; docs/online.md, "In-kernel records").
  *
- * The socket gets only what must pass whole: discovery (even UDP
- * destination port) and everything that is not RTPS user traffic over IPv4
- * UDP. Of every other frame the program writes ONE record into RECORDS and
+ * The socket gets only what must pass whole: discovery (a datagram passes
+ * whole from the first DATA / DATA_FRAG of a built-in writer on: the
+ * analyses read discovery samples entirely; whatever the ports, as Fast DDS
+ * may use even ports for user data) and everything that is not RTPS over
+ * IPv4 UDP. Of every other frame the program writes ONE record into RECORDS and
  * returns 0 (the packet socket receives nothing): the frame's timestamp
  * (skb->tstamp, the very value the packet socket would have used), its length
  * and the bytes the analyses read as (offset, length, bytes) segments:
@@ -395,8 +397,10 @@ static __always_inline int seg(struct __sk_buff *skb, struct record *r, __u32 of
 }
 
 /* Like walk(), for records: the bytes the analyses read in [off, end) of the
- * IP payload become segments. -1: this frame passes whole (st->whole set
- * when the rest of the datagram must too). */
+ * IP payload become segments. < 0: this frame and the rest of the datagram
+ * pass whole (st->whole set): -1 the program cannot follow it, -2 a
+ * discovery sample (a DATA / DATA_FRAG of a built-in writer, entity kind
+ * 0xc0 set: all its bytes are read) starts here. */
 static __always_inline int walk_rec(struct __sk_buff *skb, struct record *r, __u32 l4, struct frag_state *st, __u32 off, __u32 end)
 {
 	if (st->need_end > off) {
@@ -416,8 +420,18 @@ static __always_inline int walk_rec(struct __sk_buff *skb, struct record *r, __u
 		__u32 octets = (h[1] & 1) ? (__u32)h[2] | ((__u32)h[3] << 8) : ((__u32)h[2] << 8) | h[3];
 		__u32 len = octets ? 4 + octets : st->total - at;
 		__u32 need = len;
-		if ((h[0] == SUBMSG_DATA || h[0] == SUBMSG_DATA_FRAG) && !(h[1] & 2) && need > KEEP_DATA)
-			need = KEEP_DATA;
+		if (h[0] == SUBMSG_DATA || h[0] == SUBMSG_DATA_FRAG) {
+			/* writerId's entity kind: the last byte of the fixed fields' writerId */
+			__u8 kind;
+			if (at + 16 > end || bpf_skb_load_bytes(skb, l4 + (at - off) + 15, &kind, 1) < 0)
+				goto give_up;
+			if ((kind & 0xc0) == 0xc0) {
+				st->whole = 1;
+				return -2;
+			}
+			if (!(h[1] & 2) && need > KEEP_DATA)
+				need = KEEP_DATA;
+		}
 		__u32 e = at + need < end ? at + need : end;
 		if (seg(skb, r, l4 + (at - off), e - at) < 0)
 			goto give_up;
@@ -501,10 +515,9 @@ int ddscope_records(struct __sk_buff *skb)
 		__u8 u[12];
 		if (plen < 28 || bpf_skb_load_bytes(skb, l4, u, 12) < 0)
 			return pass(whole);
-		__u32 dport = ((__u32)u[2] << 8) | u[3];
 		__u32 ulen = ((__u32)u[4] << 8) | u[5];
-		if ((dport & 1) == 0 || u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || ulen != plen)
-			return pass(whole); /* discovery, or not RTPS */
+		if (u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || ulen != plen)
+			return pass(whole); /* not RTPS */
 		struct frag_state st = {};
 		st.total = plen;
 		st.next = 8 + 20;
@@ -539,14 +552,13 @@ int ddscope_records(struct __sk_buff *skb)
 		__u8 u[12];
 		if (plen < 12 || bpf_skb_load_bytes(skb, l4, u, 12) < 0)
 			return pass(whole);
-		__u32 dport = ((__u32)u[2] << 8) | u[3];
 		fresh.total = ((__u32)u[4] << 8) | u[5];
 		fresh.covered = plen;
 		fresh.next = 8 + 20;
 		fresh.need_end = 8 + 20;
 		fresh.seen_ns = bpf_ktime_get_ns();
-		if ((dport & 1) == 0 || u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || fresh.total < 28 || plen < 28)
-			fresh.whole = 1; /* discovery, or not RTPS: all of it */
+		if (u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || fresh.total < 28 || plen < 28)
+			fresh.whole = 1; /* not RTPS: all of it */
 		int ok = -1;
 		if (!fresh.whole && seg(skb, r, 0, l4 + 8 + 20) == 0)
 			ok = walk_rec(skb, r, l4, &fresh, 0, end);
