@@ -177,7 +177,8 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf, mode):
     assert left == {"pc1": 0, "pc2": 0}, left
 
 
-def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
+@pytest.mark.parametrize("mode", ["--kernel-filter", "--kernel-records"])
+def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path, mode):
     """Oracle: the number of datagrams this test sends; the capture without the
     filter writes every frame of them, and the notice is one line."""
     env = dict(os.environ, DDSCOPE_KFILTER_FAIL="1")
@@ -187,7 +188,7 @@ def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
-        live = subprocess.Popen(["ip", "netns", "exec", ns, ddscope_bin(), "live", "-i", "lo", "--kernel-filter", "--batched",
+        live = subprocess.Popen(["ip", "netns", "exec", ns, ddscope_bin(), "live", "-i", "lo", mode, "--batched",
                                  "--write", str(out / "lo.pcapng")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         first = live.stderr.readline()
         time.sleep(0.3)
@@ -203,8 +204,9 @@ def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
     finally:
         subprocess.run(["ip", "netns", "del", ns])
         shutil.rmtree(out, ignore_errors=True)
-    assert first.strip() == "live: in-kernel filter not used (loading disabled by DDSCOPE_KFILTER_FAIL); capturing every frame"
-    assert "in-kernel filter" not in rest, rest
+    what = "records" if mode == "--kernel-records" else "filter"
+    assert first.strip() == f"live: in-kernel {what} not used (loading disabled by DDSCOPE_KFILTER_FAIL); capturing every frame"
+    assert "in-kernel" not in rest, rest
     assert wrote and int(wrote.group(1)) == 20, rest
 
 
