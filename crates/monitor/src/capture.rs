@@ -355,6 +355,10 @@ impl LiveCapture {
             c.add(&k.counters());
         }
         c.add(&self.kf_user);
+        if c.records_mode {
+            // Every frame the program saw was passed to the socket or reported as a record.
+            c.frames = c.records + c.passed;
+        }
         Some(c)
     }
 
@@ -520,6 +524,8 @@ impl LiveCapture {
     fn drain_records(&mut self) {
         let Some(k) = self.kf.as_mut() else { return };
         while let Some(item) = k.next_record() {
+            // The program counts no records itself (no per-frame atomics): they are counted here.
+            self.kf_user.records += 1;
             match Record::parse(&item) {
                 Ok(r) => self.pending.push_back((r, Instant::now())),
                 Err(e) => {

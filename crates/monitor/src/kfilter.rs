@@ -255,7 +255,7 @@ impl KernelFilter {
             orphaned: 0,
             evicted: 0,
             records_mode: self.mode == Mode::Records,
-            records: get(7),
+            records: 0, // counted by user space as it reads them
             passed: get(8),
             no_tstamp: get(9),
             bad_records: 0,
