@@ -646,7 +646,8 @@ impl PacketSource for LiveCapture {
             self.try_reopen()?;
             return Ok(Poll::Idle);
         }
-        if self.cfg.kernel_records && self.kf.is_some() {
+        // (Also once the program is gone after a reopening: the records read before still go out.)
+        if self.cfg.kernel_records && (self.kf.is_some() || !self.pending.is_empty()) {
             return self.poll_records(on_packet);
         }
         let mut delivered = 0;
