@@ -47,8 +47,8 @@ pytestmark = pytest.mark.usefixtures("needs_root")
 FRAME_NUMBER_COLUMNS = {"first_frame", "last_frame", "frame"}
 
 
-def wrapper(tmp_path, exe):
-    """An executable the lab runs as `WRAPPER agent -i IFACE --name HOST`: a filtered live capture."""
+def wrapper(tmp_path, exe, mode="--kernel-filter"):
+    """An executable the lab runs as `WRAPPER agent -i IFACE --name HOST`: a live capture with MODE."""
     # live drops root's privileges before it writes the file: a directory anyone can reach
     # (pytest's tmp_path is under 0700 directories).
     kf = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-kf-"))
@@ -58,10 +58,10 @@ def wrapper(tmp_path, exe):
 # $1=agent $2=-i $3=IFACE $4=--name $5=HOST; the lab's other uses of DDSCOPE_BIN go to ddscope itself
 [ "$1" = agent ] || exec "{exe}" "$@"
 log="{kf}/$5.log"
-"{exe}" live -i "$3" --kernel-filter --batched --write "{kf}/$5.pcapng" >"{kf}/$5.out" 2>"$log" &
+"{exe}" live -i "$3" {mode} --batched --write "{kf}/$5.pcapng" >"{kf}/$5.out" 2>"$log" &
 pid=$!
 trap 'kill -INT $pid' INT TERM
-for i in $(seq 100); do grep -q "in-kernel filter" "$log" && break; sleep 0.1; done
+for i in $(seq 100); do grep -q "in-kernel" "$log" && break; sleep 0.1; done
 echo "capturing on $3: $(head -1 "$log")" >&2
 wait $pid
 wait $pid
@@ -83,17 +83,21 @@ def topic_rows(ddscope, capture):
     return [{k: v for k, v in r.items() if k not in ("capture", "file")} for r in rows]
 
 
+@pytest.mark.parametrize("mode", ["--kernel-filter", "--kernel-records"])
 @pytest.mark.parametrize("layout", ["cyclone", "fastdds"])
-def test_filtered_capture_gives_the_same_rows_as_full_frames(ddscope, repo, tmp_path, layout):
+def test_filtered_capture_gives_the_same_rows_as_full_frames(ddscope, repo, tmp_path, layout, mode):
+    """Both in-kernel modes; records mode: the capture socket receives only
+    discovery and non-RTPS frames, every other frame is rebuilt from the
+    kernel's record of it (time, length, the bytes the analyses read)."""
     exe = ddscope_bin()
-    kf = wrapper(tmp_path, exe)
+    kf = wrapper(tmp_path, exe, mode)
     try:
-        check_equivalence(ddscope, repo, tmp_path, layout, exe, kf)
+        check_equivalence(ddscope, repo, tmp_path, layout, exe, kf, mode)
     finally:
         shutil.rmtree(kf, ignore_errors=True)
 
 
-def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
+def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf, mode):
     run = tmp_path / "run"
     extra = ["--vendor", "filter=fastdds"] if layout == "fastdds" else []
     env = dict(os.environ, DDSCOPE_BIN=str(tmp_path / "kf-capture.sh"))
@@ -115,7 +119,7 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
             f"lab run failed:\n{cp.stdout}\n{cp.stderr}"
     logs = {h: (kf / f"{h}.log").read_text() for h in ("pc1", "pc2")}
     for h, log in logs.items():
-        assert "in-kernel filter attached" in log, log
+        assert ("in-kernel records attached" if mode == "--kernel-records" else "in-kernel filter attached") in log, log
         assert "dropped 0" in log, log  # nothing lost to ring overflow in either capture
 
     # Latency rows: both hosts, every sample, every column but frame numbers
@@ -153,6 +157,16 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
                 for x, y in zip(a, b) if x != y]
         assert a and len(a) == len(b) and not diff, f"{h}: (full frames, filtered) {diff}"
 
+    if mode == "--kernel-records":
+        for h, log in logs.items():
+            c = records_counts(log)
+            received = int(re.search(r"kernel: received (\d+)", log).group(1))
+            # Every user-data frame came as a record, with its kernel timestamp; the socket
+            # received only discovery and the like (and the frames before the program was attached).
+            assert c["records"] > 2000 and c["no_tstamp"] == 0, log
+            assert received <= c["passed"] + 50 and received * 5 < c["records"], log
+            assert "0 bad records" in log and "0 for a full record ring" in log, log
+        return
     left = {h: int(re.search(r"(\d+) fragments left out", log).group(1)) for h, log in logs.items()}
     # Neither layout leaves anything out (see docs/online.md): Cyclone has a header in
     # almost every IP fragment, Fast DDS ends each 64 KB datagram with a vendor-specific
@@ -163,7 +177,8 @@ def check_equivalence(ddscope, repo, tmp_path, layout, exe, kf):
     assert left == {"pc1": 0, "pc2": 0}, left
 
 
-def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
+@pytest.mark.parametrize("mode", ["--kernel-filter", "--kernel-records"])
+def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path, mode):
     """Oracle: the number of datagrams this test sends; the capture without the
     filter writes every frame of them, and the notice is one line."""
     env = dict(os.environ, DDSCOPE_KFILTER_FAIL="1")
@@ -173,7 +188,7 @@ def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
-        live = subprocess.Popen(["ip", "netns", "exec", ns, ddscope_bin(), "live", "-i", "lo", "--kernel-filter", "--batched",
+        live = subprocess.Popen(["ip", "netns", "exec", ns, ddscope_bin(), "live", "-i", "lo", mode, "--batched",
                                  "--write", str(out / "lo.pcapng")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         first = live.stderr.readline()
         time.sleep(0.3)
@@ -189,8 +204,9 @@ def test_filter_that_cannot_load_falls_back_with_one_line(ddscope, tmp_path):
     finally:
         subprocess.run(["ip", "netns", "del", ns])
         shutil.rmtree(out, ignore_errors=True)
-    assert first.strip() == "live: in-kernel filter not used (loading disabled by DDSCOPE_KFILTER_FAIL); capturing every frame"
-    assert "in-kernel filter" not in rest, rest
+    what = "records" if mode == "--kernel-records" else "filter"
+    assert first.strip() == f"live: in-kernel {what} not used (loading disabled by DDSCOPE_KFILTER_FAIL); capturing every frame"
+    assert "in-kernel" not in rest, rest
     assert wrote and int(wrote.group(1)) == 20, rest
 
 
@@ -211,15 +227,11 @@ for sn in range(1, n + 1):
 """
 
 
-def test_left_out_fragments_keep_every_figure(ddscope, tmp_path):
-    """RTPS datagrams whose only DATA_FRAG header sits in the first IP fragment
-    (the layout the filter saves most on: 30 KB, 21 fragments, 19 of them
-    payload only) sent over a veth pair, captured at once by tcpdump (whole
-    frames, the oracle) and by `live --kernel-filter`: the per-writer tables
-    (samples, bytes, IP fragments per sample, first/last times) are equal and
-    the filter left fragments out."""
+def veth_capture(tmp_path, mode, count, size, tag):
+    """Sends `count` RTPS datagrams of one `size`-byte DATA_FRAG (SENDER) over a
+    veth pair, captured at once by tcpdump (whole frames) and by `live MODE`.
+    Returns (tcpdump's file, live's file, live's stderr, the directory to remove)."""
     tcpdump = require_tool("tcpdump")
-    tag = f"{os.getpid() % 100000}"
     a, b = f"ddkf-a-{tag}", f"ddkf-b-{tag}"
     kf = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-kf-"))
     kf.chmod(0o777)
@@ -237,13 +249,14 @@ def test_left_out_fragments_keep_every_figure(ddscope, tmp_path):
         td = subprocess.Popen(["ip", "netns", "exec", a, tcpdump, "-i", "kfa", "-U", "--immediate-mode", "-B", "8192", "--time-stamp-precision=nano",
                                "-w", str(full)], stderr=subprocess.PIPE, text=True)
         procs.append(td)
-        lv = subprocess.Popen(["ip", "netns", "exec", a, ddscope_bin(), "live", "-i", "kfa", "--kernel-filter", "--batched",
+        lv = subprocess.Popen(["ip", "netns", "exec", a, ddscope_bin(), "live", "-i", "kfa", mode, "--batched",
                                "--write", str(kf / "kf.pcapng")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         procs.append(lv)
         assert "listening on" in td.stderr.readline()
-        assert "in-kernel filter attached" in lv.stderr.readline()
+        first = lv.stderr.readline()
+        assert re.search(r"in-kernel (filter|records) attached", first), first
         time.sleep(0.5)
-        subprocess.run(["ip", "netns", "exec", a, "python3", "-c", SENDER, "40", "30000", "10.213.7.2"], check=True, timeout=60)
+        subprocess.run(["ip", "netns", "exec", a, "python3", "-c", SENDER, str(count), str(size), "10.213.7.2"], check=True, timeout=60)
         time.sleep(1.5)  # both have written everything before they are stopped
         for p in (lv, td):
             p.send_signal(2)
@@ -257,14 +270,71 @@ def test_left_out_fragments_keep_every_figure(ddscope, tmp_path):
                 p.kill()
         for ns in (a, b):
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+    return full, kf / "kf.pcapng", lv_err, kf
+
+
+def writer_rows(ddscope, cap):
+    return [{k: v for k, v in r.items() if k != "capture"}
+            for r in json.loads(ddscope("topics", cap, "--by", "writer", "--format", "json", "--all").stdout)["topics"]]
+
+
+def test_left_out_fragments_keep_every_figure(ddscope, tmp_path):
+    """RTPS datagrams whose only DATA_FRAG header sits in the first IP fragment
+    (the layout the filter saves most on: 30 KB, 21 fragments, 19 of them
+    payload only) sent over a veth pair, captured at once by tcpdump (whole
+    frames, the oracle) and by `live --kernel-filter`: the per-writer tables
+    (samples, bytes, IP fragments per sample, first/last times) are equal and
+    the filter left fragments out."""
+    full, filtered, lv_err, kf = veth_capture(tmp_path, "--kernel-filter", 40, 30000, f"{os.getpid() % 100000}")
     try:
         left = int(re.search(r"(\d+) fragments left out", lv_err).group(1))
         assert left >= 40 * 19, lv_err  # 19 payload-only fragments of each of the 40 datagrams
-        rows = lambda cap: [{k: v for k, v in r.items() if k != "capture"}
-                            for r in json.loads(ddscope("topics", cap, "--by", "writer", "--format", "json", "--all").stdout)["topics"]]
-        x, y = rows(full), rows(kf / "kf.pcapng")
+        x, y = writer_rows(ddscope, full), writer_rows(ddscope, filtered)
         assert x == y, f"tcpdump {x}\nfiltered {y}"
         mine = [r for r in x if r["samples"] == 40]
         assert mine and mine[0]["ip_frags_per_sample"] == 21 and mine[0]["mean_sample_size"] == 30000, x
+    finally:
+        shutil.rmtree(kf, ignore_errors=True)
+
+
+def frame_list(cap):
+    """Every IPv4 UDP frame's time (ns, as written), length on the wire and IP fragment offset, by tshark
+    (the two captures start at different moments: other frames may be in one file only)."""
+    out = subprocess.run([require_tool("tshark"), "-r", str(cap), "-Y", "ip.proto == 17", "-T", "fields", "-e", "frame.time_epoch",
+                          "-e", "frame.len", "-e", "ip.frag_offset", "-o", "ip.defragment:FALSE"],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(tuple(line.split("\t")) for line in out.splitlines() if line)
+
+
+def records_counts(err):
+    m = re.search(r"in-kernel records: (\d+) frames examined, (\d+) rebuilt from records, (\d+) passed whole \((\d+) without a kernel timestamp", err)
+    assert m, err
+    return dict(zip(("frames", "records", "passed", "no_tstamp"), map(int, m.groups())))
+
+
+@pytest.mark.parametrize("size", [30000, 600])
+def test_records_give_every_frame_its_time_and_figures(ddscope, tmp_path, size):
+    """Records mode on a veth pair: 40 RTPS datagrams (30 KB in 21 IP fragments,
+    or 600 B unfragmented) captured at once by tcpdump (whole frames, the
+    oracle) and by `live --kernel-records`, which receives none of these frames
+    through its socket, only the kernel's records. tshark (the oracle for
+    times) lists every frame of both files with the same time to the
+    nanosecond, the same length and fragment offset; the per-writer tables are
+    equal; the socket received only the few frames that must pass whole."""
+    full, rec, lv_err, kf = veth_capture(tmp_path, "--kernel-records", 40, size, f"r{os.getpid() % 10000}{size % 7}")
+    try:
+        c = records_counts(lv_err)
+        frags = 21 if size == 30000 else 1
+        assert c["records"] >= 40 * frags and c["no_tstamp"] == 0, lv_err
+        received = int(re.search(r"kernel: received (\d+)", lv_err).group(1))
+        # The socket got only what passed whole (IPv6 neighbour discovery and the like; a few
+        # frames before the program was attached), none of the 40 datagrams' frames.
+        assert c["passed"] <= received <= c["passed"] + 5 and received < 30, lv_err
+        x, y = frame_list(full), frame_list(rec)
+        assert len(x) >= 40 * frags and x == y, f"tcpdump {len(x)} frames, records {len(y)}: {set(x) ^ set(y)}"
+        rx, ry = writer_rows(ddscope, full), writer_rows(ddscope, rec)
+        assert rx == ry, f"tcpdump {rx}\nrecords {ry}"
+        mine = [r for r in rx if r["samples"] == 40]
+        assert mine and mine[0]["ip_frags_per_sample"] == frags, rx
     finally:
         shutil.rmtree(kf, ignore_errors=True)

@@ -28,6 +28,7 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -78,6 +79,9 @@ enum {
 	STAT_NO_STATE,      /* fragments of datagrams not followed (first unseen or pushed out), passed whole */
 	STAT_UNFOLLOWED,    /* datagrams given up (header across fragments, IP options, bad header), passed whole */
 	STAT_COMPLETED,     /* fragmented RTPS datagrams followed to their last byte */
+	STAT_RECORDS,       /* (unused: user space counts the records it reads) */
+	STAT_PASSED,        /* records mode: frames passed whole to the socket (orders records and frames) */
+	STAT_NO_TSTAMP,     /* records mode: frames passed whole for want of a kernel timestamp */
 	STAT_N,
 };
 
@@ -292,4 +296,307 @@ int ddscope_capture(struct __sk_buff *skb)
 	count(STAT_LEFT_OUT, 1);
 	count(STAT_BYTES_SAVED, skb->len);
 	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Records mode (ddscope_records; docs/online.md, "In-kernel records").
+ *
+ * The socket gets only what must pass whole: discovery (a datagram passes
+ * whole from the first DATA / DATA_FRAG of a built-in writer on: the
+ * analyses read discovery samples entirely; whatever the ports, as Fast DDS
+ * may use even ports for user data) and everything that is not RTPS over
+ * IPv4 UDP. Of every other frame the program writes ONE record into RECORDS and
+ * returns 0 (the packet socket receives nothing): the frame's timestamp
+ * (skb->tstamp, the very value the packet socket would have used), its length
+ * and the bytes the analyses read as (offset, length, bytes) segments:
+ * Ethernet/VLAN/IPv4 headers, the UDP and RTPS headers, every submessage
+ * header with its body (a DATA / DATA_FRAG: its first KEEP_DATA bytes),
+ * followed across IP fragments with FRAGS. User space rebuilds a frame of
+ * the original length with zeros elsewhere.
+ *
+ * A frame passes whole instead (always exact) when the program cannot
+ * report it exactly: no usable skb->tstamp (the kernel stamps frames only
+ * while some socket asked for timestamps; a monotonic delivery time is not
+ * what the packet socket reports either), the record ring full, a record
+ * larger than REC_BUF, a datagram it cannot follow.
+ */
+
+#define REC_BUF 1024   /* segment bytes per record (a power of two) */
+#define SEG_MAX 128    /* bytes per segment */
+#define REC_HDR 24
+
+struct record {
+	__u64 tstamp;        /* CLOCK_REALTIME ns, skb->tstamp */
+	__u32 wire_len;      /* the frame's length */
+	__u32 used;          /* bytes of buf[]: segments (u16 offset, u16 length, bytes) */
+	__u64 passed_before; /* frames passed to the socket before this one (STAT_PASSED) */
+	__u8 buf[REC_BUF + SEG_MAX + 4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct record);
+} SCRATCH SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} RECORDS SEC(".maps");
+
+/* The kernel's struct sk_buff, as far as read here (CO-RE: offsets come
+ * from the running kernel's BTF when the object is loaded). */
+struct sk_buff___dd {
+	__s64 tstamp;
+	__u8 tstamp_type:2;
+} __attribute__((preserve_access_index));
+
+/* The time the packet socket would give this frame: skb->tstamp when it is
+ * a real-time stamp (tpacket_get_timestamp / skb_tstamp), else 0 (the
+ * socket would take the clock itself, later: not reproducible here). */
+static __always_inline __u64 frame_tstamp(struct __sk_buff *skb)
+{
+	struct sk_buff___dd *k = (void *)skb;
+	__s64 ts = 0;
+	if (bpf_probe_read_kernel(&ts, sizeof(ts), &k->tstamp) < 0)
+		return 0;
+	__u64 type = BPF_CORE_READ_BITFIELD_PROBED(k, tstamp_type);
+	if (type || ts <= 0)
+		return 0;
+	return (__u64)ts;
+}
+
+static __always_inline __u32 pass(__u32 len)
+{
+	count(STAT_PASSED, 1);
+	return len;
+}
+
+/* Appends the frame bytes [off, off + len) as a segment. */
+static __always_inline int seg(struct __sk_buff *skb, struct record *r, __u32 off, __u32 len)
+{
+	if (len == 0)
+		return 0;
+	__u64 pos = r->used;
+	if (len > SEG_MAX || off > 0xffff)
+		return -1;
+	if (pos >= REC_BUF)
+		return -1;
+	/* (no change) keeps the bound in the register the verifier checks */
+	asm volatile("%[p] &= 1023" : [p] "+r"(pos));
+	r->buf[pos] = off & 0xff;
+	r->buf[pos + 1] = off >> 8;
+	r->buf[pos + 2] = len & 0xff;
+	r->buf[pos + 3] = len >> 8;
+	/* len is 1..SEG_MAX here; the mask says so to the verifier. */
+	if (bpf_skb_load_bytes(skb, off, &r->buf[pos + 4], ((len - 1) & (SEG_MAX - 1)) + 1) < 0)
+		return -1;
+	r->used = pos + 4 + len;
+	return 0;
+}
+
+/* Like walk(), for records: the bytes the analyses read in [off, end) of the
+ * IP payload become segments. < 0: this frame and the rest of the datagram
+ * pass whole (st->whole set): -1 the program cannot follow it, -2 a
+ * discovery sample (a DATA / DATA_FRAG of a built-in writer, entity kind
+ * 0xc0 set: all its bytes are read) starts here. */
+static __always_inline int walk_rec(struct __sk_buff *skb, struct record *r, __u32 l4, struct frag_state *st, __u32 off, __u32 end)
+{
+	if (st->need_end > off) {
+		__u32 e = st->need_end < end ? st->need_end : end;
+		if (seg(skb, r, l4, e - off) < 0)
+			goto give_up;
+	}
+	for (int i = 0; i < WALK_MAX; i++) {
+		__u32 at = st->next;
+		if (at >= st->total || at >= end)
+			break;
+		if (at + 4 > end)
+			goto give_up; /* a submessage header split across two fragments */
+		__u8 h[4];
+		if (bpf_skb_load_bytes(skb, l4 + (at - off), h, 4) < 0)
+			goto give_up;
+		__u32 octets = (h[1] & 1) ? (__u32)h[2] | ((__u32)h[3] << 8) : ((__u32)h[2] << 8) | h[3];
+		__u32 len = octets ? 4 + octets : st->total - at;
+		__u32 need = len;
+		if (h[0] == SUBMSG_DATA || h[0] == SUBMSG_DATA_FRAG) {
+			/* writerId's entity kind: the last byte of the fixed fields' writerId */
+			__u8 kind;
+			if (at + 16 > end || bpf_skb_load_bytes(skb, l4 + (at - off) + 15, &kind, 1) < 0)
+				goto give_up;
+			if ((kind & 0xc0) == 0xc0) {
+				st->whole = 1;
+				return -2;
+			}
+			if (!(h[1] & 2) && need > KEEP_DATA)
+				need = KEEP_DATA;
+		}
+		__u32 e = at + need < end ? at + need : end;
+		if (seg(skb, r, l4 + (at - off), e - at) < 0)
+			goto give_up;
+		st->need_end = at + need;
+		st->next = at + len;
+	}
+	if (st->next < end && st->next < st->total)
+		goto give_up; /* more headers in this fragment than one walk examines */
+	return 0;
+give_up:
+	st->whole = 1;
+	count(STAT_UNFOLLOWED, 1);
+	return -1;
+}
+
+/* Writes the record of this frame and leaves the frame out, or passes it whole. */
+static __always_inline __u32 emit(struct __sk_buff *skb, struct record *r, __u32 whole)
+{
+	__u64 ts = frame_tstamp(skb);
+	if (!ts) {
+		count(STAT_NO_TSTAMP, 1);
+		return pass(whole);
+	}
+	r->tstamp = ts;
+	r->wire_len = whole;
+	__u32 which = STAT_PASSED;
+	__u64 *p = bpf_map_lookup_elem(&STATS, &which);
+	r->passed_before = p ? *p : 0;
+	__u32 size = REC_HDR + r->used;
+	if (size > sizeof(*r))
+		return pass(whole);
+	if (bpf_ringbuf_output(&RECORDS, r, size, BPF_RB_NO_WAKEUP) < 0) {
+		count(STAT_RING_FULL, 1);
+		return pass(whole);
+	}
+	return 0; /* counted by user space, which reads the record */
+}
+
+SEC("socket")
+int ddscope_records(struct __sk_buff *skb)
+{
+	/* No per-frame counter here: every frame either passes (STAT_PASSED)
+	 * or comes as a record, and user space counts records; an atomic add on
+	 * a line both CPUs write costs on the path of every frame. */
+	__u32 whole = skb->len;
+	/* A VLAN tag the NIC took off is put back by libpcap from metadata, not
+	 * by a record: such frames pass whole. */
+	if (skb->vlan_present)
+		return pass(whole);
+
+	__u32 l3 = ETH_HLEN;
+	__be16 proto;
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
+		return pass(whole);
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		l3 += 4;
+		if (bpf_skb_load_bytes(skb, 16, &proto, 2) < 0)
+			return pass(whole);
+	}
+	if (proto != bpf_htons(ETH_P_IP))
+		return pass(whole);
+	__u8 ip[20];
+	if (bpf_skb_load_bytes(skb, l3, ip, 20) < 0)
+		return pass(whole);
+	if (ip[9] != 17 /* UDP */ || (ip[0] & 0x0f) != 5 /* IP options: not followed */)
+		return pass(whole);
+	__u16 frag = ((__u16)ip[6] << 8) | ip[7];
+	__u32 more = frag & 0x2000;
+	__u32 off = (__u32)(frag & 0x1fff) * 8;
+	__u32 tot = ((__u32)ip[2] << 8) | ip[3];
+	if (tot < 20 || l3 + tot > skb->len)
+		return pass(whole);
+	__u32 plen = tot - 20;
+	__u32 l4 = l3 + 20;
+	__u32 end = off + plen;
+
+	__u32 zero = 0;
+	struct record *r = bpf_map_lookup_elem(&SCRATCH, &zero);
+	if (!r)
+		return pass(whole);
+	r->used = 0;
+
+	if (!more && off == 0) {
+		/* A whole datagram. */
+		__u8 u[12];
+		if (plen < 28 || bpf_skb_load_bytes(skb, l4, u, 12) < 0)
+			return pass(whole);
+		__u32 ulen = ((__u32)u[4] << 8) | u[5];
+		if (u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || ulen != plen)
+			return pass(whole); /* not RTPS */
+		struct frag_state st = {};
+		st.total = plen;
+		st.next = 8 + 20;
+		st.need_end = 8 + 20;
+		if (seg(skb, r, 0, l4 + 8 + 20) < 0)
+			return pass(whole);
+		if (walk_rec(skb, r, l4, &st, 0, plen) < 0)
+			return pass(whole);
+		return emit(skb, r, whole);
+	}
+
+	struct frag_key key = {};
+	__builtin_memcpy(&key.src, &ip[12], 4);
+	__builtin_memcpy(&key.dst, &ip[16], 4);
+	key.id = ((__u32)ip[4] << 8) | ip[5];
+
+	struct frag_state *st = bpf_map_lookup_elem(&FRAGS, &key);
+	if (!st) {
+		if (off != 0) {
+			/* Not its first fragment (reordered, or the entry was pushed
+			 * out): this datagram passes whole, all of it. */
+			struct frag_state w = {};
+			w.whole = 1;
+			w.covered = plen;
+			w.total = more ? 0 : end;
+			bpf_map_update_elem(&FRAGS, &key, &w, BPF_ANY);
+			count(STAT_NO_STATE, 1);
+			return pass(whole);
+		}
+		struct frag_state fresh = {};
+		__u8 u[12];
+		if (plen < 12 || bpf_skb_load_bytes(skb, l4, u, 12) < 0)
+			return pass(whole);
+		fresh.total = ((__u32)u[4] << 8) | u[5];
+		fresh.covered = plen;
+		fresh.next = 8 + 20;
+		fresh.need_end = 8 + 20;
+		if (u[8] != 'R' || u[9] != 'T' || u[10] != 'P' || u[11] != 'S' || fresh.total < 28 || plen < 28)
+			fresh.whole = 1; /* not RTPS: all of it */
+		int ok = -1;
+		if (!fresh.whole && seg(skb, r, 0, l4 + 8 + 20) == 0)
+			ok = walk_rec(skb, r, l4, &fresh, 0, end);
+		else
+			fresh.whole = 1;
+		if (fresh.covered >= fresh.total && fresh.total) {
+			count(STAT_COMPLETED, 1);
+			return pass(whole);
+		}
+		if (bpf_map_update_elem(&FRAGS, &key, &fresh, BPF_ANY) < 0) {
+			count(STAT_NO_STATE, 1);
+			return pass(whole);
+		}
+		if (ok < 0)
+			return pass(whole);
+		return emit(skb, r, whole);
+	}
+
+	st->covered += plen;
+	if (!more)
+		st->total = end;
+	if (st->whole) {
+		if (st->total && st->covered >= st->total) {
+			bpf_map_delete_elem(&FRAGS, &key);
+			count(STAT_COMPLETED, 1);
+		}
+		return pass(whole);
+	}
+	int ok = walk_rec(skb, r, l4, st, off, end);
+	if (st->covered >= st->total) {
+		bpf_map_delete_elem(&FRAGS, &key);
+		count(STAT_COMPLETED, 1);
+	}
+	if (ok < 0)
+		return pass(whole);
+	if (seg(skb, r, 0, l4) < 0)
+		return pass(whole);
+	return emit(skb, r, whole);
 }

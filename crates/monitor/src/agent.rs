@@ -230,6 +230,10 @@ pub fn run(
                         h.evicted.insert("kernel_filter_not_followed".into(), f.not_followed);
                         h.evicted.insert("kernel_filter_ring_full".into(), f.ring_full);
                         h.evicted.insert("kernel_filter_orphaned".into(), f.orphaned + f.evicted);
+                        if f.records_mode {
+                            h.evicted.insert("kernel_records_bad".into(), f.bad_records);
+                            h.evicted.insert("kernel_records_merged_out_of_order".into(), f.merge_forced);
+                        }
                     }
                     h.bytes = view.bytes;
                     let live = view.stats();

@@ -7,7 +7,7 @@
 //! analyses read; they are handed over as header-only frames rebuilt from
 //! what the kernel reported, so every count stays that of the full capture.
 
-use crate::kfilter::{FilterCounters, KernelFilter, LeftOut};
+use crate::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
 use anyhow::Context;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -37,6 +37,10 @@ pub struct LiveConfig {
     /// Attach the in-kernel filter (falls back to plain capture, with a
     /// note, when it cannot be loaded).
     pub kernel_filter: bool,
+    /// In-kernel records (see [`crate::kfilter::Mode::Records`]): the socket
+    /// receives only what must pass whole, every other frame comes as a
+    /// record and is rebuilt here. Falls back like `kernel_filter`.
+    pub kernel_records: bool,
 }
 
 /// Kernel and libpcap counters (cumulative since the capture opened, over reopenings).
@@ -83,6 +87,46 @@ pub struct LiveCapture {
     held: VecDeque<(DgramKey, LeftOut)>,
     /// Capture time of the last frame handed over.
     last_ts: i64,
+    /// Records mode: records read from the kernel, waiting for the frames
+    /// passed to the socket before them (with when they were read).
+    pending: VecDeque<(Record, Instant)>,
+    /// Records mode: frames read from the socket since the program was attached.
+    socket_seen: u64,
+    /// Records mode: a socket asking for timestamps, so that the kernel stamps
+    /// every frame (skb->tstamp) while the capture runs.
+    _stamp: Option<std::os::fd::OwnedFd>,
+    /// Records mode: the frame being rebuilt.
+    rebuilt: Vec<u8>,
+    /// Records mode: frames without a kernel timestamp when last noted.
+    no_tstamp_noted: u64,
+}
+
+/// Records waiting for the frames passed before them (then handed over regardless, counted).
+const MAX_PENDING: usize = 65536;
+/// How long a record waits for the frames passed before it.
+const MERGE_WAIT: Duration = Duration::from_secs(2);
+
+/// A UDP socket with SO_TIMESTAMPNS: while one is open the kernel stamps
+/// every frame on receive and on the transmit copy for packet sockets
+/// (netstamp_needed), the stamp records carry.
+fn stamp_socket() -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket(2); the descriptor is owned by the OwnedFd below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!("cannot open a socket for timestamps: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    // SAFETY: `one` lives for the call; the length is its size.
+    let r = unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &one as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    if r < 0 {
+        return Err(format!("cannot ask for timestamps (SO_TIMESTAMPNS): {}", std::io::Error::last_os_error()));
+    }
+    Ok(owned)
 }
 
 /// IPv4 source, destination, identification.
@@ -144,7 +188,7 @@ fn header_only(cfg: &LiveConfig) -> bool {
 /// (libpcap's own read timeout does not return on an idle interface with
 /// TPACKET_V3, which would leave a stop request unnoticed.)
 fn open_pair(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, Option<Capture<pcap::Active>>, String)> {
-    if !header_only(cfg) || cfg.kernel_filter {
+    if !header_only(cfg) || cfg.kernel_filter || cfg.kernel_records {
         let (c, note) = open(cfg)?;
         return Ok((c.setnonblock().context("non-blocking capture")?, None, note));
     }
@@ -211,29 +255,59 @@ fn explain_open_error(iface: &str, e: pcap::Error) -> anyhow::Error {
 /// why the capture goes on without it.
 fn attach_filter(cfg: &LiveConfig, cap: &Capture<pcap::Active>) -> (Option<KernelFilter>, String) {
     use std::os::unix::io::AsRawFd;
-    if !cfg.kernel_filter {
+    if !cfg.kernel_filter && !cfg.kernel_records {
         return (None, String::new());
     }
+    let (mode, what) = if cfg.kernel_records { (Mode::Records, "in-kernel records") } else { (Mode::Filter, "in-kernel filter") };
     if cap.get_datalink() != pcap::Linktype::ETHERNET {
-        return (None, format!("in-kernel filter not used: {} is not Ethernet; capturing every frame", cfg.interface));
+        return (None, format!("{what} not used: {} is not Ethernet; capturing every frame", cfg.interface));
     }
-    match KernelFilter::attach(cap.as_raw_fd()) {
-        Ok(k) => (Some(k), "in-kernel filter attached: fragments that carry nothing the analyses read are left out".into()),
-        Err(e) => (None, format!("in-kernel filter not used ({e}); capturing every frame")),
+    if mode == Mode::Records && cfg.tstamp != Tstamp::Host {
+        return (None, format!("{what} not used: records carry the kernel's software timestamps, not the NIC's; capturing every frame"));
+    }
+    match KernelFilter::attach(cap.as_raw_fd(), mode) {
+        Ok(k) if mode == Mode::Records => (
+            Some(k),
+            format!("{what} attached: the socket receives discovery and non-RTPS frames, every other frame comes as a record of the bytes the analyses read"),
+        ),
+        Ok(k) => (Some(k), format!("{what} attached: fragments that carry nothing the analyses read are left out")),
+        Err(e) => (None, format!("{what} not used ({e}); capturing every frame")),
     }
 }
 
 impl LiveCapture {
     pub fn open(cfg: LiveConfig) -> anyhow::Result<LiveCapture> {
-        if cfg.kernel_filter && cfg.filter.is_some() {
+        if (cfg.kernel_filter || cfg.kernel_records) && cfg.filter.is_some() {
             anyhow::bail!("the in-kernel filter replaces the capture filter: use one of them");
+        }
+        if cfg.kernel_filter && cfg.kernel_records {
+            anyhow::bail!("the in-kernel filter and in-kernel records are two modes: use one of them");
+        }
+        // Records mode: the kernel must stamp frames before the program reads the stamps.
+        let mut stamp = None;
+        let mut stamp_note = None;
+        if cfg.kernel_records {
+            match stamp_socket() {
+                Ok(s) => stamp = Some(s),
+                Err(e) => stamp_note = Some(format!("in-kernel records not used ({e}); capturing every frame")),
+            }
+        }
+        let mut cfg = cfg;
+        if stamp_note.is_some() {
+            cfg.kernel_records = false;
         }
         let (cap, disc, mut timestamp_note) = open_pair(&cfg)?;
         let link = LinkType::from_linktype(cap.get_datalink().0 as u32);
-        let (kf, kf_note) = attach_filter(&cfg, &cap);
-        let mut cfg = cfg;
+        let (kf, mut kf_note) = attach_filter(&cfg, &cap);
+        if let Some(n) = stamp_note {
+            kf_note = n;
+        }
         // Without the filter the capture is the ordinary one throughout (no counters of it).
         cfg.kernel_filter = kf.is_some();
+        cfg.kernel_records &= kf.is_some();
+        if !cfg.kernel_records {
+            stamp = None;
+        }
         if !kf_note.is_empty() {
             timestamp_note = format!("{timestamp_note}; {kf_note}");
         }
@@ -259,6 +333,11 @@ impl LiveCapture {
             started_gen: 0,
             held: VecDeque::new(),
             last_ts: 0,
+            pending: VecDeque::new(),
+            socket_seen: 0,
+            _stamp: stamp,
+            rebuilt: Vec::new(),
+            no_tstamp_noted: 0,
         })
     }
 
@@ -276,6 +355,10 @@ impl LiveCapture {
             c.add(&k.counters());
         }
         c.add(&self.kf_user);
+        if c.records_mode {
+            // Every frame the program saw was passed to the socket or reported as a record.
+            c.frames = c.records + c.passed;
+        }
         Some(c)
     }
 
@@ -332,6 +415,11 @@ impl LiveCapture {
                         self.kf_base.add(&k.counters());
                         self.kf = None;
                     }
+                }
+                // Frames the old socket still held are gone with it: records
+                // wait only for frames the new one will deliver.
+                if let Some(k) = &self.kf {
+                    self.socket_seen = k.passed();
                 }
                 self.cap = cap;
                 self.disc = disc;
@@ -431,6 +519,120 @@ impl LiveCapture {
     }
 }
 
+impl LiveCapture {
+    /// Records mode: moves the kernel's records into `pending`.
+    fn drain_records(&mut self) {
+        let Some(k) = self.kf.as_mut() else { return };
+        while let Some(item) = k.next_record() {
+            // The program counts no records itself (no per-frame atomics): they are counted here.
+            self.kf_user.records += 1;
+            match Record::parse(&item) {
+                Ok(r) => self.pending.push_back((r, Instant::now())),
+                Err(e) => {
+                    if self.kf_user.bad_records == 0 {
+                        self.notes.push(format!("in-kernel records: bad record ({e}); counted and skipped"));
+                    }
+                    self.kf_user.bad_records += 1;
+                }
+            }
+        }
+    }
+
+    /// Records mode: hands over the waiting records that came before the
+    /// `upto`-th frame the socket delivered (all of them with `force`), in
+    /// the kernel's order; those that waited too long, or beyond the bound,
+    /// go regardless (counted).
+    fn emit_records(&mut self, upto: u64, force: bool, on_packet: &mut dyn FnMut(&Packet<'_>), delivered: &mut usize) {
+        while let Some((r, at)) = self.pending.front() {
+            let due = r.passed_before < upto || force;
+            let late = self.pending.len() > MAX_PENDING || at.elapsed() > MERGE_WAIT;
+            if !due && !late {
+                break;
+            }
+            let Some((r, _)) = self.pending.pop_front() else { break };
+            if !due {
+                self.kf_user.merge_forced += 1;
+            }
+            let mut buf = std::mem::take(&mut self.rebuilt);
+            match r.rebuild(&mut buf) {
+                Ok(()) => {
+                    self.frame += 1;
+                    on_packet(&Packet { frame: self.frame, ts_ns: r.ts_ns, interface: 0, link: self.link, data: &buf, orig_len: r.wire_len });
+                    self.last_ts = r.ts_ns;
+                    *delivered += 1;
+                }
+                Err(e) => {
+                    if self.kf_user.bad_records == 0 {
+                        self.notes.push(format!("in-kernel records: bad record ({e}); counted and skipped"));
+                    }
+                    self.kf_user.bad_records += 1;
+                }
+            }
+            self.rebuilt = buf;
+        }
+    }
+
+    /// Records mode: the frames the socket received and the records, merged
+    /// in the kernel's order (each record says how many frames were passed
+    /// to the socket before it). Waits up to ~100 ms when nothing is there;
+    /// the records ring wakes nobody (BPF_RB_NO_WAKEUP): it is read on
+    /// this cadence.
+    fn poll_records(&mut self, on_packet: &mut dyn FnMut(&Packet<'_>)) -> anyhow::Result<Poll> {
+        let mut delivered = 0;
+        let mut waited = false;
+        let mut failure: Option<pcap::Error> = None;
+        loop {
+            self.drain_records();
+            let mut got = false;
+            while delivered < LIVE_BATCH * 64 {
+                match self.cap.next_packet() {
+                    Ok(p) => {
+                        self.socket_seen += 1;
+                        let ts = (p.header.ts.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(p.header.ts.tv_usec as i64);
+                        let (data, len) = (p.data.to_vec(), p.header.len);
+                        self.emit_records(self.socket_seen, false, on_packet, &mut delivered);
+                        self.frame += 1;
+                        on_packet(&Packet { frame: self.frame, ts_ns: ts, interface: 0, link: self.link, data: &data, orig_len: len });
+                        self.last_ts = ts;
+                        delivered += 1;
+                        got = true;
+                    }
+                    Err(pcap::Error::TimeoutExpired) => break,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Records after the last frame the socket delivered.
+            self.drain_records();
+            self.emit_records(self.socket_seen + 1, failure.is_some(), on_packet, &mut delivered);
+            if failure.is_some() || got || delivered > 0 || waited {
+                break;
+            }
+            self.wait();
+            waited = true;
+        }
+        if let Some(k) = &self.kf {
+            let c = k.counters();
+            if c.no_tstamp > 0 && self.no_tstamp_noted == 0 {
+                self.notes.push(format!(
+                    "in-kernel records: {} frames without a kernel timestamp passed whole (the kernel stamps frames only while a socket asks for timestamps)",
+                    c.no_tstamp
+                ));
+                self.no_tstamp_noted = c.no_tstamp;
+            }
+        }
+        if let Some(e) = failure {
+            self.notes.push(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
+            self.counters();
+            self.down_since = Some(Instant::now());
+            self.last_attempt = Instant::now();
+        }
+        Ok(if delivered > 0 { Poll::Frames(delivered) } else { Poll::Idle })
+    }
+}
+
 impl PacketSource for LiveCapture {
     /// Hands over what the kernel has (up to a batch, alternating between the
     /// main and the discovery handle in header-only mode), waiting up to
@@ -443,6 +645,10 @@ impl PacketSource for LiveCapture {
         if self.down_since.is_some() {
             self.try_reopen()?;
             return Ok(Poll::Idle);
+        }
+        // (Also once the program is gone after a reopening: the records read before still go out.)
+        if self.cfg.kernel_records && (self.kf.is_some() || !self.pending.is_empty()) {
+            return self.poll_records(on_packet);
         }
         let mut delivered = 0;
         let mut failure: Option<pcap::Error> = None;

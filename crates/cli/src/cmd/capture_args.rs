@@ -40,6 +40,15 @@ pub struct CaptureArgs {
     /// where it cannot be loaded. Not with --filter or --snaplen
     #[arg(long, conflicts_with_all = ["filter", "snaplen"])]
     pub kernel_filter: bool,
+    /// In-kernel records (eBPF socket filter): the capture socket receives only
+    /// discovery and non-RTPS frames; of every other frame the kernel reports its
+    /// time, length and the bytes the analyses read, rebuilt into a frame of the
+    /// original length (zeros elsewhere): every figure stays exact (docs/online.md).
+    /// Holds a socket with SO_TIMESTAMPNS open so the kernel stamps frames. Falls
+    /// back to whole frames, with a notice, where it cannot be loaded. Host
+    /// timestamps only; not with --filter, --snaplen or --kernel-filter
+    #[arg(long, conflicts_with_all = ["filter", "snaplen", "kernel_filter"])]
+    pub kernel_records: bool,
     /// Stop after this long (e.g. 30s)
     #[arg(long, value_parser = args::positive_duration)]
     pub duration: Option<Duration>,
@@ -61,6 +70,7 @@ impl CaptureArgs {
             buffer_mb: self.buffer_mb,
             immediate,
             kernel_filter: self.kernel_filter,
+            kernel_records: self.kernel_records,
         })
     }
 }
