@@ -140,20 +140,29 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, mismatch: SeccompAction, matc
     BpfProgram::try_from(f).map_err(|e| anyhow::anyhow!("seccomp filter: {e}"))
 }
 
-/// The three filters, in the order they are installed.
+/// The three filters, in the order they are installed. Other threads run
+/// (and may start threads) while they are installed one after the other, so
+/// every prefix of the list must leave thread creation working.
 fn filters() -> anyhow::Result<Vec<BpfProgram>> {
+    // clone3 hides its flags in memory a filter cannot read: ENOSYS makes
+    // glibc fall back to clone, whose flags the allow-list checks. Installed
+    // first: were the allow-list first, a thread started before this filter
+    // followed would get EPERM for clone3 (no fallback) and fail to start —
+    // seen as tiny_http's worker pool panicking under load.
+    let clone3 = compile([(libc::SYS_clone3, vec![])].into_iter().collect(), SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32))?;
     let mut allow: BTreeMap<i64, Vec<SeccompRule>> = allowed().into_iter().map(|s| (s, vec![])).collect();
     // Threads yes, namespaces no: clone is allowed when it asks for no new namespace.
     let no_ns = SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(NAMESPACE_FLAGS), 0)
         .map_err(|e| anyhow::anyhow!("seccomp condition: {e}"))?;
     allow.insert(libc::SYS_clone, vec![SeccompRule::new(vec![no_ns]).map_err(|e| anyhow::anyhow!("seccomp rule: {e}"))?]);
+    // The allow-list lets clone3 through to the filter above, whose ENOSYS
+    // (an errno) takes precedence over an allow. Were it refused here, this
+    // later filter's EPERM would win over ENOSYS (among equal actions the
+    // most recently installed filter's errno wins).
+    allow.insert(libc::SYS_clone3, vec![]);
     let allow = compile(allow, SeccompAction::Errno(libc::EPERM as u32), SeccompAction::Allow)?;
-    // clone3 hides its flags in memory a filter cannot read: ENOSYS makes
-    // glibc fall back to clone, whose flags the filter above checks. (The
-    // most recently installed filter's errno wins among equal actions.)
-    let clone3 = compile([(libc::SYS_clone3, vec![])].into_iter().collect(), SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32))?;
     let kill = compile(fatal().into_iter().map(|s| (s, vec![])).collect(), SeccompAction::Allow, SeccompAction::KillProcess)?;
-    Ok(vec![allow, clone3, kill])
+    Ok(vec![clone3, allow, kill])
 }
 
 /// Installs the agent's steady-state seccomp filters on every thread of the
@@ -180,7 +189,7 @@ mod tests {
         let k: std::collections::BTreeSet<i64> = fatal().into_iter().collect();
         assert_eq!(a.len(), allowed().len(), "no duplicates");
         assert!(a.is_disjoint(&k), "{:?}", a.intersection(&k).collect::<Vec<_>>());
-        assert!(!a.contains(&libc::SYS_clone3) && !a.contains(&libc::SYS_clone));
+        assert!(!a.contains(&libc::SYS_clone3) && !a.contains(&libc::SYS_clone), "added by filters() with their conditions");
         assert_eq!(filters().unwrap().len(), 3);
     }
 
@@ -199,10 +208,16 @@ mod tests {
                     if seccompiler::apply_filter_all_threads(p).is_err() {
                         return 10;
                     }
+                    // After each filter (other threads run while they are installed), a thread
+                    // can still be started (clone3 → ENOSYS → clone).
+                    if std::thread::Builder::new().spawn(|| 7).ok().and_then(|t| t.join().ok()) != Some(7) {
+                        return 11;
+                    }
                 }
-                // A thread can still be started (clone3 → ENOSYS → clone).
-                if std::thread::spawn(|| 7).join().ok() != Some(7) {
-                    return 11;
+                // clone3 itself answers ENOSYS (glibc's cue to fall back to clone).
+                let r = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) };
+                if r != -1 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+                    return 15;
                 }
                 // A forbidden call fails with EPERM instead of running.
                 let r = unsafe { libc::syscall(libc::SYS_chdir, c"/".as_ptr()) };
