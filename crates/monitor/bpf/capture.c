@@ -102,6 +102,30 @@ static __always_inline void count(__u32 which, __u64 n)
 		__sync_fetch_and_add(v, n);
 }
 
+/* The reassembly key of an IPv4 header: source, destination, identification. */
+static __always_inline struct frag_key frag_key_of(const __u8 *ip)
+{
+	struct frag_key key = {};
+	__builtin_memcpy(&key.src, &ip[12], 4);
+	__builtin_memcpy(&key.dst, &ip[16], 4);
+	key.id = ((__u32)ip[4] << 8) | ip[5];
+	return key;
+}
+
+/* A fragment other than the first of a datagram with no entry (reordered,
+ * or the entry was pushed out): the datagram is marked to pass whole, all of
+ * it, and counted. `seen_ns` 0: the records program reads no clock. */
+static __always_inline void mark_unfollowed(struct frag_key *key, __u32 plen, __u32 more, __u32 end, __u64 seen_ns)
+{
+	struct frag_state w = {};
+	w.whole = 1;
+	w.covered = plen;
+	w.total = more ? 0 : end;
+	w.seen_ns = seen_ns;
+	bpf_map_update_elem(&FRAGS, key, &w, BPF_ANY);
+	count(STAT_NO_STATE, 1);
+}
+
 #define SUBMSG_DATA 0x15
 #define SUBMSG_DATA_FRAG 0x16
 
@@ -191,23 +215,12 @@ int ddscope_capture(struct __sk_buff *skb)
 	__u32 l4 = l3 + 20;
 	__u32 end = off + plen;
 
-	struct frag_key key = {};
-	__builtin_memcpy(&key.src, &ip[12], 4);
-	__builtin_memcpy(&key.dst, &ip[16], 4);
-	key.id = ((__u32)ip[4] << 8) | ip[5];
+	struct frag_key key = frag_key_of(ip);
 
 	struct frag_state *st = bpf_map_lookup_elem(&FRAGS, &key);
 	if (!st) {
 		if (off != 0) {
-			/* Not its first fragment (reordered, or the entry was pushed
-			 * out): this datagram passes whole, all of it. */
-			struct frag_state w = {};
-			w.whole = 1;
-			w.covered = plen;
-			w.total = more ? 0 : end;
-			w.seen_ns = bpf_ktime_get_ns();
-			bpf_map_update_elem(&FRAGS, &key, &w, BPF_ANY);
-			count(STAT_NO_STATE, 1);
+			mark_unfollowed(&key, plen, more, end, bpf_ktime_get_ns());
 			return whole;
 		}
 		/* First fragment: UDP header and RTPS header. */
@@ -533,22 +546,12 @@ int ddscope_records(struct __sk_buff *skb)
 		return emit(skb, r, whole);
 	}
 
-	struct frag_key key = {};
-	__builtin_memcpy(&key.src, &ip[12], 4);
-	__builtin_memcpy(&key.dst, &ip[16], 4);
-	key.id = ((__u32)ip[4] << 8) | ip[5];
+	struct frag_key key = frag_key_of(ip);
 
 	struct frag_state *st = bpf_map_lookup_elem(&FRAGS, &key);
 	if (!st) {
 		if (off != 0) {
-			/* Not its first fragment (reordered, or the entry was pushed
-			 * out): this datagram passes whole, all of it. */
-			struct frag_state w = {};
-			w.whole = 1;
-			w.covered = plen;
-			w.total = more ? 0 : end;
-			bpf_map_update_elem(&FRAGS, &key, &w, BPF_ANY);
-			count(STAT_NO_STATE, 1);
+			mark_unfollowed(&key, plen, more, end, 0);
 			return pass(whole);
 		}
 		struct frag_state fresh = {};

@@ -520,6 +520,21 @@ impl LiveCapture {
 }
 
 impl LiveCapture {
+    /// The poll's answer; a read that failed starts the reopening (noted once, counters kept).
+    fn poll_result(&mut self, delivered: usize, failure: Option<pcap::Error>) -> Poll {
+        if let Some(e) = failure {
+            self.notes.push(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
+            self.counters();
+            self.down_since = Some(Instant::now());
+            self.last_attempt = Instant::now();
+        }
+        if delivered > 0 {
+            Poll::Frames(delivered)
+        } else {
+            Poll::Idle
+        }
+    }
+
     /// Records mode: moves the kernel's records into `pending`.
     fn drain_records(&mut self) {
         let Some(k) = self.kf.as_mut() else { return };
@@ -623,13 +638,7 @@ impl LiveCapture {
                 self.no_tstamp_noted = c.no_tstamp;
             }
         }
-        if let Some(e) = failure {
-            self.notes.push(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
-            self.counters();
-            self.down_since = Some(Instant::now());
-            self.last_attempt = Instant::now();
-        }
-        Ok(if delivered > 0 { Poll::Frames(delivered) } else { Poll::Idle })
+        Ok(self.poll_result(delivered, failure))
     }
 }
 
@@ -706,13 +715,7 @@ impl PacketSource for LiveCapture {
                 waited = true;
             }
         }
-        if let Some(e) = failure {
-            self.notes.push(format!("capture on {} stopped: {e}; reopening", self.cfg.interface));
-            self.counters();
-            self.down_since = Some(Instant::now());
-            self.last_attempt = Instant::now();
-        }
-        Ok(if delivered > 0 { Poll::Frames(delivered) } else { Poll::Idle })
+        Ok(self.poll_result(delivered, failure))
     }
 
     fn take_notes(&mut self) -> Vec<String> {
