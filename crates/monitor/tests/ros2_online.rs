@@ -237,7 +237,13 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
         "set -e; lttng list >/dev/null 2>&1 || { lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || true; for _ in $(seq 50); do lttng list >/dev/null 2>&1 && break; sleep 0.1; done; }\n\
          exec 9>\"${TMPDIR:-/tmp}/ddscope-lttng-record.lock\"; flock 9\n",
     );
-    script.push_str(&format!("trap 'lttng destroy {0} >/dev/null 2>&1; lttng destroy {1} >/dev/null 2>&1' EXIT\n", sessions[0], sessions[1]));
+    // `--no-wait`: the destruction of a live session completes only once its viewers let go,
+    // and the viewers here are this test's followers, which wait for the script (seen hanging
+    // for 11 minutes on a fresh machine); `lttng stop` has already waited for the data.
+    script.push_str(&format!(
+        "trap 'lttng destroy --no-wait {0} >/dev/null 2>&1; lttng destroy --no-wait {1} >/dev/null 2>&1' EXIT\n",
+        sessions[0], sessions[1]
+    ));
     for s in &sessions {
         script.push_str(&format!(
             "lttng create {s} --live=100000 --set-url={set_url} >/dev/null\n\
