@@ -338,3 +338,29 @@ def test_records_give_every_frame_its_time_and_figures(ddscope, tmp_path, size):
         assert mine and mine[0]["ip_frags_per_sample"] == frags, rx
     finally:
         shutil.rmtree(kf, ignore_errors=True)
+
+
+def test_program_run_time_is_reported_when_the_kernel_measures_it(ddscope, tmp_path):
+    """With kernel.bpf_stats_enabled=1 the kernel times every run of the
+    attached program (oracle: the kernel's own run_cnt / run_time_ns, read by
+    ddscope from /proc/self/fdinfo): the closing line gives the mean time per
+    frame over at least every frame tcpdump saw of the 40 datagrams (tshark's
+    count), and says nothing of it while the kernel does not measure."""
+    knob = pathlib.Path("/proc/sys/kernel/bpf_stats_enabled")
+    before = knob.read_text().strip()
+    for d in ("on", "off"):
+        (tmp_path / d).mkdir()
+    try:
+        knob.write_text("1\n")
+        full, rec, lv_err, kf = veth_capture(tmp_path / "on", "--kernel-records", 40, 30000, f"s{os.getpid() % 10000}")
+        shutil.rmtree(kf, ignore_errors=True)
+        m = re.search(r"program: (\d+) ns per frame over (\d+) frames \(kernel.bpf_stats_enabled\)", lv_err)
+        assert m, lv_err
+        ns, runs = int(m.group(1)), int(m.group(2))
+        assert runs >= len(frame_list(full)) >= 40 * 21 and 0 < ns < 1_000_000, lv_err
+        knob.write_text("0\n")
+        _, _, lv_err, kf = veth_capture(tmp_path / "off", "--kernel-records", 4, 600, f"t{os.getpid() % 10000}")
+        shutil.rmtree(kf, ignore_errors=True)
+        assert "in-kernel records:" in lv_err and "program:" not in lv_err, lv_err
+    finally:
+        knob.write_text(before + "\n")

@@ -99,6 +99,8 @@ pub struct LiveCapture {
     rebuilt: Vec<u8>,
     /// Records mode: frames without a kernel timestamp when last noted.
     no_tstamp_noted: u64,
+    /// The program's run-time statistics: when read, runs, ns.
+    runtime: (Instant, u64, u64),
 }
 
 /// Records waiting for the frames passed before them (then handed over regardless, counted).
@@ -338,6 +340,7 @@ impl LiveCapture {
             _stamp: stamp,
             rebuilt: Vec::new(),
             no_tstamp_noted: 0,
+            runtime: (Instant::now().checked_sub(Duration::from_secs(2)).unwrap_or_else(Instant::now), 0, 0),
         })
     }
 
@@ -346,13 +349,20 @@ impl LiveCapture {
         self.kf.is_some()
     }
 
-    fn filter_counters(&self) -> Option<FilterCounters> {
+    fn filter_counters(&mut self) -> Option<FilterCounters> {
         if !self.cfg.kernel_filter {
             return None;
         }
         let mut c = self.kf_base;
         if let Some(k) = &self.kf {
-            c.add(&k.counters());
+            // The program's run time: a file read, so at most once a second.
+            if self.runtime.0.elapsed() >= Duration::from_secs(1) {
+                let r = k.counters_with_runtime();
+                self.runtime = (Instant::now(), r.program_runs, r.program_ns);
+            }
+            let mut k = k.counters();
+            (k.program_runs, k.program_ns) = (self.runtime.1, self.runtime.2);
+            c.add(&k);
         }
         c.add(&self.kf_user);
         if c.records_mode {

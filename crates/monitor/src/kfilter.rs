@@ -54,6 +54,10 @@ pub struct FilterCounters {
     /// Records handed over before the passed frames that preceded them had
     /// come (waited longer than the merge bound, or too many waiting).
     pub merge_forced: u64,
+    /// Runs of the program and the time they took (ns), when the kernel
+    /// measures it (`sysctl kernel.bpf_stats_enabled=1`; 0 otherwise).
+    pub program_runs: u64,
+    pub program_ns: u64,
 }
 
 impl FilterCounters {
@@ -73,23 +77,44 @@ impl FilterCounters {
         self.no_tstamp += o.no_tstamp;
         self.bad_records += o.bad_records;
         self.merge_forced += o.merge_forced;
+        self.program_runs += o.program_runs;
+        self.program_ns += o.program_ns;
     }
 }
 
 /// The closing report's line about the filter.
 pub fn closing_line(f: &FilterCounters) -> String {
-    if f.records_mode {
-        return format!(
+    let mut line = if f.records_mode {
+        format!(
             "in-kernel records: {} frames examined, {} rebuilt from records, {} passed whole ({} without a kernel timestamp, \
              {} for a full record ring, {} datagrams given up, {} fragments not followed); {} bad records, {} merged out of order",
             f.frames, f.records, f.passed, f.no_tstamp, f.ring_full, f.given_up, f.not_followed, f.bad_records, f.merge_forced
+        )
+    } else {
+        format!(
+            "in-kernel filter: {} frames examined, {} fragments left out, {} bytes not copied; {} datagrams followed to the end, \
+             {} given up, {} fragments not followed (passed whole), {} passed for a full report ring, {} orphaned, {} untracked",
+            f.frames, f.left_out, f.bytes_saved, f.completed, f.given_up, f.not_followed, f.ring_full, f.orphaned, f.evicted
+        )
+    };
+    if f.program_runs > 0 {
+        line += &format!(
+            "; program: {:.0} ns per frame over {} frames (kernel.bpf_stats_enabled)",
+            f.program_ns as f64 / f.program_runs as f64,
+            f.program_runs
         );
     }
-    format!(
-        "in-kernel filter: {} frames examined, {} fragments left out, {} bytes not copied; {} datagrams followed to the end, \
-         {} given up, {} fragments not followed (passed whole), {} passed for a full report ring, {} orphaned, {} untracked",
-        f.frames, f.left_out, f.bytes_saved, f.completed, f.given_up, f.not_followed, f.ring_full, f.orphaned, f.evicted
-    )
+    line
+}
+
+/// `run_time_ns` and `run_cnt` of a BPF program fd, from /proc/self/fdinfo
+/// (counted by the kernel while `kernel.bpf_stats_enabled` is 1).
+fn program_stats(fd: RawFd) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+    };
+    Some((field("run_time_ns:")?, field("run_cnt:")?))
 }
 
 /// A verifier refusal in one line: aya's message up to the log, and the
@@ -140,6 +165,8 @@ pub struct KernelFilter {
     records: RingBuf<MapData>,
     /// STATS, memory-mapped (read without system calls).
     stats: *const u64,
+    /// The attached program's fd (its run-time statistics).
+    prog_fd: RawFd,
     _stats_map: Map,
 }
 
@@ -191,6 +218,7 @@ impl KernelFilter {
             .map_err(|e| format!("{name} is not a socket filter: {e}"))?;
         prog.load().map_err(|e| format!("the kernel refused the eBPF program: {}", one_line(&e.to_string())))?;
         Self::attach_prog(prog, fd)?;
+        let prog_fd = prog.fd().map_err(|e| format!("{name}: {e}"))?.as_fd().as_raw_fd();
         let dropped = ebpf.take_map("DROPPED").ok_or("the eBPF object has no map DROPPED")?;
         let dropped = RingBuf::try_from(dropped).map_err(|e| format!("DROPPED: {e}"))?;
         let records = ebpf.take_map("RECORDS").ok_or("the eBPF object has no map RECORDS")?;
@@ -203,7 +231,7 @@ impl KernelFilter {
         if p == libc::MAP_FAILED {
             return Err(format!("cannot map the filter's counters: {}", std::io::Error::last_os_error()));
         }
-        Ok(KernelFilter { ebpf, mode, dropped, records, stats: p as *const u64, _stats_map: stats_map })
+        Ok(KernelFilter { ebpf, mode, dropped, records, stats: p as *const u64, prog_fd, _stats_map: stats_map })
     }
 
     fn attach_prog(prog: &mut SocketFilter, fd: RawFd) -> Result<(), String> {
@@ -260,7 +288,20 @@ impl KernelFilter {
             no_tstamp: get(9),
             bad_records: 0,
             merge_forced: 0,
+            program_runs: 0,
+            program_ns: 0,
         }
+    }
+
+    /// The counters with the program's run-time statistics (a read of
+    /// /proc/self/fdinfo: for the closing report, not every poll).
+    pub fn counters_with_runtime(&self) -> FilterCounters {
+        let mut c = self.counters();
+        if let Some((ns, runs)) = program_stats(self.prog_fd) {
+            c.program_ns = ns;
+            c.program_runs = runs;
+        }
+        c
     }
 
     /// Frames the program passed to the socket so far (records mode).
