@@ -5,6 +5,7 @@ workload's ground truth) without monitoring and with a ddscope agent on both
 hosts, plus the agents' CPU use.
 
 Usage: sudo bench/overhead.py [--duration 30s] [--repeat 3] [--only CONFIG,...]
+                              [--compare-bin OLD_DDSCOPE [--compare CONFIG,...]] [--bpf-stats]
 
 The lab's own tcpdump capture is switched off in every run, so the only
 monitoring is the agents. Configurations, interleaved and repeated:
@@ -24,8 +25,19 @@ monitoring is the agents. Configurations, interleaved and repeated:
                    each frame's first 64 bytes, counts): the floor cost of a capture from a tc hook
   tcpdump          no agents; the lab's tcpdump capture on both hosts instead (-B 64 MiB, whole frames)
 Prints a Markdown table: mean, std, p99, max (ms) per topic and configuration
-over all samples of all repeats, and the monitor's CPU (agent or tcpdump, user
-+ system, busiest host) as a share of one core.
+over all samples of all repeats, the p99 rise of each repeat against the
+`none` run just before it (median and range: the p99 of 300 samples moves with
+scheduling noise, so the spread says what a difference is worth), and the
+monitor's CPU (agent or tcpdump, user + system, busiest host) as a share of
+one core.
+
+--compare-bin runs every agent configuration a second time with another
+ddscope binary (e.g. one built from an earlier commit), labelled `…@base`,
+interleaved with the rest: the side-by-side comparison of two versions.
+--bpf-stats sets kernel.bpf_stats_enabled=1 for the run (restored after) and
+adds the in-kernel program's mean run time per frame from the agents' closing
+lines; the kernel's measurement adds two clock reads to every program run, so
+latencies of such a run are not comparable with one without it.
 """
 import argparse
 import json
@@ -79,6 +91,9 @@ def main():
     ap.add_argument("--duration", default="30s")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", help="comma-separated configurations (default: all; none is always run)")
+    ap.add_argument("--compare-bin", help="another ddscope binary: agent configurations also run with it, as CONFIG@base")
+    ap.add_argument("--compare", help="comma-separated agent configurations to run with --compare-bin (default: all in the run)")
+    ap.add_argument("--bpf-stats", action="store_true", help="measure the in-kernel programs' run time (kernel.bpf_stats_enabled=1)")
     a = ap.parse_args()
     if a.only:
         wanted = {"none", *a.only.split(",")}
@@ -88,6 +103,24 @@ def main():
         for c in list(CONFIGS):
             if c not in wanted:
                 del CONFIGS[c]
+    binary = {c: DDSCOPE for c in CONFIGS}
+    if a.compare_bin:
+        for c, args in list(CONFIGS.items()):
+            if args not in (None, "tcpdump", "tc-probe") and (not a.compare or c in a.compare.split(",")):
+                CONFIGS[f"{c}@base"] = args
+                binary[f"{c}@base"] = a.compare_bin
+    stats_path = pathlib.Path("/proc/sys/kernel/bpf_stats_enabled")
+    stats_before = stats_path.read_text().strip() if a.bpf_stats else None
+    if a.bpf_stats:
+        stats_path.write_text("1\n")
+    try:
+        run_all(a, binary)
+    finally:
+        if stats_before is not None:
+            stats_path.write_text(stats_before + "\n")
+
+
+def run_all(a, binary):
     base = (REPO / "examples/lab/simple-robotic.toml").read_text()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-overhead-"))
     (tmp / "s.toml").write_text(base + "\n[capture]\nenabled = false\n")
@@ -98,19 +131,27 @@ def main():
     cpu = {c: [] for c in CONFIGS}
     frames = {c: [] for c in CONFIGS}
     records = {c: [] for c in CONFIGS}
+    prog_ns = {c: [] for c in CONFIGS}
+    rises = {c: {"/image": [], "/drive": []} for c in CONFIGS}
     dur_s = float(a.duration.rstrip("s"))
+    base_now = {}
     for i in range(a.repeat):
         for c, args in CONFIGS.items():
             out = tmp / f"{c}-{i}"
             scen = tmp / ({"tcpdump": "tcpdump.toml", "tc-probe": "tc-probe.toml"}.get(args, "s.toml"))
-            cmd = [DDSCOPE, "lab", "run", str(scen), "--duration", a.duration, "--out", str(out), "--quiet"]
+            cmd = [binary.get(c, DDSCOPE), "lab", "run", str(scen), "--duration", a.duration, "--out", str(out), "--quiet"]
             if args not in (None, "tcpdump", "tc-probe"):
                 cmd += ["--agent", args]
             cp = subprocess.run(cmd, capture_output=True, text=True)
             if cp.returncode != 0:
                 raise SystemExit(f"{c} run {i} failed: {cp.stderr[-1500:]}")
-            for t, v in latencies(out).items():
+            this = latencies(out)
+            for t, v in this.items():
                 lat[c][t] += v
+                if c == "none":
+                    base_now[t] = pct(v, 99) if v else None
+                elif base_now.get(t) and v:
+                    rises[c][t].append(100 * (pct(v, 99) / base_now[t] - 1))
             run = json.loads((out / "run.json").read_text())
             agent_cpu = [s for k, s in run["cpu"]["processes_s"].items() if k.startswith(("agent", "tcpdump")) and s is not None]
             if agent_cpu:
@@ -125,9 +166,15 @@ def main():
                     for m in [re.search(r"(\d+) rebuilt from records", f.read_text())] if m]
             if recs:
                 records[c].append(max(recs))
+            # --bpf-stats: the program's mean run time per frame, per agent.
+            ns = [float(m.group(1)) for f in (out / "logs").glob("agent-*.log")
+                  for m in [re.search(r"program: (\d+) ns per frame", f.read_text())] if m]
+            prog_ns[c] += ns
     print(f"Simple robotic application, {a.repeat} × {a.duration} per configuration, interleaved; lab capture off.\n")
-    print("| topic | configuration | samples | mean ms | std ms | p99 ms | max ms | p99 vs none | monitor CPU (busiest host, share of one core) | frames to the agent (busiest host, per run) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    extra = " in-kernel program, ns per frame (median of agents) |" if a.bpf_stats else ""
+    print("| topic | configuration | samples | mean ms | std ms | p99 ms | max ms | p99 vs none | p99 vs the none run before, per repeat: median [min, max] "
+          "| monitor CPU (busiest host, share of one core) | frames to the agent (busiest host, per run) |" + extra)
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if a.bpf_stats else ""))
     for t in ("/image", "/drive"):
         base_p99 = pct(lat["none"][t], 99)
         for c in CONFIGS:
@@ -137,8 +184,11 @@ def main():
             fr = f"{statistics.median(frames[c]):.0f}" if frames[c] else ""
             if records[c]:
                 fr += f" (+ {statistics.median(records[c]):.0f} records)"
+            r = rises[c][t]
+            spread = f"{statistics.median(r):+.1f} % [{min(r):+.1f}, {max(r):+.1f}]" if r else ""
+            ns = (f" {statistics.median(prog_ns[c]):.0f} |" if prog_ns[c] else " |") if a.bpf_stats else ""
             print(f"| {t} | {c} | {len(v)} | {statistics.mean(v):.3f} | {statistics.stdev(v):.3f} | {p99:.3f} | {max(v):.3f} | "
-                  f"{100 * (p99 / base_p99 - 1):+.1f} % | {cpu_s} | {fr} |")
+                  f"{100 * (p99 / base_p99 - 1):+.1f} % | {spread} | {cpu_s} | {fr} |" + ns)
 
 
 if __name__ == "__main__":
