@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ddscope_bin, require_tool
+from conftest import ddscope_bin, free_port, require_tool
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
@@ -149,3 +149,27 @@ def test_agent_with_idle_scheduling_still_captures(ddsperf_pair, tmp_path):
     frames = int(line.split(": ", 1)[1].split(" frames")[0])
     dropped = int(line.split("dropped ")[1].split(",")[0])
     assert frames > 200 and dropped == 0, line  # ddsperf sends 50 samples/s of 20 kB for 5 s
+
+
+@pytest.mark.parametrize("thread", ["ddscope-system", "ddscope-metrics"])
+def test_agent_stops_with_status_1_when_a_worker_thread_dies(needs_root, thread):
+    """A worker thread that panics (the system sampler, or the Prometheus
+    server; the panic injected with DDSCOPE_TEST_PANIC_THREAD) stops the agent
+    instead of leaving it running without that part: within seconds, with a
+    note and a closing line naming the thread and the panic, its capture's
+    closing line still printed, and exit status 1. The same agent without the
+    injection runs its --duration and exits 0 (the control)."""
+    def agent(duration, **env):
+        cmd = [ddscope_bin(), "agent", "-i", "lo", "--name", "w", "--export", f"prometheus=127.0.0.1:{free_port()}", "--duration", duration]
+        base = {k: v for k, v in os.environ.items() if k != "DDSCOPE_TEST_PANIC_THREAD"}
+        t0 = time.monotonic()
+        cp = subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=60)
+        return cp, time.monotonic() - t0
+    cp, took = agent("20s", DDSCOPE_TEST_PANIC_THREAD=thread)
+    assert cp.returncode == 1, cp.stderr
+    assert took < 10, f"the agent ran {took:.1f} s after the {thread} thread died"
+    assert f"the {thread} thread stopped (DDSCOPE_TEST_PANIC_THREAD={thread}: fault injected); the agent stops" in cp.stderr, cp.stderr
+    assert f"agent w: stopped because a thread ended: {thread} (" in cp.stderr, cp.stderr
+    assert "frames; kernel: received" in cp.stderr, cp.stderr
+    cp, took = agent("2s")
+    assert cp.returncode == 0 and "stopped because" not in cp.stderr and took >= 2, cp.stderr

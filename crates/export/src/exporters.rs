@@ -192,7 +192,7 @@ impl Exporters {
             let st = stop.clone();
             let reg = registry.clone();
             let every = opts.otlp_metrics_interval.max(Duration::from_millis(100));
-            let t = std::thread::Builder::new().name("ddscope-export-metrics".into()).spawn(move || {
+            let t = crate::workers::spawn("ddscope-export-metrics", move || {
                 let mut next = std::time::Instant::now() + every;
                 let push = || {
                     let fams = reg.families();

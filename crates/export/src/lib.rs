@@ -24,6 +24,7 @@ pub mod prometheus;
 pub mod procload;
 pub mod promtext;
 pub mod system;
+pub mod workers;
 
 pub use delivery::{DeliveryConfig, SinkStats, SinkStatsSnapshot};
 pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters, PushSink, SinkKind, PUSH_SINKS};

@@ -310,7 +310,7 @@ impl SystemSampler {
         let st = stop.clone();
         let host = host.to_string();
         let interval = interval.max(Duration::from_millis(10));
-        let thread = std::thread::Builder::new().name("ddscope-system".into()).spawn(move || {
+        let thread = crate::workers::spawn("ddscope-system", move || {
             let mut errors = 0u64;
             let mut last_error = None;
             let mut next = std::time::Instant::now();

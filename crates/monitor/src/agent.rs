@@ -95,6 +95,9 @@ pub struct AgentReport {
     pub trace: Option<TraceCounters>,
     /// With a domain filter: submessages and samples of other or unknown domains left out.
     pub domain_left_out: (u64, u64),
+    /// Worker threads (exporters, senders, the trace reader) that ended by a
+    /// panic, and how many more beyond those listed: the agent stopped then.
+    pub stopped_threads: (Vec<ddscope_export::workers::Stopped>, u64),
 }
 
 /// Converts a correlation item into its form on the wire to `serve` (the
@@ -150,11 +153,24 @@ pub fn run(
     let mut notes: Vec<String> = vec![];
     let mut topic_rows_not_sent = 0usize;
     let mut domain_left_out = (0u64, 0u64);
-    let asked_to_stop = || stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d);
+    // A worker thread that ended by a panic stops the agent as a stop request
+    // would (what it has goes out), rather than running on without that part.
+    let asked_to_stop = || {
+        stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d) || ddscope_export::workers::any_stopped()
+    };
+    let mut thread_noted = false;
     // After a stop request, keep reading for a moment: in batched mode the
     // last block of packets is handed over only when it is retired (<= 100 ms).
     let mut drain_deadline = None::<Instant>;
     loop {
+        if !thread_noted && ddscope_export::workers::any_stopped() {
+            thread_noted = true;
+            for s in ddscope_export::workers::stopped().0 {
+                let n = format!("the {} thread stopped ({}); the agent stops", s.thread, s.why);
+                on_note(&n);
+                notes.push(n);
+            }
+        }
         let running = match (asked_to_stop(), drain_deadline) {
             (false, _) => true,
             (true, None) => {
@@ -347,6 +363,7 @@ pub fn run(
             notes,
             trace: follower.as_ref().map(|f| f.queue.counters()),
             domain_left_out,
+            stopped_threads: ddscope_export::workers::stopped(),
         },
         exporters,
     ))

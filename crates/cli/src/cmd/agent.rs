@@ -228,6 +228,13 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
             a.name, report.items_sent, report.items_dropped, report.send_failures, report.batches_refused
         );
     }
+    let (stopped, more) = &report.stopped_threads;
+    if !stopped.is_empty() {
+        let list: Vec<String> = stopped.iter().map(|s| format!("{} ({})", s.thread, s.why)).collect();
+        let more = if *more > 0 { format!(" and {more} more") } else { String::new() };
+        eprintln!("agent {}: stopped because a thread ended: {}{more}", a.name, list.join(", "));
+        return Ok(1);
+    }
     Ok(0)
 }
 
