@@ -51,7 +51,7 @@ fi
 exec 9>"${TMPDIR:-/tmp}/ddscope-lttng-record.lock"
 flock 9
 
-cleanup() { lttng destroy --no-wait "$session" >/dev/null 2>&1 || true; }
+cleanup() { lttng destroy "$session" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 if [ -n "$live" ]; then
@@ -71,9 +71,7 @@ LTTNG_UST_ALLOW_BLOCKING=$blocking "$@"
 rc=$?
 set -e
 lttng stop "$session" >/dev/null
-# stop waited for the data; a live session's destruction would also wait for
-# its viewers to let go (an agent following it may outlive this script)
-lttng destroy --no-wait "$session" >/dev/null
+lttng destroy "$session" >/dev/null
 trap - EXIT
 [ $rc -eq 0 ] || die "command exited with status $rc"
 [ -n "$live" ] || echo "$out"
