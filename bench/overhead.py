@@ -145,8 +145,7 @@ def run_all(a, binary):
             cp = subprocess.run(cmd, capture_output=True, text=True)
             if cp.returncode != 0:
                 raise SystemExit(f"{c} run {i} failed: {cp.stderr[-1500:]}")
-            this = latencies(out)
-            for t, v in this.items():
+            for t, v in latencies(out).items():
                 lat[c][t] += v
                 if c == "none":
                     base_now[t] = pct(v, 99) if v else None

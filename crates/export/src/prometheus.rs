@@ -810,10 +810,8 @@ impl MetricsServer {
         };
         let server = Arc::new(server);
         let s2 = server.clone();
-        let thread = crate::workers::spawn("ddscope-metrics", {
-            let token = token.map(|t| format!("Bearer {t}"));
-            move || serve(&s2, &registry, token.as_deref())
-        })
+        let token = token.map(|t| format!("Bearer {t}"));
+        let thread = crate::workers::spawn("ddscope-metrics", move || serve(&s2, &registry, token.as_deref()))
             .map_err(|e| ServeError { addr: addr.to_string(), reason: Box::new(e) })?;
         Ok(MetricsServer { server, thread: Some(thread), addr: bound })
     }

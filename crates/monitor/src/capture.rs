@@ -99,8 +99,9 @@ pub struct LiveCapture {
     rebuilt: Vec<u8>,
     /// Records mode: frames without a kernel timestamp when last noted.
     no_tstamp_noted: u64,
-    /// The program's run-time statistics: when read, runs, ns.
-    runtime: (Instant, u64, u64),
+    /// The program's run-time statistics (runs, ns) and when they were read.
+    runtime: (u64, u64),
+    runtime_at: Option<Instant>,
 }
 
 /// Records waiting for the frames passed before them (then handed over regardless, counted).
@@ -340,7 +341,8 @@ impl LiveCapture {
             _stamp: stamp,
             rebuilt: Vec::new(),
             no_tstamp_noted: 0,
-            runtime: (Instant::now().checked_sub(Duration::from_secs(2)).unwrap_or_else(Instant::now), 0, 0),
+            runtime: (0, 0),
+            runtime_at: None,
         })
     }
 
@@ -356,12 +358,14 @@ impl LiveCapture {
         let mut c = self.kf_base;
         if let Some(k) = &self.kf {
             // The program's run time: a file read, so at most once a second.
-            if self.runtime.0.elapsed() >= Duration::from_secs(1) {
-                let r = k.counters_with_runtime();
-                self.runtime = (Instant::now(), r.program_runs, r.program_ns);
+            if self.runtime_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                if let Some((ns, runs)) = k.program_runtime() {
+                    self.runtime = (runs, ns);
+                }
+                self.runtime_at = Some(Instant::now());
             }
             let mut k = k.counters();
-            (k.program_runs, k.program_ns) = (self.runtime.1, self.runtime.2);
+            (k.program_runs, k.program_ns) = self.runtime;
             c.add(&k);
         }
         c.add(&self.kf_user);

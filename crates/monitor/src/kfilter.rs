@@ -293,15 +293,11 @@ impl KernelFilter {
         }
     }
 
-    /// The counters with the program's run-time statistics (a read of
-    /// /proc/self/fdinfo: for the closing report, not every poll).
-    pub fn counters_with_runtime(&self) -> FilterCounters {
-        let mut c = self.counters();
-        if let Some((ns, runs)) = program_stats(self.prog_fd) {
-            c.program_ns = ns;
-            c.program_runs = runs;
-        }
-        c
+    /// The program's run time and runs so far (ns, runs), as the kernel
+    /// counts them while `kernel.bpf_stats_enabled` is 1: a read of
+    /// /proc/self/fdinfo, so not on every poll.
+    pub fn program_runtime(&self) -> Option<(u64, u64)> {
+        program_stats(self.prog_fd)
     }
 
     /// Frames the program passed to the socket so far (records mode).
