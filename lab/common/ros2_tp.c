@@ -124,6 +124,114 @@ EXPORT void ros2tp_impl_callback_end(const void *callback) {
   tracepoint(ros2, callback_end, callback);
 }
 
+EXPORT void ros2tp_impl_rcl_service_init(const void *service_handle, const void *node_handle,
+                                         const void *rmw_service_handle,
+                                         const char *service_name) {
+  tracepoint(ros2, rcl_service_init, service_handle, node_handle, rmw_service_handle,
+             service_name);
+}
+
+EXPORT void ros2tp_impl_rclcpp_service_callback_added(const void *service_handle,
+                                                      const void *callback) {
+  tracepoint(ros2, rclcpp_service_callback_added, service_handle, callback);
+}
+
+EXPORT void ros2tp_impl_rcl_client_init(const void *client_handle, const void *node_handle,
+                                        const void *rmw_client_handle, const char *service_name) {
+  tracepoint(ros2, rcl_client_init, client_handle, node_handle, rmw_client_handle, service_name);
+}
+
+EXPORT void ros2tp_impl_rcl_lifecycle_state_machine_init(const void *node_handle,
+                                                         const void *state_machine) {
+  tracepoint(ros2, rcl_lifecycle_state_machine_init, node_handle, state_machine);
+}
+
+EXPORT void ros2tp_impl_rcl_lifecycle_transition(const void *state_machine,
+                                                 const char *start_label,
+                                                 const char *goal_label) {
+  tracepoint(ros2, rcl_lifecycle_transition, state_machine, start_label, goal_label);
+}
+
+EXPORT void ros2tp_impl_rclcpp_executor_get_next_ready(void) {
+  tracepoint(ros2, rclcpp_executor_get_next_ready);
+}
+
+EXPORT void ros2tp_impl_rclcpp_executor_wait_for_work(int64_t timeout) {
+  tracepoint(ros2, rclcpp_executor_wait_for_work, timeout);
+}
+
+EXPORT void ros2tp_impl_rclcpp_executor_execute(const void *handle) {
+  tracepoint(ros2, rclcpp_executor_execute, handle);
+}
+
+/* Jazzy only; no-ops in the Humble layout (no such events in tracetools 4.1.x). */
+EXPORT void ros2tp_impl_rclcpp_intra_publish(const void *publisher_handle, const void *message) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_intra_publish, publisher_handle, message);
+#else
+  (void)publisher_handle;
+  (void)message;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_ipb_to_subscription(const void *ipb, const void *subscription) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_ipb_to_subscription, ipb, subscription);
+#else
+  (void)ipb;
+  (void)subscription;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_buffer_to_ipb(const void *buffer, const void *ipb) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_buffer_to_ipb, buffer, ipb);
+#else
+  (void)buffer;
+  (void)ipb;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_construct_ring_buffer(const void *buffer, uint64_t capacity) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_construct_ring_buffer, buffer, capacity);
+#else
+  (void)buffer;
+  (void)capacity;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_ring_buffer_enqueue(const void *buffer, uint64_t index,
+                                                   uint64_t size, int overwritten) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_ring_buffer_enqueue, buffer, index, size, overwritten != 0);
+#else
+  (void)buffer;
+  (void)index;
+  (void)size;
+  (void)overwritten;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_ring_buffer_dequeue(const void *buffer, uint64_t index,
+                                                   uint64_t size) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_ring_buffer_dequeue, buffer, index, size);
+#else
+  (void)buffer;
+  (void)index;
+  (void)size;
+#endif
+}
+
+EXPORT void ros2tp_impl_rclcpp_ring_buffer_clear(const void *buffer) {
+#if ROS2_TP_JAZZY
+  tracepoint(ros2, rclcpp_ring_buffer_clear, buffer);
+#else
+  (void)buffer;
+#endif
+}
+
 #else /* the loader */
 
 #include "ros2_tp.h"
@@ -202,6 +310,21 @@ int ros2tp_load(const char *distro, const char *lib_dir, struct ros2tp_api *api,
   LOAD(rclcpp_callback_register, "rclcpp_callback_register");
   LOAD(callback_start, "callback_start");
   LOAD(callback_end, "callback_end");
+  LOAD(rcl_service_init, "rcl_service_init");
+  LOAD(rclcpp_service_callback_added, "rclcpp_service_callback_added");
+  LOAD(rcl_client_init, "rcl_client_init");
+  LOAD(rcl_lifecycle_state_machine_init, "rcl_lifecycle_state_machine_init");
+  LOAD(rcl_lifecycle_transition, "rcl_lifecycle_transition");
+  LOAD(rclcpp_executor_get_next_ready, "rclcpp_executor_get_next_ready");
+  LOAD(rclcpp_executor_wait_for_work, "rclcpp_executor_wait_for_work");
+  LOAD(rclcpp_executor_execute, "rclcpp_executor_execute");
+  LOAD(rclcpp_intra_publish, "rclcpp_intra_publish");
+  LOAD(rclcpp_ipb_to_subscription, "rclcpp_ipb_to_subscription");
+  LOAD(rclcpp_buffer_to_ipb, "rclcpp_buffer_to_ipb");
+  LOAD(rclcpp_construct_ring_buffer, "rclcpp_construct_ring_buffer");
+  LOAD(rclcpp_ring_buffer_enqueue, "rclcpp_ring_buffer_enqueue");
+  LOAD(rclcpp_ring_buffer_dequeue, "rclcpp_ring_buffer_dequeue");
+  LOAD(rclcpp_ring_buffer_clear, "rclcpp_ring_buffer_clear");
   return 0;
 }
 

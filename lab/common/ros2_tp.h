@@ -8,7 +8,10 @@
  * Two layouts, chosen when the provider library is compiled:
  *   ROS2_TP_JAZZY=0  Humble (tracetools 4.1.x): rmw_publish = { message }
  *   ROS2_TP_JAZZY=1  Jazzy  (tracetools 8.x):   rmw_publish = { rmw_publisher_handle,
- *                                                message, timestamp }
+ *                                                message, timestamp },
+ *                    plus rclcpp_intra_publish and the intra-process buffer events
+ *                    (rclcpp_ipb_to_subscription, rclcpp_buffer_to_ipb,
+ *                    rclcpp_construct_ring_buffer, rclcpp_ring_buffer_enqueue/_dequeue/_clear)
  * The two layouts cannot live in one process (same provider name), so each is
  * built as its own shared library (libddslab-ros2tp-humble.so,
  * libddslab-ros2tp-jazzy.so). Programs call the `ros2tp_api` below, which
@@ -65,6 +68,31 @@ struct ros2tp_api {
   void (*rclcpp_callback_register)(const void *callback, const char *symbol);
   void (*callback_start)(const void *callback, int is_intra_process);
   void (*callback_end)(const void *callback);
+  /* services, clients, lifecycle and executor (Humble and Jazzy) */
+  void (*rcl_service_init)(const void *service_handle, const void *node_handle,
+                           const void *rmw_service_handle, const char *service_name);
+  void (*rclcpp_service_callback_added)(const void *service_handle, const void *callback);
+  void (*rcl_client_init)(const void *client_handle, const void *node_handle,
+                          const void *rmw_client_handle, const char *service_name);
+  void (*rcl_lifecycle_state_machine_init)(const void *node_handle, const void *state_machine);
+  void (*rcl_lifecycle_transition)(const void *state_machine, const char *start_label,
+                                   const char *goal_label);
+  void (*rclcpp_executor_get_next_ready)(void);
+  void (*rclcpp_executor_wait_for_work)(int64_t timeout);
+  void (*rclcpp_executor_execute)(const void *handle);
+  /*
+   * Intra-process publish and buffers: Jazzy only. The Humble layout has no such events
+   * (rclcpp Humble's intra-process path is not instrumented); its library exports these
+   * functions as no-ops so that the API is the same for both layouts.
+   */
+  void (*rclcpp_intra_publish)(const void *publisher_handle, const void *message);
+  void (*rclcpp_ipb_to_subscription)(const void *ipb, const void *subscription);
+  void (*rclcpp_buffer_to_ipb)(const void *buffer, const void *ipb);
+  void (*rclcpp_construct_ring_buffer)(const void *buffer, uint64_t capacity);
+  void (*rclcpp_ring_buffer_enqueue)(const void *buffer, uint64_t index, uint64_t size,
+                                     int overwritten);
+  void (*rclcpp_ring_buffer_dequeue)(const void *buffer, uint64_t index, uint64_t size);
+  void (*rclcpp_ring_buffer_clear)(const void *buffer);
 };
 
 /*
@@ -260,6 +288,127 @@ TRACEPOINT_EVENT(
   TP_ARGS(const void *, callback_arg),
   TP_FIELDS(
     ctf_integer_hex(const void *, callback, callback_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rcl_service_init,
+  TP_ARGS(const void *, service_handle_arg, const void *, node_handle_arg, const void *,
+          rmw_service_handle_arg, const char *, service_name_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, service_handle, service_handle_arg)
+    ctf_integer_hex(const void *, node_handle, node_handle_arg)
+    ctf_integer_hex(const void *, rmw_service_handle, rmw_service_handle_arg)
+    ctf_string(service_name, service_name_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_service_callback_added,
+  TP_ARGS(const void *, service_handle_arg, const void *, callback_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, service_handle, service_handle_arg)
+    ctf_integer_hex(const void *, callback, callback_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rcl_client_init,
+  TP_ARGS(const void *, client_handle_arg, const void *, node_handle_arg, const void *,
+          rmw_client_handle_arg, const char *, service_name_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, client_handle, client_handle_arg)
+    ctf_integer_hex(const void *, node_handle, node_handle_arg)
+    ctf_integer_hex(const void *, rmw_client_handle, rmw_client_handle_arg)
+    ctf_string(service_name, service_name_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rcl_lifecycle_state_machine_init,
+  TP_ARGS(const void *, node_handle_arg, const void *, state_machine_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, node_handle, node_handle_arg)
+    ctf_integer_hex(const void *, state_machine, state_machine_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rcl_lifecycle_transition,
+  TP_ARGS(const void *, state_machine_arg, const char *, start_label_arg, const char *,
+          goal_label_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, state_machine, state_machine_arg)
+    ctf_string(start_label, start_label_arg)
+    ctf_string(goal_label, goal_label_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_executor_get_next_ready,
+  TP_ARGS(),
+  TP_FIELDS())
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_executor_wait_for_work,
+  TP_ARGS(const int64_t, timeout_arg),
+  TP_FIELDS(
+    ctf_integer(int64_t, timeout, timeout_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_executor_execute,
+  TP_ARGS(const void *, handle_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, handle, handle_arg)))
+
+#if ROS2_TP_JAZZY
+/* Jazzy only (tracetools 8.x): intra-process publish and the intra-process buffers. */
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_intra_publish,
+  TP_ARGS(const void *, publisher_handle_arg, const void *, message_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, publisher_handle, publisher_handle_arg)
+    ctf_integer_hex(const void *, message, message_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_ipb_to_subscription,
+  TP_ARGS(const void *, ipb_arg, const void *, subscription_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, ipb, ipb_arg)
+    ctf_integer_hex(const void *, subscription, subscription_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_buffer_to_ipb,
+  TP_ARGS(const void *, buffer_arg, const void *, ipb_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, buffer, buffer_arg)
+    ctf_integer_hex(const void *, ipb, ipb_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_construct_ring_buffer,
+  TP_ARGS(const void *, buffer_arg, const uint64_t, capacity_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, buffer, buffer_arg)
+    ctf_integer(const uint64_t, capacity, capacity_arg)))
+
+/*
+ * Upstream declares `index` as ctf_integer(const uint64_t *, ...): a pointer-typed integer,
+ * which LTTng-UST describes exactly like uint64_t (64 bits, unsigned, base 10, 8-byte
+ * alignment on 64-bit hosts). Declared as uint64_t here to compile without a conversion
+ * warning; the recorded field type is the same.
+ */
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_ring_buffer_enqueue,
+  TP_ARGS(const void *, buffer_arg, const uint64_t, index_arg, const uint64_t, size_arg,
+          const bool, overwritten_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, buffer, buffer_arg)
+    ctf_integer(const uint64_t, index, index_arg)
+    ctf_integer(const uint64_t, size, size_arg)
+    ctf_integer(const int, overwritten, (overwritten_arg ? 1 : 0))))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_ring_buffer_dequeue,
+  TP_ARGS(const void *, buffer_arg, const uint64_t, index_arg, const uint64_t, size_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, buffer, buffer_arg)
+    ctf_integer(const uint64_t, index, index_arg)
+    ctf_integer(const uint64_t, size, size_arg)))
+
+TRACEPOINT_EVENT(
+  TRACEPOINT_PROVIDER, rclcpp_ring_buffer_clear,
+  TP_ARGS(const void *, buffer_arg),
+  TP_FIELDS(
+    ctf_integer_hex(const void *, buffer, buffer_arg)))
+#endif
 
 #endif /* DDSLAB_ROS2_TP_EVENTS_H */
 
