@@ -259,7 +259,9 @@ static void usage(FILE *f) {
           "each publishes N messages on /raw_image from a timer and republishes each on\n"
           "/image from its subscription callback. 13 events per message plus 15 at start;\n"
           "every K-th take finds nothing (one more rmw_take, taken=0; K=0: never).\n"
-          "Threads are pinned to C CPUs (default: all). --rate 0 (default): as fast as possible.\n");
+          "Threads are pinned to C CPUs (default: all). --rate 0 (default): as fast as possible.\n"
+          "With --scenario NAME it runs one of the realistic scenarios instead\n"
+          "(ddslab-tracegen --scenario all --help).\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out) {
@@ -271,7 +273,12 @@ static int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* lab/tracegen/scenario.c: --scenario NAME (behaves like real ROS 2, with a ground truth) */
+int tracegen_scenario_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--scenario")) return tracegen_scenario_main(argc, argv);
   struct options opt = {.distro = NULL, .messages = 1000, .processes = 1,
                         .cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), .miss_every = 10};
   for (int i = 1; i < argc; i++) {
