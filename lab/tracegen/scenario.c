@@ -555,6 +555,12 @@ static void make_gid(uint8_t *gid, uint8_t kind) {
   gid[13] = (uint8_t)(k >> 8);
   gid[14] = (uint8_t)k;
   gid[15] = kind;
+  if (O.jazzy) {
+    /* rmw's gid is 16 bytes from Iron on, the tracepoint still copies 24: the last 8 are
+     * whatever follows it in memory (Humble: zeros) */
+    uintptr_t junk = (uintptr_t)gid ^ ((uintptr_t)k << 40);
+    memcpy(gid + 16, &junk, 8);
+  }
 }
 
 /* --- delivery -------------------------------------------------------------- */
