@@ -380,10 +380,8 @@ TRACEPOINT_EVENT(
     ctf_integer(const uint64_t, capacity, capacity_arg)))
 
 /*
- * Upstream declares `index` as ctf_integer(const uint64_t *, ...): a pointer-typed integer,
- * which LTTng-UST describes exactly like uint64_t (64 bits, unsigned, base 10, 8-byte
- * alignment on 64-bit hosts). Declared as uint64_t here to compile without a conversion
- * warning; the recorded field type is the same.
+ * `index` is declared ctf_integer(const uint64_t *, ...) upstream, as here: LTTng-UST
+ * describes it exactly like a uint64_t (64 bits, unsigned, base 10, 8-byte aligned).
  */
 TRACEPOINT_EVENT(
   TRACEPOINT_PROVIDER, rclcpp_ring_buffer_enqueue,
@@ -391,7 +389,7 @@ TRACEPOINT_EVENT(
           const bool, overwritten_arg),
   TP_FIELDS(
     ctf_integer_hex(const void *, buffer, buffer_arg)
-    ctf_integer(const uint64_t, index, index_arg)
+    ctf_integer(const uint64_t *, index, index_arg)
     ctf_integer(const uint64_t, size, size_arg)
     ctf_integer(const int, overwritten, (overwritten_arg ? 1 : 0))))
 
