@@ -53,6 +53,7 @@ import argparse
 import bisect
 import collections
 import json
+import os
 import sys
 
 try:
@@ -63,6 +64,10 @@ except ImportError:  # pragma: no cover
 MARGIN = 10_000  # 10 us
 NO_NEXT = 10_000_000  # 10 ms
 EXACT_TOL = 2  # ns
+
+
+class MissingContext(Exception):
+    pass
 
 
 class Pub:
@@ -230,6 +235,8 @@ class RefJoin:
                 host = str(env["hostname"]) if "hostname" in env else ""
                 hosts[stream.addr] = host
             cc = ev.common_context_field
+            if cc is None or "vpid" not in cc or "vtid" not in cc:
+                raise MissingContext(ev.name)
             pid, tid = int(cc["vpid"]), int(cc["vtid"])
             t = msg.default_clock_snapshot.ns_from_origin
             self.event(host, pid, tid, t, name, ev.payload_field)
@@ -589,8 +596,13 @@ def main(argv=None):
     ap.add_argument("--path", help="comma-separated topics: list the chain instances of that path")
     a = ap.parse_args(argv)
     rj = RefJoin()
+    if not os.path.isdir(a.trace):
+        sys.exit(f"refjoin.py: {a.trace}: no such directory")
     try:
         rj.read(a.trace)
+    except MissingContext as e:
+        sys.exit(f"refjoin.py: {a.trace}: event {e} has no vpid/vtid context "
+                 "(record with: lttng add-context -u -t vpid -t vtid -t procname)")
     except Exception as e:  # bt2 errors: name the path, one line
         sys.exit(f"refjoin.py: cannot read {a.trace}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     rj.join()
