@@ -364,7 +364,7 @@ struct sample {
 
 struct ring {
   atomic_int lock;
-  uint32_t cap;
+  uint32_t cap; /* intra-process rings only: the subscription's depth (DDS queues: RINGCAP) */
   uint64_t head, tail;
   struct sample s[RINGCAP];
 };

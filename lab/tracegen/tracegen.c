@@ -17,6 +17,10 @@
  *
  * Output: one JSON line per node process on stdout with the events it emitted
  * per name (the tests' expected counts).
+ *
+ * This default mode is kept as it is (the trace crate's oracle tests rely on its
+ * counts). `--scenario NAME` runs lab/tracegen/scenario.c instead: scenarios that
+ * behave like real ROS 2, with a ground truth (docs/tracing.md).
  */
 #define _GNU_SOURCE
 #include "ros2_tp.h"
