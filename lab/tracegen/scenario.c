@@ -284,22 +284,23 @@ static void build_pingpong(void) {
 
 static void build_multipub(void) {
   double hz = (double)O.rate_hz;
-  /* a: base rate; b: half, ticks coincide with every other tick of a (two processes
-   * publishing within microseconds); c1 and c2 in one process at other rates, offset
-   * from a and b, coinciding with each other every 60 ms (back-to-back on one thread) */
+  /* a: base rate (period T); b: period 7T/5, every 5th tick coincides with one of a's
+   * (two processes publishing within microseconds); c1 and c2 in one process, periods 3T
+   * and 4T offset by T/2 from a and b, coinciding with each other every 12T (back-to-back
+   * on one thread) */
   int a = add_node(add_proc("talker_a"), "/multipub", "talker_a", 0);
   int pa = add_pub(a, "/chatter", 0);
   timer_action(add_timer(a, hz, 0.0), pa, 1, 0);
   int b = add_node(add_proc("talker_b"), "/multipub", "talker_b", 0);
   int pb = add_pub(b, "/chatter", 0);
-  timer_action(add_timer(b, hz / 2, 0.0), pb, 1, 1);
+  timer_action(add_timer(b, hz * 5 / 7, 0.0), pb, 1, 1);
   int pc = add_proc("talker_c");
   int c1 = add_node(pc, "/multipub", "talker_c1", 0);
   int c2 = add_node(pc, "/multipub", "talker_c2", 0);
   int p1 = add_pub(c1, "/chatter", 0);
   int p2 = add_pub(c2, "/chatter", 0);
-  timer_action(add_timer(c1, hz / 3, 2.5), p1, 1, 1);
-  timer_action(add_timer(c2, hz / 4, 2.5), p2, 1, 0);
+  timer_action(add_timer(c1, hz / 3, 500.0 / hz), p1, 1, 1);
+  timer_action(add_timer(c2, hz / 4, 500.0 / hz), p2, 1, 0);
   int l = add_node(add_proc("listener"), "/multipub", "listener", 0);
   add_sub(l, "/chatter", 0, 10);
 }
