@@ -101,8 +101,20 @@ pub struct TraceArg {
 
 pub fn trace(s: &str) -> Result<TraceArg, String> {
     match s.split_once('=') {
-        Some((h, d)) if !h.is_empty() && !d.is_empty() => Ok(TraceArg { host: h.to_string(), dir: d.into() }),
-        _ => Err(format!("{s:?}: write HOST=DIR (HOST = the capture-point name of the traced host, e.g. pc1=~/.ros/tracing/session-1)")),
+        Some((h, d)) if !h.is_empty() && !d.is_empty() && !h.contains('/') => Ok(TraceArg { host: h.to_string(), dir: d.into() }),
+        Some((h, _)) if !h.contains('/') => {
+            Err(format!("{s:?}: write HOST=DIR (HOST = the capture-point name of the traced host, e.g. pc1=~/.ros/tracing/session-1) or DIR alone"))
+        }
+        _ => {
+            // DIR alone: the host is named after the directory (traces without captures).
+            let dir = std::path::PathBuf::from(s);
+            let host = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().trim_end_matches(".lttng").to_string())
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| format!("{s:?}: not a trace directory (write HOST=DIR or DIR)"))?;
+            Ok(TraceArg { host, dir })
+        }
     }
 }
 

@@ -230,36 +230,70 @@ pub fn traces(found: Vec<TraceInput>, given: &[crate::args::TraceArg]) -> Vec<Tr
 pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
     for t in &run.traces {
         eprintln!(
-            "{verb}: trace {} = {}: {} events ({} ros2, {} not decoded, {} lost by LTTng), layout {}; {} publishes, {} takes",
+            "{verb}: trace {} = {}: {} events ({} ros2, {} not decoded, {} lost by LTTng), layout {}; {} publishes, {} takes, {} callbacks",
             t.host,
             t.path,
             t.events,
             t.ros2_events,
             t.not_decoded,
             t.discarded_events,
-            t.layout.unwrap_or("unknown (no rmw_publish)"),
+            t.layout,
             t.assemble.publishes,
-            t.assemble.takes
+            t.assemble.takes,
+            t.assemble.callbacks
         );
+        eprintln!("{verb}: trace {}: joins {}", t.host, t.joins);
         if let Some(e) = &t.error {
             eprintln!("{verb}: trace {}: {e} (everything before it was used)", t.host);
         }
-        if let Some(l) = t.assemble.problem_line() {
+        for l in t.assemble.notes() {
             eprintln!("{verb}: trace {}: {l}", t.host);
+        }
+        for u in t.unresolved.iter().filter(|u| u.reason == ddscope_core::ros2::Unresolved::Undeclared || u.reason == ddscope_core::ros2::Unresolved::TraceStartedLate).take(5) {
+            eprintln!(
+                "{verb}: trace {}: unresolved {} {} in process {} ({}): {} events{}",
+                t.host,
+                u.what,
+                u.handle,
+                u.vpid,
+                crate::common::printable(&u.procname),
+                u.count,
+                u.gid.as_deref().map(|g| format!(", DDS GUID {g}")).unwrap_or_default()
+            );
         }
         if let Some(l) = t.drift_line() {
             eprintln!("{verb}: trace {}: {l}", t.host);
         }
-        if t.discarded_events > 0 && t.layout == Some("humble") {
-            eprintln!("{verb}: trace {}: LTTng lost events: publish-order joins after the loss may be off by the lost publishes", t.host);
+        if t.discarded_events > 0 {
+            eprintln!("{verb}: trace {}: LTTng lost events: the publishes, takes and callbacks around the losses may be missing or unjoined", t.host);
         }
     }
     if let Some(j) = run.correlator.join_stats() {
         eprintln!(
-            "{verb}: ros2 join: {} wire samples joined to their publish by source timestamp, {} by publish order; {} takes joined to wire samples, {} same-host (trace to trace, {} of them by publish time); not joined: {} takes, {} publishes",
-            j.joined_source_ts, j.joined_publish_order, j.takes_joined_wire, j.takes_same_host, j.takes_same_host_publish_time, j.takes_unjoined, j.publishes_unjoined
+            "{verb}: ros2 join: wire samples joined to their publish: {} by source timestamp, {} by publish window, {} by publish order; takes joined: {} to wire samples, {} same-host and {} across hosts trace to trace ({} by source timestamp, {} by publish window, {} intra-process); not joined: {} takes ambiguous, {} takes without a traced publish, {} publishes taken by no traced subscription",
+            j.joined_source_ts,
+            j.joined_publish_time,
+            j.joined_publish_order,
+            j.takes_joined_wire,
+            j.takes_same_host,
+            j.takes_traces,
+            j.takes_source_ts,
+            j.takes_publish_time,
+            j.takes_intra,
+            j.takes_ambiguous,
+            j.takes_unjoined,
+            j.publishes_unjoined
         );
-        if let Some(l) = j.problem_line() {
+        if j.window_offsets.count > 0 {
+            eprintln!(
+                "{verb}: ros2 join: source timestamp − rmw_publish of the samples joined by publish window ({} samples): min {:+.3} µs, median {:+.3} µs, max {:+.3} µs (the DDS write stamps after rmw_publish; negative values mean the trace clock runs behind CLOCK_REALTIME)",
+                j.window_offsets.count,
+                j.window_offsets.min_ms * 1e3,
+                j.window_offsets.p50_ms * 1e3,
+                j.window_offsets.max_ms * 1e3
+            );
+        }
+        for l in j.notes() {
             eprintln!("{verb}: ros2 join: {l}");
         }
         if j.extra_takes > 0 {
@@ -272,6 +306,19 @@ pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
             eprintln!("{verb}: chains: {} hops and {} paths evicted (caps; least recent first)", s.hops_evicted, s.paths_evicted);
         }
     }
+}
+
+/// `s` with control characters escaped (`\x1b`), for terminal lines.
+pub fn printable(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            o.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            o.push(c);
+        }
+    }
+    o
 }
 
 /// Correlates a run with progress bars and the notes printed as `verb: …`

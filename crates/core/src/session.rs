@@ -101,6 +101,8 @@ pub enum SessionError {
     UnknownTraceHost { host: String, path: PathBuf, known: String },
     #[error("{0} is given twice as a trace")]
     SameTrace(PathBuf),
+    #[error("two traces for host {host:?} ({a} and {b}): give one trace per host (a session directory holds every process of the host)")]
+    SameTraceHost { host: String, a: PathBuf, b: PathBuf },
     /// A trace that cannot be read (the text names it).
     #[error("{0}")]
     Trace(String),
@@ -112,6 +114,8 @@ pub enum SessionError {
          are these captures of the same system at the same time, on both ends of the link?"
     )]
     NothingCorrelated { writers: usize, per_capture: String },
+    #[error("the traces hold no callback and no joined sample:{traces}")]
+    NothingTraced { traces: String },
     #[error(
         "{sender} and {receiver} saw every sample of {topic} at exactly the same instants: they look like two copies of one capture point, not sender and receiver"
     )]
@@ -247,11 +251,21 @@ pub fn run_latency_traced(
     out: &mut dyn FnMut(LatencyRow),
     chain_out: &mut dyn FnMut(ChainRow),
 ) -> Result<LatencyRun, SessionError> {
-    if captures.len() < 2 {
+    // Traces alone: every traced host is a point of the correlation without a capture.
+    let trace_only = captures.is_empty() && !traces.is_empty();
+    if captures.len() < 2 && !trace_only {
         return Err(SessionError::TooFewCaptures {
             n: captures.len(),
             paths: captures.iter().map(|c| c.path.display().to_string()).collect::<Vec<_>>().join(", "),
         });
+    }
+    let mut hosts: Vec<String> = captures.iter().map(|c| c.name.clone()).collect();
+    if trace_only {
+        for t in &traces {
+            if !hosts.contains(&t.host) {
+                hosts.push(t.host.clone());
+            }
+        }
     }
     // The same file twice, or two names for one capture point.
     for i in 0..captures.len() {
@@ -265,7 +279,7 @@ pub fn run_latency_traced(
             }
         }
     }
-    let mut offsets = vec![0i64; captures.len()];
+    let mut offsets = vec![0i64; hosts.len()];
     let mut estimates = vec![];
     if o.estimate_offset {
         let est = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?;
@@ -279,10 +293,7 @@ pub fn run_latency_traced(
         }
     }
     for (name, off) in &o.offsets {
-        let idx = captures
-            .iter()
-            .position(|c| &c.name == name)
-            .ok_or_else(|| SessionError::UnknownCapture { name: name.clone(), known: names(&captures) })?;
+        let idx = hosts.iter().position(|h| h == name).ok_or_else(|| SessionError::UnknownCapture { name: name.clone(), known: hosts.join(", ") })?;
         offsets[idx] = *off;
     }
     let mut truth = AppTruth::default();
@@ -296,9 +307,12 @@ pub fn run_latency_traced(
         if traces[..i].iter().any(|u| same_file(&u.path, &t.path)) {
             return Err(SessionError::SameTrace(t.path.clone()));
         }
-        let host = captures
+        if traces[..i].iter().any(|u| u.host == t.host) {
+            return Err(SessionError::SameTraceHost { host: t.host.clone(), a: traces[..i].iter().find(|u| u.host == t.host).map(|u| u.path.clone()).unwrap_or_default(), b: t.path.clone() });
+        }
+        let host = hosts
             .iter()
-            .position(|c| c.name == t.host)
+            .position(|h| *h == t.host)
             .ok_or_else(|| SessionError::UnknownTraceHost { host: t.host.clone(), path: t.path.clone(), known: names(&captures) })?;
         let reader = crate::ros2::source::open(t).map_err(|e| SessionError::Trace(e.to_string()))?;
         readers.push((host, t.clone(), reader));
@@ -307,7 +321,7 @@ pub fn run_latency_traced(
     ros.chain.path = o.path.clone();
     ros.chain.rows = o.chain_rows;
     let cfg = CorrelatorConfig {
-        captures: captures.iter().map(|c| c.name.clone()).collect(),
+        captures: hosts.clone(),
         offsets_ns: offsets.clone(),
         window_ns: o.window_ns,
         period_ns: o.period_ns,
@@ -317,6 +331,12 @@ pub fn run_latency_traced(
         ..o.correlator.clone()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());
+    if trace_only {
+        // No capture input: the hosts' capture slots never hold the correlation back.
+        for c in 0..hosts.len() {
+            correlator.set_ended(c, true, &mut |_| {});
+        }
+    }
     let mut opened = vec![];
     for (host, t, reader) in readers {
         correlator.add_trace(host);
@@ -329,6 +349,15 @@ pub fn run_latency_traced(
 
 /// Checks that the run found something to correlate; explains why not.
 pub fn check_correlated(run: &LatencyRun) -> Result<(), SessionError> {
+    if run.captures.is_empty() {
+        // Traces alone: the callbacks are measured whatever the layout; samples only where it joins.
+        let callbacks = run.correlator.callbacks().map_or(0, |c| c.rows(run.correlator.capture_names()).len());
+        if run.correlator.flows().is_empty() && callbacks == 0 {
+            let what = run.traces.iter().map(|t| format!(" {} ({} ros2 events, layout {})", t.host, t.ros2_events, t.layout)).collect::<Vec<_>>().join(";");
+            return Err(SessionError::NothingTraced { traces: what });
+        }
+        return Ok(());
+    }
     if run.correlator.flows().is_empty() {
         let roles = run.correlator.writer_roles();
         let mut per_capture = String::new();

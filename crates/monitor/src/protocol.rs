@@ -76,8 +76,10 @@ pub struct StreamPublish {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rclcpp: Option<i64>,
-    pub rmw: i64,
-    /// `rmw_publish.timestamp` (Jazzy on).
+    /// `rmw_publish` (CARET: `dds_write`); absent for intra-process publishes and Galactic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmw: Option<i64>,
+    /// The source timestamp when the trace records it (`rmw_publish.timestamp`, Jazzy on; CARET).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sts: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +87,25 @@ pub struct StreamPublish {
     /// The take (its `seq`) whose callback made this publish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<u64>,
+    /// The publish's number in its trace (intra-process takes name it).
+    #[serde(default)]
+    pub seq: u64,
+    /// The rcl publisher handle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ph: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcl: Option<i64>,
+    /// Humble/Iron: the trace-clock window of the source timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub win: Option<(i64, i64)>,
+    /// The latest takes (topic, seq) of the publishing node when its callback started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<(String, u64)>,
+    /// The callback the publish was made in started here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cbs: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intra: bool,
 }
 
 /// A take from the host's ros2_tracing trace, with its callback.
@@ -100,13 +121,19 @@ pub struct StreamTake {
     pub topic: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// `rmw_take.source_timestamp`.
-    pub sts: i64,
+    /// `rmw_take.source_timestamp` (absent for intra-process deliveries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sts: Option<i64>,
     pub take: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cbs: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cbe: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intra: bool,
+    /// The intra-process publish (its `seq`) this delivery came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -190,6 +217,13 @@ impl StreamItem {
                 sts: p.source_ts,
                 order: p.order,
                 cause: p.cause,
+                seq: p.seq,
+                ph: p.publisher,
+                rcl: p.rcl_ts,
+                win: p.window,
+                inputs: p.inputs.iter().map(|(t, s)| (t.to_string(), *s)).collect(),
+                cbs: p.callback_start,
+                intra: p.intra,
             }),
             TraceItem::Take(k) => StreamItem::Take(StreamTake {
                 seq: k.seq,
@@ -202,9 +236,12 @@ impl StreamItem {
                 take: k.rmw_take_ts,
                 cbs: k.callback_start_ts,
                 cbe: k.callback_end_ts,
+                intra: k.intra,
+                ip: k.intra_publish,
             }),
             TraceItem::Watermark(w) => StreamItem::TraceWatermark { t: *w },
-            TraceItem::End => return None,
+            // Callback durations stay with the agent's own view.
+            TraceItem::Callback(_) | TraceItem::End => return None,
         })
     }
 
@@ -263,6 +300,14 @@ impl ItemDecoder {
                 source_ts: p.sts,
                 order: p.order,
                 cause: p.cause,
+                seq: p.seq,
+                publisher: p.ph,
+                rcl_ts: p.rcl,
+                window: p.win,
+                inputs: p.inputs.into_iter().take(8).map(|(t, s)| (Arc::<str>::from(t.as_str()), s)).collect(),
+                callback: None,
+                callback_start: p.cbs,
+                intra: p.intra,
             })),
             StreamItem::Take(k) => Decoded::Trace(TraceItem::Take(TakeRec {
                 seq: k.seq,
@@ -275,6 +320,8 @@ impl ItemDecoder {
                 rmw_take_ts: k.take,
                 callback_start_ts: k.cbs,
                 callback_end_ts: k.cbe,
+                intra: k.intra,
+                intra_publish: k.ip,
             })),
             StreamItem::TraceWatermark { t } => Decoded::Trace(TraceItem::Watermark(t)),
             other => Decoded::Capture(self.item(capture, other)?),

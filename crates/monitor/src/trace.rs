@@ -103,7 +103,8 @@ impl TraceQueue {
             TraceItem::End => s.ended = true,
             it => {
                 let t = match &it {
-                    TraceItem::Publish(p) => p.rclcpp_ts.unwrap_or(p.rmw_ts).min(p.rmw_ts),
+                    TraceItem::Publish(p) => [p.rclcpp_ts, p.rcl_ts, p.rmw_ts].into_iter().flatten().min().unwrap_or(i64::MAX),
+                    TraceItem::Callback(c) => c.start,
                     TraceItem::Take(k) => k.rmw_take_ts,
                     _ => i64::MAX,
                 };

@@ -75,6 +75,26 @@ pub enum CallbackOwner {
     Subscription(u64),
     /// A timer, by its handle.
     Timer(u64),
+    /// A service, by its rcl handle.
+    Service(u64),
+}
+
+/// A timer: its period and, once `rclcpp_timer_link_node` named it, its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timer {
+    pub period: i64,
+    pub node_handle: Option<u64>,
+}
+
+/// A service or a client (`rcl_service_init` / `rcl_client_init`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceEndpoint {
+    pub handle: u64,
+    pub rmw_handle: u64,
+    pub node_handle: u64,
+    pub service_name: String,
+    /// Kilted on: the client's gid (`rmw_client_init`).
+    pub gid: Option<Gid>,
 }
 
 struct Capped<K, V> {
@@ -138,6 +158,21 @@ pub struct EntityTable {
     rclcpp_subscription: Capped<Key, u64>,
     callbacks: Capped<Key, CallbackOwner>,
     symbols: Capped<Key, String>,
+    /// rmw handle → gid of every rmw_publisher_init / rmw_subscription_init (kept after the rcl init
+    /// claimed it: an rmw handle no rcl init names is an rmw-internal entity).
+    rmw_publishers: Capped<Key, Gid>,
+    rmw_subscriptions: Capped<Key, Gid>,
+    timers: Capped<Key, Timer>,
+    services: Capped<Key, ServiceEndpoint>,
+    clients: Capped<Key, ServiceEndpoint>,
+    client_gids: Capped<Key, Gid>,
+    /// Callbacks added to an rclcpp subscription object before its `rclcpp_subscription_init`
+    /// (rclcpp's intra-process subscriptions trace them in that order).
+    pending_callbacks: Capped<Key, Vec<u64>>,
+    /// Processes whose `rcl_init` the trace holds (their entities' creation was traced).
+    inited: Capped<i64, ()>,
+    /// Processes whose `rcl_publisher_init` declared a `/rosout` publisher.
+    rosout: Capped<i64, ()>,
     stats: EntityStats,
 }
 
@@ -159,6 +194,15 @@ impl EntityTable {
             rclcpp_subscription: Capped::new(l.endpoints),
             callbacks: Capped::new(l.callbacks),
             symbols: Capped::new(l.callbacks),
+            rmw_publishers: Capped::new(l.endpoints),
+            rmw_subscriptions: Capped::new(l.endpoints),
+            timers: Capped::new(l.callbacks),
+            services: Capped::new(l.endpoints),
+            clients: Capped::new(l.endpoints),
+            client_gids: Capped::new(l.endpoints),
+            pending_callbacks: Capped::new(l.callbacks),
+            inited: Capped::new(l.nodes),
+            rosout: Capped::new(l.nodes),
             stats: EntityStats::default(),
         }
     }
@@ -193,10 +237,60 @@ impl EntityTable {
                 let r = self.nodes.insert((pid, *node_handle), n);
                 self.count(r, |s| &mut s.nodes_evicted);
             }
-            Ros2Event::RmwPublisherInit { rmw_publisher_handle: h, gid }
-            | Ros2Event::RmwSubscriptionInit { rmw_subscription_handle: h, gid } => {
+            Ros2Event::RclInit { .. } => {
+                self.inited.insert(pid, ());
+            }
+            Ros2Event::RmwPublisherInit { rmw_publisher_handle: h, gid } => {
                 let r = self.gids.insert((pid, *h), *gid);
                 self.count(r, |s| &mut s.gids_evicted);
+                let r = self.rmw_publishers.insert((pid, *h), *gid);
+                self.count(r, |s| &mut s.gids_evicted);
+            }
+            Ros2Event::RmwSubscriptionInit { rmw_subscription_handle: h, gid } => {
+                let r = self.gids.insert((pid, *h), *gid);
+                self.count(r, |s| &mut s.gids_evicted);
+                let r = self.rmw_subscriptions.insert((pid, *h), *gid);
+                self.count(r, |s| &mut s.gids_evicted);
+            }
+            Ros2Event::RmwClientInit { rmw_client_handle, gid } => {
+                let r = self.client_gids.insert((pid, *rmw_client_handle), *gid);
+                self.count(r, |s| &mut s.gids_evicted);
+            }
+            Ros2Event::RclServiceInit { service_handle, node_handle, rmw_service_handle, service_name } => {
+                let e = ServiceEndpoint {
+                    handle: *service_handle,
+                    rmw_handle: *rmw_service_handle,
+                    node_handle: *node_handle,
+                    service_name: service_name.clone(),
+                    gid: None,
+                };
+                let r = self.services.insert((pid, *service_handle), e);
+                self.count(r, |s| &mut s.endpoints_evicted);
+            }
+            Ros2Event::RclClientInit { client_handle, node_handle, rmw_client_handle, service_name } => {
+                let gid = self.client_gids.get(&(pid, *rmw_client_handle)).copied();
+                let e = ServiceEndpoint {
+                    handle: *client_handle,
+                    rmw_handle: *rmw_client_handle,
+                    node_handle: *node_handle,
+                    service_name: service_name.clone(),
+                    gid,
+                };
+                let r = self.clients.insert((pid, *client_handle), e);
+                self.count(r, |s| &mut s.endpoints_evicted);
+            }
+            Ros2Event::RclcppServiceCallbackAdded { service_handle, callback } => {
+                let r = self.callbacks.insert((pid, *callback), CallbackOwner::Service(*service_handle));
+                self.count(r, |s| &mut s.callbacks_evicted);
+            }
+            Ros2Event::RclTimerInit { timer_handle, period } => {
+                let r = self.timers.insert((pid, *timer_handle), Timer { period: *period, node_handle: None });
+                self.count(r, |s| &mut s.callbacks_evicted);
+            }
+            Ros2Event::RclcppTimerLinkNode { timer_handle, node_handle } => {
+                let period = self.timers.get(&(pid, *timer_handle)).map(|t| t.period).unwrap_or(0);
+                let r = self.timers.insert((pid, *timer_handle), Timer { period, node_handle: Some(*node_handle) });
+                self.count(r, |s| &mut s.callbacks_evicted);
             }
             Ros2Event::RclPublisherInit { publisher_handle, node_handle, rmw_publisher_handle, topic_name, queue_depth } => {
                 let gid = self.gids.remove(&(pid, *rmw_publisher_handle));
@@ -213,6 +307,9 @@ impl EntityTable {
                     queue_depth: *queue_depth,
                     gid,
                 };
+                if topic_name == "/rosout" {
+                    self.rosout.insert(pid, ());
+                }
                 let r = self.publishers.insert((pid, *publisher_handle), e);
                 self.count(r, |s| &mut s.endpoints_evicted);
                 let r = self.publisher_by_rmw.insert((pid, *rmw_publisher_handle), *publisher_handle);
@@ -247,10 +344,22 @@ impl EntityTable {
             Ros2Event::RclcppSubscriptionInit { subscription_handle, subscription } => {
                 let r = self.rclcpp_subscription.insert((pid, *subscription), *subscription_handle);
                 self.count(r, |s| &mut s.endpoints_evicted);
+                for cb in self.pending_callbacks.remove(&(pid, *subscription)).unwrap_or_default() {
+                    let r = self.callbacks.insert((pid, cb), CallbackOwner::Subscription(*subscription_handle));
+                    self.count(r, |s| &mut s.callbacks_evicted);
+                }
             }
             Ros2Event::RclcppSubscriptionCallbackAdded { subscription, callback } => {
                 if let Some(&rcl) = self.rclcpp_subscription.get(&(pid, *subscription)) {
                     let r = self.callbacks.insert((pid, *callback), CallbackOwner::Subscription(rcl));
+                    self.count(r, |s| &mut s.callbacks_evicted);
+                } else {
+                    // The subscription object is declared later (intra-process subscriptions).
+                    let mut v = self.pending_callbacks.remove(&(pid, *subscription)).unwrap_or_default();
+                    if v.len() < 16 {
+                        v.push(*callback);
+                    }
+                    let r = self.pending_callbacks.insert((pid, *subscription), v);
                     self.count(r, |s| &mut s.callbacks_evicted);
                 }
             }
@@ -290,6 +399,43 @@ impl EntityTable {
     pub fn callback_symbol(&self, vpid: i64, callback: u64) -> Option<&str> {
         self.symbols.get(&(vpid, callback)).map(String::as_str)
     }
+    /// The gid of an rmw publisher that no `rcl_publisher_init` named: an
+    /// rmw-internal writer (rmw_fastrtps's `ros_discovery_info` writer).
+    pub fn rmw_only_publisher(&self, vpid: i64, rmw_handle: u64) -> Option<Gid> {
+        if self.publisher_by_rmw.get(&(vpid, rmw_handle)).is_some() {
+            return None;
+        }
+        self.rmw_publishers.get(&(vpid, rmw_handle)).copied()
+    }
+    /// The gid of an rmw subscription that no `rcl_subscription_init` named (rmw-internal reader).
+    pub fn rmw_only_subscription(&self, vpid: i64, rmw_handle: u64) -> Option<Gid> {
+        if self.subscription_by_rmw.get(&(vpid, rmw_handle)).is_some() {
+            return None;
+        }
+        self.rmw_subscriptions.get(&(vpid, rmw_handle)).copied()
+    }
+    /// The subscription (rcl handle) behind an rclcpp subscription object.
+    pub fn rclcpp_subscription(&self, vpid: i64, subscription: u64) -> Option<u64> {
+        self.rclcpp_subscription.get(&(vpid, subscription)).copied()
+    }
+    pub fn timer(&self, vpid: i64, timer_handle: u64) -> Option<Timer> {
+        self.timers.get(&(vpid, timer_handle)).copied()
+    }
+    pub fn service(&self, vpid: i64, service_handle: u64) -> Option<&ServiceEndpoint> {
+        self.services.get(&(vpid, service_handle))
+    }
+    pub fn client(&self, vpid: i64, client_handle: u64) -> Option<&ServiceEndpoint> {
+        self.clients.get(&(vpid, client_handle))
+    }
+    /// Whether the trace holds `rcl_init` of process `vpid` (so its entities' creation was traced).
+    pub fn process_inited(&self, vpid: i64) -> bool {
+        self.inited.get(&vpid).is_some()
+    }
+    /// Whether process `vpid` declared a `/rosout` publisher.
+    pub fn declares_rosout(&self, vpid: i64) -> bool {
+        self.rosout.get(&vpid).is_some()
+    }
+
     /// Numbers of nodes, publishers, subscriptions and callbacks held.
     pub fn sizes(&self) -> (usize, usize, usize, usize) {
         (self.nodes.len(), self.publishers.len(), self.subscriptions.len(), self.callbacks.len())
@@ -311,6 +457,10 @@ fn is_init(e: &Ros2Event) -> bool {
             | Ros2Event::RclcppTimerCallbackAdded { .. }
             | Ros2Event::RclcppTimerLinkNode { .. }
             | Ros2Event::RclcppCallbackRegister { .. }
+            | Ros2Event::RclServiceInit { .. }
+            | Ros2Event::RclcppServiceCallbackAdded { .. }
+            | Ros2Event::RclClientInit { .. }
+            | Ros2Event::RmwClientInit { .. }
     )
 }
 

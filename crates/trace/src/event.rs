@@ -54,7 +54,10 @@ pub enum Ros2Event {
         topic_name: String,
         queue_depth: u64,
     },
-    RclcppPublish { message: u64 },
+    /// Upstream records only `message`; CARET's fork also records `publisher_handle`.
+    RclcppPublish { publisher_handle: Option<u64>, message: u64 },
+    /// Iron on (and CARET's fork): a publish handed to intra-process subscriptions.
+    RclcppIntraPublish { publisher_handle: u64, message: u64 },
     RclPublish { publisher_handle: u64, message: u64 },
     /// Humble/Iron record only `message`; Jazzy adds the rmw handle and the
     /// sample's source timestamp (`None` when the trace's layout lacks them).
@@ -79,6 +82,43 @@ pub enum Ros2Event {
     RclcppCallbackRegister { callback: u64, symbol: String },
     CallbackStart { callback: u64, is_intra_process: i32 },
     CallbackEnd { callback: u64 },
+    RclServiceInit { service_handle: u64, node_handle: u64, rmw_service_handle: u64, service_name: String },
+    RclcppServiceCallbackAdded { service_handle: u64, callback: u64 },
+    RclClientInit { client_handle: u64, node_handle: u64, rmw_client_handle: u64, service_name: String },
+    /// Kilted on: the client's gid (16 bytes there).
+    RmwClientInit { rmw_client_handle: u64, gid: Gid },
+    /// Kilted on: a request sent by a client.
+    RmwSendRequest { rmw_client_handle: u64, request: u64, sequence_number: i64 },
+    /// Kilted on: a request taken by a service (`client_gid`, `sequence_number` identify it).
+    RmwTakeRequest { rmw_service_handle: u64, request: u64, client_gid: Gid, sequence_number: i64, taken: i32 },
+    /// Kilted on: a response sent by a service.
+    RmwSendResponse { rmw_service_handle: u64, response: u64, client_gid: Gid, sequence_number: i64, timestamp: i64 },
+    /// Kilted on: a response taken by a client.
+    RmwTakeResponse { rmw_client_handle: u64, response: u64, sequence_number: i64, source_timestamp: i64, taken: i32 },
+    RclcppExecutorGetNextReady,
+    RclcppExecutorWaitForWork { timeout: i64 },
+    /// The executor runs the executable of `handle` (the rcl handle of a subscription, timer, service or client).
+    RclcppExecutorExecute { handle: u64 },
+    /// Iron on: an intra-process buffer (`ipb`) serves `subscription` (an rclcpp subscription object).
+    RclcppIpbToSubscription { ipb: u64, subscription: u64 },
+    /// Iron on: ring buffer `buffer` belongs to intra-process buffer `ipb`.
+    RclcppBufferToIpb { buffer: u64, ipb: u64 },
+    /// Iron on: a message was put into slot `index` of ring buffer `buffer` (on the publishing thread).
+    RclcppRingBufferEnqueue { buffer: u64, index: u64, size: u64, overwritten: i32 },
+    /// Iron on: slot `index` of ring buffer `buffer` was taken out (before the intra-process callback).
+    RclcppRingBufferDequeue { buffer: u64, index: u64, size: u64 },
+    /// CARET's fork: a sample handed to a subscription callback, with its source timestamp.
+    DispatchSubscriptionCallback { message: u64, callback: u64, source_stamp: i64, message_timestamp: Option<i64> },
+    /// CARET's fork: an intra-process message handed to a subscription callback.
+    DispatchIntraProcessSubscriptionCallback { message: u64, callback: u64, message_timestamp: Option<i64> },
+    /// CARET (`ros2_caret:dds_write`): the DDS write of `message` starts.
+    CaretDdsWrite { message: u64 },
+    /// CARET (`ros2_caret:dds_bind_addr_to_stamp`): the sample written from `addr` got `source_stamp`.
+    CaretDdsBindAddrToStamp { addr: u64, source_stamp: i64 },
+    /// CARET (`ros2_caret:dds_bind_addr_to_addr`): the message at `addr_from` continues at `addr_to` (a copy or conversion).
+    CaretDdsBindAddrToAddr { addr_from: u64, addr_to: u64 },
+    /// CARET (`ros2_caret:on_data_available`): a DDS reader was notified of the sample with `source_stamp`.
+    CaretOnDataAvailable { source_stamp: i64 },
 }
 
 /// The `ros2:*` events this crate decodes (event names without the provider).
@@ -103,7 +143,28 @@ pub const DECODED_EVENTS: &[&str] = &[
     "rclcpp_callback_register",
     "callback_start",
     "callback_end",
+    "rclcpp_intra_publish",
+    "rcl_service_init",
+    "rclcpp_service_callback_added",
+    "rcl_client_init",
+    "rmw_client_init",
+    "rmw_send_request",
+    "rmw_take_request",
+    "rmw_send_response",
+    "rmw_take_response",
+    "rclcpp_executor_get_next_ready",
+    "rclcpp_executor_wait_for_work",
+    "rclcpp_executor_execute",
+    "dispatch_subscription_callback",
+    "dispatch_intra_process_subscription_callback",
+    "rclcpp_ipb_to_subscription",
+    "rclcpp_buffer_to_ipb",
+    "rclcpp_ring_buffer_enqueue",
+    "rclcpp_ring_buffer_dequeue",
 ];
+
+/// The `ros2_caret:*` events (CARET's tracer, LD_PRELOAD hooks into the DDS layer) this crate decodes.
+pub const DECODED_CARET_EVENTS: &[&str] = &["dds_write", "dds_bind_addr_to_stamp", "dds_bind_addr_to_addr", "on_data_available"];
 
 /// A field value, for printing an event generically (the dump example, the oracle test).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,6 +202,37 @@ impl Ros2Event {
             RclcppCallbackRegister { .. } => "rclcpp_callback_register",
             CallbackStart { .. } => "callback_start",
             CallbackEnd { .. } => "callback_end",
+            RclcppIntraPublish { .. } => "rclcpp_intra_publish",
+            RclServiceInit { .. } => "rcl_service_init",
+            RclcppServiceCallbackAdded { .. } => "rclcpp_service_callback_added",
+            RclClientInit { .. } => "rcl_client_init",
+            RmwClientInit { .. } => "rmw_client_init",
+            RmwSendRequest { .. } => "rmw_send_request",
+            RmwTakeRequest { .. } => "rmw_take_request",
+            RmwSendResponse { .. } => "rmw_send_response",
+            RmwTakeResponse { .. } => "rmw_take_response",
+            RclcppExecutorGetNextReady => "rclcpp_executor_get_next_ready",
+            RclcppExecutorWaitForWork { .. } => "rclcpp_executor_wait_for_work",
+            RclcppExecutorExecute { .. } => "rclcpp_executor_execute",
+            RclcppIpbToSubscription { .. } => "rclcpp_ipb_to_subscription",
+            RclcppBufferToIpb { .. } => "rclcpp_buffer_to_ipb",
+            RclcppRingBufferEnqueue { .. } => "rclcpp_ring_buffer_enqueue",
+            RclcppRingBufferDequeue { .. } => "rclcpp_ring_buffer_dequeue",
+            DispatchSubscriptionCallback { .. } => "dispatch_subscription_callback",
+            DispatchIntraProcessSubscriptionCallback { .. } => "dispatch_intra_process_subscription_callback",
+            CaretDdsWrite { .. } => "dds_write",
+            CaretDdsBindAddrToStamp { .. } => "dds_bind_addr_to_stamp",
+            CaretDdsBindAddrToAddr { .. } => "dds_bind_addr_to_addr",
+            CaretOnDataAvailable { .. } => "on_data_available",
+        }
+    }
+
+    /// The event's provider: `ros2_caret` for CARET's DDS-layer hooks, `ros2` otherwise.
+    pub fn provider(&self) -> &'static str {
+        use Ros2Event::*;
+        match self {
+            CaretDdsWrite { .. } | CaretDdsBindAddrToStamp { .. } | CaretDdsBindAddrToAddr { .. } | CaretOnDataAvailable { .. } => "ros2_caret",
+            _ => "ros2",
         }
     }
 
@@ -176,7 +268,17 @@ impl Ros2Event {
                 ("topic_name", s(topic_name)),
                 ("queue_depth", Unsigned(*queue_depth)),
             ],
-            RclcppPublish { message } => vec![("message", Hex(*message))],
+            RclcppPublish { publisher_handle, message } => {
+                let mut v = Vec::with_capacity(2);
+                if let Some(h) = publisher_handle {
+                    v.push(("publisher_handle", Hex(*h)));
+                }
+                v.push(("message", Hex(*message)));
+                v
+            }
+            RclcppIntraPublish { publisher_handle, message } => {
+                vec![("publisher_handle", Hex(*publisher_handle)), ("message", Hex(*message))]
+            }
             RclPublish { publisher_handle, message } => {
                 vec![("publisher_handle", Hex(*publisher_handle)), ("message", Hex(*message))]
             }
@@ -240,6 +342,82 @@ impl Ros2Event {
                 ("is_intra_process", Signed(i64::from(*is_intra_process))),
             ],
             CallbackEnd { callback } => vec![("callback", Hex(*callback))],
+            RclServiceInit { service_handle, node_handle, rmw_service_handle, service_name } => vec![
+                ("service_handle", Hex(*service_handle)),
+                ("node_handle", Hex(*node_handle)),
+                ("rmw_service_handle", Hex(*rmw_service_handle)),
+                ("service_name", s(service_name)),
+            ],
+            RclcppServiceCallbackAdded { service_handle, callback } => {
+                vec![("service_handle", Hex(*service_handle)), ("callback", Hex(*callback))]
+            }
+            RclClientInit { client_handle, node_handle, rmw_client_handle, service_name } => vec![
+                ("client_handle", Hex(*client_handle)),
+                ("node_handle", Hex(*node_handle)),
+                ("rmw_client_handle", Hex(*rmw_client_handle)),
+                ("service_name", s(service_name)),
+            ],
+            RmwClientInit { rmw_client_handle, gid } => {
+                vec![("rmw_client_handle", Hex(*rmw_client_handle)), ("gid", Bytes(gid.0.to_vec()))]
+            }
+            RmwSendRequest { rmw_client_handle, request, sequence_number } => vec![
+                ("rmw_client_handle", Hex(*rmw_client_handle)),
+                ("request", Hex(*request)),
+                ("sequence_number", Signed(*sequence_number)),
+            ],
+            RmwTakeRequest { rmw_service_handle, request, client_gid, sequence_number, taken } => vec![
+                ("rmw_service_handle", Hex(*rmw_service_handle)),
+                ("request", Hex(*request)),
+                ("client_gid", Bytes(client_gid.0.to_vec())),
+                ("sequence_number", Signed(*sequence_number)),
+                ("taken", Signed(i64::from(*taken))),
+            ],
+            RmwSendResponse { rmw_service_handle, response, client_gid, sequence_number, timestamp } => vec![
+                ("rmw_service_handle", Hex(*rmw_service_handle)),
+                ("response", Hex(*response)),
+                ("client_gid", Bytes(client_gid.0.to_vec())),
+                ("sequence_number", Signed(*sequence_number)),
+                ("timestamp", Signed(*timestamp)),
+            ],
+            RmwTakeResponse { rmw_client_handle, response, sequence_number, source_timestamp, taken } => vec![
+                ("rmw_client_handle", Hex(*rmw_client_handle)),
+                ("response", Hex(*response)),
+                ("sequence_number", Signed(*sequence_number)),
+                ("source_timestamp", Signed(*source_timestamp)),
+                ("taken", Signed(i64::from(*taken))),
+            ],
+            RclcppExecutorGetNextReady => vec![],
+            RclcppExecutorWaitForWork { timeout } => vec![("timeout", Signed(*timeout))],
+            RclcppExecutorExecute { handle } => vec![("handle", Hex(*handle))],
+            RclcppIpbToSubscription { ipb, subscription } => vec![("ipb", Hex(*ipb)), ("subscription", Hex(*subscription))],
+            RclcppBufferToIpb { buffer, ipb } => vec![("buffer", Hex(*buffer)), ("ipb", Hex(*ipb))],
+            RclcppRingBufferEnqueue { buffer, index, size, overwritten } => vec![
+                ("buffer", Hex(*buffer)),
+                ("index", Unsigned(*index)),
+                ("size", Unsigned(*size)),
+                ("overwritten", Signed(i64::from(*overwritten))),
+            ],
+            RclcppRingBufferDequeue { buffer, index, size } => {
+                vec![("buffer", Hex(*buffer)), ("index", Unsigned(*index)), ("size", Unsigned(*size))]
+            }
+            DispatchSubscriptionCallback { message, callback, source_stamp, message_timestamp } => {
+                let mut v = vec![("message", Hex(*message)), ("callback", Hex(*callback)), ("source_stamp", Signed(*source_stamp))];
+                if let Some(t) = message_timestamp {
+                    v.push(("message_timestamp", Signed(*t)));
+                }
+                v
+            }
+            DispatchIntraProcessSubscriptionCallback { message, callback, message_timestamp } => {
+                let mut v = vec![("message", Hex(*message)), ("callback", Hex(*callback))];
+                if let Some(t) = message_timestamp {
+                    v.push(("message_timestamp", Signed(*t)));
+                }
+                v
+            }
+            CaretDdsWrite { message } => vec![("message", Hex(*message))],
+            CaretDdsBindAddrToStamp { addr, source_stamp } => vec![("addr", Hex(*addr)), ("source_stamp", Signed(*source_stamp))],
+            CaretDdsBindAddrToAddr { addr_from, addr_to } => vec![("addr_from", Hex(*addr_from)), ("addr_to", Hex(*addr_to))],
+            CaretOnDataAvailable { source_stamp } => vec![("source_stamp", Signed(*source_stamp))],
         }
     }
 }

@@ -26,7 +26,7 @@ mod ffi;
 mod metadata;
 mod reader;
 
-pub use entities::{CallbackOwner, EntityLimits, EntityStats, EntityTable, Endpoint, EndpointKind, Node};
+pub use entities::{CallbackOwner, EntityLimits, EntityStats, EntityTable, Endpoint, EndpointKind, Node, ServiceEndpoint, Timer};
 pub use error::TraceError;
 pub use event::{EventContext, EventTime, FieldValue, Gid, ProcName, Record, Ros2Event, DECODED_EVENTS, GID_SIZE};
 pub use reader::{ClockInfo, Layout, Poll, ReadStats, ReaderOptions, SessionNotFound, Source, TraceInfo, TraceReader};

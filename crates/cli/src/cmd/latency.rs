@@ -56,8 +56,8 @@ Examples:
   ddscope latency lab-out/run1 --path auto
   ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv")]
 pub struct LatencyArgs {
-    /// Capture files or lab run directories (two or more capture points)
-    #[arg(required = true)]
+    /// Capture files or lab run directories (two or more capture points); none with --trace: traces alone
+    #[arg(required_unless_present = "traces")]
     pub inputs: Vec<PathBuf>,
     /// Only topics matching (ROS 2 or DDS name; glob, repeatable)
     #[arg(long = "topic")]
@@ -92,7 +92,7 @@ pub struct LatencyArgs {
     /// Also write per-sample rows here (.csv, .jsonl or .parquet); with --path TOPICS, one row per hop of every chain instance
     #[arg(long)]
     pub rows: Option<PathBuf>,
-    /// ros2_tracing trace of a host: HOST=DIR (HOST = its capture point; repeatable; run directories' HOST.lttng/ are found automatically)
+    /// ros2_tracing (or CARET) trace of a host: HOST=DIR (HOST = its capture point), or DIR alone without captures; repeatable; run directories' HOST.lttng/ are found automatically
     #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
     pub traces: Vec<TraceArg>,
     /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), or auto to list the chains found

@@ -176,18 +176,7 @@ pub fn correlate_inputs(
                 }
                 Err(_) => {
                     let t = &trace_inputs[c - n];
-                    trace_outcomes[c - n] = Some(TraceOutcome {
-                        host: t.host.clone(),
-                        path: t.path.display().to_string(),
-                        events: 0,
-                        ros2_events: 0,
-                        not_decoded: 0,
-                        discarded_events: 0,
-                        layout: None,
-                        assemble: Default::default(),
-                        drift: Default::default(),
-                        error: Some("trace reader thread stopped".into()),
-                    });
+                    trace_outcomes[c - n] = Some(TraceOutcome::failed(t, "trace reader thread stopped".into()));
                     correlator.push_trace(c - n, TraceItem::End, out);
                     done[c] = true;
                 }

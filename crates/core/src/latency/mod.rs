@@ -30,6 +30,7 @@ use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{col, ColType::*, Column, Record, Value};
 use crate::samples::SampleRecord;
 use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
+use crate::ros2::callbacks::CallbackTable;
 use crate::ros2::join::{Delivery, Join, JoinConfig, Publish, Take, TraceJoin};
 use crate::ros2::TraceItem;
 use app::AppTruth;
@@ -106,8 +107,10 @@ pub enum Status {
     /// None arrived within the window.
     Lost,
     /// Delivered on the publisher's own host without the wire (shared memory,
-    /// loopback), joined trace to trace: a publish and a take on one host.
+    /// loopback, intra-process), joined trace to trace: a publish and a take on one host.
     SameHost,
+    /// Delivered to another host, joined trace to trace (no capture saw it).
+    Traced,
 }
 
 impl Status {
@@ -117,6 +120,7 @@ impl Status {
             Status::Incomplete => "incomplete",
             Status::Lost => "lost",
             Status::SameHost => "same_host",
+            Status::Traced => "traced",
         }
     }
 }
@@ -166,6 +170,9 @@ pub enum Layer {
     DdsReceive,
     /// rmw_publish → rmw_take on one host (same-host delivery, no wire).
     DdsLocal,
+    /// rmw_publish → rmw_take on another host, joined trace to trace without a
+    /// capture (dds_send + message + dds_receive unsplit; needs synchronised clocks).
+    DdsRemote,
     /// Complete on the wire → receive (ground truth).
     ReceiverStack,
     /// rmw_take → callback_start.
@@ -177,7 +184,7 @@ pub enum Layer {
 }
 
 impl Layer {
-    pub const ALL: [Layer; 16] = [
+    pub const ALL: [Layer; 17] = [
         Layer::RosE2e,
         Layer::Application,
         Layer::RosPublish,
@@ -190,6 +197,7 @@ impl Layer {
         Layer::Submessage,
         Layer::DdsReceive,
         Layer::DdsLocal,
+        Layer::DdsRemote,
         Layer::ReceiverStack,
         Layer::Executor,
         Layer::Callback,
@@ -210,6 +218,7 @@ impl Layer {
             Layer::Submessage => "submessage",
             Layer::DdsReceive => "dds_receive",
             Layer::DdsLocal => "dds_local",
+            Layer::DdsRemote => "dds_remote",
             Layer::ReceiverStack => "receiver_stack",
             Layer::Executor => "executor",
             Layer::Callback => "callback",
@@ -282,9 +291,11 @@ struct RosState {
     join: TraceJoin,
     chains: ChainTracker,
     traces: Vec<TraceSlot>,
-    /// Per capture: whether its host's trace records rmw_publish.timestamp (None: no trace, or no publish yet).
-    host_has_ts: Vec<Option<bool>>,
-    /// Topic names for same-host rows, by ROS topic.
+    /// Per capture: whether its host has a trace.
+    traced: Vec<bool>,
+    /// Callback durations and publishes per callback (every layout).
+    callbacks: CallbackTable,
+    /// Topic names for trace-to-trace rows, by ROS topic.
     topics: BoundedMap<Arc<str>, Arc<TopicNames>>,
 }
 
@@ -465,6 +476,7 @@ fn record_ros_layers(flow: &mut FlowStats, c: &RosColumns) {
         (Layer::RosPublish, c.ros_publish_ns),
         (Layer::DdsSend, c.dds_send_ns),
         (Layer::DdsLocal, c.dds_local_ns),
+        (Layer::DdsRemote, c.dds_remote_ns),
         (Layer::DdsReceive, c.dds_receive_ns),
         (Layer::Executor, c.executor_ns),
         (Layer::Callback, c.callback_ns),
@@ -543,6 +555,8 @@ pub struct RosColumns {
     pub ros_publish_ns: Option<i64>,
     pub dds_send_ns: Option<i64>,
     pub dds_local_ns: Option<i64>,
+    /// rmw_publish → rmw_take across hosts without a capture (trace to trace).
+    pub dds_remote_ns: Option<i64>,
     pub dds_receive_ns: Option<i64>,
     pub executor_ns: Option<i64>,
     pub callback_ns: Option<i64>,
@@ -767,10 +781,15 @@ impl Correlator {
                 join: TraceJoin::new(JoinConfig { window_ns: window, ..self.cfg.ros.join }),
                 chains: ChainTracker::new(ChainConfig { window_ns: window, ..self.cfg.ros.chain.clone() }),
                 traces: vec![],
-                host_has_ts: vec![None; n],
+                traced: vec![false; n],
+                callbacks: CallbackTable::new(4096),
                 topics: BoundedMap::new(4096),
             })
         });
+        if ros.traced.len() <= host {
+            ros.traced.resize(host + 1, false);
+        }
+        ros.traced[host] = true;
         ros.traces.push(TraceSlot { host, watermark: i64::MIN, ended: false });
         ros.traces.len() - 1
     }
@@ -784,18 +803,14 @@ impl Correlator {
         match item {
             TraceItem::Publish(mut rec) => {
                 rec.rclcpp_ts = rec.rclcpp_ts.map(corr);
-                rec.rmw_ts = corr(rec.rmw_ts);
-                if ros.host_has_ts.len() <= host {
-                    ros.host_has_ts.resize(host + 1, None);
-                }
-                ros.host_has_ts[host].get_or_insert(rec.source_ts.is_some());
-                if let Some(c) = rec.cause {
-                    ros.chains.note_cause((t as u32, c));
-                }
+                rec.rcl_ts = rec.rcl_ts.map(corr);
+                rec.rmw_ts = rec.rmw_ts.map(corr);
+                rec.callback_start = rec.callback_start.map(corr);
+                ros.callbacks.add_publish(host, &rec);
                 let mut early = vec![];
-                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, next_rmw_ts: None, join: None }, &mut |p| early.push(p));
-                for p in early {
-                    self.judge_publish(p, out);
+                ros.join.add_publish(Publish { trace: t as u32, host, rec, wire: None, join: None }, &mut |p, d| early.push((p, d)));
+                for (p, d) in early {
+                    self.judge_publish(p, d, out);
                 }
             }
             TraceItem::Take(mut rec) => {
@@ -803,6 +818,11 @@ impl Correlator {
                 rec.callback_start_ts = rec.callback_start_ts.map(corr);
                 rec.callback_end_ts = rec.callback_end_ts.map(corr);
                 ros.join.add_take(Take { trace: t as u32, host, rec, used: false });
+            }
+            TraceItem::Callback(mut c) => {
+                c.start = corr(c.start);
+                c.end = c.end.map(corr);
+                ros.callbacks.add_callback(host, &c);
             }
             TraceItem::Watermark(w) => {
                 let s = &mut ros.traces[t];
@@ -823,9 +843,17 @@ impl Correlator {
         self.judge_due(out);
     }
 
-    /// Statistics of the trace join, when traces were added.
+    /// Statistics of the trace join, when traces were added (the window-offset
+    /// summary as of the last [`finish`](Self::finish) or [`refresh_join_stats`](Self::refresh_join_stats)).
     pub fn join_stats(&self) -> Option<&crate::ros2::JoinStats> {
         self.ros.as_ref().map(|r| &r.join.stats)
+    }
+
+    /// Brings the join's summary statistics up to date.
+    pub fn refresh_join_stats(&mut self) {
+        if let Some(r) = self.ros.as_mut() {
+            r.join.stats();
+        }
     }
 
     /// The chain tracker, when traces were added.
@@ -833,68 +861,64 @@ impl Correlator {
         self.ros.as_ref().map(|r| &r.chains)
     }
 
+    /// Callback durations and publishes per callback, when traces were added.
+    pub fn callbacks(&self) -> Option<&CallbackTable> {
+        self.ros.as_ref().map(|r| &r.callbacks)
+    }
+
     /// Rows of chain instances evaluated since the last call.
     pub fn take_chain_rows(&mut self) -> Vec<ChainRow> {
         self.ros.as_mut().map(|r| r.chains.take_rows()).unwrap_or_default()
     }
 
-    /// A publish left the window: takes of it on its own host are same-host deliveries.
-    fn judge_publish(&mut self, p: Publish, out: &mut dyn FnMut(LatencyRow)) {
-        let (takes, ts, join) = {
-            let Some(ros) = self.ros.as_mut() else { return };
-            // Humble: a publish that never reached the wire has no source timestamp; its
-            // same-host takes are found by publish time.
-            let (source_ts, by_time) = match p.rec.source_ts {
-                Some(ts) => (Some(ts), false),
-                None => (ros.join.source_ts_by_publish_time(&p), true),
-            };
-            let takes = match source_ts {
-                Some(ts) => ros.join.same_host_takes(p.host, p.rec.topic.as_deref(), ts),
-                None => Default::default(),
-            };
-            if takes.is_empty() {
-                if p.wire.is_none() {
+    /// A publish left the window: the takes it delivered that no wire sample
+    /// claimed (on its own host or, without a capture, on another) become rows.
+    fn judge_publish(&mut self, p: Publish, takes: SmallVec<[(Take, Join); 2]>, out: &mut dyn FnMut(LatencyRow)) {
+        if takes.is_empty() {
+            if p.wire.is_none() {
+                if let Some(ros) = self.ros.as_mut() {
                     ros.join.stats.publishes_unjoined += 1;
                 }
-                return;
             }
-            if by_time {
-                ros.join.stats.takes_same_host_publish_time += takes.len() as u64;
-            }
-            let join = if by_time { Join::PublishTime } else { p.join.unwrap_or(Join::SourceTs) };
-            (takes, source_ts.unwrap_or_default(), join)
-        };
+            return;
+        }
         let topic_arc = p.rec.topic.clone();
         let writer_topic = p.rec.writer.and_then(|w| self.writers.get(&w).and_then(|s| s.topic.clone()));
         let topic = writer_topic.or_else(|| topic_arc.as_ref().and_then(|t| self.ros.as_mut().map(|r| r.topic(t))));
         let host_name = self.names[p.host].clone();
         // The writer's sequence number: from the wire, else the publish order (n-th publish = sn n).
         let sn = p.wire.map(|w| w.1).or(p.rec.order.map(|n| n as i64));
-        for tk in takes {
+        let inputs: SmallVec<[(Arc<str>, crate::ros2::join::TakeId); 2]> = p.rec.inputs.iter().map(|(t, s)| (t.clone(), (p.trace, *s))).collect();
+        for (tk, join) in takes {
+            let same = tk.host == p.host;
             let rclcpp = p.rec.rclcpp_ts;
             let rmw = p.rec.rmw_ts;
-            let take_ts = tk.rec.rmw_take_ts;
+            // An intra-process delivery has no rmw_take: it starts with its callback.
+            let take_ts = (!tk.rec.intra).then_some(tk.rec.rmw_take_ts);
             let cbs = tk.rec.callback_start_ts;
             let cbe = tk.rec.callback_end_ts;
             let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
+            let dds = d(rmw, take_ts);
             let cols = RosColumns {
                 join: Some(join),
                 sender_node: p.rec.node.clone(),
                 receiver_node: tk.rec.node.clone(),
                 rclcpp_publish_ts_ns: rclcpp,
-                rmw_publish_ts_ns: Some(rmw),
-                rmw_take_ts_ns: Some(take_ts),
+                rmw_publish_ts_ns: rmw,
+                rmw_take_ts_ns: take_ts,
                 callback_start_ts_ns: cbs,
                 callback_end_ts_ns: cbe,
-                ros_publish_ns: d(rclcpp, Some(rmw)),
+                ros_publish_ns: d(rclcpp, rmw),
                 dds_send_ns: None,
-                dds_local_ns: d(Some(rmw), Some(take_ts)),
+                dds_local_ns: if same { dds } else { None },
+                dds_remote_ns: if same { None } else { dds },
                 dds_receive_ns: None,
-                executor_ns: d(Some(take_ts), cbs),
+                executor_ns: d(take_ts, cbs),
                 callback_ns: d(cbs, cbe),
                 ros_e2e_ns: d(rclcpp, cbs),
             };
-            let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), topic_domain(&topic), p.host, p.host);
+            let receiver_name = self.names[tk.host].clone();
+            let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), topic_domain(&topic), p.host, tk.host);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
@@ -904,37 +928,41 @@ impl Correlator {
             flow.delivered += 1;
             record_ros_layers(flow, &cols);
             self.reweigh(&key);
+            let source_ts = tk.rec.source_ts.or(p.rec.source_ts).unwrap_or(0);
             let hop = Hop {
                 take: tk.id(),
                 cause: p.cause(),
                 topic: tk.rec.topic.clone().or_else(|| topic_arc.clone()),
-                level: Delivery::SameHost,
+                level: if same { Delivery::SameHost } else { Delivery::Traces },
                 join,
                 sender: host_name.clone(),
-                receiver: host_name.clone(),
+                receiver: receiver_name.clone(),
                 sender_node: p.rec.node.clone(),
                 receiver_node: tk.rec.node.clone(),
                 writer: p.rec.writer,
                 sn,
-                source_ts: ts,
+                source_ts,
                 rclcpp_ts: rclcpp,
-                take_ts,
+                take_ts: tk.rec.rmw_take_ts,
                 callback_start_ts: cbs,
                 layers: HopLayers {
                     ros_publish: cols.ros_publish_ns,
                     dds_local: cols.dds_local_ns,
+                    dds_remote: cols.dds_remote_ns,
                     executor: cols.executor_ns,
                     callback: cols.callback_ns,
                     ros_e2e: cols.ros_e2e_ns,
                     ..HopLayers::default()
                 },
+                inputs: inputs.clone(),
             };
             if let Some(ros) = self.ros.as_mut() {
                 ros.chains.add_hop(hop);
             }
             if self.cfg.message_rows {
+                let status = if same { Status::SameHost } else { Status::Traced };
                 out(LatencyRow {
-                    source_ts_ns: Some(ts),
+                    source_ts_ns: tk.rec.source_ts.or(p.rec.source_ts),
                     ros: Some(Box::new(cols)),
                     ..LatencyRow::new(
                         Level::Message,
@@ -942,9 +970,9 @@ impl Correlator {
                         p.rec.writer.unwrap_or_default(),
                         sn.unwrap_or(0),
                         host_name.clone(),
-                        host_name.clone(),
-                        Status::SameHost.as_str(),
-                        rmw,
+                        receiver_name,
+                        status.as_str(),
+                        rmw.or(rclcpp).unwrap_or(tk.rec.rmw_take_ts),
                     )
                 });
             }
@@ -1171,10 +1199,10 @@ impl Correlator {
             let w = self.cfg.window_ns;
             let mut expired = vec![];
             if let Some(r) = self.ros.as_mut() {
-                r.join.expire_publishes(lw.saturating_sub(w.saturating_mul(2)), &mut |p| expired.push(p));
+                r.join.expire_publishes(lw.saturating_sub(w.saturating_mul(2)), &mut |p, d| expired.push((p, d)));
             }
-            for p in expired {
-                self.judge_publish(p, out);
+            for (p, d) in expired {
+                self.judge_publish(p, d, out);
             }
             if let Some(r) = self.ros.as_mut() {
                 r.join.expire_takes(lw.saturating_sub(w.saturating_mul(3)));
@@ -1201,12 +1229,13 @@ impl Correlator {
         self.drop_held();
         if let Some(r) = self.ros.as_mut() {
             let mut rest = vec![];
-            r.join.finish(&mut |p| rest.push(p));
-            for p in rest {
-                self.judge_publish(p, out);
+            r.join.finish(&mut |p, d| rest.push((p, d)));
+            for (p, d) in rest {
+                self.judge_publish(p, d, out);
             }
             if let Some(r) = self.ros.as_mut() {
                 r.chains.finish();
+                r.join.stats();
             }
         }
     }
@@ -1249,8 +1278,9 @@ impl Correlator {
         let ros_topic = topic.as_ref().is_some_and(|t| t.topic_raw.starts_with("rt/"));
         let trace_pub: Option<(Publish, Join)> = match self.ros.as_mut() {
             Some(ros) => {
-                let has_ts = ros.host_has_ts.get(sender).copied().flatten();
-                ros.join.publish_for(sender, writer, sn, sts, has_ts, ros_topic)
+                let traced = ros.traced.get(sender).copied().unwrap_or(false);
+                let tn = topic.as_ref().map(|t| t.topic_name.as_str());
+                ros.join.publish_for(sender, writer, sn, tn, sts, traced, ros_topic)
             }
             None => None,
         };
@@ -1387,13 +1417,14 @@ impl Correlator {
             if trace_pub.is_some() || take.is_some() {
                 let pb = trace_pub.as_ref().map(|x| &x.0);
                 let rclcpp = pb.and_then(|p| p.rec.rclcpp_ts);
-                let rmw = pb.map(|p| p.rec.rmw_ts);
+                let rmw = pb.and_then(|p| p.rec.rmw_ts);
                 let take_ts = take.as_ref().map(|t| t.rec.rmw_take_ts);
                 let cbs = take.as_ref().and_then(|t| t.rec.callback_start_ts);
                 let cbe = take.as_ref().and_then(|t| t.rec.callback_end_ts);
                 let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
                 let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered.as_str());
                 let cols = RosColumns {
+                    dds_remote_ns: None,
                     join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
                     sender_node: pb.and_then(|p| p.rec.node.clone()).or_else(|| wire_node.clone()),
                     receiver_node: take.as_ref().and_then(|t| t.rec.node.clone()),
@@ -1424,16 +1455,18 @@ impl Correlator {
                         receiver_node: cols.receiver_node.clone(),
                         writer: Some(writer),
                         sn: Some(sn),
-                        source_ts: tk.rec.source_ts,
+                        source_ts: tk.rec.source_ts.unwrap_or(0),
                         rclcpp_ts: rclcpp,
                         take_ts: tk.rec.rmw_take_ts,
                         callback_start_ts: cbs,
+                        inputs: pb.map(|p| p.rec.inputs.iter().map(|(t, s)| (t.clone(), (p.trace, *s))).collect()).unwrap_or_default(),
                         layers: HopLayers {
                             ros_publish: cols.ros_publish_ns,
                             dds_send: cols.dds_send_ns,
                             message: row.latency_ns,
                             dds_receive: cols.dds_receive_ns,
                             dds_local: None,
+                            dds_remote: None,
                             executor: cols.executor_ns,
                             callback: cols.callback_ns,
                             ros_e2e: cols.ros_e2e_ns,
@@ -1740,6 +1773,7 @@ const ROW_COLUMNS: &[Column] = &[
     col("callback_ns", I64),
     col("ros_e2e_ns", I64),
     col("domain", U64),
+    col("dds_remote_ns", I64),
 ];
 
 impl Record for LatencyRow {
@@ -1802,6 +1836,7 @@ impl Record for LatencyRow {
                     45 => oi(r.executor_ns),
                     46 => oi(r.callback_ns),
                     47 => oi(r.ros_e2e_ns),
+                    49 => oi(r.dds_remote_ns),
                     _ => Value::Null,
                 },
             },
@@ -1946,14 +1981,14 @@ pub struct Stack {
 }
 
 /// The layers that add up to `ros_e2e`, in order from publish to callback.
-pub const ROS_STACK_LAYERS: [Layer; 6] = [Layer::RosPublish, Layer::DdsSend, Layer::DdsLocal, Layer::Message, Layer::DdsReceive, Layer::Executor];
+pub const ROS_STACK_LAYERS: [Layer; 7] = [Layer::RosPublish, Layer::DdsSend, Layer::DdsLocal, Layer::DdsRemote, Layer::Message, Layer::DdsReceive, Layer::Executor];
 
 /// The layer group of the thesis' hierarchy a layer belongs to.
 pub fn layer_group(l: Layer) -> &'static str {
     match l {
         Layer::RosE2e | Layer::Application => "e2e",
         Layer::RosPublish | Layer::Executor | Layer::Callback => "ros2",
-        Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
+        Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::DdsRemote | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
         Layer::Node => "node",
         _ => "wire",
     }

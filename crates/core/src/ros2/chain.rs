@@ -10,16 +10,25 @@
 //! A hop is evaluated `3 × window` after its callback started (every hop
 //! upstream of it has been joined by then): walking its causes back gives
 //! the topic sequence that ends in it. `--path auto` counts the maximal
-//! sequences (hops whose callback published nothing traced); `--path
-//! /a,/b,/c` measures every instance of that sequence: end-to-end latency =
-//! first topic's rclcpp_publish → last topic's callback_start, and per hop
-//! its layers plus `node` (callback_start of a hop → rclcpp_publish of the
-//! next: the relay node's own time). Σ hop ros_e2e + Σ node = end-to-end.
+//! sequences (hops whose callback published nothing that a traced
+//! subscription took); `--path /a,/b,/c` measures every instance of that
+//! sequence: end-to-end latency = first topic's rclcpp_publish → last
+//! topic's callback_start, and per hop its layers plus `node` (callback_start
+//! of a hop → rclcpp_publish of the next: the relay node's own time).
+//! Σ hop ros_e2e + Σ node = end-to-end.
+//!
+//! A node that does not publish from the callback of its input but keeps the
+//! latest input and publishes from another callback (a timer, or a callback
+//! of another topic: CARET's "variable passing") is followed by `--path`
+//! only: the publish's callback started with the node's latest take of the
+//! path's previous topic, and that take is the hop before (the instance is
+//! counted in `instances_via_latest`). `--path auto` lists only direct causes.
 //!
 //! Bounded: hops are kept `6 × window` (capped, least recent first, counted),
 //! paths are capped.
 
 use super::join::{Delivery, Join, TakeId};
+use smallvec::SmallVec;
 use crate::bounded::BoundedMap;
 use crate::latency::stats::{Dist, DistSummary};
 use crate::latency::Layer;
@@ -30,13 +39,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// The per-hop layers, in `Layer` terms.
-pub const HOP_LAYERS: [Layer; 9] = [
+pub const HOP_LAYERS: [Layer; 10] = [
     Layer::RosE2e,
     Layer::RosPublish,
     Layer::DdsSend,
     Layer::Message,
     Layer::DdsReceive,
     Layer::DdsLocal,
+    Layer::DdsRemote,
     Layer::Executor,
     Layer::Callback,
     Layer::Node,
@@ -62,6 +72,8 @@ pub struct Hop {
     pub callback_start_ts: Option<i64>,
     /// ros_publish, dds_send, message, dds_receive, dds_local, executor, callback, ros_e2e.
     pub layers: HopLayers,
+    /// The latest take of each topic the publishing node had when the publish's callback started.
+    pub inputs: SmallVec<[(Arc<str>, TakeId); 2]>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,6 +83,7 @@ pub struct HopLayers {
     pub message: Option<i64>,
     pub dds_receive: Option<i64>,
     pub dds_local: Option<i64>,
+    pub dds_remote: Option<i64>,
     pub executor: Option<i64>,
     pub callback: Option<i64>,
     pub ros_e2e: Option<i64>,
@@ -84,6 +97,7 @@ impl HopLayers {
             Layer::Message => self.message,
             Layer::DdsReceive => self.dds_receive,
             Layer::DdsLocal => self.dds_local,
+            Layer::DdsRemote => self.dds_remote,
             Layer::Executor => self.executor,
             Layer::Callback => self.callback,
             Layer::RosE2e => self.ros_e2e,
@@ -128,6 +142,8 @@ pub struct ChainStats {
     pub instances: u64,
     /// Instances lacking an instant (a publish through rcl only, a callback not traced): no end-to-end value.
     pub instances_incomplete: u64,
+    /// Instances with a hop linked through the node's latest input (not a publish inside the input's callback).
+    pub instances_via_latest: u64,
     pub paths_evicted: u64,
 }
 
@@ -190,13 +206,12 @@ impl ChainTracker {
         }
     }
 
-    /// A publish named `take` as its cause: that hop continues.
-    pub fn note_cause(&mut self, take: TakeId) {
-        self.caused.insert(take, (), &mut |_, _| {});
-    }
-
     pub fn add_hop(&mut self, h: Hop) {
         self.stats.hops += 1;
+        if let Some(c) = h.cause {
+            // The callback of take `c` published what this hop delivered: that hop continues.
+            self.caused.insert(c, (), &mut |_, _| {});
+        }
         let id = h.take;
         let take_ts = h.take_ts;
         let ev = &mut self.stats.hops_evicted;
@@ -257,19 +272,43 @@ impl ChainTracker {
         }
         let Some(path) = self.cfg.path.as_ref() else { return };
         let k = path.len();
-        if chain.len() < k {
+        let Some(last) = self.hops.get(&id) else { return };
+        if last.topic.as_deref() != path.last().map(String::as_str) {
             return;
         }
-        let inst = &chain[chain.len() - k..];
-        if !inst.iter().zip(path).all(|(h, t)| h.topic.as_deref() == Some(t.as_str())) {
-            return;
+        // Walk the path backwards: the direct cause when it is on the path's previous topic,
+        // else the node's latest take of that topic when the publish's callback started.
+        let mut inst: Vec<Hop> = vec![last.clone()];
+        let mut via_latest = false;
+        for want in path[..k - 1].iter().rev() {
+            let cur = inst.last().expect("one hop at least");
+            let direct = cur.cause.and_then(|c| self.hops.get(&c)).filter(|h| h.topic.as_deref() == Some(want.as_str()));
+            let prev = match direct {
+                Some(h) => Some(h),
+                None => {
+                    let latest = cur.inputs.iter().find(|(t, _)| &**t == want.as_str()).and_then(|(_, tk)| self.hops.get(tk));
+                    if latest.is_some() {
+                        via_latest = true;
+                    }
+                    latest
+                }
+            };
+            match prev {
+                Some(h) => inst.push(h.clone()),
+                None => return,
+            }
+        }
+        inst.reverse();
+        if via_latest {
+            self.stats.instances_via_latest += 1;
         }
         self.stats.instances += 1;
-        let total = e2e(inst);
+        let total = e2e(&inst);
         match total {
             Some(v) => self.chain_e2e.record(v),
             None => self.stats.instances_incomplete += 1,
         }
+        let inst = &inst[..];
         let start = inst[0].rclcpp_ts;
         let instance = self.stats.instances;
         for (i, h) in inst.iter().enumerate() {
@@ -377,6 +416,7 @@ const CHAIN_COLUMNS: &[Column] = &[
     col("message_ns", I64),
     col("dds_receive_ns", I64),
     col("dds_local_ns", I64),
+    col("dds_remote_ns", I64),
     col("executor_ns", I64),
     col("callback_ns", I64),
     col("ros_e2e_ns", I64),
@@ -416,12 +456,13 @@ impl Record for ChainRow {
             17 => oi(h.layers.message),
             18 => oi(h.layers.dds_receive),
             19 => oi(h.layers.dds_local),
-            20 => oi(h.layers.executor),
-            21 => oi(h.layers.callback),
-            22 => oi(h.layers.ros_e2e),
-            23 => oi(self.node_ns),
-            24 => oi(self.chain_start_ts_ns),
-            25 => oi(self.chain_e2e_ns),
+            20 => oi(h.layers.dds_remote),
+            21 => oi(h.layers.executor),
+            22 => oi(h.layers.callback),
+            23 => oi(h.layers.ros_e2e),
+            24 => oi(self.node_ns),
+            25 => oi(self.chain_start_ts_ns),
+            26 => oi(self.chain_e2e_ns),
             _ => Value::Null,
         }
     }

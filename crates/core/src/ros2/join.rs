@@ -1,60 +1,72 @@
-//! The join of traces to wire samples, held by the correlator.
+//! The join of traces to each other and to wire samples, held by the correlator.
 //!
-//! Publishes and takes from every host's trace wait here for the window;
-//! the correlator asks, when it judges a wire sample (writer, sn, source
+//! Publishes and takes from every host's trace wait here for the window.
+//! The correlator asks, when it judges a wire sample (writer, sn, source
 //! timestamp), for its publish at the sender host and its take at each
-//! receiver host. What no wire sample claims is joined trace to trace when
-//! the publish expires: takes on the publisher's own host with the same
-//! topic and source timestamp are same-host deliveries (shared memory,
-//! loopback), reported as such.
+//! receiver host. What no wire sample claims is joined trace to trace when the
+//! publish leaves the window ([`TraceJoin::deliveries`]): takes on any traced
+//! host of the same topic whose source timestamp the publish carries (or
+//! brackets) — on its own host a same-host delivery (shared memory, loopback),
+//! on another host a delivery over the network that no capture saw.
 //!
-//! - Publish ↔ wire: by source timestamp (`rmw_publish.timestamp` = INFO_TS,
-//!   Jazzy on), or by publish order (the writer's n-th publish ↔ sequence
-//!   number n, Humble/Iron) when the trace saw the publisher's creation.
-//!   Otherwise the writer is "too late to join": counted, never guessed.
-//! - Take ↔ wire: by (receiver host, topic, source timestamp).
-//! - Same host, Humble (`rmw_publish` without timestamp, sample never on the
-//!   wire): the take whose `source_timestamp` is nearest after the publish's
-//!   `rmw_publish` on that host and topic, before the publisher's next
-//!   `rmw_publish` ([`Join::PublishTime`]); the DDS layer stamps the sample
-//!   inside the write call that follows the tracepoint. One host, one clock.
+//! How a sample is recognised (docs/latency.md, "The join"):
+//! - **exact** ([`Join::SourceTs`]): the publish records the sample's source
+//!   timestamp — Jazzy on (`rmw_publish.timestamp`), CARET
+//!   (`dds_bind_addr_to_stamp`) — and the take (`rmw_take.source_timestamp`,
+//!   CARET's `dispatch_subscription_callback.source_stamp`) or the wire
+//!   (INFO_TS) carries the same value, on the same topic;
+//! - **publish window** ([`Join::PublishTime`], Humble/Iron): the DDS write
+//!   stamps the sample after the `rmw_publish` tracepoint and before the
+//!   publishing thread's next event, so the publish whose window holds the
+//!   source timestamp is the sample's — joined only when exactly one publisher
+//!   of the topic has such a window (among one publisher's consecutive
+//!   publishes, the latest); two publishers' windows over the same instant
+//!   make the sample ambiguous: counted, never guessed;
+//! - **publish order** ([`Join::PublishOrder`], Humble/Iron with captures):
+//!   the writer's n-th publish is its sequence number n, when the trace saw the
+//!   publisher's creation and no window decides;
+//! - **intra-process** ([`Join::IntraProcess`]): the assembler linked the
+//!   callback to its `rclcpp_intra_publish` (ring-buffer slot or message pointer).
+//!
+//! A publish or take whose topic the trace does not resolve never gets here
+//! (the assembler counts them by reason), so a `/rosout` log or the rmw's
+//! discovery writer can never claim a sample of a data topic.
 //!
 //! Source timestamps cross the wire as RTPS Time_t (2^-32 s fractions): the
 //! value a receiver's DDS hands to `rmw_take` and the one ddscope decodes can
 //! differ from the writer's nanoseconds by a rounding step, so timestamps
 //! match within ±[`TS_SLACK_NS`].
 
-use super::assemble::{PublishRec, TakeRec};
+use super::assemble::{PubSeq, PublishRec, TakeRec};
 use crate::bounded::BoundedMap;
 use ddscope_wire::Guid;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use smallvec::SmallVec;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Source timestamps equal within this many ns are the same (Time_t rounding).
 pub const TS_SLACK_NS: i64 = 2;
 
-/// Publish-time join (same host, Humble): a source timestamp up to this much
-/// before `rmw_publish` still belongs to it (the trace clock's conversion to
-/// CLOCK_REALTIME, a writer that stamps right before the tracepoint).
-pub const PUBLISH_TIME_BEFORE_NS: i64 = 100_000;
-/// Publish-time join: the latest source timestamp after `rmw_publish` that
-/// belongs to it when the publisher's next publish is not known.
-pub const PUBLISH_TIME_AFTER_NS: i64 = 1_000_000_000;
+/// A publish window is cut at this length (a thread that sleeps long after
+/// publishing): longer windows only add chances of ambiguity.
+pub const MAX_WINDOW_NS: i64 = 1_000_000_000;
 
 /// How a sample was tied to the traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Join {
-    /// By the source timestamp (INFO_TS = `rmw_publish.timestamp` / `rmw_take.source_timestamp`).
+    /// By the source timestamp, recorded on both sides: exact.
     SourceTs,
-    /// By publish order: the publisher's n-th publish is the writer's sequence number n (Humble).
+    /// By publish order: the publisher's n-th publish is the writer's sequence number n (Humble, with captures).
     PublishOrder,
-    /// Same host, Humble: the take's source timestamp is the first after the publish's
-    /// `rmw_publish` (within [`PUBLISH_TIME_BEFORE_NS`] before it) and before the publisher's next one.
+    /// Humble/Iron: the only publish of the topic whose window (rmw_publish … the thread's
+    /// next event) holds the sample's source timestamp.
     PublishTime,
+    /// Intra-process: `rclcpp_intra_publish` linked to the callback through the ring-buffer slot (Iron on)
+    /// or the message pointer (CARET).
+    IntraProcess,
     /// Not joined to any trace event.
     None,
 }
@@ -65,6 +77,7 @@ impl Join {
             Join::SourceTs => "source_ts",
             Join::PublishOrder => "publish_order",
             Join::PublishTime => "publish_time",
+            Join::IntraProcess => "intra_process",
             Join::None => "none",
         }
     }
@@ -76,8 +89,10 @@ impl Join {
 pub enum Delivery {
     /// Over the network: seen in the captures.
     Wire,
-    /// On the publisher's host (shared memory, loopback): joined trace to trace.
+    /// On the publisher's host (shared memory, loopback, intra-process): joined trace to trace.
     SameHost,
+    /// To another host, joined trace to trace (no capture saw it).
+    Traces,
 }
 
 impl Delivery {
@@ -85,6 +100,7 @@ impl Delivery {
         match self {
             Delivery::Wire => "wire",
             Delivery::SameHost => "same_host",
+            Delivery::Traces => "traces",
         }
     }
 }
@@ -92,7 +108,9 @@ impl Delivery {
 /// A take's identity across traces: (trace index, the trace's take number).
 pub type TakeId = (u32, u64);
 
-/// A publish from a trace, on the correlator's clock (host offset applied).
+/// A publish from a trace, on the correlator's clock (host offset applied to
+/// its instants; `source_ts` and `window` stay on the publisher's own clock,
+/// which is the clock of the source timestamps they are compared with).
 #[derive(Debug, Clone)]
 pub struct Publish {
     pub trace: u32,
@@ -101,8 +119,6 @@ pub struct Publish {
     pub rec: PublishRec,
     /// The wire sample it was joined to, if any.
     pub wire: Option<(Guid, i64)>,
-    /// `rmw_publish` of the same publisher's next publish, once the trace showed it.
-    pub next_rmw_ts: Option<i64>,
     /// How it was joined to the wire, if it was.
     pub join: Option<Join>,
 }
@@ -110,6 +126,13 @@ pub struct Publish {
 impl Publish {
     pub fn cause(&self) -> Option<TakeId> {
         self.rec.cause.map(|s| (self.trace, s))
+    }
+    /// The publisher's identity: (trace, process, rcl handle).
+    fn publisher(&self) -> (u32, i64, u64) {
+        (self.trace, self.rec.vpid, self.rec.publisher.unwrap_or(u64::MAX))
+    }
+    fn topic(&self) -> Option<&Arc<str>> {
+        self.rec.topic.as_ref()
     }
 }
 
@@ -133,7 +156,7 @@ pub struct JoinConfig {
     pub window_ns: i64,
     /// Publishes waiting (the window's worth); the oldest is judged early beyond it.
     pub max_publishes: usize,
-    /// Distinct (host, source timestamp) take keys waiting.
+    /// Takes waiting.
     pub max_takes: usize,
 }
 
@@ -143,56 +166,114 @@ impl Default for JoinConfig {
     }
 }
 
+/// Topics listed per reason in [`JoinStats`] (the rest is counted in the totals).
+const MAX_TOPICS_LISTED: usize = 32;
+
 /// Counters of the join.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct JoinStats {
     pub publishes: u64,
     pub takes: u64,
-    /// Wire samples whose publish was found, by source timestamp and by publish order.
+    /// Wire samples whose publish was found, by source timestamp, by publish window and by publish order.
     pub joined_source_ts: u64,
+    pub joined_publish_time: u64,
     pub joined_publish_order: u64,
     /// Wire samples sent from a host with a trace whose publish was not found.
     pub wire_without_publish: u64,
+    /// Of those, samples whose source timestamp fell in the windows of several publishers (ambiguous).
+    pub wire_ambiguous: u64,
     /// Writers seen on the wire from a traced Humble host whose publisher's creation
-    /// the trace did not see: their samples cannot be joined by publish order.
+    /// the trace did not see and whose samples no window matched.
     pub writers_too_late: u64,
     /// Takes joined to a wire sample.
     pub takes_joined_wire: u64,
-    /// Takes joined trace to trace (same host, no wire).
+    /// Takes joined trace to trace on the publisher's host (no wire).
     pub takes_same_host: u64,
-    /// Of those, joined by publish time (Humble: the publish has no source timestamp).
-    pub takes_same_host_publish_time: u64,
+    /// Takes joined trace to trace on another host (no capture saw the sample).
+    pub takes_traces: u64,
+    /// Of the trace-to-trace joins, by kind.
+    pub takes_source_ts: u64,
+    pub takes_publish_time: u64,
+    pub takes_intra: u64,
+    /// Takes whose source timestamp fell in the publish windows of several publishers of the topic.
+    pub takes_ambiguous: u64,
     /// Takes that matched no wire sample and no publish.
     pub takes_unjoined: u64,
+    /// Topics of the ambiguous and unjoined takes, with counts (at most 32 each).
+    pub ambiguous_topics: BTreeMap<String, u64>,
+    pub unjoined_topics: BTreeMap<String, u64>,
     /// Publishes no wire sample and no take claimed.
     pub publishes_unjoined: u64,
     /// Publishes judged before their window ended (too many waiting).
     pub publishes_judged_early: u64,
-    /// Take keys dropped before their window ended (too many waiting).
+    /// Takes dropped before their window ended (too many waiting).
     pub takes_evicted: u64,
-    /// Samples taken by several subscriptions on one host: the row uses the first take.
+    /// Samples taken by several subscriptions on one host: the wire row uses the first take.
     pub extra_takes: u64,
+    /// Humble windows longer than [`MAX_WINDOW_NS`], cut.
+    pub windows_cut: u64,
+    /// `source timestamp − rmw_publish` of the samples joined by publish window: how long the
+    /// DDS write took to stamp them (negative: the trace clock is behind the realtime clock).
+    pub window_offsets: crate::latency::stats::DistSummary,
+}
+
+fn note_topic(m: &mut BTreeMap<String, u64>, topic: Option<&str>) {
+    let t = topic.unwrap_or("?");
+    if let Some(n) = m.get_mut(t) {
+        *n += 1;
+    } else if m.len() < MAX_TOPICS_LISTED {
+        m.insert(t.to_string(), 1);
+    }
+}
+
+fn topics_text(m: &BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = m.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter().take(6).map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ")
 }
 
 impl JoinStats {
-    pub fn problem_line(&self) -> Option<String> {
+    /// What the join could not do, one line each.
+    pub fn notes(&self) -> Vec<String> {
         let mut p = vec![];
+        if self.takes_ambiguous > 0 {
+            p.push(format!(
+                "{} takes ambiguous (their source timestamp lies in the publish windows of several publishers of the topic; not joined): {}",
+                self.takes_ambiguous,
+                topics_text(&self.ambiguous_topics)
+            ));
+        }
+        if self.takes_unjoined > 0 {
+            p.push(format!(
+                "{} takes without a traced publish (no trace holds a publish of their topic with that source timestamp: publisher not traced, or its trace started later): {}",
+                self.takes_unjoined,
+                topics_text(&self.unjoined_topics)
+            ));
+        }
         if self.writers_too_late > 0 {
             p.push(format!(
-                "{} writers: trace too late to join (Humble joins by publish order and needs the publisher's creation in the trace)",
+                "{} writers on the wire whose publishes no window matched and whose creation the trace did not see",
                 self.writers_too_late
             ));
         }
         if self.wire_without_publish > 0 {
-            p.push(format!("{} wire samples from traced hosts without their publish in the trace", self.wire_without_publish));
+            p.push(format!(
+                "{} wire samples of ROS topics from traced hosts without their publish in the trace ({} ambiguous)",
+                self.wire_without_publish, self.wire_ambiguous
+            ));
         }
         if self.publishes_judged_early > 0 || self.takes_evicted > 0 {
             p.push(format!(
-                "{} publishes and {} take keys dropped before their window ended (too many waiting)",
+                "{} publishes and {} takes dropped before their window ended (too many waiting)",
                 self.publishes_judged_early, self.takes_evicted
             ));
         }
-        (!p.is_empty()).then(|| p.join("; "))
+        p
+    }
+
+    pub fn problem_line(&self) -> Option<String> {
+        let n = self.notes();
+        (!n.is_empty()).then(|| n.join("; "))
     }
 }
 
@@ -202,35 +283,54 @@ pub struct TraceJoin {
     next_id: u64,
     /// In arrival order.
     publishes: BoundedMap<u64, Publish>,
-    pub_by_ts: FxHashMap<(usize, i64), SmallVec<[u64; 1]>>,
+    /// (topic, source timestamp) → publishes that recorded it.
+    pub_exact: FxHashMap<(Arc<str>, i64), SmallVec<[u64; 1]>>,
+    /// (topic, window start, id) → window end: Humble/Iron publishes.
+    pub_window: BTreeMap<(Arc<str>, i64, u64), i64>,
+    /// (trace, publish number) → publish (intra-process links).
+    pub_seq: FxHashMap<(u32, PubSeq), u64>,
     pub_by_order: FxHashMap<(usize, Guid, i64), u64>,
-    /// (host, source timestamp) → takes, in arrival order.
-    takes: BoundedMap<(usize, i64), SmallVec<[Take; 1]>>,
-    /// The keys of `takes`, ordered (the publish-time join looks up a range).
-    take_keys: BTreeSet<(usize, i64)>,
-    /// (host, writer) → its latest publish (to tell the previous one where the next starts).
-    last_publish: BoundedMap<(usize, Guid), u64>,
+    /// In arrival order.
+    takes: BoundedMap<TakeId, Take>,
+    /// (topic, source timestamp, take) for range lookups.
+    take_by_ts: BTreeSet<(Arc<str>, i64, TakeId)>,
+    /// (trace, publish number) → the intra-process takes linked to it.
+    take_by_link: FxHashMap<(u32, PubSeq), SmallVec<[TakeId; 2]>>,
     /// Writers whose samples could not be joined because the trace started too late (counted once each).
     too_late: BoundedMap<Guid, ()>,
     /// Writers whose publisher's creation a trace declared.
     declared: BoundedMap<Guid, ()>,
+    window_offsets: crate::latency::stats::Dist,
     pub stats: JoinStats,
 }
 
-fn unindex(by_ts: &mut FxHashMap<(usize, i64), SmallVec<[u64; 1]>>, by_order: &mut FxHashMap<(usize, Guid, i64), u64>, id: u64, p: &Publish) {
+fn unindex(j: &mut TraceJoin, id: u64, p: &Publish) {
+    let Some(topic) = p.topic().cloned() else { return };
     if let Some(ts) = p.rec.source_ts {
-        if let Some(v) = by_ts.get_mut(&(p.host, ts)) {
+        let k = (topic.clone(), ts);
+        if let Some(v) = j.pub_exact.get_mut(&k) {
             v.retain(|x| *x != id);
             if v.is_empty() {
-                by_ts.remove(&(p.host, ts));
+                j.pub_exact.remove(&k);
             }
         }
     }
+    if let Some((lo, _)) = p.rec.window {
+        j.pub_window.remove(&(topic, lo, id));
+    }
+    j.pub_seq.remove(&(p.trace, p.rec.seq));
     if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
-        if by_order.get(&(p.host, w, n as i64)) == Some(&id) {
-            by_order.remove(&(p.host, w, n as i64));
+        if j.pub_by_order.get(&(p.host, w, n as i64)) == Some(&id) {
+            j.pub_by_order.remove(&(p.host, w, n as i64));
         }
     }
+}
+
+/// What a source timestamp matches among the waiting publishes of a topic.
+enum Candidates {
+    None,
+    One(u64, Join),
+    Ambiguous,
 }
 
 impl TraceJoin {
@@ -239,50 +339,65 @@ impl TraceJoin {
             cfg,
             next_id: 0,
             publishes: BoundedMap::new(cfg.max_publishes),
-            pub_by_ts: FxHashMap::default(),
+            pub_exact: FxHashMap::default(),
+            pub_window: BTreeMap::new(),
+            pub_seq: FxHashMap::default(),
             pub_by_order: FxHashMap::default(),
             takes: BoundedMap::new(cfg.max_takes),
-            take_keys: BTreeSet::new(),
-            last_publish: BoundedMap::new(1 << 16),
+            take_by_ts: BTreeSet::new(),
+            take_by_link: FxHashMap::default(),
             too_late: BoundedMap::new(1 << 16),
             declared: BoundedMap::new(1 << 16),
+            window_offsets: Default::default(),
             stats: JoinStats::default(),
         }
     }
 
-    /// Publishes and take keys waiting.
+    /// Publishes and takes waiting.
     pub fn pending(&self) -> (usize, usize) {
         (self.publishes.len(), self.takes.len())
     }
 
-    /// Adds a publish (times already on the correlator's clock). A publish the
+    /// The statistics, with the window-offset summary brought up to date.
+    pub fn stats(&mut self) -> &JoinStats {
+        self.stats.window_offsets = self.window_offsets.summary();
+        &self.stats
+    }
+
+    /// Adds a publish (instants already on the correlator's clock). A publish the
     /// table has no room for pushes the oldest out; it goes to `expired` to be judged.
-    pub fn add_publish(&mut self, p: Publish, expired: &mut dyn FnMut(Publish)) {
+    pub fn add_publish(&mut self, mut p: Publish, expired: &mut dyn FnMut(Publish, SmallVec<[(Take, Join); 2]>)) {
         self.stats.publishes += 1;
+        if self.publishes.len() >= self.publishes.max_entries() {
+            if let Some((old, op)) = self.publishes.peek_lru().map(|(id, p)| (*id, p.clone())) {
+                self.stats.publishes_judged_early += 1;
+                let d = self.deliveries(&op);
+                self.publishes.remove(&old);
+                unindex(self, old, &op);
+                expired(op, d);
+            }
+        }
         let id = self.next_id;
         self.next_id += 1;
-        if let Some(ts) = p.rec.source_ts {
-            self.pub_by_ts.entry((p.host, ts)).or_default().push(id);
-        }
-        if let Some(w) = p.rec.writer {
-            if let Some(prev) = self.last_publish.get(&(p.host, w)).copied() {
-                if let Some(pp) = self.publishes.get_mut(&prev) {
-                    pp.next_rmw_ts = Some(p.rec.rmw_ts);
-                }
+        if let Some((lo, hi)) = p.rec.window {
+            if hi.saturating_sub(lo) > MAX_WINDOW_NS {
+                self.stats.windows_cut += 1;
+                p.rec.window = Some((lo, lo.saturating_add(MAX_WINDOW_NS)));
             }
-            self.last_publish.insert((p.host, w), id, &mut |_, _| {});
         }
+        if let Some(topic) = p.topic().cloned() {
+            if let Some(ts) = p.rec.source_ts {
+                self.pub_exact.entry((topic.clone(), ts)).or_default().push(id);
+            }
+            if let Some((lo, hi)) = p.rec.window {
+                self.pub_window.insert((topic, lo, id), hi);
+            }
+        }
+        self.pub_seq.insert((p.trace, p.rec.seq), id);
         if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
             self.pub_by_order.insert((p.host, w, n as i64), id);
             if n == 1 || !self.declared.contains_key(&w) {
                 self.declared.insert(w, (), &mut |_, _| {});
-            }
-        }
-        if self.publishes.len() >= self.publishes.max_entries() {
-            if let Some((old, op)) = self.publishes.pop_lru() {
-                self.stats.publishes_judged_early += 1;
-                unindex(&mut self.pub_by_ts, &mut self.pub_by_order, old, &op);
-                expired(op);
             }
         }
         self.publishes.insert(id, p, &mut |_, _| {});
@@ -290,95 +405,163 @@ impl TraceJoin {
 
     pub fn add_take(&mut self, t: Take) {
         self.stats.takes += 1;
-        let key = (t.host, t.rec.source_ts);
-        let ev = &mut self.stats.takes_evicted;
-        let keys = &mut self.take_keys;
-        keys.insert(key);
-        let v = self.takes.get_or_insert_keep_order(key, SmallVec::new, &mut |k, _| {
-            *ev += 1;
-            keys.remove(&k);
-        });
-        if let Some(v) = self.takes.value_at(v) {
-            v.push(t);
+        if self.takes.len() >= self.takes.max_entries() {
+            if let Some((_, old)) = self.takes.pop_lru() {
+                self.stats.takes_evicted += 1;
+                self.unindex_take(&old);
+            }
+        }
+        let id = t.id();
+        if let (Some(topic), Some(ts)) = (t.rec.topic.clone(), t.rec.source_ts) {
+            self.take_by_ts.insert((topic, ts, id));
+        }
+        if let Some(link) = t.rec.intra_publish {
+            self.take_by_link.entry((t.trace, link)).or_default().push(id);
+        }
+        self.takes.insert(id, t, &mut |_, _| {});
+    }
+
+    fn unindex_take(&mut self, t: &Take) {
+        if let (Some(topic), Some(ts)) = (t.rec.topic.clone(), t.rec.source_ts) {
+            self.take_by_ts.remove(&(topic, ts, t.id()));
+        }
+        if let Some(link) = t.rec.intra_publish {
+            let k = (t.trace, link);
+            if let Some(v) = self.take_by_link.get_mut(&k) {
+                v.retain(|x| *x != t.id());
+                if v.is_empty() {
+                    self.take_by_link.remove(&k);
+                }
+            }
         }
     }
 
-    /// The publish of wire sample (writer, sn) with source timestamp
-    /// `source_ts` sent from capture `sender`, if a trace has it; marks it
-    /// joined. `sender_has_ts`: `None` when the sender host has no trace,
-    /// else whether its trace records `rmw_publish.timestamp`. `ros_topic`:
-    /// the sample is on a ROS 2 topic (`rt/…`), so a traced publish is expected.
+    /// The publishes of `topic` whose recorded source timestamp or window holds `ts`,
+    /// restricted by `keep`, reduced to one per publisher: among one publisher's
+    /// consecutive windows (which overlap only by their slack), the latest whose
+    /// `rmw_publish` is at or before `ts`, else the earliest.
+    fn candidates(&self, topic: &Arc<str>, ts: i64, keep: &dyn Fn(&Publish) -> bool) -> Candidates {
+        // (id, rmw_publish on the publisher's clock, how, publisher)
+        let mut found: SmallVec<[(u64, i64, Join, (u32, i64, u64)); 4]> = SmallVec::new();
+        for d in slack() {
+            if let Some(ids) = self.pub_exact.get(&(topic.clone(), ts.saturating_add(d))) {
+                for &id in ids {
+                    if let Some(p) = self.publishes.get(&id).filter(|p| keep(p)) {
+                        found.push((id, ts, Join::SourceTs, p.publisher()));
+                    }
+                }
+            }
+        }
+        let from = (topic.clone(), ts.saturating_sub(MAX_WINDOW_NS), 0u64);
+        let to = (topic.clone(), ts, u64::MAX);
+        for ((_, lo, id), hi) in self.pub_window.range(from..=to) {
+            if *hi >= ts {
+                if let Some(p) = self.publishes.get(id).filter(|p| keep(p)) {
+                    found.push((*id, lo.saturating_add(super::assemble::WINDOW_SLACK_NS), Join::PublishTime, p.publisher()));
+                }
+            }
+        }
+        let mut best: SmallVec<[(u64, i64, Join, (u32, i64, u64)); 2]> = SmallVec::new();
+        for f in found {
+            match best.iter_mut().find(|b| b.3 == f.3) {
+                None => best.push(f),
+                Some(b) => {
+                    let better = match (f.1 <= ts, b.1 <= ts) {
+                        (true, true) => f.1 > b.1,
+                        (true, false) => true,
+                        (false, true) => false,
+                        (false, false) => f.1 < b.1,
+                    };
+                    if better {
+                        *b = f;
+                    }
+                }
+            }
+        }
+        match best.len() {
+            0 => Candidates::None,
+            1 => Candidates::One(best[0].0, best[0].2),
+            _ => Candidates::Ambiguous,
+        }
+    }
+
+    /// The publish of wire sample (writer, sn) of `topic` with source timestamp `source_ts`
+    /// sent from capture `sender`, if a trace has it; marks it joined. `sender_traced`: the
+    /// sender's host has a trace. `ros_topic`: the sample is on a ROS 2 topic (`rt/…`), so
+    /// a traced publish is expected.
     pub fn publish_for(
         &mut self,
         sender: usize,
         writer: Guid,
         sn: i64,
+        topic: Option<&str>,
         source_ts: Option<i64>,
-        sender_has_ts: Option<bool>,
+        sender_traced: bool,
         ros_topic: bool,
     ) -> Option<(Publish, Join)> {
-        let has_ts = sender_has_ts?;
+        if !sender_traced {
+            return None;
+        }
         let mut found: Option<(u64, Join)> = None;
-        if let Some(ts) = source_ts {
-            'outer: for d in slack() {
-                if let Some(ids) = self.pub_by_ts.get(&(sender, ts.saturating_add(d))) {
-                    for id in ids {
-                        if let Some(p) = self.publishes.get(id) {
-                            if p.wire.is_none() && p.rec.writer.is_none_or(|w| w == writer) {
-                                found = Some((*id, Join::SourceTs));
-                                break 'outer;
-                            }
-                        }
-                    }
+        let mut ambiguous = false;
+        if let (Some(ts), Some(topic)) = (source_ts, topic) {
+            let topic: Arc<str> = Arc::from(topic);
+            let keep = |p: &Publish| p.host == sender && p.wire.is_none() && !p.rec.intra && p.rec.writer.is_none_or(|w| w == writer);
+            match self.candidates(&topic, ts, &keep) {
+                Candidates::One(id, how) => found = Some((id, how)),
+                Candidates::Ambiguous => ambiguous = true,
+                Candidates::None => {}
+            }
+        }
+        if found.is_none() {
+            if let Some(id) = self.pub_by_order.get(&(sender, writer, sn)) {
+                if self.publishes.get(id).is_some_and(|p| p.wire.is_none()) {
+                    found = Some((*id, Join::PublishOrder));
                 }
             }
         }
-        if found.is_none() && !has_ts {
-            if let Some(id) = self.pub_by_order.get(&(sender, writer, sn)) {
-                found = Some((*id, Join::PublishOrder));
-            } else if ros_topic && !self.declared.contains_key(&writer) && !self.too_late.contains_key(&writer) {
-                self.too_late.insert(writer, (), &mut |_, _| {});
-                self.stats.writers_too_late += 1;
-            }
-        }
         let Some((id, how)) = found else {
-            if ros_topic && self.declared.contains_key(&writer) {
+            if ros_topic {
                 self.stats.wire_without_publish += 1;
+                if ambiguous {
+                    self.stats.wire_ambiguous += 1;
+                } else if !self.declared.contains_key(&writer) && !self.too_late.contains_key(&writer) {
+                    self.too_late.insert(writer, (), &mut |_, _| {});
+                    self.stats.writers_too_late += 1;
+                }
             }
             return None;
         };
         match how {
             Join::SourceTs => self.stats.joined_source_ts += 1,
+            Join::PublishTime => self.stats.joined_publish_time += 1,
             Join::PublishOrder => self.stats.joined_publish_order += 1,
-            Join::PublishTime | Join::None => {}
+            Join::IntraProcess | Join::None => {}
         }
         let p = self.publishes.get_mut(&id)?;
         p.wire = Some((writer, sn));
         p.join = Some(how);
-        if p.rec.source_ts.is_none() {
-            // Humble: the wire tells the source timestamp; same-host takes join on it.
-            if let Some(ts) = source_ts {
-                p.rec.source_ts = Some(ts);
-                self.pub_by_ts.entry((p.host, ts)).or_default().push(id);
-            }
-        }
         let p = p.clone();
         Some((p, how))
     }
 
     /// The first unused take at `host` of a sample with `source_ts` on `topic`; marks it used.
     pub fn take_for(&mut self, host: usize, topic: Option<&str>, source_ts: i64) -> Option<Take> {
+        let topic: Arc<str> = Arc::from(topic?);
+        let from = (topic.clone(), source_ts.saturating_sub(TS_SLACK_NS), (0u32, 0u64));
+        let to = (topic, source_ts.saturating_add(TS_SLACK_NS), (u32::MAX, u64::MAX));
+        let ids: SmallVec<[TakeId; 2]> = self.take_by_ts.range(from..=to).map(|k| k.2).collect();
         let mut found: Option<Take> = None;
-        for d in slack() {
-            let Some(v) = self.takes.get_mut(&(host, source_ts.saturating_add(d))) else { continue };
-            for t in v.iter_mut().filter(|t| !t.used && topic_matches(t.rec.topic.as_deref(), topic)) {
-                if found.is_none() {
-                    t.used = true;
-                    found = Some(t.clone());
-                } else {
-                    self.stats.extra_takes += 1;
-                    t.used = true;
-                }
+        for id in ids {
+            let Some(t) = self.takes.get_mut(&id) else { continue };
+            if t.used || t.host != host {
+                continue;
+            }
+            t.used = true;
+            if found.is_none() {
+                found = Some(t.clone());
+            } else {
+                self.stats.extra_takes += 1;
             }
         }
         if found.is_some() {
@@ -387,64 +570,126 @@ impl TraceJoin {
         found
     }
 
-    /// Every unused take at `host` of the sample with `source_ts` on `topic` (same-host deliveries); marks them used.
-    pub fn same_host_takes(&mut self, host: usize, topic: Option<&str>, source_ts: i64) -> SmallVec<[Take; 1]> {
-        let mut out = SmallVec::new();
-        for d in slack() {
-            let Some(v) = self.takes.get_mut(&(host, source_ts.saturating_add(d))) else { continue };
-            for t in v.iter_mut().filter(|t| !t.used && topic_matches(t.rec.topic.as_deref(), topic)) {
-                t.used = true;
-                out.push(t.clone());
+    /// The takes no wire sample claimed that belong to publish `p` (leaving the window now),
+    /// on any traced host, with how each was joined; marks them used. A take whose source
+    /// timestamp several publishers' windows hold is marked ambiguous and counted instead.
+    pub fn deliveries(&mut self, p: &Publish) -> SmallVec<[(Take, Join); 2]> {
+        let mut out: SmallVec<[(Take, Join); 2]> = SmallVec::new();
+        let Some(topic) = p.topic().cloned() else { return out };
+        let id_p = self.pub_seq.get(&(p.trace, p.rec.seq)).copied();
+        // Intra-process: the takes the assembler linked to this publish.
+        if let Some(ids) = self.take_by_link.remove(&(p.trace, p.rec.seq)) {
+            for id in ids {
+                if let Some(t) = self.takes.get_mut(&id) {
+                    if !t.used {
+                        t.used = true;
+                        out.push((t.clone(), Join::IntraProcess));
+                    }
+                }
             }
         }
-        self.stats.takes_same_host += out.len() as u64;
+        let range = match (p.rec.source_ts, p.rec.window) {
+            (Some(ts), _) => Some((ts.saturating_sub(TS_SLACK_NS), ts.saturating_add(TS_SLACK_NS))),
+            (None, Some(w)) => Some(w),
+            (None, None) => None,
+        };
+        let Some((lo, hi)) = range else { return out };
+        let from = (topic.clone(), lo, (0u32, 0u64));
+        let to = (topic.clone(), hi, (u32::MAX, u64::MAX));
+        let ids: SmallVec<[(i64, TakeId); 4]> = self.take_by_ts.range(from..=to).map(|k| (k.1, k.2)).collect();
+        let mut verdict: SmallVec<[(i64, Candidates); 2]> = SmallVec::new();
+        for (ts, id) in ids {
+            if !self.takes.get(&id).is_some_and(|t| !t.used && !t.rec.intra) {
+                continue;
+            }
+            // Several takes of one sample (subscriptions on several hosts) share one verdict.
+            let c = match verdict.iter().position(|(v, _)| *v == ts) {
+                Some(i) => match &verdict[i].1 {
+                    Candidates::One(a, b) => Candidates::One(*a, *b),
+                    Candidates::Ambiguous => Candidates::Ambiguous,
+                    Candidates::None => Candidates::None,
+                },
+                None => {
+                    let c = self.candidates(&topic, ts, &|q: &Publish| !q.rec.intra);
+                    let copy = match &c {
+                        Candidates::One(a, b) => Candidates::One(*a, *b),
+                        Candidates::Ambiguous => Candidates::Ambiguous,
+                        Candidates::None => Candidates::None,
+                    };
+                    verdict.push((ts, copy));
+                    c
+                }
+            };
+            match c {
+                Candidates::One(q, how) if Some(q) == id_p => {
+                    if let Some(t) = self.takes.get_mut(&id) {
+                        t.used = true;
+                        out.push((t.clone(), how));
+                    }
+                    if how == Join::PublishTime {
+                        // The window starts WINDOW_SLACK_NS before rmw_publish, on the publisher's trace clock.
+                        if let Some((wlo, _)) = p.rec.window {
+                            self.window_offsets.record(ts.saturating_sub(wlo.saturating_add(super::assemble::WINDOW_SLACK_NS)));
+                        }
+                    }
+                }
+                Candidates::One(..) => {}
+                Candidates::Ambiguous => {
+                    if let Some(t) = self.takes.get_mut(&id) {
+                        t.used = true;
+                        self.stats.takes_ambiguous += 1;
+                        note_topic(&mut self.stats.ambiguous_topics, t.rec.topic.as_deref());
+                    }
+                }
+                Candidates::None => {}
+            }
+        }
+        for (t, how) in &out {
+            if t.host == p.host {
+                self.stats.takes_same_host += 1;
+            } else {
+                self.stats.takes_traces += 1;
+            }
+            match how {
+                Join::SourceTs => self.stats.takes_source_ts += 1,
+                Join::PublishTime => self.stats.takes_publish_time += 1,
+                Join::IntraProcess => self.stats.takes_intra += 1,
+                _ => {}
+            }
+        }
         out
     }
 
-    /// Same host, Humble: the source timestamp of the sample a publish without
-    /// one wrote, from the takes on its host: the first unused take on its
-    /// topic stamped from [`PUBLISH_TIME_BEFORE_NS`] before its `rmw_publish`
-    /// up to the publisher's next `rmw_publish` (or [`PUBLISH_TIME_AFTER_NS`]).
-    pub fn source_ts_by_publish_time(&self, p: &Publish) -> Option<i64> {
-        let lo = p.rec.rmw_ts.saturating_sub(PUBLISH_TIME_BEFORE_NS);
-        let hi = match p.next_rmw_ts {
-            Some(n) => n.saturating_sub(PUBLISH_TIME_BEFORE_NS),
-            None => p.rec.rmw_ts.saturating_add(PUBLISH_TIME_AFTER_NS),
-        };
-        if hi <= lo {
-            return None;
-        }
-        for k in self.take_keys.range((p.host, lo)..(p.host, hi)) {
-            let Some(v) = self.takes.get(k) else { continue };
-            if v.iter().any(|t| !t.used && topic_matches(t.rec.topic.as_deref(), p.rec.topic.as_deref())) {
-                return Some(k.1);
+    /// Publishes whose instant is at or before `horizon`, oldest first, removed, each with the
+    /// takes it delivered trace to trace ([`deliveries`](Self::deliveries), found while it and
+    /// its neighbours were still indexed).
+    pub fn expire_publishes(&mut self, horizon: i64, out: &mut dyn FnMut(Publish, SmallVec<[(Take, Join); 2]>)) {
+        while self.publishes.peek_lru().is_some_and(|(_, p)| p.rec.ts() <= horizon) {
+            let Some((id, p)) = self.publishes.peek_lru().map(|(id, p)| (*id, p.clone())) else { break };
+            let d = self.deliveries(&p);
+            if let Some(p) = self.publishes.remove(&id) {
+                unindex(self, id, &p);
             }
-        }
-        None
-    }
-
-    /// Publishes whose rmw_publish is at or before `horizon`, oldest first, removed.
-    pub fn expire_publishes(&mut self, horizon: i64, out: &mut dyn FnMut(Publish)) {
-        while self.publishes.peek_lru().is_some_and(|(_, p)| p.rec.rmw_ts <= horizon) {
-            if let Some((id, p)) = self.publishes.pop_lru() {
-                unindex(&mut self.pub_by_ts, &mut self.pub_by_order, id, &p);
-                out(p);
-            }
+            out(p, d);
         }
     }
 
     /// Drops takes taken at or before `horizon`; counts those nothing claimed.
     pub fn expire_takes(&mut self, horizon: i64) {
-        while self.takes.peek_lru().is_some_and(|(_, v)| v.iter().all(|t| t.rec.rmw_take_ts <= horizon)) {
-            if let Some((k, v)) = self.takes.pop_lru() {
-                self.take_keys.remove(&k);
-                self.stats.takes_unjoined += v.iter().filter(|t| !t.used).count() as u64;
+        while self.takes.peek_lru().is_some_and(|(_, t)| t.rec.rmw_take_ts <= horizon) {
+            if let Some((_, t)) = self.takes.pop_lru() {
+                self.unindex_take(&t);
+                // An intra-process delivery the layout cannot link was counted by the assembler.
+                if !t.used && !(t.rec.intra && t.rec.intra_publish.is_none()) {
+                    self.stats.takes_unjoined += 1;
+                    note_topic(&mut self.stats.unjoined_topics, t.rec.topic.as_deref());
+                }
             }
         }
     }
 
     /// Everything left at the end of the input.
-    pub fn finish(&mut self, out: &mut dyn FnMut(Publish)) {
+    pub fn finish(&mut self, out: &mut dyn FnMut(Publish, SmallVec<[(Take, Join); 2]>)) {
         self.expire_publishes(i64::MAX, out);
         self.expire_takes(i64::MAX);
     }
@@ -458,60 +703,5 @@ fn slack() -> impl Iterator<Item = i64> {
     [0i64, -1, 1, -2, 2].into_iter().filter(|d| d.abs() <= TS_SLACK_NS)
 }
 
-/// A take's topic (from its trace) against the sample's (from discovery or the publish); unknown matches.
-fn topic_matches(take: Option<&str>, sample: Option<&str>) -> bool {
-    match (take, sample) {
-        (Some(a), Some(b)) => a == b,
-        _ => true,
-    }
-}
-
 /// Nodes are shown as `/namespace/name`.
 pub type NodeName = Arc<str>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ddscope_wire::{EntityId, GuidPrefix};
-
-    const MS: i64 = 1_000_000;
-
-    fn publish(writer: Guid, rmw_ts: i64) -> Publish {
-        let rec = PublishRec { vpid: 1, vtid: 1, writer: Some(writer), topic: Some(Arc::from("/raw")), node: None, rclcpp_ts: Some(rmw_ts - 2000), rmw_ts, source_ts: None, order: None, cause: None };
-        Publish { trace: 0, host: 0, rec, wire: None, next_rmw_ts: None, join: None }
-    }
-
-    fn take(seq: u64, topic: &str, source_ts: i64) -> Take {
-        let rec = TakeRec { seq, vpid: 2, vtid: 2, reader: None, topic: Some(Arc::from(topic)), node: None, source_ts, rmw_take_ts: source_ts + MS, callback_start_ts: None, callback_end_ts: None };
-        Take { trace: 0, host: 0, rec, used: false }
-    }
-
-    /// Humble same-host: a take belongs to the publish whose rmw_publish precedes its source
-    /// timestamp (up to 100 µs the other way), never to an earlier publish past the next one.
-    #[test]
-    fn publish_time_join_takes_the_first_stamp_before_the_next_publish() {
-        let w = Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]));
-        let mut j = TraceJoin::new(JoinConfig::default());
-        let mut early = vec![];
-        j.add_publish(publish(w, 100 * MS), &mut |p| early.push(p));
-        j.add_publish(publish(w, 200 * MS), &mut |p| early.push(p));
-        j.add_publish(publish(w, 300 * MS), &mut |p| early.push(p));
-        j.add_take(take(1, "/other", 100 * MS + 10)); // another topic: never
-        j.add_take(take(2, "/raw", 100 * MS - 3000)); // stamped 3 µs before the tracepoint (the lab's writer)
-        j.add_take(take(3, "/raw", 300 * MS + 50_000)); // the third publish's sample; the second had no take
-        let mut ps = vec![];
-        j.expire_publishes(i64::MAX, &mut |p| ps.push(p));
-        assert!(early.is_empty());
-        assert_eq!(ps.iter().map(|p| p.next_rmw_ts).collect::<Vec<_>>(), [Some(200 * MS), Some(300 * MS), None]);
-        assert_eq!(j.source_ts_by_publish_time(&ps[0]), Some(100 * MS - 3000));
-        assert_eq!(j.same_host_takes(0, Some("/raw"), 100 * MS - 3000).len(), 1);
-        // the second publish must not claim the third's sample (past its successor's rmw_publish)
-        assert_eq!(j.source_ts_by_publish_time(&ps[1]), None);
-        assert_eq!(j.source_ts_by_publish_time(&ps[2]), Some(300 * MS + 50_000));
-        // a sample stamped more than 100 µs before rmw_publish is not this publish's
-        let mut lone = publish(w, 500 * MS);
-        j.add_take(take(4, "/raw", 500 * MS - 200_000));
-        lone.next_rmw_ts = None;
-        assert_eq!(j.source_ts_by_publish_time(&lone), None);
-    }
-}

@@ -8,9 +8,11 @@
 //!                                         │
 //!                                         ▼
 //!      Correlator ◄── capture items (samples, watermarks), merged by time
-//!         ├── TraceJoin: publish ↔ wire (source timestamp / publish order),
+//!         ├── TraceJoin: publish ↔ wire (source timestamp / publish window / publish order),
 //!         │              take ↔ wire (receiver host, topic, source timestamp),
-//!         │              same-host deliveries trace to trace
+//!         │              the rest trace to trace (same host or not: exact source
+//!         │              timestamp, unique publish window, intra-process link)
+//!         ├── callbacks: durations per callback (every layout, Galactic included)
 //!         └── ChainTracker: publish inside a callback ← the take of that callback
 //! ```
 //!
@@ -19,11 +21,12 @@
 //! input (capture or trace) is furthest behind, exactly as for captures.
 
 pub mod assemble;
+pub mod callbacks;
 pub mod chain;
 pub mod join;
 pub mod source;
 
-pub use assemble::{AssembleConfig, AssembleStats, Assembler, PublishRec, TakeRec, TraceItem};
+pub use assemble::{AssembleConfig, AssembleStats, Assembler, CallbackKind, CallbackRec, LayoutSeen, PublishRec, TakeRec, TraceItem, Unresolved, UnresolvedEntity};
 pub use chain::{ChainConfig, ChainRow, ChainStats, ChainSummary, ChainTracker, Hop, HopLayers, PathSummary};
 pub use join::{Delivery, Join, JoinConfig, JoinStats, TraceJoin};
 pub use source::{TraceInput, TraceOutcome};

@@ -2,9 +2,9 @@
 //! `ddscope-trace` (streaming, one babeltrace2 message batch at a time),
 //! assembled into [`TraceItem`]s and handed over in batches with watermarks.
 
-use super::assemble::{AssembleConfig, AssembleStats, Assembler, TraceItem};
+use super::assemble::{AssembleConfig, AssembleStats, Assembler, LayoutSeen, TraceItem, UnresolvedEntity};
 use crate::latency::stats::DistSummary;
-use ddscope_trace::{Layout, TraceReader};
+use ddscope_trace::TraceReader;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -28,9 +28,14 @@ pub struct TraceOutcome {
     pub not_decoded: u64,
     /// Events LTTng lost (discard mode): publish-order joins after a loss are not trustworthy.
     pub discarded_events: u64,
-    /// `humble` (rmw_publish without timestamp: publish-order join) or `jazzy` (with: source-timestamp join).
-    pub layout: Option<&'static str>,
+    /// Which layout the trace has (`humble/iron`, `jazzy+`, `galactic`, `…+caret`) and what it allows.
+    pub layout: String,
+    pub layout_seen: LayoutSeen,
+    /// How publishes and takes of this layout are joined.
+    pub joins: &'static str,
     pub assemble: AssembleStats,
+    /// Publishers and subscriptions the trace does not resolve (at most 64), with what is known of them.
+    pub unresolved: Vec<UnresolvedEntity>,
     /// `rmw_publish.timestamp − event time` (Jazzy): how far the trace clock
     /// (CLOCK_MONOTONIC + the realtime offset at session start) is from CLOCK_REALTIME.
     pub drift: DistSummary,
@@ -39,6 +44,25 @@ pub struct TraceOutcome {
 }
 
 impl TraceOutcome {
+    /// The outcome of a trace whose reader stopped before it delivered anything.
+    pub fn failed(input: &TraceInput, error: String) -> TraceOutcome {
+        TraceOutcome {
+            host: input.host.clone(),
+            path: input.path.display().to_string(),
+            events: 0,
+            ros2_events: 0,
+            not_decoded: 0,
+            discarded_events: 0,
+            layout: LayoutSeen::default().name(),
+            layout_seen: LayoutSeen::default(),
+            joins: LayoutSeen::default().joins(),
+            assemble: Default::default(),
+            unresolved: vec![],
+            drift: Default::default(),
+            error: Some(error),
+        }
+    }
+
     /// One line about the trace's clock against realtime (Jazzy traces only).
     pub fn drift_line(&self) -> Option<String> {
         (self.drift.count > 0).then(|| {
@@ -88,11 +112,11 @@ pub fn run(input: &TraceInput, mut reader: TraceReader, cfg: AssembleConfig, bat
         ros2_events: st.ros2_events,
         not_decoded: st.not_decoded(),
         discarded_events: st.discarded_events,
-        layout: st.layout.map(|l| match l {
-            Layout::RmwPublishWithoutTimestamp => "humble",
-            Layout::RmwPublishWithTimestamp => "jazzy",
-        }),
+        layout: asm.layout.name(),
+        layout_seen: asm.layout.clone(),
+        joins: asm.layout.joins(),
         assemble: asm.stats.clone(),
+        unresolved: asm.unresolved(),
         drift: asm.drift.summary(),
         error,
     }
