@@ -111,16 +111,25 @@ static void publish_one(outlet *o, const char *src_guid, int64_t src_seq) {
   truth_pub_trace tr;
   if (nt_on) {
     /* the user fills the message, then rclcpp::Publisher::publish -> rcl_publish ->
-     * rmw_publish, which (rmw_cyclonedds) takes tstamp = dds_time(), records
-     * rmw_publish with it and writes the sample with dds_write_ts(..., tstamp) */
+     * rmw_publish, which (rmw_cyclonedds >= 2.1, Jazzy) takes tstamp = dds_time(),
+     * records rmw_publish with it and writes the sample with dds_write_ts(..., tstamp);
+     * Humble's records rmw_publish { message } and then dds_write() stamps the sample */
     rosmsg_set_stamp(msg, now_realtime_ns());
     rosmsg_set_counter(msg, o->published + 1);
     NT_TRACE(tr.rclcpp_publish, nt_api.rclcpp_publish(&o->nt.rcl, msg->buf));
     nt_api.rcl_publish(&o->nt.rcl, msg->buf);
     uint64_t mark = nt_clock_mark();
-    tr.rmw_publish.rt_ns = t = now_realtime_ns();
-    nt_api.rmw_publish(&o->nt.rmw, msg->buf, t);
-    tr.rmw_publish.mono_ns = nt_event_mono(mark);
+    if (nt_api.distro[0] == 'j') {
+      /* Jazzy: the rmw takes the stamp, records it in rmw_publish, writes with it */
+      tr.rmw_publish.rt_ns = t = now_realtime_ns();
+      nt_api.rmw_publish(&o->nt.rmw, msg->buf, t);
+      tr.rmw_publish.mono_ns = nt_event_mono(mark);
+    } else {
+      /* Humble/Iron: TRACEPOINT(rmw_publish, msg) first; the DDS write stamps the sample after it */
+      nt_api.rmw_publish(&o->nt.rmw, msg->buf, 0);
+      tr.rmw_publish.mono_ns = nt_event_mono(mark);
+      tr.rmw_publish.rt_ns = t = now_realtime_ns();
+    }
   } else {
     t = now_realtime_ns();
     rosmsg_set_stamp(msg, t);

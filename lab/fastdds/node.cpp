@@ -117,16 +117,25 @@ struct Outlet {
     truth_pub_trace tr;
     if (nt_on) {
       // the user fills the message, then rclcpp::Publisher::publish -> rcl_publish -> rmw_publish,
-      // which (rmw_fastrtps) takes Time_t::now(stamp), records rmw_publish with stamp.to_ns() and
-      // writes the sample with write_w_timestamp(..., stamp)
+      // which (rmw_fastrtps, Jazzy) takes Time_t::now(stamp), records rmw_publish with stamp.to_ns()
+      // and writes the sample with write_w_timestamp(..., stamp); Humble's records
+      // rmw_publish { message } and then data_writer_->write() stamps the sample
       rosmsg_set_stamp(msg, now_realtime_ns());
       rosmsg_set_counter(msg, published + 1);
       NT_TRACE(tr.rclcpp_publish, nt_api.rclcpp_publish(&nt.rcl, msg->buf));
       nt_api.rcl_publish(&nt.rcl, msg->buf);
       uint64_t mark = nt_clock_mark();
-      tr.rmw_publish.rt_ns = t = now_realtime_ns();
-      nt_api.rmw_publish(&nt.rmw, msg->buf, t);
-      tr.rmw_publish.mono_ns = nt_event_mono(mark);
+      if (nt_api.distro[0] == 'j') {
+        // Jazzy: the rmw takes the stamp, records it in rmw_publish, writes with it
+        tr.rmw_publish.rt_ns = t = now_realtime_ns();
+        nt_api.rmw_publish(&nt.rmw, msg->buf, t);
+        tr.rmw_publish.mono_ns = nt_event_mono(mark);
+      } else {
+        // Humble/Iron: TRACEPOINT(rmw_publish, msg) first; the DDS write stamps the sample after it
+        nt_api.rmw_publish(&nt.rmw, msg->buf, 0);
+        tr.rmw_publish.mono_ns = nt_event_mono(mark);
+        tr.rmw_publish.rt_ns = t = now_realtime_ns();
+      }
     } else {
       t = now_realtime_ns();
       rosmsg_set_stamp(msg, t);

@@ -130,19 +130,37 @@
     main.append(s);
   }
 
+  // Callbacks (traces): durations per callback, and what each callback published.
+  for (const r of D.runs) {
+    if (!r.callbacks || !r.callbacks.length) continue;
+    const s = el("section", { class: "callbacks", id: "callbacks-" + r.name, "data-run": r.name }, el("h2", {}, "Callbacks — " + r.name));
+    const t = el("table", {}, el("tr", {}, ...["host", "node", "callback", "runs", "rate Hz", "unfinished", "mean", "p50", "p99", "max"].map((h, i) => el("th", { class: i < 3 ? "l" : "" }, h))));
+    for (const c of r.callbacks) t.append(el("tr", {}, el("td", { class: "l" }, c.host), el("td", { class: "l" }, c.node), el("td", { class: "l" }, c.callback),
+      el("td", {}, c.runs), el("td", {}, c.rate_hz == null ? "" : num(c.rate_hz, 2)), el("td", {}, c.unfinished),
+      el("td", {}, num(c.duration.mean_ms)), el("td", {}, num(c.duration.p50_ms)), el("td", {}, num(c.duration.p99_ms)), el("td", {}, num(c.duration.max_ms))));
+    s.append(el("p", { class: "muted" }, "callback_start → callback_end (ms), per callback of every traced node; measured on every trace layout (Galactic and Foxy included)."), t);
+    if (r.publishes_per_callback && r.publishes_per_callback.length) {
+      const e = el("table", {}, el("tr", {}, ...["host", "node", "in callback", "publishes topic", "publishes", "rate Hz", "node time mean", "p99"].map((h, i) => el("th", { class: i < 4 ? "l" : "" }, h))));
+      for (const c of r.publishes_per_callback) e.append(el("tr", {}, el("td", { class: "l" }, c.host), el("td", { class: "l" }, c.node), el("td", { class: "l" }, c.callback), el("td", { class: "l" }, c.topic),
+        el("td", {}, c.publishes), el("td", {}, c.rate_hz == null ? "" : num(c.rate_hz, 2)), el("td", {}, c.node_time.count ? num(c.node_time.mean_ms) : ""), el("td", {}, c.node_time.count ? num(c.node_time.p99_ms) : "")));
+      s.append(el("h3", {}, "Publishes per callback"), el("p", { class: "muted" }, "node time = callback_start → the publish (ms)."), e);
+    }
+    main.append(s);
+  }
+
   // Thesis Fig. 4.4: end-to-end (traces: ros_e2e; ground truth: application), the stacks, the wire, the submessage.
   const layersShown = ["ros_e2e", "application", "sender_stack", "source_ts_to_wire", "message", "submessage", "receiver_stack"];
-  const rosLayersShown = ["ros_publish", "dds_send", "dds_local", "message", "dds_receive", "executor", "callback"];
+  const rosLayersShown = ["ros_publish", "dds_send", "dds_local", "dds_remote", "message", "dds_receive", "executor", "callback"];
   for (const topic of D.topics) {
     const s = el("section", { class: "topic", "data-topic": topic.topic }, el("h2", {}, topic.topic));
-    const tab = el("table", {}, el("tr", {}, ...["run", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean", "p50", "p99", "max", "submsg mean", "app mean", "|jitter| mean", "period", "in time", "late"].map((h, i) => el("th", { class: i < 2 ? "l" : "" }, h))));
+    const tab = el("table", {}, el("tr", {}, ...["run", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean", "p50", "p99", "max", "submsg mean", "app mean", "ros_e2e mean", "ros_e2e p99", "|jitter| mean", "period", "in time", "late"].map((h, i) => el("th", { class: i < 2 ? "l" : "" }, h))));
     for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
       const L = Object.fromEntries(f.summary.layers);
-      const m = L.message || {}, sm = L.submessage || {}, ap = L.application || {};
+      const m = L.message || {}, sm = L.submessage || {}, ap = L.application || {}, re = L.ros_e2e || {};
       tab.append(el("tr", {}, el("td", { class: "l" }, rname), el("td", { class: "l" }, f.summary.sender + " → " + f.summary.receiver + nodes(f.summary)),
         el("td", {}, f.summary.samples), el("td", {}, f.summary.delivered), el("td", {}, f.summary.lost), el("td", {}, f.summary.retransmitted_samples), el("td", {}, f.summary.retransmitted_frags),
         el("td", {}, num(m.mean_ms)), el("td", {}, num(m.p50_ms)), el("td", {}, num(m.p99_ms)), el("td", {}, num(m.max_ms)),
-        el("td", {}, num(sm.mean_ms)), el("td", {}, num(ap.mean_ms)), el("td", {}, f.summary.jitter_abs.count ? num(f.summary.jitter_abs.mean_ms) : ""),
+        el("td", {}, num(sm.mean_ms)), el("td", {}, num(ap.mean_ms)), el("td", {}, num(re.mean_ms)), el("td", {}, num(re.p99_ms)), el("td", {}, f.summary.jitter_abs.count ? num(f.summary.jitter_abs.mean_ms) : ""),
         el("td", {}, num(f.summary.period_ms, 1)), el("td", {}, f.summary.in_time), el("td", {}, f.summary.late)));
     }
     s.append(el("p", { class: "muted" }, "Latencies in ms; nodes in parentheses (traces, or the sender's from ros_discovery_info on the wire). message = first DATA/DATA_FRAG at the sender → sample complete at the receiver; submessage = first IP fragment at the sender → last at the receiver; application = publish → receive (ground truth); ros_e2e = rclcpp_publish → callback_start (traces) = ros_publish + dds_send + message + dds_receive + executor (or ros_publish + dds_local + executor on one host)."), tab);
@@ -167,14 +185,16 @@
       if (f.stack) stacks.push({ name: (Object.keys(topic.runs).length > 1 ? rname + " " : "") + f.summary.sender + "→" + f.summary.receiver, stack: f.stack });
     }
     if (stacks.length) stackChart(s, "ros_e2e split into its layers (mean ms; ROS 2, DDS, wire)", stacks);
-    const series = [], cdfs = [], sizes = [], pbw = [];
+    const series = [], cdfs = [], sizes = [], pbw = [], ros = [];
     for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
       const label = Object.keys(topic.runs).length > 1 ? rname : f.summary.sender + "→" + f.summary.receiver;
       series.push({ name: label, points: f.series, mode: "points" });
+      if (f.ros_series && f.ros_series.length) ros.push({ name: label, points: f.ros_series, mode: "points" });
       cdfs.push({ name: label, points: f.cdf });
       sizes.push({ name: label, points: f.sizes, mode: "points" });
       pbw.push({ name: label, points: f.payload_bandwidth });
     }
+    if (ros.length) chart(grid, C.line, { title: "ros_e2e over time (rclcpp_publish → callback_start)", xLabel: "time since start (s)", yLabel: "latency (ms)", series: ros, yFromZero: true });
     // Wire charts only where samples crossed the wire (same-host deliveries have none).
     if (series.some((x) => x.points.length)) {
       chart(grid, C.line, { title: "DDS message latency over time", xLabel: "time since start (s)", yLabel: "latency (ms)", series, yFromZero: true });
@@ -182,7 +202,7 @@
       chart(grid, C.line, { title: "Payload size over time", xLabel: "time since start (s)", yLabel: "bytes", series: sizes, yFromZero: true });
       chart(grid, C.line, { title: "Payload bandwidth over time", xLabel: "time since start (s)", yLabel: "Mbit/s", series: pbw, yFromZero: true });
     } else {
-      s.append(el("p", { class: "muted" }, "No sample of this topic crossed the wire (same-host deliveries only): no wire charts."));
+      s.append(el("p", { class: "muted" }, "No sample of this topic was seen on the wire (same-host deliveries, or traces without captures): no wire charts."));
     }
     main.append(s);
   }

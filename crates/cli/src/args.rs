@@ -129,6 +129,16 @@ pub fn path(s: &str) -> Result<PathArg, String> {
     if s == "auto" {
         return Ok(PathArg::Auto);
     }
+    // A CARET architecture file (FILE.yaml or FILE.yaml:PATH_NAME): its path's topics.
+    let (file, name) = match s.rsplit_once(':') {
+        Some((f, n)) if f.ends_with(".yaml") || f.ends_with(".yml") => (f, Some(n)),
+        _ => (s, None),
+    };
+    if file.ends_with(".yaml") || file.ends_with(".yml") {
+        let paths = ddscope_core::ros2::caret_arch::read_paths(std::path::Path::new(file))?;
+        let p = ddscope_core::ros2::caret_arch::select(paths, name)?;
+        return Ok(PathArg::Topics(p.topics));
+    }
     let topics: Vec<String> = s.split(',').map(|t| t.trim().to_string()).collect();
     if topics.len() < 2 || topics.iter().any(|t| t.is_empty()) {
         return Err(format!("{s:?}: give two or more topics in order, comma-separated (/raw_image,/image,/actuator), or auto"));
@@ -173,7 +183,11 @@ mod tests {
     #[test]
     fn traces_and_paths() {
         assert_eq!(trace("pc1=/tmp/t").map(|t| t.host), Ok("pc1".into()));
-        assert!(trace("pc1").unwrap_err().contains("HOST=DIR"));
+        // DIR alone (traces without captures): the host is the directory's name.
+        assert_eq!(trace("/home/u/.ros/tracing/s1").map(|t| (t.host, t.dir)), Ok(("s1".into(), "/home/u/.ros/tracing/s1".into())));
+        assert_eq!(trace("pc1.lttng").map(|t| t.host), Ok("pc1".into()));
+        assert_eq!(trace("/x/a=b").map(|t| t.host), Ok("a=b".into()));
+        assert!(trace("pc1=").unwrap_err().contains("HOST=DIR"));
         assert!(trace("=x").is_err());
         assert_eq!(path("auto"), Ok(PathArg::Auto));
         assert_eq!(path("/a, /b"), Ok(PathArg::Topics(vec!["/a".into(), "/b".into()])));

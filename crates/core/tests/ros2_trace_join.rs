@@ -215,7 +215,7 @@ fn check(distro: &str) {
     let (r, rows, _) = run(caps, traces, None);
     let join = if distro == "jazzy" { Join::SourceTs } else { Join::PublishOrder };
     assert_eq!(r.traces.len(), 2);
-    assert_eq!(r.traces[0].layout, Some(if distro == "jazzy" { "jazzy" } else { "humble" }));
+    assert_eq!(r.traces[0].layout, if distro == "jazzy" { "jazzy+" } else { "humble/iron" });
     // Wire rows pc1 -> pc2, every sample joined to its publish and to pc2's take.
     let wire: Vec<&LatencyRow> = rows.iter().filter(|r| r.status == "delivered" && &*r.receiver == "pc2").collect();
     assert_eq!(wire.len(), N, "delivered rows");

@@ -259,10 +259,12 @@ mod tests {
             reader: None,
             topic: None,
             node: None,
-            source_ts: t,
+            source_ts: Some(t),
             rmw_take_ts: t,
             callback_start_ts: None,
             callback_end_ts: None,
+            intra: false,
+            intra_publish: None,
         })
     }
 

@@ -79,7 +79,7 @@ impl Host {
     }
     /// rclcpp → rcl → rmw publish at t, t+1 µs, t+2 µs (Jazzy: with its timestamp); returns the source timestamp.
     fn publish(&mut self, t: i64, pid: i64, tid: i64, h: u64, msg: u64) -> i64 {
-        self.ev(t, pid, tid, Ros2Event::RclcppPublish { message: msg });
+        self.ev(t, pid, tid, Ros2Event::RclcppPublish { publisher_handle: None, message: msg });
         self.ev(t + US, pid, tid, Ros2Event::RclPublish { publisher_handle: h, message: msg });
         let ts = t + 2 * US;
         self.ev(ts, pid, tid, Ros2Event::RmwPublish { rmw_publisher_handle: Some(h + 1), message: msg, timestamp: Some(ts) });

@@ -95,9 +95,12 @@ pub struct LatencyArgs {
     /// ros2_tracing (or CARET) trace of a host: HOST=DIR (HOST = its capture point), or DIR alone without captures; repeatable; run directories' HOST.lttng/ are found automatically
     #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
     pub traces: Vec<TraceArg>,
-    /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), or auto to list the chains found
-    #[arg(long, value_name = "TOPICS|auto", value_parser = args::path)]
+    /// End-to-end chain through the nodes (needs traces): topics in order (/raw_image,/image,/actuator), a CARET architecture file's path (architecture.yaml[:PATH_NAME]), or auto to list the chains found
+    #[arg(long, value_name = "TOPICS|FILE.yaml[:PATH]|auto", value_parser = args::path)]
     pub path: Option<PathArg>,
+    /// Also print the callback tables (durations per callback, publishes per callback); always with traces alone
+    #[arg(long)]
+    pub callbacks: bool,
     /// Also print the per-reader table (reader fairness): each reader's latency, by UDP destination on the wire and by reader node in the ground truth (json always has it)
     #[arg(long)]
     pub readers: bool,
@@ -296,6 +299,8 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "readers": reader_rows,
             "traces": run.traces,
             "ros2_join": run.correlator.join_stats(),
+            "callbacks": run.correlator.callbacks().map(|c| c.rows(run.correlator.capture_names())),
+            "publishes_per_callback": run.correlator.callbacks().map(|c| c.publish_rows(run.correlator.capture_names())),
             "chains": run.correlator.chains().map(|c| json!({"paths": c.paths(), "chain": c.summary(), "stats": c.stats})),
             "correlation": run.correlator.stats,
             "warnings": run.correlator.warnings(),
@@ -311,14 +316,31 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     match (&a.path, run.correlator.chains()) {
         (Some(PathArg::Auto), Some(c)) => {
             let paths = c.paths();
-            writeln!(out, "chains found (topic sequences through nodes that republish in their callbacks; end-to-end = first rclcpp_publish -> last callback_start):")?;
-            let rows: Vec<ChainLayerRow> = paths
-                .iter()
-                .map(|p| ChainLayerRow { chain: p.topics.join(","), hop: "e2e".into(), topic: format!("{} instances", p.count), route: String::new(), layer: "chain_e2e".into(), s: p.e2e })
-                .collect();
-            if rows.is_empty() {
-                writeln!(out, "(none: no publish was made inside a traced subscription callback)")?;
+            writeln!(out, "chains found (topic sequences through nodes that publish inside the callback of their input; end-to-end = first rclcpp_publish -> last callback_start):")?;
+            if paths.is_empty() {
+                let why = if run.correlator.join_stats().is_some_and(|j| j.takes_same_host + j.takes_traces + j.takes_joined_wire == 0) {
+                    "no take was joined to its publish (see the join lines above)"
+                } else {
+                    "no joined sample was published inside the callback of another joined sample"
+                };
+                writeln!(out, "(none: {why})")?;
             } else {
+                // Chains are named c1, c2, … in the table and spelled out in full above it.
+                for (i, p) in paths.iter().enumerate() {
+                    writeln!(out, "  c{} = {}", i + 1, p.topics.join(" -> "))?;
+                }
+                let rows: Vec<ChainLayerRow> = paths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ChainLayerRow {
+                        chain: format!("c{}", i + 1),
+                        hop: "e2e".into(),
+                        topic: format!("{} hops, {} instances", p.topics.len(), p.count),
+                        route: String::new(),
+                        layer: "chain_e2e".into(),
+                        s: p.e2e,
+                    })
+                    .collect();
                 let mut w: RecordWriter<ChainLayerRow> = RecordWriter::new(Format::Table, out, &[])?;
                 for r in &rows {
                     w.write(r)?;
@@ -329,9 +351,15 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         }
         (Some(PathArg::Topics(t)), Some(c)) => {
             if let Some(s) = c.summary() {
-                writeln!(out, "chain {}: {} instances ({} without an end-to-end value)", t.join(" -> "), s.instances, s.incomplete)?;
+                let via = if c.stats.instances_via_latest > 0 {
+                    format!("; {} through a node's latest input instead of a publish inside the input's callback", c.stats.instances_via_latest)
+                } else {
+                    String::new()
+                };
+                writeln!(out, "chain c1 = {}: {} instances ({} without an end-to-end value{via})", t.join(" -> "), s.instances, s.incomplete)?;
                 let mut w: RecordWriter<ChainLayerRow> = RecordWriter::new(a.format.into(), out, &[])?;
-                for r in s.layer_rows() {
+                for mut r in s.layer_rows() {
+                    r.chain = "c1".into();
                     w.write(&r)?;
                 }
                 out = w.finish_into()?;
@@ -350,11 +378,31 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     }
     let mut out = w.finish_into()?;
     writeln!(out)?;
-    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, &[])?;
+    // Traces alone: the wire's columns (loss, repairs, jitter of the message) would all be empty.
+    let trace_only = run.captures.is_empty();
+    let flow_cols: &[&str] = if trace_only { &["topic", "sender", "receiver", "sender_nodes", "receiver_nodes", "samples"] } else { &[] };
+    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, flow_cols)?;
     for f in &flows {
         w.write(f)?;
     }
     let mut out = w.finish_into()?;
+    if let (true, Some(cb)) = (trace_only || a.callbacks, run.correlator.callbacks()) {
+        let names = run.correlator.capture_names();
+        writeln!(out)?;
+        writeln!(out, "callbacks (callback_start -> callback_end, per callback of every traced node):")?;
+        let mut w: RecordWriter<ddscope_core::ros2::callbacks::CallbackRow> = RecordWriter::new(Format::Table, out, &[])?;
+        for r in cb.rows(names) {
+            w.write(&r)?;
+        }
+        out = w.finish_into()?;
+        writeln!(out)?;
+        writeln!(out, "publishes per callback (the callback each publish was made in; node_time = callback_start -> the publish):")?;
+        let mut w: RecordWriter<ddscope_core::ros2::callbacks::PublishEdgeRow> = RecordWriter::new(Format::Table, out, &[])?;
+        for r in cb.publish_rows(names) {
+            w.write(&r)?;
+        }
+        out = w.finish_into()?;
+    }
     if a.readers {
         writeln!(out)?;
         write_reader_table(&mut out, &reader_rows)?;

@@ -33,8 +33,8 @@ dds_send / dds_local, message, dds_receive and executor (means), the chains
 found are listed, and --path TOPICS stacks that chain's end-to-end latency
 per hop (with each relay node's own time).")]
 pub struct ReportArgs {
-    /// Lab run directory, or capture files of one run
-    #[arg(required = true)]
+    /// Lab run directory, or capture files of one run; none with --trace: traces alone
+    #[arg(required_unless_present = "traces")]
     pub inputs: Vec<PathBuf>,
     /// Another run to show side by side: NAME=DIR (repeatable)
     #[arg(long = "compare", value_name = "NAME=DIR", value_parser = args::named_run)]
@@ -63,11 +63,11 @@ pub struct ReportArgs {
     /// How long after a sample was sent it is judged, as for `ddscope latency`; 1ms to 1h
     #[arg(long, default_value = "5s", value_parser = args::window_ns)]
     pub window: i64,
-    /// ros2_tracing trace of a host of the main run: HOST=DIR (run directories' HOST.lttng/ are found automatically)
+    /// ros2_tracing (or CARET) trace of a host of the main run: HOST=DIR, or DIR alone without captures (run directories' HOST.lttng/ are found automatically)
     #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
     pub traces: Vec<TraceArg>,
-    /// A chain of topics to show end to end, stacked per hop (needs traces): /raw_image,/image,/actuator
-    #[arg(long, value_name = "TOPICS", value_parser = args::path)]
+    /// A chain of topics to show end to end, stacked per hop (needs traces): /raw_image,/image,/actuator, or a CARET architecture file's path (architecture.yaml[:PATH_NAME])
+    #[arg(long, value_name = "TOPICS|FILE.yaml[:PATH]", value_parser = args::path)]
     pub path: Option<PathArg>,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -172,6 +172,8 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     };
     super::limit_args::apply(&a.limits.resolve()?, &mut opts);
     let mut series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
+    let mut ros_series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
+    let mut first_row_ns = i64::MAX;
     let mut payload: BTreeMap<FlowId, BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
     let run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
@@ -184,6 +186,10 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             return;
         }
         let key = (topic, domain, r.sender.to_string(), r.receiver.to_string());
+        first_row_ns = first_row_ns.min(r.sender_first_ts_ns);
+        if let Some(e) = r.ros.as_ref().and_then(|x| x.ros_e2e_ns) {
+            ros_series.entry(key.clone()).or_insert_with(Reservoir::new).push((r.sender_first_ts_ns, e as f64 / 1e6, r.sample_size.unwrap_or(0) as f64));
+        }
         if let Some(l) = r.latency_ns {
             series.entry(key.clone()).or_insert_with(Reservoir::new).push((
                 r.sender_first_ts_ns,
@@ -201,7 +207,8 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     }, &mut |_| {})?;
     common::print_trace_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
-    let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(0);
+    // Traces alone: the time axis starts at the first joined sample.
+    let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(if first_row_ns == i64::MAX { 0 } else { first_row_ns });
     let end_ns = run.outcomes.iter().filter_map(|o| o.summary.last_ts_ns).max().unwrap_or(start_ns);
     let bin_ns = chart_bin_ns(end_ns.saturating_sub(start_ns));
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
@@ -214,6 +221,8 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         let k = (key.0.clone(), key.1, names[key.2].to_string(), names[key.3].to_string());
         let mut pts = series.remove(&k).map(|r| r.points).unwrap_or_default();
         pts.sort_by_key(|p| p.0);
+        let mut rpts = ros_series.remove(&k).map(|r| r.points).unwrap_or_default();
+        rpts.sort_by_key(|p| p.0);
         let boxes: serde_json::Map<String, Value> =
             f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
         let pb = step_series(&payload.remove(&k).unwrap_or_default(), start_ns, bin_ns);
@@ -225,6 +234,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
                 "boxes": boxes,
                 "cdf": f.layers.get(&ddscope_core::latency::Layer::Message).map(|d| d.cdf(200)).unwrap_or_default(),
                 "series": pts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
+                "ros_series": rpts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
                 "sizes": pts.iter().map(|p| json!([rel(p.0), p.2])).collect::<Vec<_>>(),
                 "payload_bandwidth": pb,
             }),
@@ -248,7 +258,11 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         });
         json!({"paths": c.paths(), "measured": measured, "stats": c.stats})
     });
-    let udp_flows = super::flows::report_section(inputs, &a.offsets, a.window, &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?;
+    let udp_flows = if run.captures.is_empty() {
+        Value::Null
+    } else {
+        super::flows::report_section(inputs, &a.offsets, a.window, &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?
+    };
     let load = match inputs {
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
         _ => None,
@@ -258,6 +272,9 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         "udp_flows": udp_flows,
         "load": load,
         "chains": chains,
+        "callbacks": run.correlator.callbacks().map(|c| c.rows(run.correlator.capture_names())),
+        "publishes_per_callback": run.correlator.callbacks().map(|c| c.publish_rows(run.correlator.capture_names())),
+        "traces": run.traces,
         "inputs": inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "captures": run.captures.iter().zip(&run.outcomes).zip(&run.offsets_ns).map(|((c, o), off)| json!({
             "name": c.name, "path": c.path.display().to_string(), "frames": o.summary.frames,
@@ -337,6 +354,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let main_name = a.name.clone().unwrap_or_else(|| match a.inputs.as_slice() {
         [one] if one.is_dir() => one.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into()),
         [one] => capture_name(one),
+        [] if a.traces.len() == 1 => a.traces[0].host.clone(),
         _ => "run".into(),
     });
     let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &filter)?];

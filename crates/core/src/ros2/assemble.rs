@@ -313,7 +313,8 @@ impl AssembleStats {
         ];
         for (n, r) in takes {
             if n > 0 {
-                v.push(format!("{n} takes not joined: {}", r.describe()));
+                let how = if r == Unresolved::RmwInternal { "not joined" } else { "without topic, joined only to captured samples" };
+                v.push(format!("{n} takes {how}: {}", r.describe()));
             }
         }
         if self.takes_without_source_ts > 0 {
@@ -744,6 +745,30 @@ impl Assembler {
                         _ => self.stats.takes_trace_started_late += 1,
                     }
                     self.note_unresolved(rec, "subscription", reason, *rmw_subscription_handle, gid.as_ref().map(guid_of));
+                    if reason != Unresolved::RmwInternal {
+                        // Without its subscription's creation the take has no topic: handed on for
+                        // the wire join only (the captured sample with this source timestamp tells it).
+                        let seq = self.next_take;
+                        self.next_take += 1;
+                        let tk = TakeRec {
+                            seq,
+                            vpid: pid,
+                            vtid: tid,
+                            reader: None,
+                            topic: None,
+                            node: None,
+                            source_ts: Some(*source_timestamp),
+                            rmw_take_ts: t,
+                            callback_start_ts: None,
+                            callback_end_ts: None,
+                            intra: false,
+                            intra_publish: None,
+                        };
+                        let th = self.thread(key, out);
+                        if let Some(old) = th.take.replace(OpenTake { rec: tk, subscription: None }) {
+                            self.emit_take(old.rec, out);
+                        }
+                    }
                 }
             }
             Ros2Event::DispatchSubscriptionCallback { callback, source_stamp, .. } => {
@@ -793,6 +818,13 @@ impl Assembler {
                 if let Some(open) = th.take.take() {
                     match (owner, open.subscription) {
                         (Some(CallbackOwner::Subscription(s)), Some(sub)) if s == sub && !intra => {
+                            let mut r = open.rec;
+                            r.callback_start_ts = Some(t);
+                            take = Some(r);
+                        }
+                        // A take of an undeclared subscription: the next non-intra callback of
+                        // the thread whose owner is unknown too is its callback (rclcpp's order).
+                        (None, None) if !intra => {
                             let mut r = open.rec;
                             r.callback_start_ts = Some(t);
                             take = Some(r);
@@ -958,6 +990,33 @@ impl Assembler {
             }
             let what = if reason == Unresolved::RmwInternal { "rmw publisher" } else { "publisher" };
             self.note_unresolved(rec, what, reason, handle, gid);
+            // A data publisher whose creation the trace misses still names its sample's source
+            // timestamp (Jazzy, CARET): handed on without topic, for the wire join only (the
+            // captured sample tells writer and topic).
+            if matches!(reason, Unresolved::TraceStartedLate | Unresolved::Undeclared) && p.source_ts.is_some() && !intra {
+                let seq = self.next_publish;
+                self.next_publish += 1;
+                out(TraceItem::Publish(PublishRec {
+                    seq,
+                    vpid: pid,
+                    vtid: tid,
+                    publisher: p.publisher,
+                    writer: None,
+                    topic: None,
+                    node: None,
+                    rclcpp_ts: p.rclcpp_ts,
+                    rcl_ts: p.rcl_ts,
+                    rmw_ts: p.rmw_ts,
+                    source_ts: p.source_ts,
+                    window: None,
+                    order: None,
+                    cause: p.cause,
+                    inputs: p.inputs,
+                    callback: p.callback.as_ref().map(|c| c.0.clone()),
+                    callback_start: p.callback.map(|c| c.1),
+                    intra: false,
+                }));
+            }
             return None;
         };
         let (writer, topic, node, rcl_handle, _) = self.resolve(pid, ep);

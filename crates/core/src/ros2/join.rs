@@ -287,6 +287,9 @@ pub struct TraceJoin {
     pub_exact: FxHashMap<(Arc<str>, i64), SmallVec<[u64; 1]>>,
     /// (topic, window start, id) → window end: Humble/Iron publishes.
     pub_window: BTreeMap<(Arc<str>, i64, u64), i64>,
+    /// Source timestamp → publishes without topic (their publisher's creation is not in the
+    /// trace): joined to captured samples only.
+    pub_exact_any: FxHashMap<i64, SmallVec<[u64; 1]>>,
     /// (trace, publish number) → publish (intra-process links).
     pub_seq: FxHashMap<(u32, PubSeq), u64>,
     pub_by_order: FxHashMap<(usize, Guid, i64), u64>,
@@ -294,6 +297,9 @@ pub struct TraceJoin {
     takes: BoundedMap<TakeId, Take>,
     /// (topic, source timestamp, take) for range lookups.
     take_by_ts: BTreeSet<(Arc<str>, i64, TakeId)>,
+    /// (source timestamp, take) of takes without topic (their subscription's creation is not in
+    /// the trace): joined to captured samples only.
+    take_by_ts_any: BTreeSet<(i64, TakeId)>,
     /// (trace, publish number) → the intra-process takes linked to it.
     take_by_link: FxHashMap<(u32, PubSeq), SmallVec<[TakeId; 2]>>,
     /// Writers whose samples could not be joined because the trace started too late (counted once each).
@@ -305,7 +311,18 @@ pub struct TraceJoin {
 }
 
 fn unindex(j: &mut TraceJoin, id: u64, p: &Publish) {
-    let Some(topic) = p.topic().cloned() else { return };
+    j.pub_seq.remove(&(p.trace, p.rec.seq));
+    let Some(topic) = p.topic().cloned() else {
+        if let Some(ts) = p.rec.source_ts {
+            if let Some(v) = j.pub_exact_any.get_mut(&ts) {
+                v.retain(|x| *x != id);
+                if v.is_empty() {
+                    j.pub_exact_any.remove(&ts);
+                }
+            }
+        }
+        return;
+    };
     if let Some(ts) = p.rec.source_ts {
         let k = (topic.clone(), ts);
         if let Some(v) = j.pub_exact.get_mut(&k) {
@@ -318,7 +335,6 @@ fn unindex(j: &mut TraceJoin, id: u64, p: &Publish) {
     if let Some((lo, _)) = p.rec.window {
         j.pub_window.remove(&(topic, lo, id));
     }
-    j.pub_seq.remove(&(p.trace, p.rec.seq));
     if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
         if j.pub_by_order.get(&(p.host, w, n as i64)) == Some(&id) {
             j.pub_by_order.remove(&(p.host, w, n as i64));
@@ -341,10 +357,12 @@ impl TraceJoin {
             publishes: BoundedMap::new(cfg.max_publishes),
             pub_exact: FxHashMap::default(),
             pub_window: BTreeMap::new(),
+            pub_exact_any: FxHashMap::default(),
             pub_seq: FxHashMap::default(),
             pub_by_order: FxHashMap::default(),
             takes: BoundedMap::new(cfg.max_takes),
             take_by_ts: BTreeSet::new(),
+            take_by_ts_any: BTreeSet::new(),
             take_by_link: FxHashMap::default(),
             too_late: BoundedMap::new(1 << 16),
             declared: BoundedMap::new(1 << 16),
@@ -392,6 +410,8 @@ impl TraceJoin {
             if let Some((lo, hi)) = p.rec.window {
                 self.pub_window.insert((topic, lo, id), hi);
             }
+        } else if let Some(ts) = p.rec.source_ts {
+            self.pub_exact_any.entry(ts).or_default().push(id);
         }
         self.pub_seq.insert((p.trace, p.rec.seq), id);
         if let (Some(w), Some(n)) = (p.rec.writer, p.rec.order) {
@@ -412,8 +432,14 @@ impl TraceJoin {
             }
         }
         let id = t.id();
-        if let (Some(topic), Some(ts)) = (t.rec.topic.clone(), t.rec.source_ts) {
-            self.take_by_ts.insert((topic, ts, id));
+        match (t.rec.topic.clone(), t.rec.source_ts) {
+            (Some(topic), Some(ts)) => {
+                self.take_by_ts.insert((topic, ts, id));
+            }
+            (None, Some(ts)) => {
+                self.take_by_ts_any.insert((ts, id));
+            }
+            _ => {}
         }
         if let Some(link) = t.rec.intra_publish {
             self.take_by_link.entry((t.trace, link)).or_default().push(id);
@@ -422,8 +448,14 @@ impl TraceJoin {
     }
 
     fn unindex_take(&mut self, t: &Take) {
-        if let (Some(topic), Some(ts)) = (t.rec.topic.clone(), t.rec.source_ts) {
-            self.take_by_ts.remove(&(topic, ts, t.id()));
+        match (t.rec.topic.clone(), t.rec.source_ts) {
+            (Some(topic), Some(ts)) => {
+                self.take_by_ts.remove(&(topic, ts, t.id()));
+            }
+            (None, Some(ts)) => {
+                self.take_by_ts_any.remove(&(ts, t.id()));
+            }
+            _ => {}
         }
         if let Some(link) = t.rec.intra_publish {
             let k = (t.trace, link);
@@ -513,6 +545,24 @@ impl TraceJoin {
                 Candidates::None => {}
             }
         }
+        if found.is_none() && !ambiguous {
+            // A publisher whose creation the trace misses, by its exact source timestamp.
+            if let Some(ts) = source_ts {
+                let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+                for d in slack() {
+                    for id in self.pub_exact_any.get(&ts.saturating_add(d)).into_iter().flatten() {
+                        if self.publishes.get(id).is_some_and(|p| p.host == sender && p.wire.is_none()) {
+                            ids.push(*id);
+                        }
+                    }
+                }
+                match ids.len() {
+                    1 => found = Some((ids[0], Join::SourceTs)),
+                    0 => {}
+                    _ => ambiguous = true,
+                }
+            }
+        }
         if found.is_none() {
             if let Some(id) = self.pub_by_order.get(&(sender, writer, sn)) {
                 if self.publishes.get(id).is_some_and(|p| p.wire.is_none()) {
@@ -547,10 +597,16 @@ impl TraceJoin {
 
     /// The first unused take at `host` of a sample with `source_ts` on `topic`; marks it used.
     pub fn take_for(&mut self, host: usize, topic: Option<&str>, source_ts: i64) -> Option<Take> {
-        let topic: Arc<str> = Arc::from(topic?);
-        let from = (topic.clone(), source_ts.saturating_sub(TS_SLACK_NS), (0u32, 0u64));
-        let to = (topic, source_ts.saturating_add(TS_SLACK_NS), (u32::MAX, u64::MAX));
-        let ids: SmallVec<[TakeId; 2]> = self.take_by_ts.range(from..=to).map(|k| k.2).collect();
+        let (lo, hi) = (source_ts.saturating_sub(TS_SLACK_NS), source_ts.saturating_add(TS_SLACK_NS));
+        let mut ids: SmallVec<[TakeId; 2]> = match topic {
+            Some(topic) => {
+                let topic: Arc<str> = Arc::from(topic);
+                self.take_by_ts.range((topic.clone(), lo, (0u32, 0u64))..=(topic, hi, (u32::MAX, u64::MAX))).map(|k| k.2).collect()
+            }
+            None => SmallVec::new(),
+        };
+        // Takes whose subscription the trace does not name: the sample's source timestamp decides.
+        ids.extend(self.take_by_ts_any.range((lo, (0u32, 0u64))..=(hi, (u32::MAX, u64::MAX))).map(|k| k.1));
         let mut found: Option<Take> = None;
         for id in ids {
             let Some(t) = self.takes.get_mut(&id) else { continue };
@@ -679,8 +735,9 @@ impl TraceJoin {
         while self.takes.peek_lru().is_some_and(|(_, t)| t.rec.rmw_take_ts <= horizon) {
             if let Some((_, t)) = self.takes.pop_lru() {
                 self.unindex_take(&t);
-                // An intra-process delivery the layout cannot link was counted by the assembler.
-                if !t.used && !(t.rec.intra && t.rec.intra_publish.is_none()) {
+                // An intra-process delivery the layout cannot link, and a take without topic, were
+                // counted by the assembler.
+                if !t.used && !(t.rec.intra && t.rec.intra_publish.is_none()) && t.rec.topic.is_some() {
                     self.stats.takes_unjoined += 1;
                     note_topic(&mut self.stats.unjoined_topics, t.rec.topic.as_deref());
                 }

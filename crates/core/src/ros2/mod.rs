@@ -22,6 +22,7 @@
 
 pub mod assemble;
 pub mod callbacks;
+pub mod caret_arch;
 pub mod chain;
 pub mod join;
 pub mod source;
