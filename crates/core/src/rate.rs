@@ -12,14 +12,21 @@
 //! A rate is only given where it describes the stream: with fewer than
 //! [`MIN_SAMPLES`] samples it is [`RateKind::Few`]; when the intervals between
 //! consecutive samples vary more than a random (Poisson) stream's would —
-//! standard deviation above the mean — it is [`RateKind::Bursty`] (a few
-//! samples then silence, `/parameter_events`, a publisher that stalled):
-//! samples and span are shown instead of a Hz that would mislead.
+//! standard deviation above the mean — or the samples were a burst followed by
+//! silence — they span less than [`BURST_SHARE`] of the time observed from the
+//! first one on — it is [`RateKind::Bursty`] (`/parameter_events`, graph
+//! updates at a node's start, a publisher that stalled): samples and span are
+//! shown instead of a Hz that would mislead. Only that last test looks past the
+//! last sample; the rate itself never does.
 
 use serde::Serialize;
 
 /// Fewer samples than this give no rate (three intervals cannot tell a burst from a period).
 pub const MIN_SAMPLES: u64 = 5;
+
+/// Samples spanning less than this share of the time observed from the first one
+/// on were a burst, then silence (10 samples in 80 ms of a 7 s capture).
+pub const BURST_SHARE: f64 = 0.1;
 
 /// What a stream of sample times is, for its rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -133,6 +140,7 @@ impl SampleTimes {
         Some(var.sqrt() / mean)
     }
 
+    /// The stream's kind from its samples alone.
     pub fn kind(&self) -> RateKind {
         match self.n {
             0 => RateKind::None,
@@ -145,9 +153,18 @@ impl SampleTimes {
         }
     }
 
-    /// (n − 1) / (last − first) in Hz, for a steady stream only.
-    pub fn rate_hz(&self) -> Option<f64> {
-        (self.kind() == RateKind::Steady).then(|| (self.n - 1) as f64 / (self.span_ns() as f64 / 1e9))
+    /// The kind, with the capture point observing until `observed_until_ns`: samples
+    /// spanning less than [`BURST_SHARE`] of the time from the first one on were a burst.
+    pub fn kind_until(&self, observed_until_ns: Option<i64>) -> RateKind {
+        match (self.kind(), observed_until_ns) {
+            (RateKind::Steady, Some(end)) if (self.span_ns() as f64) < BURST_SHARE * end.saturating_sub(self.first_ns) as f64 => RateKind::Bursty,
+            (k, _) => k,
+        }
+    }
+
+    /// (n − 1) / (last − first) in Hz, for a steady stream only ([`kind_until`](Self::kind_until)).
+    pub fn rate_hz(&self, observed_until_ns: Option<i64>) -> Option<f64> {
+        (self.kind_until(observed_until_ns) == RateKind::Steady).then(|| (self.n - 1) as f64 / (self.span_ns() as f64 / 1e9))
     }
 
     /// (n − 1) / (last − first) whatever the kind (what `ros2 topic hz` would print), with two samples or more.
@@ -165,12 +182,14 @@ pub struct TopicRate {
 }
 
 impl TopicRate {
-    pub fn of<'a>(writers: impl IntoIterator<Item = &'a SampleTimes>) -> TopicRate {
+    /// `observed_until_ns`: the end of the capture point's observation (its last RTPS
+    /// event, or the live window's end), for [`SampleTimes::kind_until`].
+    pub fn of<'a>(writers: impl IntoIterator<Item = &'a SampleTimes>, observed_until_ns: Option<i64>) -> TopicRate {
         let mut hz: Option<f64> = None;
         let mut kinds = vec![];
         for w in writers {
-            kinds.push(w.kind());
-            if let Some(r) = w.rate_hz() {
+            kinds.push(w.kind_until(observed_until_ns));
+            if let Some(r) = w.rate_hz(observed_until_ns) {
                 *hz.get_or_insert(0.0) += r;
             }
         }
@@ -200,10 +219,12 @@ mod tests {
         let s = times(&ts);
         assert_eq!(s.kind(), RateKind::Steady);
         let want = 28.0 / ((ts[28] - ts[0]) as f64 / 1e9);
-        assert!((s.rate_hz().unwrap() - want).abs() < 1e-9);
+        assert!((s.rate_hz(None).unwrap() - want).abs() < 1e-9);
         // the same samples seen 120 µs later at another capture point: the same rate
         let later = times(&ts.iter().map(|t| t + 120_000).collect::<Vec<_>>());
-        assert_eq!(later.rate_hz(), s.rate_hz());
+        assert_eq!(later.rate_hz(None), s.rate_hz(None));
+        // a capture that runs on after the last sample: the same rate (7 s of silence after 1 s)
+        assert_eq!(s.rate_hz(Some(ts[28] + 7_000_000_000)), s.rate_hz(None));
     }
 
     #[test]
@@ -211,17 +232,23 @@ mod tests {
         // /parameter_events: 3 samples 1 ms apart, 800 ms of silence, 3 more
         let s = times(&[0, MS, 2 * MS, 802 * MS, 803 * MS, 804 * MS]);
         assert_eq!(s.kind(), RateKind::Bursty);
-        assert_eq!(s.rate_hz(), None);
+        assert_eq!(s.rate_hz(None), None);
         assert!((s.mean_rate_hz().unwrap() - 5.0 / 0.804).abs() < 1e-9);
         // four samples: too few to tell
         assert_eq!(times(&[0, 100 * MS, 200 * MS, 300 * MS]).kind(), RateKind::Few);
         assert_eq!(times(&[]).kind(), RateKind::None);
         // five at once (same capture time): bursty, not infinitely fast
         assert_eq!(times(&[7; 5]).kind(), RateKind::Bursty);
+        // ten samples 9 ms apart (regular), then 7 s of silence: a burst
+        let s = times(&(0..10).map(|i| i * 9 * MS).collect::<Vec<_>>());
+        assert_eq!(s.kind(), RateKind::Steady);
+        assert_eq!(s.kind_until(Some(7_000 * MS)), RateKind::Bursty);
+        assert_eq!(s.rate_hz(Some(7_000 * MS)), None);
+        assert_eq!(s.kind_until(Some(810 * MS)), RateKind::Steady); // 81 ms of 810: still a tenth
         // Poisson-like variation stays steady: intervals 50, 150, 100, 80, 120 ms
         let s = times(&[0, 50 * MS, 200 * MS, 300 * MS, 380 * MS, 500 * MS]);
         assert_eq!(s.kind(), RateKind::Steady);
-        assert!((s.rate_hz().unwrap() - 10.0).abs() < 1e-9);
+        assert!((s.rate_hz(None).unwrap() - 10.0).abs() < 1e-9);
     }
 
     #[test]
@@ -241,14 +268,14 @@ mod tests {
         let a = times(&(0..11).map(|i| i * 100 * MS).collect::<Vec<_>>()); // 10 Hz
         let b = times(&(0..21).map(|i| i * 50 * MS + 7).collect::<Vec<_>>()); // 20 Hz
         let burst = times(&[0, MS, 2 * MS, 900 * MS, 901 * MS, 902 * MS]);
-        let r = TopicRate::of([&a, &b]);
+        let r = TopicRate::of([&a, &b], None);
         assert!((r.hz.unwrap() - 30.0).abs() < 1e-9);
         assert_eq!(r.kind, Some(RateKind::Steady));
-        let r = TopicRate::of([&a, &burst]);
+        let r = TopicRate::of([&a, &burst], None);
         assert!((r.hz.unwrap() - 10.0).abs() < 1e-9);
         assert_eq!(r.kind, Some(RateKind::Mixed));
-        let r = TopicRate::of([&burst]);
+        let r = TopicRate::of([&burst], None);
         assert_eq!((r.hz, r.kind), (None, Some(RateKind::Bursty)));
-        assert_eq!(TopicRate::of([&SampleTimes::default()]).kind, Some(RateKind::None));
+        assert_eq!(TopicRate::of([&SampleTimes::default()], None).kind, Some(RateKind::None));
     }
 }

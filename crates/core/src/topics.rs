@@ -244,6 +244,8 @@ impl TopicsAnalysis {
             v.sort();
         }
         let readers_of = |n: &TopicNames| reader_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
+        // The end of this capture point's observation: only to tell a burst then silence (crate::rate).
+        let observed_until = self.observed.map(|(_, l)| l);
         // Members by reference, usually one per group (inline): rows cost
         // little beyond the rows themselves even with 10^5 writers.
         type Member<'a> = (Guid, &'a WriterStats, Option<Arc<TopicNames>>);
@@ -342,7 +344,7 @@ impl TopicsAnalysis {
                     row.first_ts_ns = Some(row.first_ts_ns.map_or(f, |x| x.min(f)));
                     row.last_ts_ns = Some(row.last_ts_ns.map_or(l, |x| x.max(l)));
                     // Its payload rate: its sample rate times its mean size (steady writers only).
-                    if let Some(hz) = s.times.rate_hz() {
+                    if let Some(hz) = s.times.rate_hz(observed_until) {
                         *bandwidth.get_or_insert(0.0) += hz * (s.bytes as f64 / s.samples.max(1) as f64) * 8.0;
                     }
                 }
@@ -357,7 +359,7 @@ impl TopicsAnalysis {
                     _ => Some(format!("mixed({})", v.join(","))),
                 }
             };
-            let rate = TopicRate::of(times.iter().copied());
+            let rate = TopicRate::of(times.iter().copied(), observed_until);
             row.rate_hz = rate.hz;
             row.rate_kind = rate.kind;
             row.bandwidth_bps = bandwidth;

@@ -289,7 +289,8 @@ impl LiveTopics {
         }
         per.into_iter()
             .map(|(k, (times, bytes))| {
-                let r = TopicRate::of(times.iter());
+                // The window ends where the current second starts.
+                let r = TopicRate::of(times.iter(), Some(now_ns.div_euclid(BUCKET_NS) * BUCKET_NS));
                 (k, NowRate { hz: r.hz, kind: r.kind.unwrap_or(RateKind::None), bps: bytes as f64 * 8.0 / WINDOW_S as f64 })
             })
             .collect()
@@ -403,7 +404,7 @@ mod tests {
         let (t, bytes) = b.window(10 * BUCKET_NS + 1);
         assert_eq!(t.n, 50);
         let want = 49.0 / ((99 * 100_000_000 + 0) - (50 * 100_000_000 + 2_000_000)) as f64 * 1e9;
-        assert!((t.rate_hz().unwrap() - want).abs() < 1e-9, "{:?}", t.rate_hz());
+        assert!((t.rate_hz(None).unwrap() - want).abs() < 1e-9, "{:?}", t.rate_hz(None));
         assert_eq!(bytes * 8 / WINDOW_S as u64, 80_000);
         // a second later, with no new samples: seconds 6..10, 40 samples
         assert_eq!(b.window(11 * BUCKET_NS).0.n, 40);

@@ -2,6 +2,7 @@
 
 use clap::{Args, CommandFactory, ValueEnum};
 use clap_complete::Shell;
+use std::io::Write;
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -30,6 +31,11 @@ pub fn run<C: CommandFactory>(a: CompletionsArgs) -> anyhow::Result<i32> {
         CompletionShell::Fish => Shell::Fish,
     };
     let mut cmd = C::command();
-    clap_complete::generate(shell, &mut cmd, "ddscope", &mut std::io::stdout());
-    Ok(0)
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "ddscope", &mut script);
+    // Into `head` and the like: a closed pipe ends the output quietly.
+    match std::io::stdout().write_all(&script).and_then(|_| std::io::stdout().flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(0),
+    }
 }

@@ -221,7 +221,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         let boxes: serde_json::Map<String, Value> =
             f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
         let pb = step_series(&payload.remove(&k).unwrap_or_default(), start_ns, bin_ns);
-        let rate = TopicRate::of(times.remove(&k).unwrap_or_default().values());
+        let rate = TopicRate::of(times.remove(&k).unwrap_or_default().values(), Some(end_ns));
         flows.insert(
             k,
             json!({

@@ -36,8 +36,9 @@ sample's first DATA/DATA_FRAG here): per writer (n-1)/(t_last-t_first), summed
 over the topic's writers; the capture's start and end do not matter, so every
 capture point that saw the same samples shows the same rate. rate_kind says
 whether that number describes the stream: steady; bursty (the intervals vary
-more than a random stream's: standard deviation above their mean, e.g. a few
-samples then silence, /parameter_events) or few (fewer than 5 samples), both
+more than a random stream's: standard deviation above their mean, or a burst
+then silence: the samples span less than a tenth of the time observed from the
+first one on; e.g. /parameter_events) or few (fewer than 5 samples), both
 without a rate (samples and span_s tell what there was); mixed (the rate sums
 the steady writers only; --by writer shows each); no_samples (none here).
 bandwidth is rate x mean sample size. writer_nodes/reader_nodes (writer_node with --by writer)
