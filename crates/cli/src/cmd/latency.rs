@@ -353,7 +353,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let mut out = w.finish_into()?;
     super::legend::write_layers(&mut out, layer_rows.iter().map(|r| r.layer.as_str()))?;
     writeln!(out)?;
-    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, &[])?;
+    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, &[])?
+        .empty_reason("sender_nodes", "no traces and no ROS 2 node names on the wire")
+        .empty_reason("receiver_nodes", "no traces and no ROS 2 node names on the wire")
+        .empty_reason("repaired_mean_ms", "no sample was repaired");
     for f in &flows {
         w.write(f)?;
     }

@@ -46,11 +46,13 @@ pub fn write_layers<'a>(out: &mut dyn Write, layers: impl IntoIterator<Item = &'
 
 /// What the flow table's less obvious columns mean.
 pub fn write_flow_columns(out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "samples = delivered + lost + incomplete; clean/repaired_mean_ms: message latency of samples sent once / repaired \
-(a fragment sent again); jitter: d(X) - d(X-1) of consecutive samples (Bosk et al., IEEE Access 2022, Eq. 10); \
-period_ms: median interval between the sender's consecutive samples; in_time/late: message latency within/over \
-that period (Kouril et al., VEHITS 2024)"
-    )
+    for l in [
+        "samples = delivered + lost + incomplete; clean/repaired_mean_ms: message latency of the samples sent once / repaired",
+        "(a fragment sent again); jitter: d(X) - d(X-1) of consecutive samples (Bosk et al., IEEE Access 2022, Eq. 10);",
+        "period_ms: median interval between the sender's consecutive samples; in_time/late: message latency within/over",
+        "that period (Kouril et al., VEHITS 2024)",
+    ] {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
 }
