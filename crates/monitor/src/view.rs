@@ -403,7 +403,7 @@ mod tests {
         // the window is seconds 5..9: samples 50..99
         let (t, bytes) = b.window(10 * BUCKET_NS + 1);
         assert_eq!(t.n, 50);
-        let want = 49.0 / ((99 * 100_000_000 + 0) - (50 * 100_000_000 + 2_000_000)) as f64 * 1e9;
+        let want = 49.0 / ((99 * 100_000_000i64) - (50 * 100_000_000i64 + 2_000_000)) as f64 * 1e9;
         assert!((t.rate_hz(None).unwrap() - want).abs() < 1e-9, "{:?}", t.rate_hz(None));
         assert_eq!(bytes * 8 / WINDOW_S as u64, 80_000);
         // a second later, with no new samples: seconds 6..10, 40 samples
