@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the example data bundled in the repository: sets up
-# (scripts/setup.sh), then runs ddscope on the captures the lab made of the
+# The main job on the example data bundled in the repository: installs what
+# the build needs and builds ddscope (scripts/setup-core.sh; the tests' set-up
+# is scripts/setup.sh), then runs ddscope on the captures the lab made of the
 # thesis's simple robotic application (examples/captures: two hosts, real
 # Cyclone DDS and Fast DDS traffic, 1 s each):
 #   1. ddscope topics   — what is on the wire, per topic, at each host
@@ -10,7 +11,7 @@
 #   4. ddscope report   — the same as one offline HTML file
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup-core.sh
 BIN=target/release/ddscope
 EX=examples/captures
 OUT=${DDSCOPE_DEMO_OUT:-target/demo}

@@ -1,75 +1,83 @@
 #!/usr/bin/env bash
-# Installs everything ddscope needs on a fresh Debian 12 machine and builds it.
-# Idempotent: packages already present are not reinstalled.
+# Everything the tests need on a fresh Debian 12 machine (scripts/test.sh runs
+# it; the main job, scripts/demo.sh, needs only scripts/setup-core.sh): the
+# build (setup-core.sh), then the test tools — tshark, real DDS
+# implementations, LTTng, real servers, a browser, the Python test packages,
+# the lab's workload nodes and eBPF programs, and two OpenTelemetry Collector
+# builds. Idempotent: what is installed or built already is kept. Each step
+# prints one line (what, how long); its output is in target/setup/*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/steps.sh
 
-APT_PACKAGES=(
+TEST_PACKAGES=(
   # capture, oracle and lab
-  tshark tcpdump libpcap-dev iproute2 iperf3 procps linuxptp curl ca-certificates
+  tshark tcpdump iproute2 iperf3 procps linuxptp curl ca-certificates
   # real DDS implementations used by the lab and the oracle tests
   cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
   # build tools for the lab's workload nodes
-  cmake pkg-config g++ make
+  cmake g++ make
   # ros2_tracing traces: the LTTng-UST provider replica, the tracer, and the
-  # reference CTF reader (libbabeltrace2 is linked by crates/trace; see docs/tracing.md)
-  liblttng-ust-dev lttng-tools babeltrace2 libbabeltrace2-dev python3-bt2
+  # reference CTF reader's tools and Python binding (docs/tracing.md)
+  liblttng-ust-dev lttng-tools babeltrace2 python3-bt2
   # online monitoring: real servers in tests
   prometheus prometheus-node-exporter influxdb
   # browser tests
   chromium
-  # eBPF: the agent's in-kernel capture filter (crates/monitor/bpf, built by crates/monitor/build.rs)
-  # and the lab's tc programs (lab/bpf: 802.1Q tagging without 8021q, loss without netem)
-  clang-14 libbpf-dev
+  # the Python test packages' installer
+  python3-pip
 )
+PYTHON_MODULES=(pytest polars duckdb pyarrow)
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# The build first: the packages it needs (clang-14 and libbpf-dev also build
+# the lab's tc programs below) and target/release/ddscope.
+./scripts/setup-core.sh
 
-if ! command -v cargo >/dev/null; then
-  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
-  exit 1
-fi
+apt_step "packages for the tests (tshark, DDS, LTTng, servers, browser)" "${TEST_PACKAGES[@]}"
 
 # Python packages used by the tests (oracle comparisons, reading Parquet back).
-python3 - <<'PY' || python3 -m pip install -q --disable-pip-version-check pytest polars duckdb pyarrow
-import importlib, sys
-for m in ("pytest", "polars", "duckdb", "pyarrow"):
-    importlib.import_module(m)
-PY
+have_modules() {
+  python3 -c 'import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in sys.argv[1:]) else 1)' "$@"
+}
+pip_install() {
+  # Debian's own python3 refuses system-wide installs (PEP 668) unless told.
+  python3 -m pip install -q --disable-pip-version-check "$@" ||
+    python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@"
+}
+if have_modules "${PYTHON_MODULES[@]}"; then
+  skip "Python test packages (${PYTHON_MODULES[*]})" "already installed"
+else
+  step pip "Python test packages (${PYTHON_MODULES[*]})" pip_install "${PYTHON_MODULES[@]}"
+fi
 
 # The browser tests drive Debian's Chromium with playwright-core (no browser download).
-if ! command -v node >/dev/null; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  skip "node and npm" "already installed"
+else
+  apt_step "node and npm" nodejs npm
 fi
-if [ ! -d tests/browser/node_modules/playwright-core ]; then
-  (cd tests/browser && npm ci --silent --no-audit --no-fund)
+if [ -d tests/browser/node_modules/playwright-core ]; then
+  skip "browser test driver (playwright-core)" "already installed"
+else
+  step npm "browser test driver (npm ci in tests/browser)" sh -c 'cd tests/browser && npm ci --silent --no-audit --no-fund'
 fi
 
 # The lab's workload nodes (C against Cyclone DDS, C++ against Fast DDS).
-if [ -f lab/CMakeLists.txt ]; then
-  cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build lab/build -j"$(nproc)" >/dev/null
-fi
+lab_build() {
+  cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release
+  cmake --build lab/build -j"$(nproc)"
+}
+step lab "the lab's workload nodes (cmake, lab/build)" lab_build
 
 # The lab's tc eBPF programs (clsact egress/ingress, loaded by iproute2).
-make -s -C lab/bpf
+step bpf "the lab's tc eBPF programs (make -C lab/bpf)" make -s -C lab/bpf
 
 # The OTLP tests run a real OpenTelemetry Collector, built once with the
 # collector builder from the Go module proxy (minutes the first time; cached
 # under ~/.cache/ddscope, fetching a Go toolchain there too if needed).
-tests/servers/build-otelcol.sh >/dev/null
+step otelcol "OpenTelemetry Collector for the OTLP tests (cached in ~/.cache/ddscope; minutes the first time)" \
+  tests/servers/build-otelcol.sh
 # The scale-out Collector (contrib load-balancing exporter; docs/scale-out.md),
 # built the same way and cached beside it (tens of minutes the first time).
-deploy/build-collector.sh >/dev/null
-
-cargo build --release --locked -q -p ddscope
+step collector "scale-out Collector (cached in ~/.cache/ddscope; tens of minutes the first time)" \
+  deploy/build-collector.sh

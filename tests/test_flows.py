@@ -1,5 +1,5 @@
 """`ddscope flows` (issue 13): delay and jitter of any UDP flow between capture
-points, seed 004's two-PCAP method (Eq. 9 delay, Eq. 10 jitter).
+points, Bosk et al.'s two-PCAP method (Eq. 9 delay, Eq. 10 jitter).
 
 Oracles:
   * tshark 4.0 on the lab's captures: `frame.number`, `frame.time_epoch`,

@@ -1,4 +1,4 @@
-"""Issue 13, topologies: seed 003's 1-N / N-1 / N-N in the lab up to 64 nodes
+"""Issue 13, topologies: Kouril et al.'s 1-N / N-1 / N-N in the lab up to 64 nodes
 per side, 0-byte payloads, reader fairness and per-process load.
 
 Oracles, independent of the lab's own report:
@@ -29,7 +29,7 @@ import pytest
 from conftest import REPO, ddscope_bin, free_port, have_root, require_tool
 
 FAN_OUT = REPO / "examples" / "lab" / "topology-1-n-64.toml"
-SEED003 = REPO / "examples" / "lab" / "topologies-seed003.toml"
+KOURIL_TOPOLOGIES = REPO / "examples" / "lab" / "topologies-kouril.toml"
 
 
 def need_root():
@@ -248,15 +248,15 @@ def test_report_draws_the_load(ddscope, fan_out, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def seed003(ddscope, tmp_path_factory):
-    out = tmp_path_factory.mktemp("seed003")
-    stdout, stderr = lab_run_watching(ddscope, SEED003, out)
+def kouril_topologies(ddscope, tmp_path_factory):
+    out = tmp_path_factory.mktemp("kouril_topologies")
+    stdout, stderr = lab_run_watching(ddscope, KOURIL_TOPOLOGIES, out)
     return out, stdout, stderr
 
 
-def test_n_to_1_is_one_node_with_n_topics(seed003):
+def test_n_to_1_is_one_node_with_n_topics(kouril_topologies):
     """N-1: one subscriber node subscribing to N topics, each published by its own node (ground truth, tshark SEDP)."""
-    run, _, _ = seed003
+    run, _, _ = kouril_topologies
     recs = truth_records(run)
     rcv = [r for r in recs if r["event"] == "receive" and r["topic"].startswith("/n_one/")]
     assert {r["node"] for r in rcv} == {"gen2_sub0"}
@@ -279,10 +279,10 @@ def test_n_to_1_is_one_node_with_n_topics(seed003):
     assert prefixes
 
 
-def test_zero_byte_samples_on_the_wire_and_decoded(ddscope, seed003):
+def test_zero_byte_samples_on_the_wire_and_decoded(ddscope, kouril_topologies):
     """0-byte samples: every published one is a DATA submessage of 20 bytes (its header, no payload)
     from the writer's participant in tshark's rtps fields, and ddscope counts each as a 0-byte sample."""
-    run, stdout, stderr = seed003
+    run, stdout, stderr = kouril_topologies
     recs = truth_records(run)
     pubs = {}
     for topic in ("/zero/s0B_20hz_best_effort", "/zero/s0B_20hz_reliable", "/zero_fastdds"):

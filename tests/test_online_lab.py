@@ -134,13 +134,20 @@ scrape_configs:
     for topic, nominal in (("/image", 10.0), ("/drive", 29.0)):
         assert topic in rates, f"Prometheus has no rate for {topic}: {res}"
         assert abs(rates[topic] - nominal) / nominal < 0.10, f"{topic}: Prometheus {rates[topic]:.2f}/s vs published {nominal}/s"
+    # The agent's own gauge (issue 24: ros2 topic hz's definition over the last 5 s), mid-run.
+    q = 'max by (topic) (ddscope_topic_rate_hz{capture="pc1",topic=~"/image|/drive"})'
+    res = get_json(f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(q)}&time={mid + 5:.3f}")
+    gauges = {r["metric"]["topic"]: float(r["value"][1]) for r in res["data"]["result"]}
+    for topic, nominal in (("/image", 10.0), ("/drive", 29.0)):
+        assert topic in gauges, f"no ddscope_topic_rate_hz for {topic}: {res}"
+        assert abs(gauges[topic] - nominal) / nominal < 0.05, f"{topic}: ddscope_topic_rate_hz {gauges[topic]:.2f} vs published {nominal}"
     # The last value pc2's agent exposed. An instant query right after the run can land after the
     # agent exited: Prometheus then writes a staleness marker and the instant vector is empty (seen
     # once in CI). A range selector skips staleness markers, so take the maximum over the run.
     q = 'max by (topic) (max_over_time(ddscope_samples_total{capture="pc2",topic=~"/image|/drive"}[2m]))'
     res = get_json(f"http://127.0.0.1:{prom_port}/api/v1/query?query={urllib.parse.quote(q)}&time={run['timing']['tstop_ns'] / 1e9 + 5:.3f}")
     totals = {r["metric"]["topic"]: float(r["value"][1]) for r in res["data"]["result"]}
-    print(f"Prometheus rates at pc1: {rates}; totals at pc2: {totals}")
+    print(f"Prometheus rates at pc1: {rates}; ddscope_topic_rate_hz at pc1: {gauges}; totals at pc2: {totals}")
     if set(totals) != {"/image", "/drive"}:
         # Say why: the scrape targets' health and what pc2's series are labelled.
         tgt = get_json(f"http://127.0.0.1:{prom_port}/api/v1/targets")

@@ -1,6 +1,6 @@
 """End-to-end checks of `ddscope tsn` through the real binary.
 
-Oracles: thesis Table 4.6 (T_arrive column, given in the seed), seed 004's
+Oracles: thesis Table 4.6 (T_arrive column, given in the thesis), Bosk et al.'s
 CBS worked example, and the CLI contract (exit code != 0 with a one-line
 reason naming the file and field)."""
 import json

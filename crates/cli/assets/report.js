@@ -76,10 +76,10 @@
   }
   main.append(bw);
 
-  // UDP flows other than RTPS (the lab's iperf3 interference) between capture points: seed 004 Eq. 9-10.
+  // UDP flows other than RTPS (the lab's iperf3 interference) between capture points: Bosk et al. Eq. 9-10.
   if (D.runs.some((r) => r.udp_flows && r.udp_flows.flows.length)) {
     const u = el("section", { id: "udp-flows" }, el("h2", {}, "UDP flows between capture points (non-RTPS, e.g. iperf3 interference)"),
-      el("p", { class: "muted" }, "Matched by 5-tuple, IP id and payload CRC-32. Delay d = t_R − t_S − t_o (seed 004 Eq. 9); jitter j = d(X) − d(X−1) for consecutive packets (Eq. 10), shown as |j|. µs."));
+      el("p", { class: "muted" }, "Matched by 5-tuple, IP id and payload CRC-32. Delay d = t_R − t_S − t_o (Bosk et al. Eq. 9); jitter j = d(X) − d(X−1) for consecutive packets (Eq. 10), shown as |j|. µs."));
     const ut = el("table", {}, el("tr", {}, ...["run", "flow", "sender → receiver", "sent", "delivered", "lost", "loss %", "dups", "reordered", "Mbit/s", "delay mean", "p50", "p99", "max", "|jitter| mean", "p50", "p99", "max"].map((h, i) => el("th", { class: i < 3 ? "l" : "" }, h))));
     const grid = el("div", { class: "grid" });
     for (const r of D.runs) for (const f of (r.udp_flows ? r.udp_flows.flows : [])) {
@@ -153,17 +153,18 @@
   const rosLayersShown = ["ros_publish", "dds_send", "dds_local", "dds_remote", "message", "dds_receive", "executor", "callback"];
   for (const topic of D.topics) {
     const s = el("section", { class: "topic", "data-topic": topic.topic }, el("h2", {}, topic.topic));
-    const tab = el("table", {}, el("tr", {}, ...["run", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "message mean", "p50", "p99", "max", "submsg mean", "app mean", "ros_e2e mean", "ros_e2e p99", "|jitter| mean", "period", "in time", "late"].map((h, i) => el("th", { class: i < 2 ? "l" : "" }, h))));
+    const tab = el("table", {}, el("tr", {}, ...["run", "sender → receiver", "samples", "delivered", "lost", "repaired", "retx frags", "rate (Hz)", "message mean (ms)", "p50 (ms)", "p99 (ms)", "max (ms)", "submsg mean (ms)", "app mean (ms)", "ros_e2e mean (ms)", "ros_e2e p99 (ms)", "|jitter| mean (ms)", "period (ms)", "in time", "late"].map((h, i) => el("th", { class: i < 2 ? "l" : "" }, h))));
     for (const [rname, fl] of Object.entries(topic.runs)) for (const f of fl) {
       const L = Object.fromEntries(f.summary.layers);
       const m = L.message || {}, sm = L.submessage || {}, ap = L.application || {}, re = L.ros_e2e || {};
       tab.append(el("tr", {}, el("td", { class: "l" }, rname), el("td", { class: "l" }, f.summary.sender + " → " + f.summary.receiver + nodes(f.summary)),
         el("td", {}, f.summary.samples), el("td", {}, f.summary.delivered), el("td", {}, f.summary.lost), el("td", {}, f.summary.retransmitted_samples), el("td", {}, f.summary.retransmitted_frags),
+        el("td", {}, f.rate && f.rate.hz !== null && f.rate.hz !== undefined ? num(f.rate.hz, 2) : (f.rate ? f.rate.kind : "")),
         el("td", {}, num(m.mean_ms)), el("td", {}, num(m.p50_ms)), el("td", {}, num(m.p99_ms)), el("td", {}, num(m.max_ms)),
         el("td", {}, num(sm.mean_ms)), el("td", {}, num(ap.mean_ms)), el("td", {}, num(re.mean_ms)), el("td", {}, num(re.p99_ms)), el("td", {}, f.summary.jitter_abs.count ? num(f.summary.jitter_abs.mean_ms) : ""),
         el("td", {}, num(f.summary.period_ms, 1)), el("td", {}, f.summary.in_time), el("td", {}, f.summary.late)));
     }
-    s.append(el("p", { class: "muted" }, "Latencies in ms; nodes in parentheses (traces, or the sender's from ros_discovery_info on the wire). message = first DATA/DATA_FRAG at the sender → sample complete at the receiver; submessage = first IP fragment at the sender → last at the receiver; application = publish → receive (ground truth); ros_e2e = rclcpp_publish → callback_start (traces) = ros_publish + dds_send + message + dds_receive + executor (or ros_publish + dds_local + executor on one host)."), tab);
+    s.append(el("p", { class: "muted" }, "Rate: samples per second at the sender as ros2 topic hz computes it, per writer (n − 1) / (last − first) of its samples, summed; bursty or few (under 5 samples) instead of a number that would mislead. Period: the median interval between consecutive samples (in time / late against it, Kouril et al., VEHITS 2024). Latencies in ms; nodes in parentheses (traces, or the sender's from ros_discovery_info on the wire). message = first DATA/DATA_FRAG at the sender → sample complete at the receiver; submessage = first IP fragment at the sender → last at the receiver; application = publish → receive (ground truth); ros_e2e = rclcpp_publish → callback_start (traces) = ros_publish + dds_send + message + dds_receive + executor (or ros_publish + dds_local + executor on one host)."), tab);
     const grid = el("div", { class: "grid" });
     s.append(grid);
     // Box plots: one group per run and flow, one box per layer (thesis Fig. 4.4).

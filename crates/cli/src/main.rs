@@ -30,7 +30,7 @@ enum Command {
     Topics(cmd::topics::TopicsArgs),
     /// Cross-capture latency per layer, loss, retransmission, jitter, clock offsets
     Latency(cmd::latency::LatencyArgs),
-    /// Delay, jitter, loss and reordering of any UDP flow between capture points (seed 004 Eq. 9-10)
+    /// Delay, jitter, loss and reordering of any UDP flow between capture points (Bosk et al.'s two-capture method, Eq. 9-10)
     Flows(cmd::flows::FlowsArgs),
     /// Self-contained HTML report: per-topic tables, box plots per layer, latency over time, CDF, sizes, bandwidth
     Report(cmd::report::ReportArgs),
@@ -46,6 +46,8 @@ enum Command {
     Lab(cmd::lab::LabArgs),
     /// Print the caps of every table keyed by the wire, as a limits file (--limits)
     Limits(cmd::limit_args::LimitsCmdArgs),
+    /// Print a shell completion script (bash, zsh, fish)
+    Completions(cmd::completions::CompletionsArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Tsn(a) => cmd::tsn::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Limits(a) => cmd::limit_args::run(a),
+        Command::Completions(a) => cmd::completions::run::<Cli>(a),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -121,45 +121,51 @@ impl DecodeStats {
             + self.ip.datagrams_too_fragmented
     }
 
-    /// One line: what was skipped or malformed, non-zero counters only.
+    /// One line: what was skipped or malformed, non-zero counters only, in three
+    /// groups: traffic that is not DDS (skipped, as expected on a shared link),
+    /// submessages not decoded (vendor-specific, unknown), and real problems.
     pub fn summary_line(&self) -> String {
-        let mut parts: Vec<String> = vec![];
-        fn push(parts: &mut Vec<String>, n: u64, what: &str) {
-            if n > 0 {
-                parts.push(format!("{n} {what}"));
-            }
+        fn group(items: &[(u64, String)]) -> Vec<String> {
+            items.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect()
         }
-        let mut add = |n: u64, what: &str| push(&mut parts, n, what);
-        add(self.non_ip_frames, "non-IP frames");
-        add(self.non_udp_packets, "non-UDP packets");
-        add(self.non_rtps_datagrams, "non-RTPS datagrams");
-        add(self.rtps_other_version, "RTPS datagrams of another major version");
-        add(self.unsupported_link_frames, "frames of an unsupported link type");
-        add(self.bad_headers, "bad link/IP/UDP headers");
-        add(self.snapped_datagrams, "datagrams cut by the snap length");
-        add(self.snapped_submessages, "submessages cut before their fixed fields");
-        add(self.truncated_submessages, "truncated submessages");
-        add(self.malformed_submessages, "malformed submessages");
+        let not_dds = group(&[
+            (self.non_ip_frames, "non-IP frames".into()),
+            (self.non_udp_packets, "non-UDP packets".into()),
+            (self.non_rtps_datagrams, "non-RTPS datagrams".into()),
+            (self.rtps_other_version, "RTPS datagrams of another major version".into()),
+            (self.unsupported_link_frames, "frames of an unsupported link type".into()),
+        ]);
         let vendor: u64 = self.vendor_submessages.values().sum();
         let detail: Vec<String> = self.vendor_submessages.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        add(vendor, &format!("vendor-specific submessages ({})", detail.join(", ")));
-        add(self.unknown_submessages, "unknown submessages");
-        add(self.bad_discovery_samples, "unparsable discovery samples");
-        add(self.discovery_fragments_dropped, "discovery fragment sets dropped");
-        add(self.bad_ros_discovery_samples, "malformed ros_discovery_info samples");
-        add(self.ros_discovery_over_limits, "ros_discovery_info samples over the node/gid caps");
-        add(self.ip.datagrams_timed_out, "IP datagrams timed out in reassembly");
-        add(self.ip.datagrams_evicted, "IP datagrams evicted from reassembly");
-        add(self.ip.datagrams_incomplete_at_end, "IP datagrams incomplete at end of capture");
-        add(self.ip.oversized_fragments, "oversized IP fragments");
-        add(self.ip.duplicate_fragments, "duplicate IP fragments");
-        add(self.ip.overlapping_fragments, "overlapping IP fragments");
-        add(self.ip.datagrams_too_fragmented, "IP datagrams dropped with too many holes");
-        let line = if parts.is_empty() {
-            "nothing skipped or malformed".to_string()
-        } else {
-            format!("skipped/malformed: {}", parts.join(", "))
-        };
+        let not_decoded = group(&[
+            (vendor, format!("vendor-specific submessages ({})", detail.join(", "))),
+            (self.unknown_submessages, "unknown submessages".into()),
+        ]);
+        let problems = group(&[
+            (self.bad_headers, "bad link/IP/UDP headers".into()),
+            (self.snapped_datagrams, "datagrams cut by the snap length".into()),
+            (self.snapped_submessages, "submessages cut before their fixed fields".into()),
+            (self.truncated_submessages, "truncated submessages".into()),
+            (self.malformed_submessages, "malformed submessages".into()),
+            (self.bad_discovery_samples, "unparsable discovery samples".into()),
+            (self.discovery_fragments_dropped, "discovery fragment sets dropped".into()),
+            (self.bad_ros_discovery_samples, "malformed ros_discovery_info samples".into()),
+            (self.ros_discovery_over_limits, "ros_discovery_info samples over the node/gid caps".into()),
+            (self.ip.datagrams_timed_out, "IP datagrams timed out in reassembly".into()),
+            (self.ip.datagrams_evicted, "IP datagrams evicted from reassembly".into()),
+            (self.ip.datagrams_incomplete_at_end, "IP datagrams incomplete at end of capture".into()),
+            (self.ip.oversized_fragments, "oversized IP fragments".into()),
+            (self.ip.duplicate_fragments, "duplicate IP fragments".into()),
+            (self.ip.overlapping_fragments, "overlapping IP fragments".into()),
+            (self.ip.datagrams_too_fragmented, "IP datagrams dropped with too many holes".into()),
+        ]);
+        let mut parts: Vec<String> = vec![];
+        for (label, g) in [("not DDS, skipped", not_dds), ("not decoded", not_decoded), ("malformed or cut", problems)] {
+            if !g.is_empty() {
+                parts.push(format!("{label}: {}", g.join(", ")));
+            }
+        }
+        let line = if parts.is_empty() { "nothing skipped or malformed".to_string() } else { parts.join("; ") };
         match self.discovery.problem_line() {
             Some(ev) => format!("{line}; evicted (caps): {ev}"),
             None => line,

@@ -1,5 +1,5 @@
 //! One-way delay, jitter, loss, duplicates and reordering of any UDP flow
-//! between capture points — seed 004's two-PCAP method (Sec. VI-C, Eq. 9–10).
+//! between capture points — Bosk et al.'s two-PCAP method (Sec. VI-C, Eq. 9–10).
 //!
 //! Every UDP datagram (IP fragments put back together with [`crate::ipfrag`])
 //! is identified by its content: the 5-tuple, the IP identification, the UDP
@@ -429,7 +429,7 @@ impl Record for FlowStats {
         C
     }
     fn value(&self, c: usize) -> Value<'_> {
-        // Summaries are in ms; the table shows µs (seed 004 gives jitter in µs).
+        // Summaries are in ms; the table shows µs (Bosk et al. gives jitter in µs).
         let f = |has: bool, v: f64| if has { Value::F(v * 1e3) } else { Value::Null };
         let d = self.delay.count > 0;
         let j = self.jitter.count > 0;

@@ -12,6 +12,7 @@ pub mod ros;
 pub mod ros_graph;
 pub mod output;
 pub mod samples;
+pub mod rate;
 pub mod topics;
 pub mod pipeline;
 pub mod latency;

@@ -178,7 +178,7 @@ limits! {
     "samples"."max_fragments" => samples.max_fragments: Count, "fragments of a sample tracked one by one";
     "samples"."max_fragment_bytes" => samples.max_fragment_bytes: Size, "memory of all fragment bitmaps";
     "topics"."max_writers" => topics.max_writers: Count, "writers with per-topic statistics (least recently seen evicted first)";
-    "topics"."max_live_topics" => topics.max_live_topics: Count, "topics in the live rate window (live, agent)";
+    "topics"."max_live_topics" => topics.max_live_topics: Count, "writers in the live rate window (live, agent)";
     "correlation"."max_pending_samples" => correlation.max_pending_samples: Count, "samples awaiting judgement (oldest judged early)";
     "correlation"."max_pending_submessages" => correlation.max_pending_submessages: Count, "DATA_FRAGs awaiting judgement (oldest judged early)";
     "correlation"."max_writers" => correlation.max_writers: Count, "writers remembered by the correlator";

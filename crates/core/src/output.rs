@@ -1,6 +1,9 @@
 //! Sinks: write any [`Record`] type as an aligned table, CSV, JSON Lines, a
 //! JSON array, or Parquet (readable by pandas, polars and DuckDB).
-//! CSV/JSON/Parquet always carry every column; the table shows a chosen subset.
+//! CSV/JSON/Parquet always carry every column; the table shows a chosen subset,
+//! possibly under headers that carry a unit (values scaled to it), `-` where a
+//! row has no value, and, when every row is known before it is printed, leaves
+//! out the columns no row has a value in and says so under the table.
 
 use crate::record::{ColType, Record, Value};
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt64Builder};
@@ -38,6 +41,10 @@ pub struct RecordWriter<R: Record> {
     format: Format,
     out: Box<dyn Write + Send>,
     table_cols: Vec<usize>,
+    /// Per table column: the header shown and the factor its numbers are scaled by.
+    table_heads: Vec<(String, f64)>,
+    /// Why a column can be empty in every row (said when it is left out).
+    empty_reasons: Vec<(String, String)>,
     // table state
     pending: Vec<Vec<String>>,
     widths: Vec<usize>,
@@ -76,10 +83,13 @@ impl<R: Record> RecordWriter<R> {
         } else {
             table_columns.iter().filter_map(|n| cols.iter().position(|c| c.name == *n)).collect()
         };
+        let table_heads = table_cols.iter().map(|&i| (cols[i].name.to_string(), 1.0)).collect();
         let mut w = RecordWriter {
             format,
             out,
             table_cols,
+            table_heads,
+            empty_reasons: Vec::new(),
             pending: Vec::new(),
             widths: Vec::new(),
             header_done: false,
@@ -119,6 +129,24 @@ impl<R: Record> RecordWriter<R> {
             w.out.write_all(b"[")?;
         }
         Ok(w)
+    }
+
+    /// Shows table column `column` under `header`, its numbers multiplied by `scale`
+    /// (`bandwidth_bps` as `Mbit/s` with 1e-6). Other formats are unchanged.
+    pub fn table_header(mut self, column: &str, header: &str, scale: f64) -> Self {
+        let cols = R::columns();
+        for (k, &i) in self.table_cols.iter().enumerate() {
+            if cols[i].name == column {
+                self.table_heads[k] = (header.to_string(), scale);
+            }
+        }
+        self
+    }
+
+    /// Why `column` may have no value in any row: said under the table when it is left out.
+    pub fn empty_reason(mut self, column: &str, reason: &str) -> Self {
+        self.empty_reasons.push((column.to_string(), reason.to_string()));
+        self
     }
 
     pub fn rows(&self) -> u64 {
@@ -166,9 +194,14 @@ impl<R: Record> RecordWriter<R> {
                 let row: Vec<String> = self
                     .table_cols
                     .iter()
-                    .map(|&i| {
+                    .zip(&self.table_heads)
+                    .map(|(&i, (_, scale))| {
                         let mut s = String::new();
-                        match r.value(i) {
+                        let v = match r.value(i) {
+                            v @ (Value::U(_) | Value::I(_) | Value::F(_)) if *scale != 1.0 => Value::F(v.as_f64().unwrap_or(f64::NAN) * scale),
+                            v => v,
+                        };
+                        match v {
                             // Tables are for reading: three decimals are plenty.
                             Value::F(v) if v.is_finite() => {
                                 let t = format!("{v:.3}");
@@ -186,7 +219,7 @@ impl<R: Record> RecordWriter<R> {
                 } else {
                     self.pending.push(row);
                     if self.pending.len() >= TABLE_SAMPLE {
-                        self.flush_table()?;
+                        self.flush_table(false)?;
                     }
                     Ok(())
                 }
@@ -205,31 +238,83 @@ impl<R: Record> RecordWriter<R> {
         }
     }
 
-    fn flush_table(&mut self) -> io::Result<()> {
-        let cols = R::columns();
-        self.widths = self.table_cols.iter().map(|&i| cols[i].name.len()).collect();
-        for row in &self.pending {
-            for (w, cell) in self.widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count()).min(48);
+    /// Prints the header and the rows held back. `all_rows`: no row follows, so
+    /// columns without a value in any row can be left out (and named).
+    fn flush_table(&mut self, all_rows: bool) -> io::Result<()> {
+        let mut left_out: Vec<String> = vec![];
+        if all_rows && !self.pending.is_empty() {
+            let keep: Vec<bool> = (0..self.table_cols.len()).map(|k| self.pending.iter().any(|row| !row[k].is_empty())).collect();
+            if keep.iter().any(|k| !k) {
+                let cols = R::columns();
+                for (k, &i) in self.table_cols.iter().enumerate() {
+                    if !keep[k] {
+                        left_out.push(cols[i].name.to_string());
+                    }
+                }
+                fn pick<T>(v: &mut Vec<T>, keep: &[bool]) {
+                    let mut k = 0;
+                    v.retain(|_| {
+                        k += 1;
+                        keep[k - 1]
+                    })
+                }
+                pick(&mut self.table_cols, &keep);
+                pick(&mut self.table_heads, &keep);
+                for row in &mut self.pending {
+                    pick(row, &keep);
+                }
             }
         }
-        let header: Vec<String> = self.table_cols.iter().map(|&i| cols[i].name.to_string()).collect();
+        self.widths = self.table_heads.iter().map(|(h, _)| h.chars().count()).collect();
+        for row in &self.pending {
+            for (w, cell) in self.widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count().max(1)).min(48);
+            }
+        }
+        let header: Vec<String> = self.table_heads.iter().map(|(h, _)| h.clone()).collect();
         self.header_done = true;
+        if header.is_empty() {
+            return Ok(());
+        }
         self.print_row(&header)?;
         let rule: Vec<String> = self.widths.iter().map(|w| "-".repeat(*w)).collect();
         self.print_row(&rule)?;
         for row in std::mem::take(&mut self.pending) {
             self.print_row(&row)?;
         }
+        if !left_out.is_empty() {
+            let (with, without): (Vec<&String>, Vec<&String>) =
+                left_out.iter().partition(|c| self.empty_reasons.iter().any(|(n, _)| n == *c));
+            let mut parts: Vec<String> = vec![];
+            if !without.is_empty() {
+                parts.push(without.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "));
+            }
+            // Columns left out for the same reason are named together.
+            let mut by_reason: Vec<(&str, Vec<&str>)> = vec![];
+            for c in with {
+                let why = self.empty_reasons.iter().find(|(n, _)| n == c).expect("partitioned above").1.as_str();
+                match by_reason.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, cs)) => cs.push(c),
+                    None => by_reason.push((why, vec![c])),
+                }
+            }
+            for (why, cs) in by_reason {
+                parts.push(format!("{} ({why})", cs.join(", ")));
+            }
+            writeln!(self.out, "(no value in any row, not shown: {})", parts.join("; "))?;
+        }
         Ok(())
     }
 
     fn print_row(&mut self, row: &[String]) -> io::Result<()> {
         let cols = R::columns();
+        let dash = String::from("-");
         self.line.clear();
         for (k, cell) in row.iter().enumerate() {
             let w = self.widths[k];
             let numeric = matches!(cols[self.table_cols[k]].ty, ColType::U64 | ColType::I64 | ColType::F64);
+            // No value: a dash, so that the table reads (and splits) column by column.
+            let cell: &String = if cell.is_empty() { &dash } else { cell };
             let cell: String = if cell.chars().count() > w {
                 let mut s: String = cell.chars().take(w.saturating_sub(1)).collect();
                 s.push('…');
@@ -298,7 +383,7 @@ impl<R: Record> RecordWriter<R> {
         match self.format {
             Format::Table => {
                 if !self.header_done {
-                    self.flush_table()?;
+                    self.flush_table(true)?;
                 }
             }
             Format::Json => self.out.write_all(b"\n]\n")?,

@@ -35,7 +35,7 @@ pub fn correlation_samples(window_ns: i64) -> SampleConfig {
 /// A session's options, already typed.
 #[derive(Debug, Clone)]
 pub struct LatencyOptions {
-    /// t_o per capture-point name (seed 004 Eq. 9), subtracted from its timestamps.
+    /// t_o per capture-point name (Bosk et al. Eq. 9), subtracted from its timestamps.
     pub offsets: Vec<(String, i64)>,
     /// Estimate each capture's offset against the first from two-way traffic.
     pub estimate_offset: bool,

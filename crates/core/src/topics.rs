@@ -9,6 +9,7 @@ use crate::bounded::BoundedMap;
 use crate::discovery::{Discovery, TopicNames};
 use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
+use crate::rate::{RateKind, SampleTimes, TopicRate};
 use crate::record::Value;
 use crate::samples::SampleRecord;
 use ddscope_wire::rtps::SubmsgKind;
@@ -24,8 +25,8 @@ pub struct TopicsConfig {
     /// Writers with statistics; the least recently seen is evicted first
     /// ([`TopicsStats::writers_evicted`]). ~300 bytes each.
     pub max_writers: usize,
-    /// Topics in the live view's rate window (`ddscope live`, agents); the
-    /// least recently active is evicted first. ~200 bytes each.
+    /// Writers in the live view's rate window (`ddscope live`, agents); the
+    /// least recently active is evicted first. ~400 bytes each.
     pub max_live_topics: usize,
 }
 
@@ -71,8 +72,8 @@ struct WriterStats {
     bytes: u64,
     min_size: Option<u32>,
     max_size: u32,
-    first_ts: Option<i64>,
-    last_ts: Option<i64>,
+    /// Its samples' times (first DATA/DATA_FRAG of each): its rate (crate::rate).
+    times: SampleTimes,
     rtps_frags: u64,
     ip_frags: u64,
     retransmitted_frags: u64,
@@ -215,8 +216,7 @@ impl TopicsAnalysis {
         s.bytes += r.sample_size as u64;
         s.min_size = Some(s.min_size.map_or(r.sample_size, |m| m.min(r.sample_size)));
         s.max_size = s.max_size.max(r.sample_size);
-        s.first_ts = Some(s.first_ts.map_or(r.first_ts_ns, |t| t.min(r.first_ts_ns)));
-        s.last_ts = Some(s.last_ts.map_or(r.first_ts_ns, |t| t.max(r.first_ts_ns)));
+        s.times.add(r.first_ts_ns);
         s.rtps_frags += if r.is_fragmented() { r.frags_expected as u64 } else { 0 };
         s.ip_frags += r.ip_frags as u64;
         s.retransmitted_frags += r.retransmitted_frags as u64;
@@ -244,6 +244,7 @@ impl TopicsAnalysis {
             v.sort();
         }
         let readers_of = |n: &TopicNames| reader_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
+        // The end of this capture point's observation: only to tell a burst then silence (crate::rate).
         let observed_until = self.observed.map(|(_, l)| l);
         // Members by reference, usually one per group (inline): rows cost
         // little beyond the rows themselves even with 10^5 writers.
@@ -279,7 +280,8 @@ impl TopicsAnalysis {
         for ((domain, _, _, writer_key), members) in groups {
             let names = members.iter().find_map(|(_, _, t)| t.clone());
             let mut row = TopicRow { capture: capture.to_string(), names: names.clone(), domain, ..Default::default() };
-            let mut estimators: Vec<&'static str> = vec![];
+            let mut times: SmallVec<[&SampleTimes; 1]> = SmallVec::new();
+            let mut bandwidth: Option<f64> = None;
             if by_writer || names.is_none() {
                 row.writer_id = Guid::parse_hex(&writer_key);
             }
@@ -337,18 +339,16 @@ impl TopicsAnalysis {
                 row.nack_frags += s.nack_frags;
                 row.gaps += s.gaps;
                 row.pcps |= s.pcps;
-                if let (Some(f), Some(l)) = (s.first_ts, s.last_ts) {
+                if s.times.n > 0 {
+                    let (f, l) = (s.times.first_ns, s.times.last_ns);
                     row.first_ts_ns = Some(row.first_ts_ns.map_or(f, |x| x.min(f)));
                     row.last_ts_ns = Some(row.last_ts_ns.map_or(l, |x| x.max(l)));
-                    // The writer is observed from its first sample to the end of the observation.
-                    let window = observed_until.map_or(0, |end| end.saturating_sub(f));
-                    if let Some((hz, how)) = writer_rate(s.samples, l.saturating_sub(f), window) {
-                        *row.rate_hz.get_or_insert(0.0) += hz;
-                        if !estimators.contains(&how) {
-                            estimators.push(how);
-                        }
+                    // Its payload rate: its sample rate times its mean size (steady writers only).
+                    if let Some(hz) = s.times.rate_hz(observed_until) {
+                        *bandwidth.get_or_insert(0.0) += hz * (s.bytes as f64 / s.samples.max(1) as f64) * 8.0;
                     }
                 }
+                times.push(&s.times);
             }
             let uniq = |mut v: Vec<String>| {
                 v.sort();
@@ -359,11 +359,10 @@ impl TopicsAnalysis {
                     _ => Some(format!("mixed({})", v.join(","))),
                 }
             };
-            row.rate_estimator = match estimators.as_slice() {
-                [] => None,
-                [one] => Some(one),
-                _ => Some("mixed"),
-            };
+            let rate = TopicRate::of(times.iter().copied(), observed_until);
+            row.rate_hz = rate.hz;
+            row.rate_kind = rate.kind;
+            row.bandwidth_bps = bandwidth;
             row.reliability = uniq(rel);
             row.durability = uniq(dur);
             row.history = uniq(hist);
@@ -378,11 +377,6 @@ impl TopicsAnalysis {
             if let Some(n) = &names {
                 row.reader_nodes = readers_of(n);
                 row.readers = discovery.readers_of(n.domain, &n.topic_raw);
-            }
-            if let (Some(hz), true) = (row.rate_hz, row.samples > 0) {
-                // The mean payload rate, consistent with rate_hz.
-                let mean = row.bytes as f64 / row.samples as f64;
-                row.bandwidth_bps = Some(hz * mean * 8.0);
             }
             rows.push(row);
         }
@@ -410,6 +404,7 @@ impl TopicsAnalysis {
                         durability: Some(e.durability.to_string()),
                         history: e.history.map(|h| h.to_string()),
                         vendors: e.vendor_id.map(|v| vec![format!("0x{v:04x}")]).unwrap_or_default(),
+                        rate_kind: Some(RateKind::None),
                         ..Default::default()
                     });
                 }
@@ -424,24 +419,6 @@ impl TopicsAnalysis {
     }
 }
 
-/// A writer's sample rate and how it was estimated (docs/events.md, "Rates").
-/// `window_ns` is how long the writer was observed: from its first sample to
-/// the capture point's last RTPS event.
-/// `span` — (n−1) samples over its first-to-last span, when that span covers at
-/// least half of the window (a steady writer, also one that stopped a little
-/// before the capture did); `window` — n samples over the window otherwise
-/// (bursty, brief or single-sample writers), so that a burst of samples a few
-/// µs apart does not read as kHz.
-pub fn writer_rate(samples: u64, span_ns: i64, window_ns: i64) -> Option<(f64, &'static str)> {
-    if samples >= 2 && span_ns > 0 && span_ns.saturating_mul(2) >= window_ns {
-        Some(((samples - 1) as f64 / (span_ns as f64 / 1e9), "span"))
-    } else if samples >= 1 && window_ns > 0 {
-        Some((samples as f64 / (window_ns as f64 / 1e9), "window"))
-    } else {
-        None
-    }
-}
-
 /// One output row of `ddscope topics`.
 #[derive(Debug, Clone, Default)]
 pub struct TopicRow {
@@ -449,8 +426,8 @@ pub struct TopicRow {
     pub names: Option<Arc<TopicNames>>,
     /// DDS domain of the row's writers (null when neither discovery nor ports tell).
     pub domain: Option<u32>,
-    /// How `rate_hz` was estimated: `span`, `window` or `mixed` ([`writer_rate`]).
-    pub rate_estimator: Option<&'static str>,
+    /// Whether `rate_hz` describes the row: steady, bursty, few, none or mixed (crate::rate).
+    pub rate_kind: Option<RateKind>,
     /// Set for `--by writer` rows and for writers whose topic is unknown.
     pub writer_id: Option<Guid>,
     /// `--by writer` rows: the ROS node owning the writer (fully qualified, `/ns/name`).
@@ -527,38 +504,18 @@ crate::record!(TopicRow, r, {
     writer_nodes: Str => Value::Strs(&r.writer_nodes),
     reader_nodes: Str => Value::Strs(&r.reader_nodes),
     domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
-    rate_estimator: Str => r.rate_estimator.map_or(Value::Null, Value::S),
+    span_s: F64 => r.span_s().map_or(Value::Null, Value::F),
+    rate_kind: Str => r.rate_kind.map_or(Value::Null, |k| Value::S(k.as_str())),
 });
 
 impl TopicRow {
+    /// First to last sample of the row's writers, in seconds.
+    pub fn span_s(&self) -> Option<f64> {
+        Some(self.last_ts_ns?.saturating_sub(self.first_ts_ns?) as f64 / 1e9)
+    }
+
     /// `x` per sample, or null when the row has no samples.
     fn per_sample(&self, x: u64) -> Value<'static> {
         if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::writer_rate;
-
-    /// Constructed samples; oracle: the definitions worked by hand.
-    #[test]
-    fn rate_of_a_burst_is_over_the_window() {
-        // 5 samples 1 ms apart at the start of a 10 s observation: 0.5 Hz, not 4 kHz
-        let (hz, how) = writer_rate(5, 4_000_000, 10_000_000_000).unwrap();
-        assert_eq!(how, "window");
-        assert!((hz - 0.5).abs() < 1e-12);
-        // 101 samples 100 ms apart over 10 s, observed 10.05 s: exactly 10 Hz
-        let (hz, how) = writer_rate(101, 10_000_000_000, 10_050_000_000).unwrap();
-        assert_eq!(how, "span");
-        assert!((hz - 10.0).abs() < 1e-12);
-        // bursts of 10 every second for 10 s (span 9.009 s of 10 s): the steady estimate, 99/9.009 s
-        let (hz, how) = writer_rate(100, 9_009_000_000, 10_000_000_000).unwrap();
-        assert_eq!(how, "span");
-        assert!((hz - 99.0 / 9.009).abs() < 1e-9);
-        // one sample: over the window; nothing observed: no rate
-        assert_eq!(writer_rate(1, 0, 2_000_000_000), Some((0.5, "window")));
-        assert_eq!(writer_rate(1, 0, 0), None);
-        assert_eq!(writer_rate(0, 0, 5), None);
     }
 }

@@ -252,6 +252,11 @@ impl Exporters {
         }
     }
 
+    /// The topics' current rates (the live table's): the `ddscope_topic_rate_hz` gauges.
+    pub fn set_topic_rates(&self, rates: &[crate::prometheus::TopicRate]) {
+        self.registry.set_topic_rates(rates);
+    }
+
     pub fn set_capture_health(&self, h: &CaptureHealth) {
         self.registry.set_capture_health(h);
         let now = now_ns();

@@ -591,6 +591,9 @@ impl LineEncoder {
         if let Some(v) = r.rate_hz {
             l.float("rate_hz", v);
         }
+        if let Some(k) = r.rate_kind {
+            l.string("rate_kind", k.as_str());
+        }
         if let Some(v) = r.bandwidth_bps {
             l.float("bandwidth_bps", v);
         }

@@ -1,4 +1,4 @@
-//! Load of single processes from `/proc` (seed 002 samples it every 200 ms):
+//! Load of single processes from `/proc` (Betz et al. samples it every 200 ms):
 //! CPU time (user, system), resident memory and context switches
 //! (voluntary, involuntary) of a process and all its threads.
 //!

@@ -274,9 +274,21 @@ struct Inner {
     topic_nodes: Vec<(String, String, &'static str, String)>,
     /// Node label sets of the latest table left out by the cap.
     topic_nodes_dropped: u64,
+    /// (capture, topic, domain) → current rate of the latest live table: `ddscope_topic_rate_hz`, at most `max_series`.
+    topic_rates: Vec<(String, String, String, f64)>,
     /// Families from the system sampler or a node_exporter, per source.
     system: BTreeMap<String, Vec<Family>>,
     sinks: Vec<(String, Arc<SinkStats>)>,
+}
+
+/// A topic's current rate, for [`Registry::set_topic_rates`].
+#[derive(Debug, Clone)]
+pub struct TopicRate {
+    pub capture: String,
+    pub topic: String,
+    pub domain: Option<u32>,
+    pub rate_hz: Option<f64>,
+    pub kind: ddscope_core::rate::RateKind,
 }
 
 /// The metrics of one agent. Cheap to share (`Arc<Registry>`); every method takes `&self`.
@@ -480,6 +492,7 @@ impl Registry {
                 flow_overflow: Overflow::default(),
                 health: BTreeMap::new(),
                 topic_nodes: vec![],
+                topic_rates: vec![],
                 topic_nodes_dropped: 0,
                 system: BTreeMap::new(),
                 sinks: vec![],
@@ -544,6 +557,30 @@ impl Registry {
         v.dedup();
         g.topic_nodes = v;
         g.topic_nodes_dropped = dropped;
+    }
+
+    /// Replaces the topics' current rates with `rates` (the live table's, ddscope_core::rate:
+    /// per writer (n − 1) / (last − first) over its samples of the last seconds, summed over
+    /// the topic's steady writers): `ddscope_topic_rate_hz{capture, topic, domain}`. A topic
+    /// without a rate (bursty, fewer than 5 samples) has no series; one without samples in
+    /// the window is 0. At most `max_series` label sets (the rest are left out, like node info).
+    pub fn set_topic_rates(&self, rates: &[TopicRate]) {
+        let mut g = self.lock();
+        let cap = g.cfg.max_series;
+        let mut v: Vec<(String, String, String, f64)> = rates
+            .iter()
+            .filter_map(|r| {
+                let hz = match (r.rate_hz, r.kind) {
+                    (Some(hz), _) => hz,
+                    (None, ddscope_core::rate::RateKind::None) => 0.0,
+                    _ => return None,
+                };
+                Some((r.capture.clone(), r.topic.clone(), r.domain.map(|d| d.to_string()).unwrap_or_default(), hz))
+            })
+            .collect();
+        v.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+        v.truncate(cap);
+        g.topic_rates = v;
     }
 
     /// Replaces the system families of `source` (the sampler's or a node_exporter's).
@@ -699,6 +736,21 @@ impl Inner {
                 push_label(&mut l, "role", role);
                 push_label(&mut l, "node", node);
                 let _ = writeln!(out, "ddscope_topic_node_info{{{l}}} 1");
+            }
+        }
+        if !self.topic_rates.is_empty() {
+            write_header(
+                out,
+                "ddscope_topic_rate_hz",
+                "Samples per second over the last seconds as ros2 topic hz computes it: per writer (n-1)/(last-first), summed over the topic's steady writers; no series while bursty.",
+                Kind::Gauge,
+            );
+            for (capture, topic, domain, hz) in &self.topic_rates {
+                let mut l = String::new();
+                push_label(&mut l, "capture", capture);
+                push_label(&mut l, "topic", topic);
+                push_label(&mut l, "domain", domain);
+                let _ = writeln!(out, "ddscope_topic_rate_hz{{{l}}} {hz}");
             }
         }
         write_header(out, "ddscope_state_evicted_total", "State dropped to stay within a memory cap, by what.", Kind::Counter);
@@ -995,6 +1047,27 @@ mod tests {
         // INFO_TS alone (no writer) does not create zero series in the per-topic families.
         assert_eq!(fams.iter().find(|f| f.name == "ddscope_samples_total").unwrap().samples.len(), 1);
         assert_eq!(value(&fams, "ddscope_capture_kernel_dropped_total", &[("capture", "pc1")]), Some(3.0));
+    }
+
+    /// Oracle: the rates given; bursty and few topics have no series, silent ones 0.
+    #[test]
+    fn topic_rates_are_gauges() {
+        use ddscope_core::rate::RateKind;
+        let r = Registry::new(RegistryConfig { max_series: 3, ..Default::default() }).unwrap();
+        let rate = |topic: &str, hz: Option<f64>, kind| TopicRate { capture: "pc1".into(), topic: topic.into(), domain: Some(0), rate_hz: hz, kind };
+        r.set_topic_rates(&[
+            rate("/a", Some(29.5), RateKind::Steady),
+            rate("/b", None, RateKind::Bursty),
+            rate("/c", None, RateKind::None),
+            rate("/d", Some(3.0), RateKind::Mixed),
+            rate("/e", Some(1.0), RateKind::Steady),
+        ]);
+        let fams = promtext::parse(&r.render()).unwrap();
+        assert_eq!(value(&fams, "ddscope_topic_rate_hz", &[("topic", "/a"), ("domain", "0")]), Some(29.5));
+        assert_eq!(value(&fams, "ddscope_topic_rate_hz", &[("topic", "/b")]), None);
+        assert_eq!(value(&fams, "ddscope_topic_rate_hz", &[("topic", "/c")]), Some(0.0));
+        assert_eq!(value(&fams, "ddscope_topic_rate_hz", &[("topic", "/d")]), Some(3.0));
+        assert_eq!(value(&fams, "ddscope_topic_rate_hz", &[("topic", "/e")]), None); // over the cap of 3
     }
 
     #[test]

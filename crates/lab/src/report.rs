@@ -189,7 +189,11 @@ pub struct TopicReport {
 pub struct WireCheck {
     pub host: String,
     pub nominal_rate_hz: f64,
+    /// `ddscope topics`' rate_hz (per writer (n − 1) / (last − first), summed; docs/events.md).
     pub rate_hz: Option<f64>,
+    /// `ddscope topics`' rate_kind: steady, bursty, few, no_samples or mixed (no rate unless steady or mixed).
+    #[serde(default)]
+    pub rate_kind: Option<String>,
     pub samples: u64,
     pub published: u64,
     pub min_sample_size: Option<u64>,
@@ -382,6 +386,8 @@ pub struct TopicsRow {
     pub type_raw: Option<String>,
     pub rate_hz: Option<f64>,
     #[serde(default)]
+    pub rate_kind: Option<String>,
+    #[serde(default)]
     pub first_ts_ns: Option<i64>,
     #[serde(default)]
     pub last_ts_ns: Option<i64>,
@@ -400,19 +406,6 @@ pub struct TopicsRow {
     pub acknacks: u64,
     pub nack_frags: u64,
     pub gaps: u64,
-}
-
-impl TopicsRow {
-    /// The rate of periodic writers over the span of their samples on this
-    /// capture (samples less one per writer, over first to last): the lab
-    /// knows its writers publish at a fixed rate from start to stop, so the
-    /// capture's tail after the workload stopped (long on a loaded machine)
-    /// must not dilute it, which `rate_hz`'s bursty-topic estimator would.
-    pub fn periodic_rate_hz(&self) -> Option<f64> {
-        let span = self.last_ts_ns?.checked_sub(self.first_ts_ns?)?;
-        let w = self.writers.max(1);
-        (span > 0 && self.samples > w).then(|| (self.samples - w) as f64 / (span as f64 / 1e9))
-    }
 }
 
 /// iperf3 `-J` output: the totals of a UDP client.
@@ -451,25 +444,12 @@ mod tests {
         .unwrap();
         assert_eq!(doc.topics[0].topic_name.as_deref(), Some("/image"));
         assert_eq!(doc.topics[0].mean_sample_size, Some(2764852.0));
-        assert_eq!(doc.topics[0].periodic_rate_hz(), None); // no first/last in this row
+        assert_eq!(doc.topics[0].rate_hz, Some(10.005));
+        assert_eq!(doc.topics[0].rate_kind, None); // an older row without it
     }
 
     #[test]
-    fn periodic_rate_ignores_the_captures_tail() {
-        // 30 samples of one writer at 29 Hz over 1 s, in a capture 2.1 s long: the topics
-        // table's estimator says 14.3 Hz (samples over the window), the lab's periodic one 29
-        let row = |samples, writers, first: i64, last: i64| TopicsRow {
-            topic_name: Some("/drive".into()), type_raw: None, rate_hz: Some(14.3), first_ts_ns: Some(first), last_ts_ns: Some(last),
-            samples, min_sample_size: None, max_sample_size: None, mean_sample_size: None, vendors: vec![], writers, readers: 1,
-            rtps_frags_per_sample: None, ip_frags_per_sample: None, retransmitted_fragments: 0, sn_gaps: 0, heartbeats: 0,
-            acknacks: 0, nack_frags: 0, gaps: 0,
-        };
-        let r = row(30, 1, 5_000_000_000, 6_000_000_000).periodic_rate_hz().unwrap();
-        assert!((r - 29.0).abs() < 1e-9, "{r}");
-        // two writers of 10 Hz over the same 2 s: 42 samples, 20 Hz
-        let r = row(42, 2, 0, 2_000_000_000).periodic_rate_hz().unwrap();
-        assert!((r - 20.0).abs() < 1e-9, "{r}");
-        assert_eq!(row(1, 1, 7, 7).periodic_rate_hz(), None);
+    fn topics_rows_missing_fields_are_named() {
         // a field the run depends on, missing or mistyped: an error naming it
         let e = serde_json::from_str::<TopicsDoc>(r#"{"topics":[{"topic_name":"/x","samples":"many"}]}"#).unwrap_err();
         assert!(e.to_string().contains("invalid type"), "{e}");

@@ -770,14 +770,16 @@ fn analyse(
                 continue;
             };
             // the wire rate of a reliable writer of empty payloads mixes in its resends: not judged
-            let rate_ok = if empty && reliable { Some(true) } else { e.periodic_rate_hz().map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol) };
+            // The rate `ddscope topics` gives (docs/events.md, "Rates"): none for a bursty stream, which fails.
+            let rate_ok = if empty && reliable { Some(true) } else { e.rate_hz.map(|r| ((r - wire_nominal) / wire_nominal).abs() <= tol) };
             let size_ok = e.min_sample_size == Some(flow.sample_bytes.0) && e.max_sample_size == Some(flow.sample_bytes.0);
             // a reliable writer of empty payloads repeats them: its readers never acknowledge one
             let samples_ok = e.samples == published || (empty && reliable && e.samples >= published);
             let type_ok = e.type_raw.as_deref() == Some(dds_type_name(&flow.type_name).as_str());
             let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "null".into());
             if rate_ok != Some(true) {
-                fidelity_fail(sc, &mut failures, format!("{} on {host}: {} Hz on the wire, nominal {wire_nominal} Hz", t.topic, e.periodic_rate_hz().map(|r| format!("{r:.3}")).unwrap_or("no".into())));
+                let got = e.rate_hz.map(|r| format!("{r:.3} Hz")).unwrap_or_else(|| format!("no rate ({}, {} samples)", e.rate_kind.as_deref().unwrap_or("?"), e.samples));
+                fidelity_fail(sc, &mut failures, format!("{} on {host}: {got} on the wire, nominal {wire_nominal} Hz", t.topic));
             }
             if !size_ok {
                 failures.push(format!(
@@ -797,7 +799,8 @@ fn analyse(
             wire_checks.push(WireCheck {
                 host: host.clone(),
                 nominal_rate_hz: wire_nominal,
-                rate_hz: e.periodic_rate_hz(),
+                rate_hz: e.rate_hz,
+                rate_kind: e.rate_kind.clone(),
                 samples: e.samples,
                 published,
                 min_sample_size: e.min_sample_size,

@@ -387,7 +387,7 @@ pub struct Generate {
     pub reliability: Vec<Reliability>,
     #[serde(default = "default_depth")]
     pub history_depth: u32,
-    /// How publishers, subscribers and topics relate (seed 003's topologies);
+    /// How publishers, subscribers and topics relate (Kouril et al.'s topologies);
     /// `shared` (the default): every publisher publishes every generated topic and
     /// every subscriber subscribes to all of them.
     #[serde(default, skip_serializing_if = "GenTopology::is_shared")]
@@ -406,7 +406,7 @@ pub struct Generate {
     pub vendor: Vendor,
 }
 
-/// The publisher-subscriber relation of a `[[generate]]` block (seed 003, Fig. 7).
+/// The publisher-subscriber relation of a `[[generate]]` block (Kouril et al., Fig. 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum GenTopology {
     /// Every publisher publishes every topic, every subscriber subscribes to every topic.
@@ -451,7 +451,7 @@ impl GenTopology {
     }
 }
 
-/// Most publisher or subscriber nodes one `[[generate]]` block makes (seed 003 goes to 64).
+/// Most publisher or subscriber nodes one `[[generate]]` block makes (Kouril et al. goes to 64).
 pub const MAX_GENERATED_NODES: u32 = 64;
 
 fn default_prefix() -> String {

@@ -77,7 +77,7 @@
     for (const a of agents) for (const t of arr(a.topics)) {
       if (!t || typeof t !== "object") continue;
       const nodes = (v) => arr(v).map(text).join(", ");
-      trows.push([a.name, t.topic_name, t.domain ?? "", t.type_name, nodes(t.writer_nodes), nodes(t.reader_nodes), f(t.rate_now_hz), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
+      trows.push([a.name, t.topic_name, t.domain ?? "", t.type_name, nodes(t.writer_nodes), nodes(t.reader_nodes), (t.rate_now_hz === null || t.rate_now_hz === undefined ? text(t.rate_now_kind ?? "") : f(t.rate_now_hz)), bw(t.bandwidth_now_bps), f(t.mean_sample_size, 0), t.max_sample_size,
         f(t.rtps_frags_per_sample, 1), f(t.ip_frags_per_sample, 1), t.samples, t.incomplete_samples, t.retransmitted_fragments, t.sn_gaps, t.heartbeats, t.acknacks, t.nack_frags]);
     }
     if (trows.length) {

@@ -272,6 +272,17 @@ pub fn run(
                     x.set_capture_health(&h);
                     let trows = view.topic_rows(&cfg.name, dec);
                     x.on_topic_rows(&trows, now);
+                    let rates: Vec<ddscope_export::prometheus::TopicRate> = rows
+                        .iter()
+                        .map(|r| ddscope_export::prometheus::TopicRate {
+                            capture: cfg.name.clone(),
+                            topic: r.totals.topic_name.clone(),
+                            domain: r.totals.domain,
+                            rate_hz: r.rate_now_hz,
+                            kind: r.rate_now_kind,
+                        })
+                        .collect();
+                    x.set_topic_rates(&rates);
                 }
                 if tx.is_some() {
                     match cfg.system.sample(Duration::from_millis(500)) {

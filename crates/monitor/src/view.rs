@@ -1,6 +1,8 @@
 //! What `ddscope live` shows per topic: totals since start (from the same
 //! `TopicsAnalysis` as `ddscope topics`) and current rate and bandwidth over a
-//! sliding window of one-second buckets.
+//! sliding window of one-second buckets per writer. The rate is `topics`'
+//! (ddscope_core::rate: per writer (n − 1) / (last − first) of its samples in
+//! the window, summed over the topic's steady writers).
 //!
 //! Both tables are capped by [`TopicsConfig`] (writers in the analysis,
 //! topics in the window), evict the least recently seen entry first and
@@ -9,6 +11,9 @@
 use ddscope_core::bounded::BoundedMap;
 use ddscope_core::decode::Decoder;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
+use ddscope_core::rate::{RateKind, SampleTimes, TopicRate};
+use ddscope_wire::Guid;
+use std::collections::HashMap;
 use ddscope_core::samples::SampleRecord;
 use ddscope_core::topics::{TopicRow, TopicsAnalysis, TopicsConfig, TopicsStats};
 use std::collections::VecDeque;
@@ -17,10 +22,11 @@ const BUCKET_NS: i64 = 1_000_000_000;
 /// Seconds the current rate is averaged over.
 pub const WINDOW_S: usize = 5;
 
+/// One writer's samples in one-second buckets: their times (for the rate) and bytes.
 #[derive(Default, Clone)]
 struct Buckets {
-    /// (second, samples, bytes)
-    b: VecDeque<(i64, u64, u64)>,
+    /// (second, sample times, bytes)
+    b: VecDeque<(i64, SampleTimes, u64)>,
 }
 
 impl Buckets {
@@ -28,41 +34,64 @@ impl Buckets {
         let s = ts.div_euclid(BUCKET_NS);
         match self.b.back_mut() {
             Some(last) if last.0 == s => {
-                last.1 += 1;
+                last.1.add(ts);
                 last.2 += bytes;
             }
             Some(last) if last.0 > s => {
                 if let Some(x) = self.b.iter_mut().find(|x| x.0 == s) {
-                    x.1 += 1;
+                    x.1.add(ts);
                     x.2 += bytes;
                 }
             }
-            _ => self.b.push_back((s, 1, bytes)),
+            _ => {
+                let mut t = SampleTimes::default();
+                t.add(ts);
+                self.b.push_back((s, t, bytes));
+            }
         }
         while self.b.len() > WINDOW_S + 2 {
             self.b.pop_front();
         }
     }
 
-    /// Rate (Hz) and bandwidth (bit/s) over the last full WINDOW_S seconds before `now`.
-    fn rates(&self, now: i64) -> (f64, f64) {
+    /// The samples' times and bytes of the last full WINDOW_S seconds before `now`.
+    fn window(&self, now: i64) -> (SampleTimes, u64) {
         let cur = now.div_euclid(BUCKET_NS);
-        let (mut n, mut bytes) = (0u64, 0u64);
-        for (s, c, b) in &self.b {
+        let (mut t, mut bytes) = (SampleTimes::default(), 0u64);
+        for (s, times, b) in &self.b {
             if *s < cur && *s >= cur - WINDOW_S as i64 {
-                n += c;
+                t = t.merge(times);
                 bytes += b;
             }
         }
-        (n as f64 / WINDOW_S as f64, bytes as f64 * 8.0 / WINDOW_S as f64)
+        (t, bytes)
     }
+}
+
+/// A writer in the rate window: its topic's window key and its buckets.
+#[derive(Default, Clone)]
+struct WriterWindow {
+    key: String,
+    buckets: Buckets,
+}
+
+/// A topic's current rate (crate docs) and bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct NowRate {
+    hz: Option<f64>,
+    kind: RateKind,
+    bps: f64,
+}
+
+impl NowRate {
+    const SILENT: NowRate = NowRate { hz: None, kind: RateKind::None, bps: 0.0 };
 }
 
 /// Per-topic live statistics of one capture point.
 pub struct LiveTopics {
     pub analysis: TopicsAnalysis,
-    /// Rate buckets per topic, least recently active first.
-    window: BoundedMap<String, Buckets>,
+    /// Rate buckets per writer, least recently active first.
+    window: BoundedMap<Guid, WriterWindow>,
     pub now_ns: i64,
     pub events: u64,
     /// Frame bytes captured (on the wire).
@@ -82,10 +111,10 @@ impl Default for LiveTopics {
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
 pub struct LiveStats {
     pub topics: TopicsStats,
-    /// Topics in the rate window.
+    /// Writers in the rate window (the name is kept from when it was per topic).
     pub window_topics: usize,
-    /// Topics dropped from the rate window (least recently active first):
-    /// their current rate restarts from zero if they come back.
+    /// Writers dropped from the rate window (least recently active first):
+    /// their current rate restarts from nothing if they come back.
     pub window_topics_evicted: u64,
 }
 
@@ -94,7 +123,7 @@ impl LiveStats {
     pub fn problem_line(&self) -> Option<String> {
         let mut parts: Vec<String> = self.topics.problem_line().into_iter().collect();
         if self.window_topics_evicted > 0 {
-            parts.push(format!("{} topics dropped from the rate window (too many topics; least recently active first)", self.window_topics_evicted));
+            parts.push(format!("{} writers dropped from the rate window (too many writers; least recently active first)", self.window_topics_evicted));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
@@ -110,7 +139,10 @@ impl LiveStats {
 pub struct LiveRow {
     #[serde(flatten)]
     pub totals: TopicRowJson,
-    pub rate_now_hz: f64,
+    /// The rate over the last [`WINDOW_S`] s (ddscope_core::rate), null unless a writer was steady.
+    pub rate_now_hz: Option<f64>,
+    /// steady, bursty, few, no_samples (none in the window) or mixed.
+    pub rate_now_kind: RateKind,
     pub bandwidth_now_bps: f64,
 }
 
@@ -232,28 +264,46 @@ impl LiveTopics {
     pub fn on_sample(&mut self, r: &SampleRecord) {
         self.analysis.on_sample(r);
         if r.traffic_type == TrafficType::User && !r.is_supplement() {
-            let key = match &r.topic {
-                Some(t) => window_key(&t.topic_name, t.domain),
-                None => {
-                    let g = r.writer_id.to_string();
-                    format!("? writer {}…{}", &g[..8], &g[24..])
-                }
-            };
-            self.window.get_or_insert_with(key, Buckets::default, &mut |_, _| {}).add(r.first_ts_ns, r.sample_size as u64);
+            let w = self.window.get_or_insert_with(r.writer_id, WriterWindow::default, &mut |_, _| {});
+            if w.key.is_empty() || (r.topic.is_some() && w.key.starts_with('?')) {
+                w.key = match &r.topic {
+                    Some(t) => window_key(&t.topic_name, t.domain),
+                    None => {
+                        let g = r.writer_id.to_string();
+                        format!("? writer {}…{}", &g[..8], &g[24..])
+                    }
+                };
+            }
+            w.buckets.add(r.first_ts_ns, r.sample_size as u64);
         }
+    }
+
+    /// Per topic window key: the current rate (its writers' samples in the window) and bandwidth.
+    fn now_rates(&self, now_ns: i64) -> HashMap<&str, NowRate> {
+        let mut per: HashMap<&str, (Vec<SampleTimes>, u64)> = HashMap::new();
+        for (_, w) in self.window.iter() {
+            let (t, bytes) = w.buckets.window(now_ns);
+            let e = per.entry(w.key.as_str()).or_default();
+            e.0.push(t);
+            e.1 += bytes;
+        }
+        per.into_iter()
+            .map(|(k, (times, bytes))| {
+                // The window ends where the current second starts.
+                let r = TopicRate::of(times.iter(), Some(now_ns.div_euclid(BUCKET_NS) * BUCKET_NS));
+                (k, NowRate { hz: r.hz, kind: r.kind.unwrap_or(RateKind::None), bps: bytes as f64 * 8.0 / WINDOW_S as f64 })
+            })
+            .collect()
     }
 
     /// Rows for user topics, with the current window rates (time `now_ns`: wall clock or capture time).
     pub fn rows(&self, capture: &str, decoder: &Decoder, now_ns: i64) -> Vec<LiveRow> {
+        let now = self.now_rates(now_ns);
         self.topic_rows(capture, decoder)
             .iter()
             // Writers of unknown topics that only showed HEARTBEATs/ACKNACKs are noise here.
             .filter(|r| r.names.is_some() || r.samples > 0)
-            .map(|r| {
-                let t = TopicRowJson::of(r);
-                let (rate, bw) = self.window.get(&window_key(&t.topic_name, t.domain)).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
-                LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
-            })
+            .map(|r| live_row(r, &now))
             .collect()
     }
 
@@ -273,16 +323,16 @@ impl LiveTopics {
             rows.truncate(max);
             rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(b.names.is_some().cmp(&a.names.is_some())));
         }
-        let out = rows
-            .iter()
-            .map(|r| {
-                let t = TopicRowJson::of(r);
-                let (rate, bw) = self.window.get(&window_key(&t.topic_name, t.domain)).map(|b| b.rates(now_ns)).unwrap_or((0.0, 0.0));
-                LiveRow { totals: t, rate_now_hz: rate, bandwidth_now_bps: bw }
-            })
-            .collect();
+        let now = self.now_rates(now_ns);
+        let out = rows.iter().map(|r| live_row(r, &now)).collect();
         (out, total - total.min(max))
     }
+}
+
+fn live_row(r: &TopicRow, now: &HashMap<&str, NowRate>) -> LiveRow {
+    let t = TopicRowJson::of(r);
+    let n = now.get(window_key(&t.topic_name, t.domain).as_str()).copied().unwrap_or(NowRate::SILENT);
+    LiveRow { totals: t, rate_now_hz: n.hz, rate_now_kind: n.kind, bandwidth_now_bps: n.bps }
 }
 
 #[cfg(test)]
@@ -339,18 +389,83 @@ mod tests {
         assert_eq!((s.window_topics, s.window_topics_evicted), (3, 7));
         assert_eq!((s.topics.writers, s.topics.writers_evicted), (5, 5));
         let line = s.summary_line();
-        assert!(line.contains("7 topics dropped from the rate window") && line.contains("5 writers"), "{line}");
+        assert!(line.contains("7 writers dropped from the rate window") && line.contains("5 writers"), "{line}");
     }
 
+    /// Oracle: (n − 1) / (last − first) of the samples in the window, by hand.
     #[test]
     fn window_rate() {
         let mut b = Buckets::default();
         for i in 0..100 {
-            // 10 Hz of 1000-byte samples over 10 s.
-            b.add(i * 100_000_000, 1000);
+            // 10 Hz of 1000-byte samples over 10 s, 3 ms of jitter.
+            b.add(i * 100_000_000 + (i % 3) * 1_000_000, 1000);
         }
-        let (hz, bps) = b.rates(10 * BUCKET_NS + 1);
-        assert!((hz - 10.0).abs() < 1e-9, "{hz}");
-        assert!((bps - 80_000.0).abs() < 1e-6, "{bps}");
+        // the window is seconds 5..9: samples 50..99
+        let (t, bytes) = b.window(10 * BUCKET_NS + 1);
+        assert_eq!(t.n, 50);
+        let want = 49.0 / ((99 * 100_000_000i64) - (50 * 100_000_000i64 + 2_000_000)) as f64 * 1e9;
+        assert!((t.rate_hz(None).unwrap() - want).abs() < 1e-9, "{:?}", t.rate_hz(None));
+        assert_eq!(bytes * 8 / WINDOW_S as u64, 80_000);
+        // a second later, with no new samples: seconds 6..10, 40 samples
+        assert_eq!(b.window(11 * BUCKET_NS).0.n, 40);
+        // long after: nothing in the window, no rate
+        assert_eq!(b.window(30 * BUCKET_NS).0.kind(), RateKind::None);
+    }
+
+    /// Two writers of one topic add up; a bursty one does not count.
+    #[test]
+    fn topic_rate_sums_writers() {
+        use ddscope_core::discovery::TopicNames;
+        use ddscope_wire::{EntityId, GuidPrefix};
+        use std::sync::Arc;
+        let mut v = LiveTopics::default();
+        let topic = Some(Arc::new(TopicNames::new("rt/t", "T")));
+        let rec = |w: u8, ts: i64| SampleRecord {
+            capture: Arc::from("cap"),
+            writer_id: Guid::new(GuidPrefix([w; 12]), EntityId([0, 0, 1, 3])),
+            sn: 1,
+            topic: topic.clone(),
+            node: None,
+            traffic_type: TrafficType::User,
+            first_ts_ns: ts,
+            first_ip_ts_ns: ts,
+            last_ts_ns: ts,
+            complete: true,
+            first_frame: 1,
+            last_frame: 1,
+            sample_size: 10,
+            fragment_size: None,
+            frags_expected: 1,
+            frags_seen: 1,
+            submsgs: 1,
+            ip_frags: 1,
+            bytes: 10,
+            retransmitted_frags: 0,
+            retransmitted_bytes: 0,
+            destinations: 1,
+            nack_frags: 0,
+            pcp: None,
+            vendor_id: 0,
+            closed_by: ddscope_core::samples::ClosedBy::Complete,
+            source_ts_ns: None,
+            dst: None,
+        };
+        for i in 0..200 {
+            if i < 100 {
+                v.on_sample(&rec(1, i * 100_000_000)); // 10 Hz for 10 s
+            }
+            v.on_sample(&rec(2, i * 50_000_000 + 1)); // 20 Hz for 10 s
+        }
+        // the window (seconds 5..9): 49 intervals of 100 ms and 99 of 50 ms
+        let r = v.now_rates(10 * BUCKET_NS + 1)["/t"];
+        assert_eq!(r.kind, RateKind::Steady);
+        assert!((r.hz.unwrap() - 30.0).abs() < 1e-9, "{r:?}");
+        // a third writer: a burst, then silence, then two more
+        for t in [5_000_000_000i64, 5_001_000_000, 5_002_000_000, 8_000_000_000, 8_001_000_000] {
+            v.on_sample(&rec(3, t));
+        }
+        let r = v.now_rates(10 * BUCKET_NS + 1)["/t"];
+        assert_eq!(r.kind, RateKind::Mixed);
+        assert!((r.hz.unwrap() - 30.0).abs() < 1e-9, "{r:?}");
     }
 }

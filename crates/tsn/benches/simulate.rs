@@ -1,5 +1,5 @@
 //! `cargo bench -p ddscope-tsn --bench simulate`: simulator speed on the
-//! heaviest thesis scenarios (10 s of a 2.5 Gbit/s link) and the seed 004
+//! heaviest thesis scenarios (10 s of a 2.5 Gbit/s link) and the Bosk et al.
 //! use case. Prints wall time, frames and events per second. No timing
 //! assertions: the numbers go to BENCHMARKS.md.
 

@@ -1,4 +1,4 @@
-//! Credit-based shaper parameters, seed 004 Eq. 2–6 (IEEE 802.1Q Annex L):
+//! Credit-based shaper parameters, Bosk et al. Eq. 2–6 (IEEE 802.1Q Annex L):
 //!
 //! ```text
 //! idleSlope_X = B_X · PTR                                   (2)
@@ -22,7 +22,7 @@ pub struct CbsClassInput {
     pub name: String,
     /// Reserved bandwidth B_X · PTR, bit/s.
     pub reserved_bps: u64,
-    /// MFS_X, bytes (the class's largest frame, as the seed counts it).
+    /// MFS_X, bytes (the class's largest frame, as Bosk et al. count it).
     pub max_frame_bytes: u64,
 }
 
@@ -107,7 +107,7 @@ mod tests {
         CbsClassInput { name: name.into(), reserved_bps: bps, max_frame_bytes: mfs }
     }
 
-    /// Oracle: seed 004 II-C3 / VI-A2 worked example — 1250-byte frames at
+    /// Oracle: Bosk et al. II-C3 / VI-A2 worked example — 1250-byte frames at
     /// 100 Mbit/s on a 1 Gbit/s port, 1542-byte max frame: idleSlope 100000,
     /// sendSlope −900000, hiCredit 155, loCredit −1125.
     #[test]
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!((p[0].idleslope, p[0].sendslope, p[0].hicredit, p[0].locredit), (100_000, -900_000, 155, -1125));
     }
 
-    /// Oracle: seed 004 VI-A3 — class B with the same traffic, its
+    /// Oracle: Bosk et al. VI-A3 — class B with the same traffic, its
     /// interference including class A's: hiCredit_B = 297, other values as A.
     #[test]
     fn seed_004_class_b_includes_class_a_interference() {

@@ -11,10 +11,10 @@
 //!   frame of a topic must start and end inside an open window of its traffic
 //!   class. Capture time + the clock offset = the schedule's clock (CLOCK_TAI
 //!   for taprio); the base time comes from the configuration.
-//! - **SR classes**: per class (seed 004 Table 1) the measured DDS message
+//! - **SR classes**: per class (Bosk et al. Table 1) the measured DDS message
 //!   latency from sender to each receiver and the jitter, the difference in
-//!   latency between two subsequent samples of a flow (seed 004 Section II),
-//!   against the class's bounds. Seed 004 states the bounds "over 7 network
+//!   latency between two subsequent samples of a flow (Bosk et al. Section II),
+//!   against the class's bounds. Bosk et al. states the bounds "over 7 network
 //!   hops" and judges each measured path of 1 to 7 hops end to end against the
 //!   unscaled bounds (Section VII, Tables 9 and 10); so does this check. A
 //!   path of more than 7 hops is outside what Table 1 bounds and is noted. A
@@ -46,7 +46,7 @@ pub const MAX_EXAMPLES: usize = 5;
 pub enum Judge {
     /// Table 1's "Max Latency" / "Max Jitter": every sample.
     Max,
-    /// The 99th percentile, as seed 004's measurement tables report.
+    /// The 99th percentile, as Bosk et al.'s measurement tables report.
     P99,
 }
 

@@ -89,7 +89,7 @@ pub fn tc(sc: &Scenario, mode: Option<TaprioMode>) -> String {
         for (tc, c, off) in &p.cbs {
             let _ = writeln!(
                 o,
-                "# cbs for TC {tc}: {} kbit/s reserved (seed 004 Eq. 2-6 or as given)",
+                "# cbs for TC {tc}: {} kbit/s reserved (Bosk et al. Eq. 2-6 or as given)",
                 c.idleslope_kbps
             );
             let params = CbsClassParams {
@@ -277,8 +277,8 @@ pub fn priority_script(sc: &Scenario) -> String {
     o
 }
 
-/// linuxptp files for a grandmaster and a follower (gPTP profile as seed
-/// 004 Listing 1, or UDPv4 E2E), plus the phc2sys commands.
+/// linuxptp files for a grandmaster and a follower (gPTP profile as Bosk et al.'s
+/// Listing 1, or UDPv4 E2E), plus the phc2sys commands.
 pub fn ptp(sc: &Scenario) -> Vec<(String, String)> {
     let gm = sc.ptp.grandmaster.as_deref().map(|n| sc.port_index(n).map(|i| sc.ports[i].interface.clone()).unwrap_or(n.to_string()));
     let gm = gm.unwrap_or_else(|| sc.ports[0].interface.clone());

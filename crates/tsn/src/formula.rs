@@ -43,7 +43,7 @@ pub fn t_arrive(rate_bps: u64, open: f64, cycle_ns: u64, x_bytes: u64) -> Result
 mod tests {
     use super::*;
 
-    /// Oracle: thesis Table 4.6, column T_arrive (given in the seed). The
+    /// Oracle: thesis Table 4.6, column T_arrive (given in the thesis). The
     /// thesis's "2.76 MB" reproduces every row when read as 2.76 MiB
     /// (2 894 070 bytes); 2 764 800 bytes (the raw pixels) does not (18.5 ms
     /// for TAS-50%-500us), nor does 2.76e6 bytes.

@@ -293,7 +293,7 @@ mod tests {
         let m = MessageFrames::udp(&Framing::default(), 1400).unwrap();
         assert_eq!(m.l2, vec![1450]);
         assert_eq!(m.breakdown.wire_bytes, 1470);
-        // Seed 004 Eq. 7: B_O = 70 bytes of overhead for VLAN-tagged UDP.
+        // Bosk et al. Eq. 7: B_O = 70 bytes of overhead for VLAN-tagged UDP.
         assert_eq!(m.breakdown.wire_bytes - 1400, 70);
     }
 

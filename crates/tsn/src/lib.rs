@@ -6,8 +6,8 @@
 //! - [`tas`]: formula vs frame-level prediction for one message.
 //! - [`sim`]: frame-level discrete-event simulator (TAS, CBS, strict priority, hops).
 //! - [`scenario`]: the TOML scenario format and its translation to a simulation.
-//! - [`cbs`]: CBS parameters (seed 004 Eq. 2–6).
-//! - [`sr`]: SR classes (seed 004 Table 1) and verdicts.
+//! - [`cbs`]: CBS parameters (Bosk et al. Eq. 2–6).
+//! - [`sr`]: SR classes (Bosk et al. Table 1) and verdicts.
 //! - [`config`]: generated `tc`, Cyclone DDS and linuxptp configuration.
 //! - [`calibrate`]: host timing and DDS layout fitted from a measured lab run.
 //! - [`plan`]: a GCL proposed from measured traffic.

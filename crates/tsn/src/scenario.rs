@@ -122,13 +122,13 @@ const EXTRA_KEYS: &[&str] = &[
     "dst_port",
 ];
 
-/// An IVN traffic pattern (seed 004 Table 3 / Table 7): `streams` periodic
+/// An IVN traffic pattern (Bosk et al. Table 3 / Table 7): `streams` periodic
 /// single-frame UDP streams.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PatternFlow {
     pub name: Option<String>,
-    /// Row of seed 004 Table 3 supplying defaults for the other fields.
+    /// Row of Bosk et al. Table 3 supplying defaults for the other fields.
     pub table3_row: Option<u8>,
     /// MAC frame size (destination address through FCS), as Table 3 counts.
     pub frame_bytes: Option<Bytes>,
@@ -139,7 +139,7 @@ pub struct PatternFlow {
     pub pcp: Option<u8>,
 }
 
-/// Seed 004 Table 3: (name, streams, PCP (first listed), period us, frame bytes).
+/// Bosk et al. Table 3: (name, streams, PCP (first listed), period us, frame bytes).
 pub const TABLE3: [(&str, u32, u8, u64, u64); 16] = [
     ("C&C", 6, 3, 1000, 1024),
     ("C&C", 6, 3, 6000, 1024),
@@ -167,7 +167,7 @@ pub struct PtpSpec {
     pub follower: Option<String>,
     /// "L2" (gPTP, default) or "UDPv4".
     pub transport: Option<String>,
-    /// log2 of the Sync interval in seconds (seed 004: -3).
+    /// log2 of the Sync interval in seconds (Bosk et al.: -3).
     pub log_sync_interval: Option<i32>,
 }
 
@@ -586,7 +586,7 @@ fn build_port(p: RawPort, framing: &Framing) -> Result<Port, String> {
         Some(o) => return Err(format!("priority: {o:?} is not \"highest-tc-first\" or \"lowest-tc-first\"")),
     };
     let tag = if framing.vlan { crate::frame::VLAN_TAG } else { 0 };
-    // MFS_0 as seed 004 counts it: the largest frame incl. preamble and IFG (1542 for MTU 1500 + VLAN).
+    // MFS_0 as Bosk et al. counts it: the largest frame incl. preamble and IFG (1542 for MTU 1500 + VLAN).
     let max_frame = p
         .max_frame_bytes
         .map(|b| b.0)

@@ -249,7 +249,7 @@ pub struct GroupResult {
     pub dropped_frames: u64,
     /// Latency of each delivered message, ps, in delivery order per source.
     pub latencies_ps: Vec<u64>,
-    /// Seed 004 Eq. 10 per source: d(X) − d(X−1), ps.
+    /// Bosk et al. Eq. 10 per source: d(X) − d(X−1), ps.
     pub jitter_ps: Vec<i64>,
 }
 
@@ -740,7 +740,7 @@ mod tests {
     #[test]
     fn cbs_long_run_throughput_equals_idleslope() {
         let framing = Framing::default();
-        let m = MessageFrames::udp(&framing, 1180).unwrap(); // 1250-byte PHY frame (seed 004 EX_CS)
+        let m = MessageFrames::udp(&framing, 1180).unwrap(); // 1250-byte PHY frame (Bosk et al. EX_CS)
         assert_eq!(m.breakdown.wire_bytes, 1250);
         for idle_kbps in [100_000i64, 250_000, 20_000] {
             let cbs = CbsConfig {

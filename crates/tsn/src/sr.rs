@@ -1,4 +1,4 @@
-//! Stream Reservation classes, seed 004 Table 1 (AVNU / IEEE 802.1BA
+//! Stream Reservation classes, Bosk et al. Table 1 (AVNU / IEEE 802.1BA
 //! requirements over 7 network hops).
 
 use serde::{Deserialize, Serialize};
@@ -118,7 +118,7 @@ pub fn verdict(class: SrClass, hops: u32, max_latency_ns: f64, max_abs_jitter_ns
 mod tests {
     use super::*;
 
-    // Oracle: seed 004 Table 1.
+    // Oracle: Bosk et al. Table 1.
     #[test]
     fn table_1() {
         assert_eq!(SrClass::A.bounds_ns(), Some((2_000_000, 125_000)));

@@ -1,4 +1,4 @@
-//! Latency and jitter summaries (thesis Table 4.5 statistics; seed 004
+//! Latency and jitter summaries (thesis Table 4.5 statistics; Bosk et al.
 //! Eq. 10 jitter, signed and absolute).
 
 use serde::Serialize;

@@ -78,7 +78,7 @@ fn tc_parser_accepts_every_generated_line() {
             lines += check_tc_lines(&ns, "v0", &config::tc(&sc, Some(mode.clone())), &format!("{} ({mode:?})", f.display()));
         }
     }
-    // CBS lines of `ddscope tsn cbs` (seed 004 and man-page examples).
+    // CBS lines of `ddscope tsn cbs` (Bosk et al. and man-page examples).
     let p = ddscope_tsn::cbs::compute(
         1_000_000_000,
         1542,

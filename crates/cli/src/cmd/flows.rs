@@ -1,5 +1,5 @@
 //! `ddscope flows`: one-way delay, jitter, loss, duplicates and reordering of
-//! any UDP flow between capture points (seed 004's two-PCAP method, Eq. 9–10).
+//! any UDP flow between capture points (Bosk et al.'s two-PCAP method, Eq. 9–10).
 
 use super::limit_args::LimitArgs;
 use crate::args::{self, Offset};
@@ -23,14 +23,16 @@ length and a CRC-32 of the payload. RTPS datagrams are left out unless --all.
 
 Per flow (5-tuple) the capture point that saw its first packet first is the
 sender; every other capture point that sees the flow is a receiver.
-  delay   d(X) = t_R(X) - t_S(X) - t_o        (seed 004 Eq. 9)
-  jitter  j(X) = d(X) - d(X-1)                (seed 004 Eq. 10; X-1 = the packet
+  delay   d(X) = t_R(X) - t_S(X) - t_o        (Bosk et al. Eq. 9)
+  jitter  j(X) = d(X) - d(X-1)                (Bosk et al. Eq. 10; X-1 = the packet
           sent just before X in the flow; undefined when it was lost)
   lost: seen at the sender, not at the receiver within --window;
   reordered: reached the receiver after a packet sent after it;
   duplicates: extra copies at the receiver.
 t_S/t_R are the times of the frames that complete the datagram (tshark's
 frame); t_o = offset(receiver) - offset(sender), given with --offset.
+Bosk et al.: Bosk, Rezabek et al., 'Methodology and Infrastructure for
+TSN-Based Reproducible Network Experiments', IEEE Access, 2022.
 
 Examples:
   ddscope flows pc1.pcapng pc2.pcapng
@@ -41,7 +43,7 @@ pub struct FlowsArgs {
     /// Capture files or lab run directories (two or more capture points)
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Clock offset t_o of a capture point (seed 004 Eq. 9), subtracted from its timestamps: pc2=+37s
+    /// Clock offset t_o of a capture point (Bosk et al. Eq. 9), subtracted from its timestamps: pc2=+37s
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
     /// How long after its first sighting a packet is judged (and called lost if it did not arrive); 1ms to 1h

@@ -2,7 +2,7 @@
 //! comparison report: for every run and every cross-host flow, ddscope's own
 //! figures from the run's captures (the same session `ddscope latency` runs,
 //! with its defaults) beside the ground truth; the runs of a cell aggregated
-//! (median and spread of the repeats); charts in the shapes of the seeds'
+//! (median and spread of the repeats); charts in the shapes of the papers'
 //! figures (latency vs payload size per vendor, loss vs load). Output: one
 //! self-contained HTML file, the table as CSV and JSON.
 

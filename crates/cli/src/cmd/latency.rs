@@ -33,7 +33,9 @@ every other capture that sees the writer is a receiver (unicast and multicast
 alike).
 
 Layers: message = first DATA/DATA_FRAG at the sender -> sample complete at the
-receiver (thesis 3.2.5); first_first, last_last; submessage = per DATA_FRAG,
+receiver (thesis 3.2.5); first_first = first at the sender -> first at the
+receiver; last_last = complete at the sender -> complete at the receiver;
+submessage = per DATA_FRAG,
 first IP fragment at the sender -> last IP fragment at the receiver;
 source_ts_to_wire = INFO_TS -> first on the wire at the sender (one clock);
 application = publish -> receive (needs ground truth), split into sender_stack
@@ -68,7 +70,7 @@ pub struct LatencyArgs {
     /// Which per-sample rows to write: message, submessage or both
     #[arg(long, value_enum, default_value = "message")]
     pub level: LevelArg,
-    /// Clock offset t_o of a capture point (seed 004 Eq. 9), subtracted from its timestamps: pc2=+37s
+    /// Clock offset t_o of a capture point (Bosk et al. Eq. 9), subtracted from its timestamps: pc2=+37s
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
     /// Estimate each capture's offset against the first from traffic in both directions
@@ -377,15 +379,22 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         w.write(r)?;
     }
     let mut out = w.finish_into()?;
+    super::legend::write_layers(&mut out, layer_rows.iter().map(|r| r.layer.as_str()))?;
     writeln!(out)?;
     // Traces alone: the wire's columns (loss, repairs, jitter of the message) would all be empty.
     let trace_only = run.captures.is_empty();
     let flow_cols: &[&str] = if trace_only { &["topic", "sender", "receiver", "sender_nodes", "receiver_nodes", "samples"] } else { &[] };
-    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, flow_cols)?;
+    let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, flow_cols)?
+        .empty_reason("sender_nodes", "no traces and no ROS 2 node names on the wire")
+        .empty_reason("receiver_nodes", "no traces and no ROS 2 node names on the wire")
+        .empty_reason("repaired_mean_ms", "no sample was repaired");
     for f in &flows {
         w.write(f)?;
     }
     let mut out = w.finish_into()?;
+    if !trace_only {
+        super::legend::write_flow_columns(&mut out)?;
+    }
     if let (true, Some(cb)) = (trace_only || a.callbacks, run.correlator.callbacks()) {
         let names = run.correlator.capture_names();
         writeln!(out)?;

@@ -82,11 +82,11 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
             c.if_dropped,
             if c.reopened > 0 { format!(", reopened {}", c.reopened) } else { String::new() }
         ),
-        format!("{note}; rates over the last {WINDOW_S} s; q quits"),
+        format!("{note}; Hz and bandwidth over the last {WINDOW_S} s (Hz as ros2 topic hz: (n-1)/(last-first) per writer; bursty/few: no Hz); q quits"),
         String::new(),
         format!(
             "{:<36} {:>4} {:>7} {:>11} {:>10} {:>9} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
-            "topic", "dom", "Hz", "bandwidth", "mean B", "max B", "frags", "ipfrg", "samples", "incompl", "retx", "gaps", "HB", "ACKNACK", "NACKF", "GAP"
+            "topic", "dom", "Hz", "bandwidth", "mean B", "max B", "frags", "ipfrg", "samples", "incompl", "retx", "sn gap", "HB", "ACKNACK", "NACKF", "GAP"
         ),
     ];
     for r in &s.rows {
@@ -96,10 +96,11 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
             name = format!("…{}", name.chars().rev().take(35).collect::<Vec<_>>().into_iter().rev().collect::<String>());
         }
         out.push(format!(
-            "{:<36} {:>4} {:>7.2} {:>11} {:>10.0} {:>9} {:>6.1} {:>6.1} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
+            "{:<36} {:>4} {:>7} {:>11} {:>10.0} {:>9} {:>6.1} {:>6.1} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5}",
             name,
             t.domain.map_or("?".to_string(), |d| d.to_string()),
-            r.rate_now_hz,
+            // steady (or mixed: the steady writers' sum) as a number, else what the stream is
+            r.rate_now_hz.map_or_else(|| r.rate_now_kind.to_string(), |hz| format!("{hz:.2}")),
             fmt_bps(r.bandwidth_now_bps),
             t.mean_sample_size,
             t.max_sample_size,

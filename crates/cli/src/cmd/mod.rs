@@ -1,5 +1,6 @@
 pub mod agent;
 pub mod capture_args;
+pub mod completions;
 pub mod dissect;
 pub mod flows;
 pub mod latency;
@@ -9,5 +10,6 @@ pub mod report;
 pub mod serve;
 pub mod topics;
 pub mod lab;
+pub mod legend;
 pub mod lab_sweep;
 pub mod tsn;

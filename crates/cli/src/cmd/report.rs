@@ -11,6 +11,7 @@ use crate::common::{self, capture_name, TopicFilter};
 use anyhow::{bail, Context};
 use clap::Args;
 use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::rate::{SampleTimes, TopicRate};
 use ddscope_core::session::{self, LatencyOptions};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -176,6 +177,8 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let mut first_row_ns = i64::MAX;
     let mut payload: BTreeMap<FlowId, BTreeMap<i64, u64>> = BTreeMap::new();
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
+    // Per flow and writer: its samples' times at the sender, for the rate (ddscope_core::rate).
+    let mut times: BTreeMap<FlowId, BTreeMap<ddscope_wire::Guid, SampleTimes>> = BTreeMap::new();
     let run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
         if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
             return;
@@ -200,6 +203,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         // Payload bandwidth counts each sample once per flow.
         let id = (r.writer_id, r.sn, r.receiver.to_string());
         if last.as_ref() != Some(&id) {
+            times.entry(key.clone()).or_default().entry(r.writer_id).or_default().add(r.sender_first_ts_ns);
             let bin = r.sender_first_ts_ns.div_euclid(FINE_BIN_NS) * FINE_BIN_NS;
             *payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
             last = Some(id);
@@ -226,6 +230,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         let boxes: serde_json::Map<String, Value> =
             f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
         let pb = step_series(&payload.remove(&k).unwrap_or_default(), start_ns, bin_ns);
+        let rate = TopicRate::of(times.remove(&k).unwrap_or_default().values(), Some(end_ns));
         flows.insert(
             k,
             json!({
@@ -237,6 +242,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
                 "ros_series": rpts.iter().map(|p| json!([rel(p.0), p.1])).collect::<Vec<_>>(),
                 "sizes": pts.iter().map(|p| json!([rel(p.0), p.2])).collect::<Vec<_>>(),
                 "payload_bandwidth": pb,
+                "rate": {"hz": rate.hz, "kind": rate.kind.map(|k| k.as_str())},
             }),
         );
     }

@@ -31,10 +31,17 @@ A topic row is keyed by (domain, topic): the same topic name in two DDS domains
 is two rows. domain comes from the participant's SPDP data (PID_DOMAIN_ID, else
 the ports of its locators under the RTPS port mapping 7400 + 250*domain + d),
 else the ports its traffic went to; null when nothing tells.
-rate_hz is summed over the topic's writers; per writer (n-1)/(t_last-t_first)
-over first-seen times when that span covers at least half of the capture's
-observation window (rate_estimator span), else n over the whole window
-(rate_estimator window: bursty or brief writers, e.g. /parameter_events); writer_nodes/reader_nodes (writer_node with --by writer)
+rate_hz is what `ros2 topic hz` computes, from the samples' own times (each
+sample's first DATA/DATA_FRAG here): per writer (n-1)/(t_last-t_first), summed
+over the topic's writers; the capture's start and end do not matter, so every
+capture point that saw the same samples shows the same rate. rate_kind says
+whether that number describes the stream: steady; bursty (the intervals vary
+more than a random stream's: standard deviation above their mean, or a burst
+then silence: the samples span less than a tenth of the time observed from the
+first one on; e.g. /parameter_events) or few (fewer than 5 samples), both
+without a rate (samples and span_s tell what there was); mixed (the rate sums
+the steady writers only; --by writer shows each); no_samples (none here).
+bandwidth is rate x mean sample size. writer_nodes/reader_nodes (writer_node with --by writer)
 are the ROS 2 nodes owning the writers and readers, as their participants
 announce them on ros_discovery_info (empty without ROS 2 or when that was not
 captured); sizes are serialized payload sizes (CDR incl. the 4-byte
@@ -79,7 +86,9 @@ const TABLE_COLUMNS: &[&str] = &[
     "writers",
     "readers",
     "samples",
+    "span_s",
     "rate_hz",
+    "rate_kind",
     "bandwidth_bps",
     "mean_sample_size",
     "max_sample_size",
@@ -92,6 +101,17 @@ const TABLE_COLUMNS: &[&str] = &[
     "nack_frags",
     "gaps",
     "pcp",
+];
+
+/// Table headers that carry their unit (CSV/JSON/Parquet keep the column names).
+const TABLE_HEADERS: &[(&str, &str, f64)] = &[
+    ("topic_name", "topic", 1.0),
+    ("type_name", "type", 1.0),
+    ("bandwidth_bps", "bandwidth_Mbit_s", 1e-6),
+    ("mean_sample_size", "mean_size_B", 1.0),
+    ("max_sample_size", "max_size_B", 1.0),
+    ("rtps_frags_per_sample", "dds_frags_per_sample", 1.0),
+    ("retransmitted_fragments", "retransmitted_frags", 1.0),
 ];
 
 pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
@@ -188,7 +208,15 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     } else {
         cols.extend_from_slice(TABLE_COLUMNS);
     }
-    let mut w: RecordWriter<TopicRow> = RecordWriter::new(a.format.into(), out, &cols)?;
+    let mut w: RecordWriter<TopicRow> = RecordWriter::new(a.format.into(), out, &cols)?
+        .empty_reason("writer_nodes", "no ROS 2 node names on the wire: ros_discovery_info not captured, or not ROS 2")
+        .empty_reason("writer_node", "no ROS 2 node names on the wire: ros_discovery_info not captured, or not ROS 2")
+        .empty_reason("reader_nodes", "no ROS 2 node names on the wire: ros_discovery_info not captured, or not ROS 2")
+        .empty_reason("pcp", "no 802.1Q tags")
+        .empty_reason("domain", "no participant or port told it");
+    for (c, h, scale) in TABLE_HEADERS {
+        w = w.table_header(c, h, *scale);
+    }
     for r in &all_rows {
         w.write(r)?;
     }

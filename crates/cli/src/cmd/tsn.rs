@@ -17,7 +17,10 @@ use std::path::PathBuf;
     about = "TSN models, simulator and configuration generators",
     long_about = "Predict DDS message latency under a Time-Aware Shaper (thesis Eq. 3.4 and a frame-level model), \
 simulate TAS / CBS / strict-priority ports with DDS samples, iperf3 bursts and IVN traffic, compute CBS parameters \
-(seed 004 Eq. 2-6), and generate tc, Cyclone DDS and linuxptp configuration.",
+(Bosk et al. Eq. 2-6), and generate tc, Cyclone DDS and linuxptp configuration.\n\n\
+The thesis: Tai-You Kuo, \"Performance Profiling and Online Monitoring on Autonomous Vehicle Systems with \
+Time-Sensitive Networking\", Master's thesis, National Taiwan University, 2026. Bosk et al.: Bosk, Rezabek et al., \
+\"Methodology and Infrastructure for TSN-Based Reproducible Network Experiments\", IEEE Access, 2022.",
     after_help = "Examples:\n  \
 ddscope tsn tas --link-rate 2.5G --cycle 500us --open 50% --message-bytes 2764800\n  \
 ddscope tsn simulate examples/tsn/thesis-tas50-95.toml --seed 3\n  \
@@ -47,7 +50,7 @@ ddscope tsn simulate examples/tsn/thesis-baseline-95.toml\n  \
 ddscope tsn simulate examples/tsn/ivn-usecase-cbs.toml --seed 7 --format json\n  \
 ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s")]
     Simulate(SimArgs),
-    /// CBS idleslope/sendslope/hicredit/locredit by seed 004 Eq. 2-6, and the tc line
+    /// CBS idleslope/sendslope/hicredit/locredit by Bosk et al. Eq. 2-6, and the tc line
     #[command(after_help = "Examples:\n  \
 ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=100M,max-frame=1250\n  \
 ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250 --dev eth0")]
@@ -59,7 +62,7 @@ ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc --taprio-mode txt
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit dds --out /tmp/dds\n  \
 ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp")]
     Config(ConfigArgs),
-    /// Print the SR classes of seed 004 Table 1
+    /// Print the SR classes of Bosk et al. Table 1
     SrClasses(FormatArg),
     /// Check captures against a TSN configuration: PCP per topic, gate windows, SR-class latency and jitter
     #[command(after_help = "Examples:\n  \
@@ -67,7 +70,7 @@ ddscope tsn check examples/tsn/lab-tagged.toml lab-out/tagged        # a lab run
 ddscope tsn check examples/tsn/lab-tagged.toml pc1.pcapng pc2.pcapng --judge p99\n  \
 ddscope tsn check examples/tsn/thesis-tas50-40.toml pc1.pcapng pc2.pcapng --clock-offset 37s --gate-tolerance 2us\n\n\
 One verdict line per topic and capture (PCP), per gated port and topic (windows) and per SR class\n\
-(max latency and jitter against seed 004 Table 1, end to end over paths of up to 7 hops).\n\
+(max latency and jitter against Bosk et al. Table 1, end to end over paths of up to 7 hops).\n\
 Exit code 0: every check passed; 1: a violation (or another error); 2: an input could not be read.")]
     Check(CheckArgs),
     /// Propose a TAS configuration from measured traffic, predict per-topic latency, emit tc/DDS/PTP and the scenario
@@ -83,7 +86,7 @@ ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan   # pla
 enum JudgeArg {
     /// Every sample (Table 1's max latency and max jitter)
     Max,
-    /// The 99th percentile (seed 004's measurement tables)
+    /// The 99th percentile (Bosk et al.'s measurement tables)
     P99,
 }
 
@@ -103,7 +106,7 @@ struct CheckArgs {
     /// Statistic judged against the class bounds
     #[arg(long, value_enum, default_value = "max")]
     judge: JudgeArg,
-    /// Clock offset t_o of a capture point for the latency (seed 004 Eq. 9): pc2=+37s
+    /// Clock offset t_o of a capture point for the latency (Bosk et al. Eq. 9): pc2=+37s
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = crate::args::offset)]
     offsets: Vec<crate::args::Offset>,
     #[arg(long, value_enum, default_value = "table")]
@@ -711,7 +714,7 @@ fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
             p.max_queue_frames
         );
     }
-    let _ = writeln!(o, "\nlatency: first frame handed to the first port -> last bit at the end of the path; jitter: |d(X) - d(X-1)| (seed 004 Eq. 10); misses: latency > deadline (default: the period)");
+    let _ = writeln!(o, "\nlatency: first frame handed to the first port -> last bit at the end of the path; jitter: |d(X) - d(X-1)| (Bosk et al. Eq. 10); misses: latency > deadline (default: the period)");
     print!("{o}");
     Ok(0)
 }
@@ -758,7 +761,7 @@ fn cbs_cmd(a: CbsArgs) -> anyhow::Result<i32> {
         }
         return print_json(&Out { port_rate_bps: a.port_rate.0, max_frame_bytes: a.max_frame_bytes.0, classes: &params, tc: &lines });
     }
-    println!("CBS on a {} port, largest frame {} B (seed 004 Eq. 2-6; classes most urgent first)", a.port_rate, a.max_frame_bytes.0);
+    println!("CBS on a {} port, largest frame {} B (Bosk et al. Eq. 2-6; classes most urgent first)", a.port_rate, a.max_frame_bytes.0);
     println!("{:<6} {:>12} {:>12} {:>10} {:>10}   {:>14} {:>12}", "class", "idleslope", "sendslope", "hicredit", "locredit", "interference", "exact hi/lo");
     println!("{:<6} {:>12} {:>12} {:>10} {:>10}   {:>14} {:>12}", "", "kbit/s", "kbit/s", "bytes", "bytes", "us (Eq. 6)", "bytes");
     for p in &params {
@@ -820,7 +823,7 @@ fn sr_cmd(format: Format) -> anyhow::Result<i32> {
             .collect();
         return print_json(&v);
     }
-    println!("SR classes, seed 004 Table 1 (bounds over {} hops)", ddscope_tsn::sr::TABLE1_HOPS);
+    println!("SR classes, Bosk et al. Table 1 (bounds over {} hops)", ddscope_tsn::sr::TABLE1_HOPS);
     println!("{:<6} {:>4} {:>12} {:>12}", "class", "PCP", "latency", "jitter");
     for c in classes {
         match c.bounds_ns() {

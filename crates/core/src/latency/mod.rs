@@ -125,7 +125,7 @@ impl Status {
     }
 }
 
-/// In time / late against the publication period (seed 003); lost samples are `Lost`.
+/// In time / late against the publication period (Kouril et al.); lost samples are `Lost`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Timing {
@@ -241,7 +241,7 @@ impl std::fmt::Display for Layer {
 pub struct CorrelatorConfig {
     /// Capture-point names, indexed by the capture numbers items come with.
     pub captures: Vec<String>,
-    /// t_o per capture (seed 004 Eq. 9): subtracted from its timestamps.
+    /// t_o per capture (Bosk et al. Eq. 9): subtracted from its timestamps.
     pub offsets_ns: Vec<i64>,
     /// How long after a sample was first seen it is judged (and called lost).
     pub window_ns: i64,
@@ -1562,7 +1562,7 @@ impl Correlator {
 
     /// Per-flow summaries, in topic order.
     pub fn summaries(&self) -> Vec<FlowSummary> {
-        // In time: delivered with a message latency no longer than the period (seed 003).
+        // In time: delivered with a message latency no longer than the period (Kouril et al.).
         let in_time = |f: &FlowStats| match (f.period_ns, f.layers.get(&Layer::Message)) {
             (Some(p), Some(d)) => d.count_at_most(p),
             _ => 0,

@@ -1,5 +1,5 @@
 //! Clock offset between two capture points, estimated from traffic in both
-//! directions (seed 004 Eq. 9: d = t_R − t_S − t_o).
+//! directions (Bosk et al. Eq. 9: d = t_R − t_S − t_o).
 //!
 //! The same submessage seen at captures A and B gives δ = t_B − t_A. Sent
 //! A→B it equals t_o + d (d ≥ 0); sent B→A it equals t_o − d. So every

@@ -1,4 +1,4 @@
-//! Reader fairness: which reader got a sample when (seed 003's 1-N and N-1
+//! Reader fairness: which reader got a sample when (Kouril et al.'s 1-N and N-1
 //! topologies). A flow (topic, sender capture, receiver capture) splits into
 //! its readers as far as the inputs tell them apart:
 //!

@@ -1,7 +1,7 @@
 //! Latency statistics in bounded memory: exact count, mean, standard
 //! deviation, min and max (Welford), percentiles as an HDR histogram with
 //! three significant digits (0.1 % relative error) computes them, and jitter
-//! (seed 004 Eq. 10: d(X) − d(X−1), signed and absolute).
+//! (Bosk et al. Eq. 10: d(X) − d(X−1), signed and absolute).
 //!
 //! A dense HDR histogram of latencies in nanoseconds costs 100–200 KB
 //! whatever it holds, and a correlation keeps several per flow and writer.

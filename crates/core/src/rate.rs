@@ -1,0 +1,281 @@
+//! A writer's sample rate, the one ROS 2 users know from `ros2 topic hz`:
+//! from the samples' own times, (n − 1) / (last − first). Used by `topics`,
+//! `live`, the agent's metrics, `report` and the lab's checks
+//! (docs/events.md, "Rates").
+//!
+//! Only the samples' times count: not when the capture started or stopped, so
+//! two capture points that saw the same samples give the same rate (to the
+//! jitter of the first and last sample's latency). A topic's rate is the sum
+//! of its steady writers' rates (concurrent writers add up, as a subscriber
+//! receiving all of them would count).
+//!
+//! A rate is only given where it describes the stream: with fewer than
+//! [`MIN_SAMPLES`] samples it is [`RateKind::Few`]; when the intervals between
+//! consecutive samples vary more than a random (Poisson) stream's would —
+//! standard deviation above the mean — or the samples were a burst followed by
+//! silence — they span less than [`BURST_SHARE`] of the time observed from the
+//! first one on — it is [`RateKind::Bursty`] (`/parameter_events`, graph
+//! updates at a node's start, a publisher that stalled): samples and span are
+//! shown instead of a Hz that would mislead. Only that last test looks past the
+//! last sample; the rate itself never does.
+
+use serde::Serialize;
+
+/// Fewer samples than this give no rate (three intervals cannot tell a burst from a period).
+pub const MIN_SAMPLES: u64 = 5;
+
+/// Samples spanning less than this share of the time observed from the first one
+/// on were a burst, then silence (10 samples in 80 ms of a 7 s capture).
+pub const BURST_SHARE: f64 = 0.1;
+
+/// What a stream of sample times is, for its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateKind {
+    /// Regular enough for one number: rate = (n − 1) / (last − first).
+    Steady,
+    /// Intervals vary more than a random stream's (std > mean): no rate.
+    Bursty,
+    /// Fewer than [`MIN_SAMPLES`] samples: no rate.
+    Few,
+    /// No samples (`no_samples`).
+    #[serde(rename = "no_samples")]
+    None,
+    /// A topic whose writers are of different kinds: the rate sums the steady ones.
+    Mixed,
+}
+
+impl RateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateKind::Steady => "steady",
+            RateKind::Bursty => "bursty",
+            RateKind::Few => "few",
+            RateKind::None => "no_samples",
+            RateKind::Mixed => "mixed",
+        }
+    }
+
+    /// The kind of a row of several writers (the kinds of its writers with samples).
+    pub fn combine(kinds: impl IntoIterator<Item = RateKind>) -> RateKind {
+        let mut out = RateKind::None;
+        for k in kinds {
+            out = match (out, k) {
+                (_, RateKind::None) => out,
+                (RateKind::None, k) => k,
+                (a, b) if a == b => a,
+                _ => RateKind::Mixed,
+            };
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for RateKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The times of one writer's samples (each sample's first DATA/DATA_FRAG at
+/// this capture point), in arrival order; O(1) memory, mergeable (the live
+/// view keeps one per second and merges the last few).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SampleTimes {
+    pub n: u64,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// The latest sample's time in arrival order (intervals are taken from it).
+    latest_ns: i64,
+    /// Σ interval² over consecutive samples, in s².
+    sum_sq_s2: f64,
+}
+
+impl SampleTimes {
+    pub fn add(&mut self, ts_ns: i64) {
+        if self.n == 0 {
+            *self = SampleTimes { n: 1, first_ns: ts_ns, last_ns: ts_ns, latest_ns: ts_ns, sum_sq_s2: 0.0 };
+            return;
+        }
+        let d = ts_ns.abs_diff(self.latest_ns) as f64 / 1e9;
+        self.sum_sq_s2 += d * d;
+        self.n += 1;
+        self.first_ns = self.first_ns.min(ts_ns);
+        self.last_ns = self.last_ns.max(ts_ns);
+        self.latest_ns = ts_ns;
+    }
+
+    /// `self` followed by `later` (samples seen after all of `self`'s): as if every
+    /// sample had been added to one.
+    pub fn merge(&self, later: &SampleTimes) -> SampleTimes {
+        if self.n == 0 {
+            return *later;
+        }
+        if later.n == 0 {
+            return *self;
+        }
+        let d = later.first_ns.abs_diff(self.latest_ns) as f64 / 1e9;
+        SampleTimes {
+            n: self.n + later.n,
+            first_ns: self.first_ns.min(later.first_ns),
+            last_ns: self.last_ns.max(later.last_ns),
+            latest_ns: later.latest_ns,
+            sum_sq_s2: self.sum_sq_s2 + later.sum_sq_s2 + d * d,
+        }
+    }
+
+    /// First to last sample, ns (0 for one sample).
+    pub fn span_ns(&self) -> i64 {
+        if self.n == 0 { 0 } else { self.last_ns.saturating_sub(self.first_ns) }
+    }
+
+    /// Coefficient of variation of the intervals (std / mean), when there are two or more.
+    pub fn interval_cv(&self) -> Option<f64> {
+        let k = self.n.checked_sub(1).filter(|&k| k >= 2)? as f64;
+        let mean = self.span_ns() as f64 / 1e9 / k;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = (self.sum_sq_s2 / k - mean * mean).max(0.0);
+        Some(var.sqrt() / mean)
+    }
+
+    /// The stream's kind from its samples alone.
+    pub fn kind(&self) -> RateKind {
+        match self.n {
+            0 => RateKind::None,
+            n if n < MIN_SAMPLES => RateKind::Few,
+            _ if self.span_ns() <= 0 => RateKind::Bursty,
+            _ => match self.interval_cv() {
+                Some(cv) if cv > 1.0 => RateKind::Bursty,
+                _ => RateKind::Steady,
+            },
+        }
+    }
+
+    /// The kind, with the capture point observing until `observed_until_ns`: samples
+    /// spanning less than [`BURST_SHARE`] of the time from the first one on were a burst.
+    pub fn kind_until(&self, observed_until_ns: Option<i64>) -> RateKind {
+        match (self.kind(), observed_until_ns) {
+            (RateKind::Steady, Some(end)) if (self.span_ns() as f64) < BURST_SHARE * end.saturating_sub(self.first_ns) as f64 => RateKind::Bursty,
+            (k, _) => k,
+        }
+    }
+
+    /// (n − 1) / (last − first) in Hz, for a steady stream only ([`kind_until`](Self::kind_until)).
+    pub fn rate_hz(&self, observed_until_ns: Option<i64>) -> Option<f64> {
+        (self.kind_until(observed_until_ns) == RateKind::Steady).then(|| (self.n - 1) as f64 / (self.span_ns() as f64 / 1e9))
+    }
+
+    /// (n − 1) / (last − first) whatever the kind (what `ros2 topic hz` would print), with two samples or more.
+    pub fn mean_rate_hz(&self) -> Option<f64> {
+        (self.n >= 2 && self.span_ns() > 0).then(|| (self.n - 1) as f64 / (self.span_ns() as f64 / 1e9))
+    }
+}
+
+/// The rate of several writers (a topic): the sum of the steady writers'
+/// rates, and the kind of the whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TopicRate {
+    pub hz: Option<f64>,
+    pub kind: Option<RateKind>,
+}
+
+impl TopicRate {
+    /// `observed_until_ns`: the end of the capture point's observation (its last RTPS
+    /// event, or the live window's end), for [`SampleTimes::kind_until`].
+    pub fn of<'a>(writers: impl IntoIterator<Item = &'a SampleTimes>, observed_until_ns: Option<i64>) -> TopicRate {
+        let mut hz: Option<f64> = None;
+        let mut kinds = vec![];
+        for w in writers {
+            kinds.push(w.kind_until(observed_until_ns));
+            if let Some(r) = w.rate_hz(observed_until_ns) {
+                *hz.get_or_insert(0.0) += r;
+            }
+        }
+        TopicRate { hz, kind: Some(RateKind::combine(kinds)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(ts: &[i64]) -> SampleTimes {
+        let mut s = SampleTimes::default();
+        for &t in ts {
+            s.add(t);
+        }
+        s
+    }
+
+    const MS: i64 = 1_000_000;
+
+    /// Oracle: (n − 1) / (last − first) worked by hand.
+    #[test]
+    fn a_periodic_writer_is_steady_and_its_rate_ignores_the_tail() {
+        // 29 samples 34.5 ms apart (jittered ±1 ms): 28 / (last − first)
+        let ts: Vec<i64> = (0..29).map(|i| i * 34_500_000 + if i % 2 == 0 { MS } else { -MS }).collect();
+        let s = times(&ts);
+        assert_eq!(s.kind(), RateKind::Steady);
+        let want = 28.0 / ((ts[28] - ts[0]) as f64 / 1e9);
+        assert!((s.rate_hz(None).unwrap() - want).abs() < 1e-9);
+        // the same samples seen 120 µs later at another capture point: the same rate
+        let later = times(&ts.iter().map(|t| t + 120_000).collect::<Vec<_>>());
+        assert_eq!(later.rate_hz(None), s.rate_hz(None));
+        // a capture that runs on after the last sample: the same rate (7 s of silence after 1 s)
+        assert_eq!(s.rate_hz(Some(ts[28] + 7_000_000_000)), s.rate_hz(None));
+    }
+
+    #[test]
+    fn bursts_and_few_samples_have_no_rate() {
+        // /parameter_events: 3 samples 1 ms apart, 800 ms of silence, 3 more
+        let s = times(&[0, MS, 2 * MS, 802 * MS, 803 * MS, 804 * MS]);
+        assert_eq!(s.kind(), RateKind::Bursty);
+        assert_eq!(s.rate_hz(None), None);
+        assert!((s.mean_rate_hz().unwrap() - 5.0 / 0.804).abs() < 1e-9);
+        // four samples: too few to tell
+        assert_eq!(times(&[0, 100 * MS, 200 * MS, 300 * MS]).kind(), RateKind::Few);
+        assert_eq!(times(&[]).kind(), RateKind::None);
+        // five at once (same capture time): bursty, not infinitely fast
+        assert_eq!(times(&[7; 5]).kind(), RateKind::Bursty);
+        // ten samples 9 ms apart (regular), then 7 s of silence: a burst
+        let s = times(&(0..10).map(|i| i * 9 * MS).collect::<Vec<_>>());
+        assert_eq!(s.kind(), RateKind::Steady);
+        assert_eq!(s.kind_until(Some(7_000 * MS)), RateKind::Bursty);
+        assert_eq!(s.rate_hz(Some(7_000 * MS)), None);
+        assert_eq!(s.kind_until(Some(810 * MS)), RateKind::Steady); // 81 ms of 810: still a tenth
+        // Poisson-like variation stays steady: intervals 50, 150, 100, 80, 120 ms
+        let s = times(&[0, 50 * MS, 200 * MS, 300 * MS, 380 * MS, 500 * MS]);
+        assert_eq!(s.kind(), RateKind::Steady);
+        assert!((s.rate_hz(None).unwrap() - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merging_equals_adding() {
+        let ts: Vec<i64> = vec![3, 40 * MS, 90 * MS, 95 * MS, 300 * MS, 310 * MS, 999 * MS];
+        let all = times(&ts);
+        for cut in 0..=ts.len() {
+            let m = times(&ts[..cut]).merge(&times(&ts[cut..]));
+            assert_eq!(m.n, all.n);
+            assert_eq!((m.first_ns, m.last_ns), (all.first_ns, all.last_ns));
+            assert!((m.sum_sq_s2 - all.sum_sq_s2).abs() < 1e-12, "{cut}");
+        }
+    }
+
+    #[test]
+    fn a_topic_sums_its_steady_writers() {
+        let a = times(&(0..11).map(|i| i * 100 * MS).collect::<Vec<_>>()); // 10 Hz
+        let b = times(&(0..21).map(|i| i * 50 * MS + 7).collect::<Vec<_>>()); // 20 Hz
+        let burst = times(&[0, MS, 2 * MS, 900 * MS, 901 * MS, 902 * MS]);
+        let r = TopicRate::of([&a, &b], None);
+        assert!((r.hz.unwrap() - 30.0).abs() < 1e-9);
+        assert_eq!(r.kind, Some(RateKind::Steady));
+        let r = TopicRate::of([&a, &burst], None);
+        assert!((r.hz.unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(r.kind, Some(RateKind::Mixed));
+        let r = TopicRate::of([&burst], None);
+        assert_eq!((r.hz, r.kind), (None, Some(RateKind::Bursty)));
+        assert_eq!(TopicRate::of([&SampleTimes::default()], None).kind, Some(RateKind::None));
+    }
+}
