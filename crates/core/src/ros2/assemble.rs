@@ -423,6 +423,9 @@ struct OpenPublish {
     cause: Option<TakeSeq>,
     inputs: Inputs,
     callback: Option<(CallbackKind, i64)>,
+    /// The publisher's count, taken when the publish reaches the DDS write (the writer's
+    /// sequence number): threads publishing on one publisher finish their events out of order.
+    order: Option<u64>,
 }
 
 impl OpenPublish {
@@ -637,6 +640,7 @@ impl Assembler {
                 p.rmw_publisher = *rmw_publisher_handle;
                 p.source_ts = *timestamp;
                 p.stage = Stage::Written;
+                self.count_write(pid, &mut p);
                 if p.source_ts.is_some() {
                     self.finish_publish(rec, p, None, out);
                 } else {
@@ -649,6 +653,7 @@ impl Assembler {
                     Some(mut p) if p.message == *message => {
                         if p.rmw_ts.is_none() {
                             p.rmw_ts = Some(t);
+                            self.count_write(pid, &mut p);
                         }
                         p.stage = Stage::Written;
                         p
@@ -898,6 +903,20 @@ impl Assembler {
             cause,
             inputs,
             callback,
+            order: None,
+        }
+    }
+
+    /// Counts a publish of its publisher when it reaches the DDS write.
+    fn count_write(&mut self, pid: i64, p: &mut OpenPublish) {
+        let rcl = match (p.rmw_publisher, p.publisher) {
+            (Some(h), _) => self.entities.publisher_by_rmw(pid, h).map(|e| e.handle),
+            (None, Some(h)) => self.entities.publisher(pid, h).map(|e| e.handle),
+            (None, None) => None,
+        };
+        if let Some(n) = rcl.and_then(|h| self.order.get_mut(&(pid, h))) {
+            *n += 1;
+            p.order = Some(*n);
         }
     }
 
@@ -1020,10 +1039,9 @@ impl Assembler {
             return None;
         };
         let (writer, topic, node, rcl_handle, _) = self.resolve(pid, ep);
-        let order = self.order.get_mut(&(pid, rcl_handle)).map(|n| {
-            *n += 1;
-            *n
-        });
+        // The DDS writer's sequence number counts DDS writes (counted when the write started):
+        // an intra-process publish is not one; a publish that never reached rmw neither.
+        let order = if intra { None } else { p.order };
         if order.is_none() && !intra {
             self.stats.publishes_without_order += 1;
         }
