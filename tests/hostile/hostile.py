@@ -274,9 +274,11 @@ SNJUMP_FRAG = [IMAX, IMIN, 1]
 
 def snjump_gaps() -> int:
     """The exact sn_gaps of one snjump writer: numbers skipped above the
-    highest seen so far, summed without overflow, capped at 2^64 - 1."""
+    highest seen so far, summed without overflow, capped at 2^64 - 1. DATA
+    and DATA_FRAG whose writerSN is not strictly positive are invalid (RTPS
+    2.5 8.3.7.2.3, 8.3.7.3.3) and are no samples: they are left out."""
     top, gaps = None, 0
-    for s in SNJUMP_DATA + SNJUMP_FRAG:
+    for s in (s for s in SNJUMP_DATA + SNJUMP_FRAG if s > 0):
         if top is not None and s > top:
             gaps += s - top - 1
         top = s if top is None else max(top, s)

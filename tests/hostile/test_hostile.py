@@ -109,3 +109,36 @@ def test_sample_in_flight_at_the_end_is_incomplete_not_lost(tmp_path):
     check(["latency", a, b, "--format", "json", "-o", out], [])
     (f,) = json.loads(out.read_text())["flows"]
     assert (f["samples"], f["delivered"], f["incomplete"], f["lost"]) == (6, 5, 1, 0), f
+
+
+# ---- DATA with writerSN <= 0 (issue 23, 14) -----------------------------------------------
+
+def test_data_with_writer_sn_not_positive_is_malformed_not_a_sample(tmp_path):
+    """RTPS 2.5 8.3.7.2.3: a DATA whose writerSN is not strictly positive is
+    invalid. Oracle: tshark reads the numbers the frames carry (0, -1, 5,
+    -2^63 in frames 1-4); ddscope takes frame 3 as the only sample and counts
+    the other three as malformed, with their frame numbers."""
+    cap = tmp_path / "sn.pcap"
+    out = hostile.Out(str(cap), None)
+    p = hostile.prefix_of(1, 0x5B)
+    payload = b"\x00\x01\x00\x00" + b"s" * 12
+    sns = [0, -1, 5, -(1 << 63)]
+    for i, s in enumerate(sns):
+        out.add(hostile.T0 + i * 1000, hostile.rtps_frame(p, hostile.data(0, hostile.USER_W, s, payload), dport=7411))
+    out.close()
+    tshark = subprocess.run(["tshark", "-r", str(cap), "-T", "fields", "-e", "frame.number", "-e", "rtps.sm.seqNumber"],
+                            capture_output=True, text=True, check=True)
+    seen = [tuple(map(int, l.split("\t"))) for l in tshark.stdout.splitlines() if l.strip()]
+    assert seen == [(i + 1, s) for i, s in enumerate(sns)], seen
+    rows = tmp_path / "rows.json"
+    code, stderr, _ = run_measured(["dissect", cap, "--format", "json", "-o", rows])
+    assert code == 0, stderr
+    got = [(r["frame"], r["sn"]) for r in json.loads(rows.read_text()) if r["kind"] == "DATA"]
+    assert got == [(3, 5)], got
+    assert "3 malformed submessages" in stderr, stderr
+    for frame in (1, 2, 4):
+        assert f"frame {frame}: submessage 0 (DATA): " in stderr and "writerSN" in stderr, stderr
+    out = tmp_path / "topics.json"
+    code, stderr, _ = run_measured(["topics", cap, "--by", "writer", "--format", "json", "-o", out])
+    (row,) = json.loads(out.read_text())["topics"]
+    assert row["samples"] == 1, row
