@@ -5,7 +5,7 @@ lines. CI-sized: every case takes seconds; bench/soak.py runs the full sizes.
 
 Oracles: the generator's own counts (how many writers, topics, destinations,
 datagrams it forged: each case is sized past the cap it attacks), peak RSS
-from the kernel (wait4 rusage of the child), and for sequence numbers the
+from the kernel (/usr/bin/time's wait4 of ddscope), and for sequence numbers the
 exact arithmetic of hostile.snjump_gaps().
 """
 from __future__ import annotations
@@ -33,20 +33,26 @@ CEILING_MB = 300
 
 
 def run_measured(args: list[str], stdout_path: pathlib.Path | None = None, timeout: float = 300):
-    """Runs ddscope; returns (exit code, stderr, peak RSS in MB of that child
-    from its own rusage). A run over `timeout` seconds is killed."""
-    with tempfile.TemporaryFile("w+") as err, open(stdout_path or os.devnull, "w") as out:
-        p = subprocess.Popen([ddscope_bin(), *map(str, args)], stdout=out, stderr=err)
+    """Runs ddscope under /usr/bin/time; returns (exit code, stderr, peak RSS
+    in MB of ddscope itself). A run over `timeout` seconds is killed.
+
+    Not wait4 of a child of this process: Python starts children with vfork,
+    and Linux carries the parent's peak RSS into the child's ru_maxrss at
+    exec, so a test that had parsed a large JSON document would measure
+    itself. /usr/bin/time forks ddscope from its own small process."""
+    with tempfile.TemporaryFile("w+") as err, open(stdout_path or os.devnull, "w") as out, \
+            tempfile.NamedTemporaryFile("r") as rss:
+        p = subprocess.Popen(["/usr/bin/time", "-q", "-f", "%M", "-o", rss.name, ddscope_bin(), *map(str, args)], stdout=out, stderr=err)
         timer = threading.Timer(timeout, p.kill)
         timer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr = err.read()
-    return p.returncode, stderr, usage.ru_maxrss / 1024
+        kb = rss.read().strip().splitlines()
+    return p.returncode, stderr, int(kb[-1]) / 1024 if kb and kb[-1].isdigit() else float("inf")
 
 
 def check(args, expect_in_stderr: list[str], stdout_path=None):
@@ -109,6 +115,63 @@ def test_sample_in_flight_at_the_end_is_incomplete_not_lost(tmp_path):
     check(["latency", a, b, "--format", "json", "-o", out], [])
     (f,) = json.loads(out.read_text())["flows"]
     assert (f["samples"], f["delivered"], f["incomplete"], f["lost"]) == (6, 5, 1, 0), f
+
+
+# ---- names from the wire: per-value cap and byte budgets (issue 23, 1) -------------------
+
+NAME_CAP = 256  # discovery.max_name_bytes default (docs/robustness.md)
+NAME_CEILING_MB = 256
+
+
+def test_long_names_are_cut_and_topics_and_dissect_stay_bounded(tmp_path):
+    """20 000 forged SEDP announcements, each with its own distinct ~59 KB
+    topic name and a 4 KB type name (an ~8 MB .pcap.gz; before the caps,
+    `topics` took 8.1 GB and `dissect` 3.5 GB). Oracle: the generator's
+    counts (every announcement has two names over the cap) and its name
+    lengths, which the marker must carry."""
+    n = 20_000
+    cap = tmp_path / "longnames.pcap.gz"
+    hostile.generate("longnames", n, cap)
+    out = tmp_path / "topics.json"
+    code, stderr, rss = run_measured(["topics", cap, "--format", "json", "-o", out])
+    assert code == 0 and "panicked" not in stderr, stderr[-3000:]
+    assert rss < NAME_CEILING_MB, f"topics: peak RSS {rss:.0f} MB over {NAME_CEILING_MB} MB"
+    assert f"{2 * n} discovery names cut at discovery.max_name_bytes" in stderr, stderr[-3000:]
+    doc = json.loads(out.read_text())
+    (c,) = doc["captures"]
+    assert c["decode"]["discovery"]["names_truncated"] == 2 * n
+    rows = doc["topics"]
+    assert len(rows) == n, len(rows)
+    marker = f"…[truncated, {hostile.LONG_TOPIC_BYTES} bytes]"
+    for r in rows:
+        assert r["topic_raw"].endswith(marker) and len(r["topic_raw"].encode()) <= NAME_CAP + len(marker.encode()), r["topic_raw"][:80]
+        assert r["type_raw"].endswith(f"…[truncated, {hostile.LONG_TYPE_BYTES} bytes]"), r["type_raw"][:80]
+    # Distinct names stay distinct as far as their first 256 bytes go (here: the number).
+    assert len({r["topic_raw"][:12] for r in rows}) == n
+    csv_out = tmp_path / "rows.csv"
+    code, stderr, rss = run_measured(["dissect", cap, "--format", "csv", "-o", csv_out])
+    assert code == 0, stderr[-3000:]
+    assert rss < NAME_CEILING_MB, f"dissect: peak RSS {rss:.0f} MB over {NAME_CEILING_MB} MB"
+    assert f"{2 * n} discovery names cut" in stderr, stderr[-3000:]
+    with open(csv_out) as f:
+        longest = max(len(line) for line in f)
+    assert longest < 4 * (NAME_CAP + 64) + 2000, longest
+
+
+def test_endpoint_byte_budget_evicts_and_says_so(tmp_path):
+    """The endpoint table's byte budget (`discovery.max_endpoint_bytes`) evicts
+    the least recently announced endpoints first and counts them in the
+    closing line. Oracle: the generator's count of endpoints."""
+    n = 2_000
+    cap = tmp_path / "longnames.pcap.gz"
+    hostile.generate("longnames", n, cap)
+    out = tmp_path / "topics.json"
+    code, stderr, rss = run_measured(["topics", cap, "--format", "json", "-o", out, "--limit", "discovery.max_endpoint_bytes=512KiB"])
+    assert code == 0, stderr[-3000:]
+    d = json.loads(out.read_text())["captures"][0]["decode"]["discovery"]
+    assert d["endpoint_bytes"] <= 512 << 10, d
+    assert d["endpoints"] + d["endpoints_evicted"] == n and d["endpoints_evicted"] > 0, d
+    assert f"evicted (caps): {d['endpoints_evicted']} discovery endpoints (count or byte cap" in stderr, stderr[-3000:]
 
 
 # ---- DATA with writerSN <= 0 (issue 23, 14) -----------------------------------------------

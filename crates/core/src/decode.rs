@@ -160,8 +160,12 @@ impl DecodeStats {
         } else {
             format!("skipped/malformed: {}", parts.join(", "))
         };
-        match self.discovery.problem_line() {
+        let line = match self.discovery.eviction_line() {
             Some(ev) => format!("{line}; evicted (caps): {ev}"),
+            None => line,
+        };
+        match self.discovery.truncation_line() {
+            Some(cut) => format!("{line}; {cut}"),
             None => line,
         }
     }
@@ -732,18 +736,18 @@ impl Decoder {
     ) {
         let frame = ev.frame;
         let result = if writer == EntityId::SPDP_PARTICIPANT_WRITER || writer == EntityId::SPDP_PARTICIPANT_SECURE_WRITER {
-            discovery::parse_participant(payload, src_prefix).map(|p| {
+            discovery::parse_participant(payload, src_prefix, &mut self.discovery.names).map(|p| {
                 let prefix = self.discovery.add_participant_at(p, Some(&ev.dst));
                 Announcement::Participant(prefix)
             })
         } else if writer == EntityId::SEDP_PUBLICATIONS_WRITER || writer == EntityId::SEDP_PUBLICATIONS_SECURE_WRITER {
-            discovery::parse_endpoint(payload, EndpointKind::Writer, key).map(|e| {
+            discovery::parse_endpoint(payload, EndpointKind::Writer, key, &mut self.discovery.names).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
                 Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))
             })
         } else if writer == EntityId::SEDP_SUBSCRIPTIONS_WRITER || writer == EntityId::SEDP_SUBSCRIPTIONS_SECURE_WRITER {
-            discovery::parse_endpoint(payload, EndpointKind::Reader, key).map(|e| {
+            discovery::parse_endpoint(payload, EndpointKind::Reader, key, &mut self.discovery.names).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
                 Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))

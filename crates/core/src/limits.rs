@@ -166,7 +166,10 @@ limits! {
     "ip_reassembly"."max_datagrams" => decoder.reassembly.max_datagrams: Count, "IP datagrams being reassembled at once (oldest dropped first)";
     "ip_reassembly"."max_bytes" => decoder.reassembly.max_bytes: Size, "memory of all datagrams being reassembled";
     "discovery"."max_participants" => decoder.discovery.max_participants: Count, "SPDP participants remembered (least recently announced forgotten first)";
+    "discovery"."max_participant_bytes" => decoder.discovery.max_participant_bytes: Size, "memory of the participants (names, locator lists)";
     "discovery"."max_endpoints" => decoder.discovery.max_endpoints: Count, "SEDP writers and readers remembered (least recently announced or used forgotten first)";
+    "discovery"."max_endpoint_bytes" => decoder.discovery.max_endpoint_bytes: Size, "memory of the endpoints (topic and type names, partitions, locator lists)";
+    "discovery"."max_name_bytes" => decoder.discovery.max_name_bytes: Size, "longest string kept from SPDP/SEDP data (topic, type, partition, entity names); longer ones are cut with a marker and counted";
     "discovery"."max_fragment_sets" => decoder.max_discovery_pending: Count, "discovery samples being reassembled from DATA_FRAG at once";
     "discovery"."max_fragment_bytes" => decoder.max_discovery_bytes: Size, "memory of the discovery samples being reassembled";
     "discovery"."max_sample" => decoder.max_discovery_sample: Size, "largest discovery sample reassembled";
@@ -178,6 +181,7 @@ limits! {
     "samples"."max_fragments" => samples.max_fragments: Count, "fragments of a sample tracked one by one";
     "samples"."max_fragment_bytes" => samples.max_fragment_bytes: Size, "memory of all fragment bitmaps";
     "topics"."max_writers" => topics.max_writers: Count, "writers with per-topic statistics (least recently seen evicted first)";
+    "topics"."max_writer_bytes" => topics.max_writer_bytes: Size, "memory of the writers' statistics, their names included";
     "topics"."max_live_topics" => topics.max_live_topics: Count, "topics in the live rate window (live, agent)";
     "correlation"."max_pending_samples" => correlation.max_pending_samples: Count, "samples awaiting judgement (oldest judged early)";
     "correlation"."max_pending_submessages" => correlation.max_pending_submessages: Count, "DATA_FRAGs awaiting judgement (oldest judged early)";
