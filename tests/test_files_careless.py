@@ -179,6 +179,73 @@ def test_frames_of_an_undescribed_interface_are_reported(ddscope, tmp_path):
     assert "2 packet blocks name an interface the file never described" in cp.stderr, cp.stderr
 
 
+def idb(name: bytes | None = None):
+    """An interface description block (Ethernet, snaplen 65535), with an if_name option."""
+    body = struct.pack("<HHI", 1, 0, 65535)
+    if name is not None:
+        body += struct.pack("<HH", 2, len(name)) + name + b"\0" * ((4 - len(name) % 4) % 4) + struct.pack("<HH", 0, 0)
+    return (1, body)
+
+
+def raw_block(kind, body):
+    body += b"\0" * ((4 - len(body) % 4) % 4)
+    n = 12 + len(body)
+    return struct.pack("<II", kind, n) + body + struct.pack("<I", n)
+
+
+def measured(args, tmp_path):
+    """(exit code, stderr, peak RSS in MB) of one ddscope run, from /usr/bin/time
+    (which forks ddscope from its own small process: wait4 of our own vfork'd
+    child would carry this test's peak RSS)."""
+    rss = tmp_path / "rss.txt"
+    cp = subprocess.run(["/usr/bin/time", "-q", "-f", "%M", "-o", str(rss), ddscope_bin(), *map(str, args)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+    return cp.returncode, cp.stderr, int(rss.read_text().split()[-1]) / 1024
+
+
+def test_interface_table_is_capped_in_count(tmp_path):
+    """10^7 interface description blocks (200 MB of pcapng, a 0.6 MB .gz; 10^8
+    of them once took 7 GB): the first 4096 are kept, the rest counted and
+    skipped with the packets that name them. Oracle: the counts written."""
+    n = 10_000_000
+    shb = raw_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    one = raw_block(*idb())
+    f = tmp_path / "idbs.pcapng.gz"
+    with gzip.open(f, "wb", compresslevel=1) as g:
+        g.write(shb)
+        chunk = one * 100_000
+        for _ in range(n // 100_000):
+            g.write(chunk)
+        for if_id in (0, 4095, 4096, n - 1, n):
+            g.write(raw_block(*epb(if_id, b"\x00" * 60)))
+    code, err, rss = measured(["topics", f, "--format", "json"], tmp_path)
+    assert code == 0, err
+    assert rss < 100, f"peak RSS {rss:.0f} MB"
+    assert f"{n - 4096} interface descriptions over the cap of 4096 interfaces or 1024 KiB per section skipped, with their 2 packet blocks" in err, err
+    assert "1 packet blocks name an interface the file never described" in err, err
+    assert "nothing skipped or malformed" not in err, err
+
+
+def test_interface_names_are_cut_and_the_table_capped_in_bytes(tmp_path):
+    """20 000 interfaces with 60 KB names (1.2 GB of pcapng; once 1.2 GB of
+    memory): names are cut at 256 bytes with a marker, and the table keeps
+    interfaces until 1 MiB; the others are counted. Oracle: the counts written."""
+    n = 20_000
+    shb = raw_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    f = tmp_path / "names.pcapng.gz"
+    with gzip.open(f, "wb", compresslevel=1) as g:
+        g.write(shb)
+        for i in range(n):
+            g.write(raw_block(*idb(f"if{i:05d}".encode() + b"n" * 60_000)))
+        g.write(raw_block(*epb(0, b"\x00" * 60)))
+    code, err, rss = measured(["topics", f, "--format", "json"], tmp_path)
+    assert code == 0, err
+    assert rss < 100, f"peak RSS {rss:.0f} MB"
+    kept = n - int(err.split(" interface descriptions over the cap")[0].rsplit(" ", 1)[-1])
+    assert 2000 < kept < 4096, err  # 1 MiB of interfaces of ~350 bytes each
+    assert f"{kept} interface names over 256 bytes truncated" in err, err
+
+
 @pytest.mark.parametrize("window,msg", [("0s", "between 1ms and 1h"), ("8000000000s", "between 1ms and 1h"), ("100000000000s", "too large"), ("5x", "unknown unit")])
 def test_windows_are_validated(ddscope, repo, window, msg):
     run = repo / "examples/captures/simple-robotic-cyclone"
