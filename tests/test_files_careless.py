@@ -166,6 +166,9 @@ def test_corrupt_block_is_one_short_line(ddscope, tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert max(len(l) for l in cp.stderr.splitlines()) < 400, cp.stderr[:1000]
     assert "after frame 1" in cp.stderr
+    # The decoding line right after must not claim nothing was skipped (issue 23, 14).
+    assert "nothing skipped or malformed" not in cp.stderr, cp.stderr
+    assert "the capture file: reading stopped at a corrupt or truncated block)" in cp.stderr, cp.stderr
     assert len(cp.stdout) < 20000
     doc = json.loads(cp.stdout)
     err = next(iter(doc["skipped"].values()))["capture_error"]
@@ -177,6 +180,7 @@ def test_frames_of_an_undescribed_interface_are_reported(ddscope, tmp_path):
     f.write_bytes(pcapng_with([epb(0, b"\x00" * 60), epb(3, b"\x00" * 60), epb(3, b"\x00" * 60)]))
     cp = ddscope("topics", f)
     assert "2 packet blocks name an interface the file never described" in cp.stderr, cp.stderr
+    assert "nothing skipped or malformed" not in cp.stderr, cp.stderr
 
 
 def idb(name: bytes | None = None):

@@ -95,9 +95,19 @@ pub struct DecodeStats {
     pub ip: ReassemblyStats,
     /// Sizes of the discovery tables and what they evicted.
     pub discovery: DiscoveryStats,
+    /// The capture file's own problems (a corrupt or truncated end, packet
+    /// blocks of undescribed or skipped interfaces), set once the file is
+    /// read ([`DecodeStats::note_capture`]): the summary line never says
+    /// "nothing skipped" about a file that had them.
+    pub capture_problems: Option<String>,
 }
 
 impl DecodeStats {
+    /// Takes note of the capture file's own problems (see `capture_problems`).
+    pub fn note_capture(&mut self, summary: &crate::source::CaptureSummary) {
+        self.capture_problems = summary.problems();
+    }
+
     /// Total of everything skipped or malformed (for the summary line).
     pub fn skipped_total(&self) -> u64 {
         self.unsupported_link_frames
@@ -155,10 +165,11 @@ impl DecodeStats {
         add(self.ip.duplicate_fragments, "duplicate IP fragments");
         add(self.ip.overlapping_fragments, "overlapping IP fragments");
         add(self.ip.datagrams_too_fragmented, "IP datagrams dropped with too many holes");
-        let line = if parts.is_empty() {
-            "nothing skipped or malformed".to_string()
-        } else {
-            format!("skipped/malformed: {}", parts.join(", "))
+        let line = match (parts.is_empty(), &self.capture_problems) {
+            (true, None) => "nothing skipped or malformed".to_string(),
+            (true, Some(c)) => format!("nothing else skipped or malformed in the frames read (the capture file: {c})"),
+            (false, None) => format!("skipped/malformed: {}", parts.join(", ")),
+            (false, Some(c)) => format!("skipped/malformed: {} (and the capture file: {c})", parts.join(", ")),
         };
         let line = match self.discovery.eviction_line() {
             Some(ev) => format!("{line}; evicted (caps): {ev}"),

@@ -107,6 +107,19 @@ impl CaptureSummary {
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
+
+    /// The file's own problems in a few words (a corrupt or truncated end,
+    /// frames or interfaces skipped), for lines that summarise decoding.
+    pub fn problems(&self) -> Option<String> {
+        let mut parts = vec![];
+        if self.error.is_some() {
+            parts.push("reading stopped at a corrupt or truncated block".to_string());
+        }
+        if let Some(l) = self.skipped_line() {
+            parts.push(l);
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 /// Interfaces kept per pcapng section; further interface description blocks
