@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -205,3 +206,75 @@ def test_data_with_writer_sn_not_positive_is_malformed_not_a_sample(tmp_path):
     code, stderr, _ = run_measured(["topics", cap, "--by", "writer", "--format", "json", "-o", out])
     (row,) = json.loads(out.read_text())["topics"]
     assert row["samples"] == 1, row
+
+
+# ---- terminal escape injection (issue 23, 9) ----------------------------------------------
+
+# A topic name that clears the screen, sets the window title, rings the bell,
+# starts a new line with a fake row and flips text direction.
+EVIL_TOPIC = "rt/evil\x1b]0;pwned\x07\x1b[2J\x1b[1;1H\r\nFAKE ROW\u202e\x9b2J"
+EVIL_TYPE = "T\x1b[31mred"
+
+
+def evil_messages(prefix: bytes) -> list[bytes]:
+    """RTPS messages (UDP payloads): an SEDP publication with EVIL_TOPIC, then DATA of its writer."""
+    pub = hostile.data(hostile.SEDP_PUB_R, hostile.SEDP_PUB_W, 1, hostile.sedp_payload(prefix, hostile.USER_W, EVIL_TOPIC, EVIL_TYPE))
+    sample = hostile.data(0, hostile.USER_W, 1, b"\x00\x01\x00\x00" + b"evil\0\0\0\0")
+    return [hostile.header(prefix) + pub, hostile.header(prefix) + sample]
+
+
+def test_control_characters_never_reach_the_terminal(tmp_path):
+    """`topics` and `dissect` tables escape control characters (ESC, OSC, CR,
+    LF, C1 CSI, bidi overrides) as `\\x1b` etc.; JSON and CSV keep the name
+    exactly. Oracle: the bytes written into the capture."""
+    cap = tmp_path / "evil.pcap"
+    out = hostile.Out(str(cap), None)
+    p = hostile.prefix_of(9, 0xEE)
+    for i, m in enumerate(evil_messages(p)):
+        out.add(hostile.T0 + i * 1000, hostile.frame(m, dport=7400 if i == 0 else 7411))
+    out.close()
+    exe = ddscope_bin()
+    for args in (["topics", cap], ["topics", cap, "--by", "writer"], ["dissect", cap], ["dissect", cap, "--records", "samples"]):
+        cp = subprocess.run([exe, *map(str, args)], capture_output=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        for stream in (cp.stdout, cp.stderr):
+            assert b"\x1b" not in stream and b"\x07" not in stream and b"\r" not in stream and "\u202e".encode() not in stream, stream
+            assert b"\xc2\x9b" not in stream, stream
+        if args[0] == "topics":
+            # (table cells are cut at 48 characters)
+            assert b"/evil\\x1b]0;pwned\\x07\\x1b[2J\\x1b[1;1H\\r\\nFAKE" in cp.stdout, cp.stdout
+        else:
+            assert b"\\x1b]0;pwned" in cp.stdout, cp.stdout
+    # Data formats carry the name exactly.
+    doc = json.loads(subprocess.run([exe, "topics", str(cap), "--format", "json"], capture_output=True, check=True).stdout)
+    assert [r["topic_raw"] for r in doc["topics"]] == [EVIL_TOPIC]
+    cp = subprocess.run([exe, "dissect", str(cap), "--format", "csv"], capture_output=True, check=True)
+    assert EVIL_TOPIC.encode() in cp.stdout.replace(b'""', b'"')
+
+
+def test_live_table_escapes_control_characters(needs_root, tmp_path):
+    """`live` without a terminal prints its table: no ESC byte on stdout.
+    The hostile SEDP is sent over loopback in a namespace of our own."""
+    ns = f"ddesc-{os.getpid() % 100000}-{os.urandom(2).hex()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        live = subprocess.Popen(["ip", "netns", "exec", ns, ddscope_bin(), "live", "-i", "lo", "--duration", "5s"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        msgs = evil_messages(hostile.prefix_of(9, 0xEE))
+        sender = (
+            "import socket,time,sys\n"
+            f"msgs={msgs!r}\n"
+            "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+            "for _ in range(30):\n"
+            "    s.sendto(msgs[0],('127.0.0.1',7400)); s.sendto(msgs[1],('127.0.0.1',7411)); time.sleep(0.1)\n"
+        )
+        time.sleep(1.0)
+        subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", sender], check=True, timeout=30)
+        out, err = live.communicate(timeout=60)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert live.returncode == 0, err.decode(errors="replace")
+    assert b"\x1b" not in out and b"\r" not in out and b"\x1b" not in err, out
+    # (live shows the last 35 characters of a long name)
+    assert b"\\r\\nFAKE ROW\\u{202e}\\x9b2J" in out, out.decode(errors="replace")[-3000:]

@@ -79,7 +79,8 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             let code = e.downcast_ref::<common::ExitError>().map_or(1, |x| x.code);
-            eprintln!("ddscope: error: {e:#}");
+            // An error may quote a name from a capture: no control characters reach the terminal.
+            eprintln!("ddscope: error: {}", ddscope_core::names::for_terminal(&format!("{e:#}")));
             ExitCode::from(code.clamp(1, 255) as u8)
         }
     }

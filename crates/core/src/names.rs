@@ -1,6 +1,7 @@
 //! Names that come from outside — topic and type names, partitions, entity
 //! and node names from discovery, pcapng interface names — are attacker-chosen
-//! bytes: each value is capped in length where it is read.
+//! bytes: each value is capped in length where it is read, and every name
+//! shown on a terminal is stripped of control characters.
 //!
 //! A 59 KB topic name is legal CDR; 20 000 SEDP announcements of such names
 //! took `topics` to 8 GB before values were capped. Real systems stay far
@@ -104,6 +105,14 @@ impl Default for NameCap {
     }
 }
 
+/// `s` safe to print on a terminal: control characters escaped as `ls` and
+/// tshark show them (`\n`, `\r`, `\t`, `\x1b`, `\u{202e}`), the rest unchanged
+/// (see [`ddscope_traffic::text::escape_controls`]). For human-readable
+/// output only: CSV, JSON and Parquet carry names exactly.
+pub fn for_terminal(s: &str) -> Cow<'_, str> {
+    ddscope_traffic::text::escape_controls(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +140,15 @@ mod tests {
         assert_eq!(cap_label(&decoded), decoded);
         let raw = "x".repeat(4 << 20);
         assert_eq!(cap_label(&raw).len(), capped_len(DEFAULT_MAX_NAME_BYTES) - "18446744073709551615".len() + "4194304".len());
+    }
+
+    #[test]
+    fn control_characters_are_escaped_for_terminals() {
+        assert_eq!(for_terminal("/chatter"), "/chatter");
+        assert_eq!(for_terminal("a\x1b]0;pwned\x07b\r\nc\td"), "a\\x1b]0;pwned\\x07b\\r\\nc\\td");
+        assert_eq!(for_terminal("x\u{9b}2J\u{7f}"), "x\\x9b2J\\x7f");
+        assert_eq!(for_terminal("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(for_terminal("ünïcödé/話題"), "ünïcödé/話題");
+        assert!(!for_terminal("\x1b[2J").contains('\x1b'));
     }
 }
