@@ -151,7 +151,10 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
-    if !tty {
+    // SIGINT, SIGTERM and SIGHUP stop the capture the same way (with a
+    // terminal in raw mode, Ctrl-C arrives as a key instead): the closing
+    // lines are printed and `--write` is completed, never left as a hidden temporary file.
+    {
         let s = stop.clone();
         ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     }
