@@ -388,12 +388,13 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     let (tx, rx) = mpsc::channel::<(usize, String)>();
     let mut nodes: Vec<RunningNode> = vec![];
     let mut node_pids = BTreeMap::new();
+    let facts = workload::ScenarioFacts::of(sc)?;
     for (k, n) in sc.nodes.iter().enumerate() {
         let h = lab.host(&n.host).ok_or_else(|| anyhow!("internal: host {} of node {} not in the lab", n.host, n.name))?;
         let truth_part = tmp.join(format!("truth-{}.jsonl", n.name));
         let log = out.join("logs").join(format!("{}.log", n.name));
         let prog = bins.path(n.vendor)?;
-        let args = workload::node_args(sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
+        let args = workload::node_args_with(&facts, sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
         // a traced host's processes live in its session daemon's mount namespace
         let mut cmd = match sessions.get(&n.host) {
