@@ -474,6 +474,31 @@ def test_bad_inputs_fail_with_one_line(tmp_path):
     assert cp.returncode != 0 and "DDSCOPE_LAB_NODES" in cp.stderr and cp.stderr.count("\n") == 1, cp.stderr
 
 
+def test_hostile_scenarios_fail_fast_in_one_short_line(tmp_path):
+    """`lab check` bounds what it accepts (issue 23, 14): a link of 10^18 bit/s,
+    1 000 nodes (once 9.8 s to check, growing faster than linearly), a 200 KB
+    key or raw control bytes (once echoed back whole). Each is one short line
+    naming the file and field, without an ESC byte, in well under a second."""
+    def check(text):
+        f = tmp_path / "hostile.toml"
+        f.write_bytes(text.encode())
+        t = time.monotonic()
+        cp = subprocess.run([ddscope_bin(), "lab", "check", str(f)], capture_output=True, timeout=60)
+        return cp, time.monotonic() - t
+
+    assert 'rate = "2.5G"' in SIMPLE.read_text()
+    cp, _ = check(SIMPLE.read_text().replace('rate = "2.5G"', 'rate = "1000000000000000000"', 1))
+    assert cp.returncode != 0 and b"network.rate" in cp.stderr and b"400 Gbit/s" in cp.stderr, cp.stderr
+    nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "pc1"\n[[nodes.publish]]\ntopic = "/t{i}"\ntype_name = "std_msgs/msg/String"\nsample_bytes = 64\nrate_hz = 10\n' for i in range(1000))
+    cp, secs = check('name = "many"\nduration = "2s"\n[[hosts]]\nname = "pc1"\n[[hosts]]\nname = "pc2"\n' + nodes)
+    assert cp.returncode != 0 and b"nodes: 1000 nodes; a lab runs at most 256" in cp.stderr and secs < 5, (cp.stderr, secs)
+    for text in ('name = "x"\n' + "k" * 200_000 + " = 1\n", 'name = "x\x1b]0;pwned\x07' + "y" * 200_000 + '"\n',
+                 SIMPLE.read_text().replace('name = "', 'name = "\x1b[2J', 1)):
+        cp, secs = check(text)
+        assert cp.returncode != 0 and len(cp.stderr) < 1000 and cp.stderr.count(b"\n") == 1, cp.stderr[:3000]
+        assert b"\x1b" not in cp.stderr and b"\x07" not in cp.stderr and b"hostile.toml" in cp.stderr, cp.stderr[:3000]
+
+
 def test_refuses_without_root(tmp_path):
     need_root()
     before = set(lab_namespaces())

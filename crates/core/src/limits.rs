@@ -209,13 +209,18 @@ fn keys_of(section: &str) -> String {
     KEYS.iter().filter(|k| k.section == section).map(|k| k.key).collect::<Vec<_>>().join(", ")
 }
 
+/// Input quoted in an error: escaped, at most 200 characters of it.
+fn quoted(s: &str) -> String {
+    ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS)
+}
+
 fn value(k: &LimitKey, v: &toml::Value) -> Result<u64, String> {
     let n = match v {
         toml::Value::Integer(i) => u64::try_from(*i).map_err(|_| format!("{i} is negative"))?,
         toml::Value::String(s) if k.kind == Kind::Size => {
-            s.parse::<Bytes>().map_err(|e| e.to_string())?.0
+            s.parse::<Bytes>().map_err(|e| quoted(&e.to_string()))?.0
         }
-        toml::Value::String(s) => s.trim().parse::<u64>().map_err(|_| format!("{s:?} is not a whole number"))?,
+        toml::Value::String(s) => s.trim().parse::<u64>().map_err(|_| format!("{} is not a whole number", quoted(&format!("{s:?}"))))?,
         other => return Err(format!("expected a number, found {}", other.type_str())),
     };
     if n == 0 {
@@ -234,12 +239,12 @@ impl Limits {
 
     /// Applies the caps a limits file sets; the others are unchanged.
     pub fn apply_toml(&mut self, text: &str) -> Result<(), LimitsError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LimitsError::Syntax(e.message().to_string()))?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LimitsError::Syntax(quoted(e.message())))?;
         for (section, body) in &table {
             if !sections().contains(&section.as_str()) {
-                return Err(LimitsError::UnknownSection(section.clone(), sections().join(", ")));
+                return Err(LimitsError::UnknownSection(quoted(section), sections().join(", ")));
             }
-            let body = body.as_table().ok_or_else(|| LimitsError::NotTable(section.clone()))?;
+            let body = body.as_table().ok_or_else(|| LimitsError::NotTable(quoted(section)))?;
             for (key, v) in body {
                 self.set_toml(section, key, v)?;
             }
@@ -251,7 +256,7 @@ impl Limits {
         let k = KEYS
             .iter()
             .find(|k| k.section == section && k.key == key)
-            .ok_or_else(|| LimitsError::UnknownKey(format!("{section}.{key}"), section.to_string(), keys_of(section)))?;
+            .ok_or_else(|| LimitsError::UnknownKey(quoted(&format!("{section}.{key}")), section.to_string(), keys_of(section)))?;
         let n = value(k, v).map_err(|e| LimitsError::BadValue(k.name(), e))?;
         self.set_value(section, key, n).map_err(|e| LimitsError::BadValue(k.name(), e))?;
         Ok(())

@@ -584,6 +584,7 @@ fn fill_interference_rates(v: &mut toml::Table) -> Result<()> {
 }
 
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    // The message may quote the input (a key, a value): short and escaped.
     let msg = one_line(e.message());
     match e.span() {
         Some(span) => {
@@ -594,8 +595,10 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// One line of a message that may quote the input: whitespace collapsed,
+/// control characters escaped, at most 200 characters of it.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS)
 }
 
 fn valid_name(s: &str) -> bool {

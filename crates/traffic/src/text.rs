@@ -1,5 +1,5 @@
-//! Text from outside (a name from the wire) shown on a terminal: control
-//! characters escaped.
+//! Text from outside (a scenario or limits file, a name from the wire)
+//! quoted back in a message: control characters escaped, length bounded.
 
 use std::borrow::Cow;
 
@@ -30,14 +30,32 @@ pub fn escape_controls(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Most characters of input a message quotes.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// `s` for a one-line message: whitespace runs as one space, control
+/// characters escaped, and at most `max_chars` characters of it followed by
+/// `… (N bytes)` when longer (a 200 KB line is not echoed back).
+pub fn excerpt(s: &str, max_chars: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let escaped = escape_controls(&one_line);
+    match escaped.char_indices().nth(max_chars) {
+        None => escaped.into_owned(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &escaped[..cut], s.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(escape_controls("unknown field `a\x1b[2Jb`"), "unknown field `a\\x1b[2Jb`");
+    fn messages_quote_input_short_and_escaped() {
+        assert_eq!(excerpt("unknown field `a\x1b[2Jb`", 200), "unknown field `a\\x1b[2Jb`");
+        let long = format!("key_{}", "x".repeat(200_000));
+        let e = excerpt(&long, 50);
+        assert!(e.len() < 80 && e.ends_with("… (200004 bytes)"), "{e}");
+        assert_eq!(excerpt("a\n  b\tc", 200), "a b c");
         assert_eq!(escape_controls("a\u{202e}b\u{9b}"), "a\\u{202e}b\\x9b");
-        assert_eq!(escape_controls("plain/name"), "plain/name");
     }
 }

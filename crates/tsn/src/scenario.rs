@@ -266,12 +266,15 @@ impl Scenario {
 
     pub fn parse(text: &str, file: &str) -> Result<Scenario, String> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let msg = e.message().trim_end().replace('\n', " ");
+            // The message and the line are input: short and escaped (a 200 KB
+            // line or raw control bytes are not echoed back).
+            use ddscope_traffic::text::{excerpt, EXCERPT_CHARS};
+            let msg = excerpt(e.message(), EXCERPT_CHARS);
             match e.span() {
                 Some(r) => {
                     let start = r.start.min(text.len());
                     let line_no = text[..start].matches('\n').count() + 1;
-                    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+                    let line = excerpt(text.lines().nth(line_no - 1).unwrap_or(""), 80);
                     format!("{file}: line {line_no} ({line}): {msg}")
                 }
                 None => format!("{file}: {msg}"),
@@ -364,7 +367,7 @@ fn split(t: &toml::Table) -> (toml::Table, toml::Table) {
 }
 
 fn de<T: serde::de::DeserializeOwned>(t: toml::Table) -> Result<T, String> {
-    toml::Value::Table(t).try_into::<T>().map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    toml::Value::Table(t).try_into::<T>().map_err(|e| ddscope_traffic::text::excerpt(&e.to_string(), ddscope_traffic::text::EXCERPT_CHARS))
 }
 
 fn build(raw: RawScenario, file: &str) -> Result<Scenario, String> {
