@@ -387,6 +387,18 @@ fn build(raw: RawScenario, file: &str) -> Result<Scenario, String> {
         }
         ports.push(build_port(p, &framing).map_err(|e| format!("{ctx}: {e}"))?);
     }
+    // Interface names go into the shell scripts `tsn config` writes: only real names.
+    for (i, p) in ports.iter().enumerate() {
+        crate::shell::check_ifname(&p.interface).map_err(|e| format!("port[{i}] ({:?}): interface: {e}", p.name))?;
+    }
+    if let Some(ptp) = &raw.ptp {
+        if let Some(f) = &ptp.follower {
+            crate::shell::check_ifname(f).map_err(|e| format!("ptp.follower: {e}"))?;
+        }
+        if let Some(g) = ptp.grandmaster.as_deref().filter(|g| !ports.iter().any(|p| p.name == *g || p.interface == *g)) {
+            crate::shell::check_ifname(g).map_err(|e| format!("ptp.grandmaster: {e} (nor a port name)"))?;
+        }
+    }
     let mut flows = Vec::new();
     for (i, t) in raw.topic.iter().enumerate() {
         let (own, rest) = split(t);
@@ -556,7 +568,14 @@ fn finish_flow(
         msgs_per_release,
         streams,
         frames,
-        multicast: ex.multicast,
+        multicast: match ex.multicast {
+            // Goes into routes and firewall rules of the generated scripts: an address, nothing else.
+            Some(m) => match m.parse::<std::net::Ipv4Addr>() {
+                Ok(a) if a.is_multicast() => Some(a.to_string()),
+                _ => return Err(format!("{ctx}: multicast {:?}: not an IPv4 multicast address", ddscope_traffic::text::excerpt(&m, 60))),
+            },
+            None => None,
+        },
         dst_port: ex.dst_port,
     })
 }
