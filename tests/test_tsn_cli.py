@@ -5,7 +5,9 @@ CBS worked example, and the CLI contract (exit code != 0 with a one-line
 reason naming the file and field)."""
 import json
 import os
+import resource
 import subprocess
+import time
 
 import pytest
 
@@ -151,6 +153,52 @@ def test_multicast_address_and_cbs_dev_are_refused_when_not_what_they_claim(ddsc
     assert cp.returncode != 0 and "--dev: \"eth0 x\" is not a Linux interface name" in cp.stderr, cp.stderr
     cp = ddscope("tsn", "cbs", "--port-rate", "1G", "--max-frame-bytes", "1542", "--class", "A:reserved=100M,max-frame=1250", "--handle", "1;id", check=False)
     assert cp.returncode != 0 and "--handle" in cp.stderr, cp.stderr
+
+
+# ---- TSN inputs beyond what can be computed (issue 23, 10) -------------------------------
+
+def run_bounded(args, seconds=20, mem_mb=512):
+    """ddscope ARGS under an address-space limit, killed after `seconds`: (exit code, stderr, elapsed s)."""
+    from conftest import ddscope_bin
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
+
+    t = time.monotonic()
+    cp = subprocess.run([ddscope_bin(), *map(str, args)], capture_output=True, text=True, timeout=seconds, preexec_fn=limit)
+    return cp.returncode, cp.stderr, time.monotonic() - t
+
+
+@pytest.mark.parametrize("name,scenario_extra,args,message", [
+    ("1h of a 1G burst", '[[burst]]\nname = "iperf3"\nrate = "1G"\npayload_bytes = 1400\npacing = "15ms"\npath = ["p"]\n', ["--duration", "1h"], "simulation too"),
+    ("1 ns pacing", '[[burst]]\nname = "iperf3"\nrate = "1G"\npayload_bytes = 1400\npacing = "1ns"\npath = ["p"]\n', [], "simulation too"),
+    ("10^15-byte sample", '[[topic]]\ntopic = "/huge"\nsample_bytes = 1000000000000000\nrate_hz = 1\npath = ["p"]\n', [], "over the model's limit of 1073741824 bytes"),
+    ("10 days", "", ["--duration", "240h"], "--duration 240h: must lie between 0 and 24h"),
+])
+def test_simulate_refuses_what_it_cannot_compute(tmp_path, name, scenario_extra, args, message):
+    """Before the limits, these aborted ("memory allocation failed") or ran for
+    17 minutes. Now each is refused within seconds and a 512 MB address-space
+    limit, with the limit named."""
+    sc = tmp_path / "big.toml"
+    sc.write_text(hostile_scenario("eth0").replace("[ptp]", scenario_extra + "\n[ptp]"))
+    code, err, secs = run_bounded(["tsn", "simulate", sc, *args])
+    assert code != 0 and message in err and err.count("\n") == 1, err
+    assert secs < 10, secs
+    if "sample" in name:
+        code, err, _ = run_bounded(["tsn", "config", sc, "--emit", "tc"])
+        assert code != 0 and message in err, err
+
+
+def test_tas_and_config_refuse_huge_messages_and_config_takes_an_hour(tmp_path):
+    code, err, secs = run_bounded(["tsn", "tas", "--message-bytes", "1000000000000000"])
+    assert code != 0 and "over the model's limit of 1073741824 bytes" in err and secs < 10, err
+    code, err, _ = run_bounded(["tsn", "tas", "--message-bytes", "1GiB", "--phases", "1000"])
+    assert code != 0 and "frame steps, over the limit of 100000000" in err, err
+    # config does not simulate: an hour-long scenario is fine for it.
+    sc = tmp_path / "hour.toml"
+    sc.write_text(hostile_scenario("eth0").replace('duration = "1s"', 'duration = "1h"'))
+    code, err, secs = run_bounded(["tsn", "config", sc, "--emit", "tc"])
+    assert code == 0 and secs < 10, err
 
 
 def test_toml_errors_quote_input_short_and_escaped(tmp_path):

@@ -45,7 +45,9 @@ ddscope tsn tas --calibrate lab-out/run --table-4-6   # fit host times from a no
     #[command(after_help = "Examples:\n  \
 ddscope tsn simulate examples/tsn/thesis-baseline-95.toml\n  \
 ddscope tsn simulate examples/tsn/ivn-usecase-cbs.toml --seed 7 --format json\n  \
-ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s")]
+ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s\n\n\
+Durations are at most 24h; a simulation that would release more than 2e7 messages or send more than
+5e8 frames (frames x hops) is refused before it starts, naming the busiest flow (docs/robustness.md).")]
     Simulate(SimArgs),
     /// CBS idleslope/sendslope/hicredit/locredit by seed 004 Eq. 2-6, and the tc line
     #[command(after_help = "Examples:\n  \
@@ -655,13 +657,13 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
 fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
     let mut sc = Scenario::load(&a.scenario)?;
     if let Some(d) = a.duration {
-        if d.0 == 0 {
-            bail!("--duration must be positive");
+        if d.0 == 0 || d.0 > scenario::MAX_DURATION_NS {
+            bail!("--duration {d}: must lie between 0 and 24h");
         }
         sc.duration = d;
     }
     let seed = a.seed.unwrap_or(sc.seed);
-    let r = scenario::simulate(&sc, seed);
+    let r = scenario::try_simulate(&sc, seed).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
     if a.format == Format::Json {
         return print_json(&r);
     }
