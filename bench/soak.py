@@ -15,7 +15,8 @@ run; prints the median wall time of each and the change.
 Inputs come from tests/hostile/hostile.py (every byte packed by hand, see
 there). For each scenario the full size (10^6 writers, 10^5 topics, 10^5
 destinations of one sample, a DATA_FRAG flood, an IP-fragment flood, 10^5
-discovery DATA_FRAG sets) and a tenth of it are run once each, one after the
+discovery DATA_FRAG sets, 20 000 SEDP announcements of 59 KB names through
+`topics` and `dissect`) and a tenth of it are run once each, one after the
 other. A run whose RSS passes --ceiling-mb or whose time passes --timeout is
 killed and reported as such (for measuring builds without caps). Peak RSS is
 the child's own (wait4 rusage; the watchdog polls /proc for the ceiling).
@@ -45,7 +46,11 @@ SCENARIOS = [
     ("fragflood", 1_000_000, ["topics"], {}, "samples announcing 2^20 fragments, last one sent"),
     ("ipholes", 1_100, ["topics"], {"holes": 4096}, "IPv4 datagrams as 4096 8-byte fragments with holes"),
     ("discfrag", 100_000, ["topics"], {}, "SEDP DATA_FRAG sets announcing 1 MiB, first fragment only"),
+    ("longnames", 20_000, ["topics", "dissect"], {}, "SEDP publications with distinct 59 KB topic names (gzip'd pcap)"),
 ]
+
+# Scenarios written gzip-compressed (their plain pcap would be gigabytes of repeated names).
+GZIPPED = {"longnames"}
 
 
 def measure(cmd: list[str], ceiling_mb: int, timeout: float):
@@ -84,7 +89,7 @@ def measure(cmd: list[str], ceiling_mb: int, timeout: float):
     return code, wall, usage.ru_maxrss / 1024, stderr
 
 
-EVICTION_WORDS = ("evicted", "forgotten", "dropped", "beyond the per-sample cap", "judged before", "closed early")
+EVICTION_WORDS = ("evicted", "forgotten", "dropped", "beyond the per-sample cap", "judged before", "closed early", "cut at")
 
 
 def evictions(stderr: str) -> str:
@@ -120,14 +125,19 @@ def main():
             continue
         for frac in [float(x) for x in a.sizes.split(",")]:
             n = max(1, int(full * a.scale * frac))
-            f1 = out / f"{scenario}-{n}-pc1.pcap"
-            f2 = out / f"{scenario}-{n}-pc2.pcap"
+            ext = ".pcap.gz" if scenario in GZIPPED else ".pcap"
+            f1 = out / f"{scenario}-{n}-pc1{ext}"
+            f2 = out / f"{scenario}-{n}-pc2{ext}"
             if not f1.exists() or ("latency" in commands and not f2.exists()):
                 hostile.generate(scenario, n, f1, f2 if "latency" in commands else None, **opts)
             size = f1.stat().st_size
             frames = count_frames(f1)
             for c in commands:
-                args = [a.bin, "topics", str(f1), "--all"] if c == "topics" else [a.bin, "latency", str(f1), str(f2)]
+                args = {
+                    "topics": [a.bin, "topics", str(f1), "--all"],
+                    "dissect": [a.bin, "dissect", str(f1), "--format", "csv", "-o", "/dev/null"],
+                    "latency": [a.bin, "latency", str(f1), str(f2)],
+                }[c]
                 code, wall, rss, stderr = measure(args, a.ceiling_mb, a.timeout)
                 if "panicked" in stderr:
                     code = f"{code} (panic)"
@@ -167,9 +177,10 @@ def speed(before: str, after: str, files: list[str], runs: int) -> None:
 
 
 def count_frames(path: pathlib.Path) -> int:
-    """Records in a classic pcap file (16-byte record headers)."""
+    """Records in a classic pcap file (16-byte record headers), gzip'd or not."""
+    import gzip
     n = 0
-    with open(path, "rb") as f:
+    with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
         f.seek(24)
         while True:
             h = f.read(16)

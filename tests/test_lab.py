@@ -420,10 +420,15 @@ load = "0%"
 
 # ---------------------------------------------------------------- failure paths
 
-def test_interrupt_removes_everything(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_removes_everything(tmp_path, sig):
+    """An interrupted run says everything it started was removed: the hosts,
+    the processes, and its scratch directory OUT/.tmp with the raw captures
+    (which once stayed behind, ~200 MB)."""
     need_root()
     before = lab_processes()
-    p = subprocess.Popen([ddscope_bin(), "lab", "run", str(SIMPLE), "--duration", "60s", "--out", str(tmp_path / "o")],
+    out = tmp_path / "o"
+    p = subprocess.Popen([ddscope_bin(), "lab", "run", str(SIMPLE), "--duration", "60s", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err = ""
     deadline = time.monotonic() + 60
@@ -435,11 +440,17 @@ def test_interrupt_removes_everything(tmp_path):
     assert "running for" in err, err
     rid = run_id_of(err)
     assert lab_namespaces(rid), "the run's namespaces should exist while it runs"
-    p.send_signal(signal.SIGINT)
+    # The captures are being written into the scratch directory.
+    deadline = time.monotonic() + 20
+    while not any(f.stat().st_size > 0 for f in (out / ".tmp").glob("*.pcap")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert any(f.stat().st_size > 0 for f in (out / ".tmp").glob("*.pcap")), list((out / ".tmp").iterdir())
+    p.send_signal(sig)
     rest = p.communicate(timeout=60)[1]
     assert p.returncode != 0
-    assert "interrupted by SIGINT" in rest, rest
+    assert f"interrupted by {signal.Signals(sig).name}; everything the run started was removed" in rest, rest
     assert_nothing_left(rid, before)
+    assert not (out / ".tmp").exists(), list((out / ".tmp").rglob("*"))
 
 
 def test_bad_inputs_fail_with_one_line(tmp_path):
@@ -461,6 +472,31 @@ def test_bad_inputs_fail_with_one_line(tmp_path):
     env = dict(os.environ, DDSCOPE_LAB_NODES=str(tmp_path / "no-nodes-here"))
     cp = subprocess.run([ddscope_bin(), "lab", "check", str(SIMPLE)], capture_output=True, text=True, env=env)
     assert cp.returncode != 0 and "DDSCOPE_LAB_NODES" in cp.stderr and cp.stderr.count("\n") == 1, cp.stderr
+
+
+def test_hostile_scenarios_fail_fast_in_one_short_line(tmp_path):
+    """`lab check` bounds what it accepts (issue 23, 14): a link of 10^18 bit/s,
+    1 000 nodes (once 9.8 s to check, growing faster than linearly), a 200 KB
+    key or raw control bytes (once echoed back whole). Each is one short line
+    naming the file and field, without an ESC byte, in well under a second."""
+    def check(text):
+        f = tmp_path / "hostile.toml"
+        f.write_bytes(text.encode())
+        t = time.monotonic()
+        cp = subprocess.run([ddscope_bin(), "lab", "check", str(f)], capture_output=True, timeout=60)
+        return cp, time.monotonic() - t
+
+    assert 'rate = "2.5G"' in SIMPLE.read_text()
+    cp, _ = check(SIMPLE.read_text().replace('rate = "2.5G"', 'rate = "1000000000000000000"', 1))
+    assert cp.returncode != 0 and b"network.rate" in cp.stderr and b"400 Gbit/s" in cp.stderr, cp.stderr
+    nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "pc1"\n[[nodes.publish]]\ntopic = "/t{i}"\ntype_name = "std_msgs/msg/String"\nsample_bytes = 64\nrate_hz = 10\n' for i in range(1000))
+    cp, secs = check('name = "many"\nduration = "2s"\n[[hosts]]\nname = "pc1"\n[[hosts]]\nname = "pc2"\n' + nodes)
+    assert cp.returncode != 0 and b"nodes: 1000 nodes; a lab runs at most 256" in cp.stderr and secs < 5, (cp.stderr, secs)
+    for text in ('name = "x"\n' + "k" * 200_000 + " = 1\n", 'name = "x\x1b]0;pwned\x07' + "y" * 200_000 + '"\n',
+                 SIMPLE.read_text().replace('name = "', 'name = "\x1b[2J', 1)):
+        cp, secs = check(text)
+        assert cp.returncode != 0 and len(cp.stderr) < 1000 and cp.stderr.count(b"\n") == 1, cp.stderr[:3000]
+        assert b"\x1b" not in cp.stderr and b"\x07" not in cp.stderr and b"hostile.toml" in cp.stderr, cp.stderr[:3000]
 
 
 def test_refuses_without_root(tmp_path):

@@ -19,6 +19,10 @@ scenario models what a forged sender on a monitored link can do:
                   `--holes` pieces each (range lists of IP reassembly)
   discfrag N      N SEDP samples as DATA_FRAG announcing 1 MiB, first fragment
                   only (discovery reassembly)
+  longnames N     N SEDP publications, each of its own participant, with a
+                  distinct ~59 KB topic name and a 4 KB type name (one UDP
+                  datagram each, as on loopback), then one DATA per writer
+                  (byte budgets of the name-holding tables)
   snjump N        N writers whose sequence numbers jump between the limits of
                   a signed 64-bit number, fragment numbers near 2^32, INFO_TS
                   at the limits of its fields
@@ -49,10 +53,15 @@ PID_ENDPOINT_GUID, PID_PARTICIPANT_GUID, PID_VENDOR_ID = 0x005A, 0x0050, 0x0016
 
 
 class PcapWriter:
-    """Streams frames into a classic pcap file (LINKTYPE_ETHERNET, ns timestamps)."""
+    """Streams frames into a classic pcap file (LINKTYPE_ETHERNET, ns
+    timestamps), gzip-compressed (fast level) when the name ends in .gz."""
 
     def __init__(self, path: str):
-        self.f = open(path, "wb", buffering=1 << 20)
+        if str(path).endswith(".gz"):
+            import gzip
+            self.f = gzip.open(path, "wb", compresslevel=1)
+        else:
+            self.f = open(path, "wb", buffering=1 << 20)
         self.f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
         self.frames = 0
 
@@ -266,6 +275,29 @@ def discfrag(out: Out, n: int) -> None:
         t += 1_000
 
 
+LONG_TOPIC_BYTES = 59_000
+LONG_TYPE_BYTES = 4_000
+
+
+def longnames(out: Out, n: int) -> None:
+    """n SEDP publications with distinct names of LONG_TOPIC_BYTES (topic) and
+    LONG_TYPE_BYTES (type), each from its own participant, then one DATA per
+    writer. Each announcement is one ~63 KB UDP datagram in one frame."""
+    t = T0
+    filler_topic = "n" * (LONG_TOPIC_BYTES - 12)
+    type_name = "T" * LONG_TYPE_BYTES
+    for i in range(n):
+        p = prefix_of(i, 0x1A)
+        topic = f"rt/{i:09d}" + filler_topic  # 3 + 9 + filler = LONG_TOPIC_BYTES
+        pub = data(SEDP_PUB_R, SEDP_PUB_W, 1, sedp_payload(p, USER_W, topic, type_name))
+        out.add(t, rtps_frame(p, pub))
+        t += 1_000
+    payload = b"\x00\x01\x00\x00" + b"long\0\0\0\0"
+    for i in range(n):
+        out.add(t, rtps_frame(prefix_of(i, 0x1A), data(0, USER_W, 1, payload), dport=7411))
+        t += 1_000
+
+
 IMAX, IMIN = (1 << 63) - 1, -(1 << 63)
 # DATA sequence numbers of each snjump writer, then its DATA_FRAG ones.
 SNJUMP_DATA = [1, 2, IMAX, IMAX - 1, 5, IMIN, IMIN + 1, 0, -1, 1 << 62, -(1 << 62), 3, IMAX]
@@ -274,9 +306,11 @@ SNJUMP_FRAG = [IMAX, IMIN, 1]
 
 def snjump_gaps() -> int:
     """The exact sn_gaps of one snjump writer: numbers skipped above the
-    highest seen so far, summed without overflow, capped at 2^64 - 1."""
+    highest seen so far, summed without overflow, capped at 2^64 - 1. DATA
+    and DATA_FRAG whose writerSN is not strictly positive are invalid (RTPS
+    2.5 8.3.7.2.3, 8.3.7.3.3) and are no samples: they are left out."""
     top, gaps = None, 0
-    for s in SNJUMP_DATA + SNJUMP_FRAG:
+    for s in (s for s in SNJUMP_DATA + SNJUMP_FRAG if s > 0):
         if top is not None and s > top:
             gaps += s - top - 1
         top = s if top is None else max(top, s)
@@ -327,6 +361,7 @@ SCENARIOS = {
     "ipflood": ipflood,
     "ipholes": ipholes,
     "discfrag": discfrag,
+    "longnames": longnames,
     "snjump": snjump,
     "inflight": inflight,
 }

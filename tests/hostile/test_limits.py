@@ -66,6 +66,10 @@ def test_printed_limits_read_back_and_parse_as_toml(tmp_path):
     (["--limit", "samples.nope=3"], 'unknown cap "samples.nope"'),
     (["--limit", "samples.max_fragments=99999999999"], "samples.max_fragments: 99999999999 is too large"),
     (["--max-writers", "0"], "--max-writers"),
+    # Sizes of 2^64 bytes or more are refused, not saturated to 2^64 - 1 (issue 23, 14).
+    (["--limit", "samples.max_fragment_bytes=99999999999999999999KiB"], "too large (at most 2^64 - 1)"),
+    (["--limit", "samples.max_fragment_bytes=18446744073709551616"], "samples.max_fragment_bytes"),
+    (["--limit", "discovery.max_name_bytes=0"], "discovery.max_name_bytes: must be at least 1"),
 ])
 def test_bad_caps_are_refused_with_the_key_named(writers_capture, args, message):
     cp = run("topics", writers_capture[0], *args, check=False)
@@ -81,6 +85,20 @@ def test_bad_limits_file_names_the_file_and_key(tmp_path, writers_capture):
     assert cp.returncode == 1 and str(f) in cp.stderr and "topics.max_writer" in cp.stderr, cp.stderr
     cp = run("topics", writers_capture[0], "--limits", tmp_path / "missing.toml", check=False)
     assert cp.returncode == 1 and "missing.toml" in cp.stderr, cp.stderr
+
+
+def test_hostile_limits_file_is_quoted_short_and_escaped(tmp_path, writers_capture):
+    """A limits file with a 200 KB key or value and raw control bytes: the
+    error names the file and quotes at most a short, escaped excerpt (issue 23, 14)."""
+    long_key = "k" * 200_000
+    for text in (f"[topics]\n{long_key} = 3\n", f"[{long_key}]\nx = 1\n", "[topics]\nmax_writers = \"\x1b]0;pwned\x07" + "9" * 200_000 + "\"\n",
+                 "[topics]\nmax_writers = 3 \x1b[2J\n" + "x" * 200_000):
+        f = tmp_path / "hostile.toml"
+        f.write_bytes(text.encode())
+        cp = subprocess.run([ddscope_bin(), "topics", str(writers_capture[0]), "--limits", str(f)], capture_output=True, timeout=60)
+        assert cp.returncode == 1, cp.stderr[:2000]
+        assert len(cp.stderr) < 2000 and b"\x1b" not in cp.stderr and b"\x07" not in cp.stderr, cp.stderr[:3000]
+        assert str(f).encode() in cp.stderr, cp.stderr
 
 
 def test_topics_writer_cap_from_flag_and_file(tmp_path, writers_capture):

@@ -27,7 +27,7 @@ pub fn print_summary(verb: &str, path: &Path, summary: &CaptureSummary, dec: &De
     }
     eprintln!("{verb}: {}: {}", path.display(), s.summary_line());
     for d in dec.diagnostics.iter().take(SHOWN_DIAGNOSTICS) {
-        eprintln!("{verb}: {}: frame {}: {}", path.display(), d.frame, d.message);
+        eprintln!("{verb}: {}: frame {}: {}", path.display(), d.frame, ddscope_core::names::for_terminal(&d.message));
     }
     let more = (s.truncated_submessages + s.malformed_submessages + s.bad_headers + s.bad_discovery_samples + s.unknown_submessages)
         .saturating_sub(SHOWN_DIAGNOSTICS as u64);

@@ -65,8 +65,9 @@ fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     PENDING.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// For the file commands: Ctrl-C removes the temporary files of outputs not
-/// yet complete (the final names never hold a partial file) and exits 130.
+/// For the file commands: Ctrl-C (SIGINT), SIGTERM and SIGHUP remove the
+/// temporary files of outputs not yet complete (the final names never hold a
+/// partial file, and no hidden `.NAME.ddscope-PID.tmp` stays behind) and exit 130.
 pub fn remove_partial_outputs_on_interrupt() {
     let _ = ctrlc::set_handler(|| {
         for p in pending().drain(..) {

@@ -50,6 +50,9 @@ enum Command {
     Completions(cmd::completions::CompletionsArgs),
 }
 
+/// Longest error line printed (a safety net: messages that quote input cut it themselves).
+const MAX_ERROR_CHARS: usize = 2000;
+
 fn main() -> ExitCode {
     // Usage errors (a bad option value, a missing argument) exit with 1 like
     // every other error; 2 is kept for inputs that cannot be read at all.
@@ -82,7 +85,14 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             let code = e.downcast_ref::<common::ExitError>().map_or(1, |x| x.code);
-            eprintln!("ddscope: error: {e:#}");
+            // An error may quote input (a name from a capture, a line of a scenario
+            // file): no control characters reach the terminal, and no 200 KB line.
+            let msg = format!("{e:#}");
+            let msg = ddscope_core::names::for_terminal(&msg);
+            match msg.char_indices().nth(MAX_ERROR_CHARS) {
+                Some((cut, _)) => eprintln!("ddscope: error: {}… ({} more bytes not shown)", &msg[..cut], msg.len() - cut),
+                None => eprintln!("ddscope: error: {msg}"),
+            }
             ExitCode::from(code.clamp(1, 255) as u8)
         }
     }

@@ -95,9 +95,19 @@ pub struct DecodeStats {
     pub ip: ReassemblyStats,
     /// Sizes of the discovery tables and what they evicted.
     pub discovery: DiscoveryStats,
+    /// The capture file's own problems (a corrupt or truncated end, packet
+    /// blocks of undescribed or skipped interfaces), set once the file is
+    /// read ([`DecodeStats::note_capture`]): the summary line never says
+    /// "nothing skipped" about a file that had them.
+    pub capture_problems: Option<String>,
 }
 
 impl DecodeStats {
+    /// Takes note of the capture file's own problems (see `capture_problems`).
+    pub fn note_capture(&mut self, summary: &crate::source::CaptureSummary) {
+        self.capture_problems = summary.problems();
+    }
+
     /// Total of everything skipped or malformed (for the summary line).
     pub fn skipped_total(&self) -> u64 {
         self.unsupported_link_frames
@@ -165,9 +175,18 @@ impl DecodeStats {
                 parts.push(format!("{label}: {}", g.join(", ")));
             }
         }
-        let line = if parts.is_empty() { "nothing skipped or malformed".to_string() } else { parts.join("; ") };
-        match self.discovery.problem_line() {
+        let line = match (parts.is_empty(), &self.capture_problems) {
+            (true, None) => "nothing skipped or malformed".to_string(),
+            (true, Some(c)) => format!("nothing else skipped or malformed in the frames read (the capture file: {c})"),
+            (false, None) => parts.join("; "),
+            (false, Some(c)) => format!("{} (and the capture file: {c})", parts.join("; ")),
+        };
+        let line = match self.discovery.eviction_line() {
             Some(ev) => format!("{line}; evicted (caps): {ev}"),
+            None => line,
+        };
+        match self.discovery.truncation_line() {
+            Some(cut) => format!("{line}; {cut}"),
             None => line,
         }
     }
@@ -738,18 +757,18 @@ impl Decoder {
     ) {
         let frame = ev.frame;
         let result = if writer == EntityId::SPDP_PARTICIPANT_WRITER || writer == EntityId::SPDP_PARTICIPANT_SECURE_WRITER {
-            discovery::parse_participant(payload, src_prefix).map(|p| {
+            discovery::parse_participant(payload, src_prefix, &mut self.discovery.names).map(|p| {
                 let prefix = self.discovery.add_participant_at(p, Some(&ev.dst));
                 Announcement::Participant(prefix)
             })
         } else if writer == EntityId::SEDP_PUBLICATIONS_WRITER || writer == EntityId::SEDP_PUBLICATIONS_SECURE_WRITER {
-            discovery::parse_endpoint(payload, EndpointKind::Writer, key).map(|e| {
+            discovery::parse_endpoint(payload, EndpointKind::Writer, key, &mut self.discovery.names).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
                 Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))
             })
         } else if writer == EntityId::SEDP_SUBSCRIPTIONS_WRITER || writer == EntityId::SEDP_SUBSCRIPTIONS_SECURE_WRITER {
-            discovery::parse_endpoint(payload, EndpointKind::Reader, key).map(|e| {
+            discovery::parse_endpoint(payload, EndpointKind::Reader, key, &mut self.discovery.names).map(|e| {
                 let mut e = e;
                 e.vendor_id = e.vendor_id.or(Some(ev.vendor_id));
                 Announcement::Endpoint(self.discovery.add_endpoint_at(e, Some(&ev.dst)))

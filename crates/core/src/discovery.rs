@@ -4,6 +4,7 @@
 //! type.
 
 use crate::bounded::BoundedMap;
+use crate::names::NameCap;
 use crate::ros;
 use crate::ros_graph::{RosGraph, RosGraphLimits, RosGraphStats, RosNode};
 use ddscope_wire::cdr::CdrReader;
@@ -44,6 +45,15 @@ impl TopicNames {
     pub fn in_domain(mut self, domain: Option<u32>) -> Self {
         self.domain = domain;
         self
+    }
+
+    /// Bytes these names hold (for the byte budgets of the tables that keep them).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.topic_raw.capacity()
+            + self.type_raw.capacity()
+            + self.topic_name.capacity()
+            + self.type_name.capacity()
     }
 }
 
@@ -268,13 +278,14 @@ fn read_duration_ns(v: &[u8], le: bool, what: &'static str) -> Result<i64, WireE
     Ok(sec * 1_000_000_000 + ((frac * 1_000_000_000) >> 32))
 }
 
-fn read_string(v: &[u8], le: bool, what: &'static str) -> Result<String, WireError> {
-    CdrReader::new(v, le).string(what)
+/// A CDR string, capped at the name cap (longer values cut with a marker and counted).
+fn read_string(v: &[u8], le: bool, what: &'static str, names: &mut NameCap) -> Result<String, WireError> {
+    CdrReader::new(v, le).string_bytes(what).map(|b| names.name(b))
 }
 
 /// Parses SPDP participant data. `fallback_prefix` names the participant when
-/// PID_PARTICIPANT_GUID is absent.
-pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix) -> Result<ParticipantInfo, WireError> {
+/// PID_PARTICIPANT_GUID is absent. Strings are capped by `names`.
+pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix, names: &mut NameCap) -> Result<ParticipantInfo, WireError> {
     let (le, body) = parameter_list(payload)?;
     let mut p = ParticipantInfo {
         guid_prefix: fallback_prefix,
@@ -311,7 +322,7 @@ pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix) -> Result<
             plist::PID_PARTICIPANT_LEASE_DURATION => {
                 p.lease_duration_ns = Some(read_duration_ns(v, le, "PID_PARTICIPANT_LEASE_DURATION")?)
             }
-            plist::PID_ENTITY_NAME => p.entity_name = Some(read_string(v, le, "PID_ENTITY_NAME")?),
+            plist::PID_ENTITY_NAME => p.entity_name = Some(read_string(v, le, "PID_ENTITY_NAME", names)?),
             plist::PID_DEFAULT_UNICAST_LOCATOR => p.default_unicast.push(loc()?),
             plist::PID_DEFAULT_MULTICAST_LOCATOR => p.default_multicast.push(loc()?),
             plist::PID_METATRAFFIC_UNICAST_LOCATOR => p.metatraffic_unicast.push(loc()?),
@@ -323,8 +334,9 @@ pub fn parse_participant(payload: &[u8], fallback_prefix: GuidPrefix) -> Result<
     Ok(p)
 }
 
-/// Parses SEDP publication or subscription data.
-pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>) -> Result<EndpointInfo, WireError> {
+/// Parses SEDP publication or subscription data. Strings (topic and type
+/// names, partitions) are capped by `names`.
+pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>, names: &mut NameCap) -> Result<EndpointInfo, WireError> {
     let (le, body) = parameter_list(payload)?;
     let mut guid = key_hash;
     let mut topic = None;
@@ -345,8 +357,8 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
         match param.pid {
             plist::PID_ENDPOINT_GUID => guid = Guid::from_slice(v).or(guid),
             plist::PID_KEY_HASH if guid.is_none() => guid = Guid::from_slice(v),
-            plist::PID_TOPIC_NAME => topic = Some(read_string(v, le, "PID_TOPIC_NAME")?),
-            plist::PID_TYPE_NAME => type_name = Some(read_string(v, le, "PID_TYPE_NAME")?),
+            plist::PID_TOPIC_NAME => topic = Some(read_string(v, le, "PID_TOPIC_NAME", names)?),
+            plist::PID_TYPE_NAME => type_name = Some(read_string(v, le, "PID_TYPE_NAME", names)?),
             plist::PID_RELIABILITY => {
                 let k = CdrReader::new(v, le).u32("PID_RELIABILITY")?;
                 reliability = Some(match k {
@@ -382,7 +394,7 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
                     return Err(WireError::malformed("PID_PARTITION", "more than 1024 names"));
                 }
                 for _ in 0..n {
-                    partitions.push(r.string("PID_PARTITION")?);
+                    partitions.push(names.name(r.string_bytes("PID_PARTITION")?));
                 }
             }
             plist::PID_UNICAST_LOCATOR => unicast.push(Locator::read(&mut CdrReader::new(v, le))?),
@@ -436,14 +448,31 @@ pub fn inline_status(inline_qos: &[u8], le: bool) -> (Option<u32>, Option<[u8; 1
 pub struct DiscoveryLimits {
     /// Participants remembered (SPDP); the least recently announced is forgotten first. ~400 bytes each.
     pub max_participants: usize,
+    /// Bytes the participants may hold together (names, locator lists); over
+    /// it the least recently announced are forgotten first.
+    pub max_participant_bytes: usize,
     /// Endpoints remembered (SEDP writers and readers); the least recently
     /// announced or used is forgotten first. ~500 bytes each.
     pub max_endpoints: usize,
+    /// Bytes the endpoints may hold together (topic and type names,
+    /// partitions, locator lists, the per-topic index); over it the least
+    /// recently announced or used are forgotten first.
+    pub max_endpoint_bytes: usize,
+    /// Longest string kept from SPDP/SEDP data (topic and type names,
+    /// partitions, entity names); longer values are cut with a marker
+    /// (`…[truncated, N bytes]`) and counted.
+    pub max_name_bytes: usize,
 }
 
 impl Default for DiscoveryLimits {
     fn default() -> Self {
-        DiscoveryLimits { max_participants: 1 << 14, max_endpoints: 100_000 }
+        DiscoveryLimits {
+            max_participants: 1 << 14,
+            max_participant_bytes: 16 << 20,
+            max_endpoints: 100_000,
+            max_endpoint_bytes: 64 << 20,
+            max_name_bytes: crate::names::DEFAULT_MAX_NAME_BYTES,
+        }
     }
 }
 
@@ -457,19 +486,40 @@ pub struct DiscoveryStats {
     /// Endpoints forgotten (least recently announced or used first): their
     /// traffic is no longer named by topic.
     pub endpoints_evicted: u64,
+    /// Bytes the participant and endpoint tables hold now.
+    pub participant_bytes: usize,
+    pub endpoint_bytes: usize,
+    /// Strings from SPDP/SEDP longer than `max_name_bytes`, kept cut with a marker.
+    pub names_truncated: u64,
     /// The ROS graph from `ros_discovery_info` (node names).
     pub ros: RosGraphStats,
 }
 
 impl DiscoveryStats {
-    /// What was evicted, if anything (for closing lines).
+    /// What was evicted or cut, if anything (for closing lines).
     pub fn problem_line(&self) -> Option<String> {
+        let parts: Vec<String> = [self.eviction_line(), self.truncation_line()].into_iter().flatten().collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Names cut at the name cap, if any.
+    pub fn truncation_line(&self) -> Option<String> {
+        (self.names_truncated > 0).then(|| {
+            format!("{} discovery names cut at discovery.max_name_bytes (marked …[truncated, N bytes])", self.names_truncated)
+        })
+    }
+
+    /// What was evicted, if anything.
+    pub fn eviction_line(&self) -> Option<String> {
         let mut parts = vec![];
         if self.participants_evicted > 0 {
-            parts.push(format!("{} discovery participants", self.participants_evicted));
+            parts.push(format!("{} discovery participants (count or byte cap)", self.participants_evicted));
         }
         if self.endpoints_evicted > 0 {
-            parts.push(format!("{} discovery endpoints (their traffic is no longer named by topic)", self.endpoints_evicted));
+            parts.push(format!(
+                "{} discovery endpoints (count or byte cap; their traffic is no longer named by topic)",
+                self.endpoints_evicted
+            ));
         }
         if let Some(l) = self.ros.problem_line() {
             parts.push(l);
@@ -495,6 +545,8 @@ pub struct Discovery {
     topic_counts: FxHashMap<(Option<u32>, String), (u32, u32)>,
     /// Endpoints recorded before their participant's domain was known.
     endpoints_without_domain: u64,
+    /// The cap of strings read from SPDP/SEDP data, and how many were cut.
+    pub names: NameCap,
     /// ROS 2 nodes and the readers/writers they own.
     pub ros: RosGraph,
 }
@@ -512,6 +564,22 @@ impl Default for Discovery {
     fn default() -> Self {
         Self::new(DiscoveryLimits::default())
     }
+}
+
+/// Bytes a participant holds (its weight in the participant table's budget).
+fn participant_bytes(p: &ParticipantInfo) -> usize {
+    let locators = p.default_unicast.capacity() + p.default_multicast.capacity() + p.metatraffic_unicast.capacity() + p.metatraffic_multicast.capacity();
+    std::mem::size_of::<ParticipantInfo>() + 64 + p.entity_name.as_ref().map_or(0, String::capacity) + locators * std::mem::size_of::<Locator>()
+}
+
+/// Bytes an endpoint holds (its weight in the endpoint table's budget): its
+/// names (counted per endpoint even where shared, so the budget is an upper
+/// bound), partitions, locators, and its share of the per-topic index.
+fn endpoint_bytes(e: &EndpointInfo) -> usize {
+    let partitions: usize = e.partitions.iter().map(|p| p.capacity() + std::mem::size_of::<String>()).sum();
+    let locators = (e.unicast.capacity() + e.multicast.capacity()) * std::mem::size_of::<Locator>();
+    let index = std::mem::size_of::<(Option<u32>, String, (u32, u32))>() + e.names.topic_raw.len() + 16;
+    std::mem::size_of::<EndpointInfo>() + 64 + e.names.heap_bytes() + partitions + locators + index
 }
 
 fn count_change(counts: &mut FxHashMap<(Option<u32>, String), (u32, u32)>, e: &EndpointInfo, add: bool) {
@@ -536,10 +604,11 @@ fn count_change(counts: &mut FxHashMap<(Option<u32>, String), (u32, u32)>, e: &E
 impl Discovery {
     pub fn new(limits: DiscoveryLimits) -> Self {
         Discovery {
-            participants: BoundedMap::new(limits.max_participants),
-            endpoints: BoundedMap::new(limits.max_endpoints),
+            participants: BoundedMap::new(limits.max_participants).with_max_weight(limits.max_participant_bytes),
+            endpoints: BoundedMap::new(limits.max_endpoints).with_max_weight(limits.max_endpoint_bytes),
             topic_counts: FxHashMap::default(),
             endpoints_without_domain: 0,
+            names: NameCap::new(limits.max_name_bytes),
             ros: RosGraph::default(),
         }
     }
@@ -597,7 +666,9 @@ impl Discovery {
             }
         }
         let domain = p.domain;
+        let bytes = participant_bytes(&p);
         self.participants.insert(prefix, p, &mut |_, _| {});
+        self.participants.set_weight(&prefix, bytes, &mut |_, _| {});
         if let Some(d) = domain {
             if old.map(|o| o.0) != domain && self.endpoints_without_domain > 0 {
                 self.assign_domain(prefix, d);
@@ -620,9 +691,12 @@ impl Discovery {
             let mut e = (*e).clone();
             e.names = Arc::new((*e.names).clone().in_domain(Some(domain)));
             count_change(&mut self.topic_counts, &e, true);
+            let bytes = endpoint_bytes(&e);
             if let Some(slot) = self.endpoints.get_mut(&g) {
                 *slot = Arc::new(e);
             }
+            let counts = &mut self.topic_counts;
+            self.endpoints.set_weight(&g, bytes, &mut |_, gone| count_change(counts, &gone, false));
             self.endpoints_without_domain = self.endpoints_without_domain.saturating_sub(1);
         }
     }
@@ -651,9 +725,12 @@ impl Discovery {
             count_change(&mut self.topic_counts, &old, false);
         }
         let e = Arc::new(e);
+        let bytes = endpoint_bytes(&e);
         let counts = &mut self.topic_counts;
         self.endpoints.insert(e.guid, e.clone(), &mut |_, gone| count_change(counts, &gone, false));
         count_change(&mut self.topic_counts, &e, true);
+        let counts = &mut self.topic_counts;
+        self.endpoints.set_weight(&e.guid, bytes, &mut |_, gone| count_change(counts, &gone, false));
         e
     }
 
@@ -684,6 +761,9 @@ impl Discovery {
             endpoints: self.endpoints.len(),
             participants_evicted: self.participants.evicted(),
             endpoints_evicted: self.endpoints.evicted(),
+            participant_bytes: self.participants.weight(),
+            endpoint_bytes: self.endpoints.weight(),
+            names_truncated: self.names.truncated,
             ros: self.ros.stats(),
         }
     }
@@ -743,7 +823,7 @@ mod tests {
         part.extend(cdr_string("bc"));
         param(&mut pl, plist::PID_PARTITION, &part);
         param(&mut pl, plist::PID_SENTINEL, &[]);
-        let e = parse_endpoint(&pl, EndpointKind::Writer, None).unwrap();
+        let e = parse_endpoint(&pl, EndpointKind::Writer, None, &mut NameCap::default()).unwrap();
         assert_eq!(e.guid.to_string(), "0102030405060708090a0b0c00001203");
         assert_eq!(e.names.topic_name, "/chatter");
         assert_eq!(e.names.type_name, "std_msgs/msg/String");
@@ -774,7 +854,7 @@ mod tests {
         loc.extend_from_slice(&[10, 0, 0, 1]);
         push(plist::PID_DEFAULT_UNICAST_LOCATOR, &loc);
         push(plist::PID_SENTINEL, &[]);
-        let p = parse_participant(&pl, GuidPrefix::UNKNOWN).unwrap();
+        let p = parse_participant(&pl, GuidPrefix::UNKNOWN, &mut NameCap::default()).unwrap();
         assert_eq!(p.guid_prefix.0[0], 20);
         assert_eq!(p.vendor_id, Some(0x010f));
         assert_eq!(p.lease_duration_ns, Some(20_500_000_000));
@@ -825,7 +905,7 @@ mod tests {
         d.add_endpoint_at(e(1), Some(&eph));
         assert_eq!(d.writers_of(None, "rt/chatter"), 1);
         // SPDP to 239.255.0.1:8650 (domain 5)
-        let mut p = parse_participant(&[0, 3, 0, 0, 1, 0, 0, 0], prefix).unwrap();
+        let mut p = parse_participant(&[0, 3, 0, 0, 1, 0, 0, 0], prefix, &mut NameCap::default()).unwrap();
         p.guid_prefix = prefix;
         let spdp: std::net::SocketAddr = "239.255.0.1:8650".parse().unwrap();
         d.add_participant_at(p, Some(&spdp));
@@ -843,7 +923,7 @@ mod tests {
     fn missing_topic_is_an_error() {
         let mut pl = vec![0, 3, 0, 0];
         param(&mut pl, plist::PID_SENTINEL, &[]);
-        assert!(parse_endpoint(&pl, EndpointKind::Reader, None).is_err());
-        assert!(parse_endpoint(&[0, 1, 0, 0], EndpointKind::Reader, None).is_err());
+        assert!(parse_endpoint(&pl, EndpointKind::Reader, None, &mut NameCap::default()).is_err());
+        assert!(parse_endpoint(&[0, 1, 0, 0], EndpointKind::Reader, None, &mut NameCap::default()).is_err());
     }
 }

@@ -19,4 +19,5 @@ pub mod latency;
 pub mod ros2;
 pub mod session;
 pub mod limits;
+pub mod names;
 pub mod flows;

@@ -166,7 +166,10 @@ limits! {
     "ip_reassembly"."max_datagrams" => decoder.reassembly.max_datagrams: Count, "IP datagrams being reassembled at once (oldest dropped first)";
     "ip_reassembly"."max_bytes" => decoder.reassembly.max_bytes: Size, "memory of all datagrams being reassembled";
     "discovery"."max_participants" => decoder.discovery.max_participants: Count, "SPDP participants remembered (least recently announced forgotten first)";
+    "discovery"."max_participant_bytes" => decoder.discovery.max_participant_bytes: Size, "memory of the participants (names, locator lists)";
     "discovery"."max_endpoints" => decoder.discovery.max_endpoints: Count, "SEDP writers and readers remembered (least recently announced or used forgotten first)";
+    "discovery"."max_endpoint_bytes" => decoder.discovery.max_endpoint_bytes: Size, "memory of the endpoints (topic and type names, partitions, locator lists)";
+    "discovery"."max_name_bytes" => decoder.discovery.max_name_bytes: Size, "longest string kept from SPDP/SEDP data (topic, type, partition, entity names); longer ones are cut with a marker and counted";
     "discovery"."max_fragment_sets" => decoder.max_discovery_pending: Count, "discovery samples being reassembled from DATA_FRAG at once";
     "discovery"."max_fragment_bytes" => decoder.max_discovery_bytes: Size, "memory of the discovery samples being reassembled";
     "discovery"."max_sample" => decoder.max_discovery_sample: Size, "largest discovery sample reassembled";
@@ -178,6 +181,7 @@ limits! {
     "samples"."max_fragments" => samples.max_fragments: Count, "fragments of a sample tracked one by one";
     "samples"."max_fragment_bytes" => samples.max_fragment_bytes: Size, "memory of all fragment bitmaps";
     "topics"."max_writers" => topics.max_writers: Count, "writers with per-topic statistics (least recently seen evicted first)";
+    "topics"."max_writer_bytes" => topics.max_writer_bytes: Size, "memory of the writers' statistics, their names included";
     "topics"."max_live_topics" => topics.max_live_topics: Count, "writers in the live rate window (live, agent)";
     "correlation"."max_pending_samples" => correlation.max_pending_samples: Count, "samples awaiting judgement (oldest judged early)";
     "correlation"."max_pending_submessages" => correlation.max_pending_submessages: Count, "DATA_FRAGs awaiting judgement (oldest judged early)";
@@ -205,13 +209,18 @@ fn keys_of(section: &str) -> String {
     KEYS.iter().filter(|k| k.section == section).map(|k| k.key).collect::<Vec<_>>().join(", ")
 }
 
+/// Input quoted in an error: escaped, at most 200 characters of it.
+fn quoted(s: &str) -> String {
+    ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS)
+}
+
 fn value(k: &LimitKey, v: &toml::Value) -> Result<u64, String> {
     let n = match v {
         toml::Value::Integer(i) => u64::try_from(*i).map_err(|_| format!("{i} is negative"))?,
         toml::Value::String(s) if k.kind == Kind::Size => {
-            s.parse::<Bytes>().map_err(|e| e.to_string())?.0
+            s.parse::<Bytes>().map_err(|e| quoted(&e.to_string()))?.0
         }
-        toml::Value::String(s) => s.trim().parse::<u64>().map_err(|_| format!("{s:?} is not a whole number"))?,
+        toml::Value::String(s) => s.trim().parse::<u64>().map_err(|_| format!("{} is not a whole number", quoted(&format!("{s:?}"))))?,
         other => return Err(format!("expected a number, found {}", other.type_str())),
     };
     if n == 0 {
@@ -230,12 +239,12 @@ impl Limits {
 
     /// Applies the caps a limits file sets; the others are unchanged.
     pub fn apply_toml(&mut self, text: &str) -> Result<(), LimitsError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LimitsError::Syntax(e.message().to_string()))?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LimitsError::Syntax(quoted(e.message())))?;
         for (section, body) in &table {
             if !sections().contains(&section.as_str()) {
-                return Err(LimitsError::UnknownSection(section.clone(), sections().join(", ")));
+                return Err(LimitsError::UnknownSection(quoted(section), sections().join(", ")));
             }
-            let body = body.as_table().ok_or_else(|| LimitsError::NotTable(section.clone()))?;
+            let body = body.as_table().ok_or_else(|| LimitsError::NotTable(quoted(section)))?;
             for (key, v) in body {
                 self.set_toml(section, key, v)?;
             }
@@ -247,7 +256,7 @@ impl Limits {
         let k = KEYS
             .iter()
             .find(|k| k.section == section && k.key == key)
-            .ok_or_else(|| LimitsError::UnknownKey(format!("{section}.{key}"), section.to_string(), keys_of(section)))?;
+            .ok_or_else(|| LimitsError::UnknownKey(quoted(&format!("{section}.{key}")), section.to_string(), keys_of(section)))?;
         let n = value(k, v).map_err(|e| LimitsError::BadValue(k.name(), e))?;
         self.set_value(section, key, n).map_err(|e| LimitsError::BadValue(k.name(), e))?;
         Ok(())

@@ -211,7 +211,11 @@ impl<R: Record> RecordWriter<R> {
                             }
                             v => v.write_text(&mut s),
                         }
-                        s
+                        // Names from the wire reach a terminal here: no control characters.
+                        match crate::names::for_terminal(&s) {
+                            std::borrow::Cow::Borrowed(_) => s,
+                            std::borrow::Cow::Owned(safe) => safe,
+                        }
                     })
                     .collect();
                 if self.header_done {

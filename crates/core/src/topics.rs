@@ -25,6 +25,10 @@ pub struct TopicsConfig {
     /// Writers with statistics; the least recently seen is evicted first
     /// ([`TopicsStats::writers_evicted`]). ~300 bytes each.
     pub max_writers: usize,
+    /// Bytes the writers' statistics may hold together, their topic and
+    /// type names included (counted per writer even where shared); over it
+    /// the least recently seen writers are evicted first.
+    pub max_writer_bytes: usize,
     /// Writers in the live view's rate window (`ddscope live`, agents); the
     /// least recently active is evicted first. ~400 bytes each.
     pub max_live_topics: usize,
@@ -32,7 +36,7 @@ pub struct TopicsConfig {
 
 impl Default for TopicsConfig {
     fn default() -> Self {
-        TopicsConfig { max_writers: 100_000, max_live_topics: 10_000 }
+        TopicsConfig { max_writers: 100_000, max_writer_bytes: 64 << 20, max_live_topics: 10_000 }
     }
 }
 
@@ -40,8 +44,10 @@ impl Default for TopicsConfig {
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct TopicsStats {
     pub writers: usize,
-    /// Writers whose statistics were dropped (least recently seen first).
+    /// Writers whose statistics were dropped (least recently seen first; count or byte cap).
     pub writers_evicted: u64,
+    /// Bytes the writers' statistics hold now.
+    pub writer_bytes: usize,
     /// Samples that were counted in the dropped writers' statistics.
     pub samples_evicted: u64,
 }
@@ -51,7 +57,7 @@ impl TopicsStats {
     pub fn problem_line(&self) -> Option<String> {
         (self.writers_evicted > 0).then(|| {
             format!(
-                "{} writers' statistics evicted (too many writers; least recently seen first), with {} samples",
+                "{} writers' statistics evicted (too many writers or too many bytes of them; least recently seen first), with {} samples",
                 self.writers_evicted, self.samples_evicted
             )
         })
@@ -62,6 +68,10 @@ impl TopicsStats {
         self.problem_line().map_or_else(|| "nothing evicted".to_string(), |l| format!("evicted: {l}"))
     }
 }
+
+/// Vendor ids remembered per writer (one in any real system; a forged
+/// writer could claim a new one in every message).
+const MAX_VENDORS_PER_WRITER: usize = 8;
 
 #[derive(Debug, Default, Clone)]
 struct WriterStats {
@@ -90,6 +100,15 @@ struct WriterStats {
     vendors: Vec<u16>,
     /// Domain of the destination ports of its DATA (the fallback when discovery does not name it).
     port_domain: Option<u32>,
+    /// Bytes charged to the table's budget (0 until first charged).
+    charged: usize,
+}
+
+impl WriterStats {
+    /// Bytes held: the statistics, their table slot, the vendor list and the names.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + 48 + self.vendors.capacity() * 2 + self.topic.as_ref().map_or(0, |t| t.heap_bytes())
+    }
 }
 
 /// Aggregates events and sample records of one capture point.
@@ -115,11 +134,35 @@ impl TopicsAnalysis {
     }
 
     pub fn with_config(cfg: TopicsConfig) -> Self {
-        TopicsAnalysis { stats: BoundedMap::new(cfg.max_writers), last: None, samples_evicted: 0, observed: None }
+        TopicsAnalysis {
+            stats: BoundedMap::new(cfg.max_writers).with_max_weight(cfg.max_writer_bytes),
+            last: None,
+            samples_evicted: 0,
+            observed: None,
+        }
     }
 
     pub fn stats(&self) -> TopicsStats {
-        TopicsStats { writers: self.stats.len(), writers_evicted: self.stats.evicted(), samples_evicted: self.samples_evicted }
+        TopicsStats {
+            writers: self.stats.len(),
+            writers_evicted: self.stats.evicted(),
+            writer_bytes: self.stats.weight(),
+            samples_evicted: self.samples_evicted,
+        }
+    }
+
+    /// Charges the current writer (the one [`writer`](Self::writer) returned
+    /// last) its bytes after its names or vendor list changed.
+    fn reweigh_current(&mut self) {
+        let Some((g, slot)) = self.last else { return };
+        let Some(bytes) = self.stats.at_mut(slot, &g).map(|s| {
+            s.charged = s.bytes();
+            s.charged
+        }) else {
+            return;
+        };
+        let evicted = &mut self.samples_evicted;
+        self.stats.set_weight_at(slot, bytes, &mut |_, s| *evicted += s.samples);
     }
 
     fn writer(&mut self, g: Guid) -> &mut WriterStats {
@@ -157,8 +200,10 @@ impl TopicsAnalysis {
             return;
         }
         let s = self.writer(w);
-        if s.topic.is_none() {
+        let mut grew = s.charged == 0;
+        if s.topic.is_none() && e.topic.is_some() {
             s.topic = e.topic.clone();
+            grew = true;
         }
         s.traffic_type.get_or_insert(e.traffic_type);
         match e.kind {
@@ -170,8 +215,9 @@ impl TopicsAnalysis {
                 if let Some(p) = e.pcp {
                     s.pcps |= 1 << p;
                 }
-                if !s.vendors.contains(&e.vendor_id) {
+                if !s.vendors.contains(&e.vendor_id) && s.vendors.len() < MAX_VENDORS_PER_WRITER {
                     s.vendors.push(e.vendor_id);
+                    grew = true;
                 }
                 if let Some(sn) = e.sn {
                     if let Some(m) = s.max_sn {
@@ -194,6 +240,9 @@ impl TopicsAnalysis {
             SubmsgKind::NackFrag => s.nack_frags += 1,
             _ => {}
         }
+        if grew {
+            self.reweigh_current();
+        }
     }
 
     pub fn on_sample(&mut self, r: &SampleRecord) {
@@ -205,7 +254,8 @@ impl TopicsAnalysis {
             s.retransmitted_bytes += r.retransmitted_bytes;
             return;
         }
-        if s.topic.is_none() {
+        let named = s.charged == 0 || s.topic.is_none() && r.topic.is_some();
+        if s.topic.is_none() && r.topic.is_some() {
             s.topic = r.topic.clone();
         }
         s.traffic_type.get_or_insert(r.traffic_type);
@@ -221,6 +271,9 @@ impl TopicsAnalysis {
         s.ip_frags += r.ip_frags as u64;
         s.retransmitted_frags += r.retransmitted_frags as u64;
         s.retransmitted_bytes += r.retransmitted_bytes;
+        if named {
+            self.reweigh_current();
+        }
     }
 
     /// Rows per topic (`by_writer == false`) or per writer, for `traffic` types

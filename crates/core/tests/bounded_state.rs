@@ -275,7 +275,7 @@ proptest! {
 /// checked against a scan of the endpoint table.
 #[test]
 fn discovery_tables_are_capped_and_the_topic_index_follows() {
-    let limits = DiscoveryLimits { max_participants: 10, max_endpoints: 100 };
+    let limits = DiscoveryLimits { max_participants: 10, max_endpoints: 100, ..Default::default() };
     let mut dec = Decoder::new("disc", DecoderConfig { discovery: limits, ..Default::default() });
     let src: SocketAddr = "10.0.0.1:7410".parse().unwrap();
     let to: SocketAddr = "239.255.0.1:7400".parse().unwrap();
@@ -319,6 +319,53 @@ fn discovery_tables_are_capped_and_the_topic_index_follows() {
     assert!(d.endpoint(&last).is_some());
     let line = dec.stats.summary_line();
     assert!(line.contains("900 discovery endpoints") && line.contains("990 discovery participants"), "{line}");
+}
+
+/// Oracle: the test's own counts. 300 endpoints each announce a 59 000-byte
+/// topic name and a 5 000-byte type name, and 40 participants a 59 000-byte
+/// entity name: every one of those strings is cut at `max_name_bytes` (with
+/// the marker naming its length), and the endpoint and participant tables
+/// stay within their byte budgets, evicting (and counting) the rest.
+#[test]
+fn long_discovery_names_are_cut_and_the_tables_stay_within_their_bytes() {
+    let limits = DiscoveryLimits { max_endpoint_bytes: 200 << 10, max_participant_bytes: 16 << 10, ..Default::default() };
+    let mut dec = Decoder::new("names", DecoderConfig { discovery: limits, ..Default::default() });
+    let src: SocketAddr = "10.0.0.1:7410".parse().unwrap();
+    let to: SocketAddr = "239.255.0.1:7400".parse().unwrap();
+    let long_topic = format!("rt/{}", "n".repeat(59_000 - 3));
+    let long_type = "T".repeat(5_000);
+    let mut frame = 0u64;
+    for i in 0..300u32 {
+        let prefix = GuidPrefix([(i % 40) as u8 + 1; 12]);
+        let ep = Guid::new(prefix, EntityId([(i >> 8) as u8, i as u8, 0, 3]));
+        let payload = synth::sedp_endpoint(ep, &long_topic, &long_type, true);
+        let mut msgs = vec![];
+        if i < 40 {
+            let spdp = synth::spdp_participant(prefix, 0x0110, &"p".repeat(59_000));
+            msgs.push(RtpsBuilder::new(0x0110, prefix).data(EntityId([0, 1, 0, 0xc7]), EntityId::SPDP_PARTICIPANT_WRITER, 1, None, &spdp).build());
+        }
+        msgs.push(RtpsBuilder::new(0x0110, prefix).data(EntityId::SEDP_PUBLICATIONS_READER, EntityId::SEDP_PUBLICATIONS_WRITER, i as i64 + 1, None, &payload).build());
+        for (k, m) in msgs.iter().enumerate() {
+            for f in synth::udp_frames(src, to, 2 * i + k as u32, m, &FrameOptions::default()) {
+                frame += 1;
+                dec.packet(&packet(frame, i as i64, &f), &mut |_| {});
+            }
+        }
+    }
+    dec.finish();
+    let st = &dec.stats.discovery;
+    assert_eq!(st.names_truncated, 300 * 2 + 40, "{st:?}");
+    assert!(st.endpoint_bytes <= 200 << 10 && st.participant_bytes <= 16 << 10, "{st:?}");
+    assert_eq!(st.endpoints as u64 + st.endpoints_evicted, 300, "{st:?}");
+    assert!(st.endpoints_evicted > 0 && st.endpoints > 50, "{st:?}");
+    assert_eq!(st.participants as u64 + st.participants_evicted, 40, "{st:?}");
+    let cap = ddscope_core::names::capped_len(limits.max_name_bytes);
+    for e in dec.discovery.endpoints.values() {
+        assert!(e.names.topic_raw.len() <= cap && e.names.topic_raw.ends_with("…[truncated, 59000 bytes]"), "{}", e.names.topic_raw);
+        assert!(e.names.type_raw.len() <= cap && e.names.type_raw.ends_with("…[truncated, 5000 bytes]"));
+    }
+    let line = dec.stats.summary_line();
+    assert!(line.contains("640 discovery names cut at discovery.max_name_bytes") && line.contains("discovery endpoints (count or byte cap"), "{line}");
 }
 
 /// Oracle: 1 000 writers sent, cap 50.

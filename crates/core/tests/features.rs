@@ -43,7 +43,10 @@ fn discovery_names_user_traffic() {
     // SEDP that arrived as two DATA_FRAGs.
     let long = dec.discovery.endpoint(&Guid::new(PREFIX_A, BIG_SEDP_WRITER)).unwrap();
     assert_eq!(long.names.topic_name, "/long");
-    assert!(long.names.type_raw.len() > 300);
+    // Its 337-byte type name is over the name cap (256 bytes): kept cut, with the marker.
+    assert!(long.names.type_raw.starts_with("pkg::msg::dds_::VeryLongVeryLong"), "{}", long.names.type_raw);
+    assert!(long.names.type_raw.ends_with("…[truncated, 337 bytes]"), "{}", long.names.type_raw);
+    assert_eq!(dec.stats.discovery.names_truncated, 1);
     // Every user DATA/DATA_FRAG/HEARTBEAT of a discovered writer carries its topic.
     for e in events.iter().filter(|e| e.traffic_type == TrafficType::User) {
         if matches!(e.kind, SubmsgKind::Data | SubmsgKind::DataFrag | SubmsgKind::Heartbeat) {

@@ -57,6 +57,8 @@ impl CaptureHealth {
         self.evicted.insert("ip_datagrams_too_fragmented".into(), s.ip.datagrams_too_fragmented);
         self.evicted.insert("discovery_participants".into(), s.discovery.participants_evicted);
         self.evicted.insert("discovery_endpoints".into(), s.discovery.endpoints_evicted);
+        // Not evicted but cut: names over discovery.max_name_bytes, kept with a marker.
+        self.evicted.insert("discovery_names_truncated".into(), s.discovery.names_truncated);
         self
     }
 

@@ -302,7 +302,9 @@ fn push_label(out: &mut String, k: &str, v: &str) {
     }
     out.push_str(k);
     out.push_str("=\"");
-    promtext::escape_label_value(out, v);
+    // Values come from the wire: capped as the decoder caps names (a label of
+    // a 4 MB name would make every scrape carry it).
+    promtext::escape_label_value(out, &ddscope_core::names::cap_label(v));
     out.push('"');
 }
 
@@ -968,6 +970,23 @@ mod tests {
         assert_eq!(value(&f, "ddscope_export_records_total", &[("sink", "serve"), ("outcome", "rejected")]), Some(7.0));
         stats.refused_batches.fetch_add(1, Relaxed);
         assert_eq!(value(&r.families(), "ddscope_export_refused_batches_total", &[("sink", "serve")]), Some(3.0));
+    }
+
+    /// A 4 MiB topic name (one that did not come through the decoder's name
+    /// cap, e.g. from an agent's stream) renders as a label of at most the
+    /// default name cap and its marker.
+    #[test]
+    fn long_label_values_are_capped() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        let long = format!("rt/{}", "x".repeat(4 << 20));
+        r.on_event(&event(&long, 1, SubmsgKind::Data));
+        let text = r.render();
+        assert!(text.len() < 64 << 10, "{} bytes", text.len());
+        let f = r.families();
+        let s = &f.iter().find(|f| f.name == "ddscope_payload_bytes_total").unwrap().samples[0];
+        let topic = s.label("topic").unwrap();
+        assert!(topic.len() <= ddscope_core::names::capped_len(ddscope_core::names::DEFAULT_MAX_NAME_BYTES), "{}", topic.len());
+        assert!(topic.ends_with(&format!("…[truncated, {} bytes]", long.len() - 2)), "{topic}");
     }
 
     #[test]

@@ -453,6 +453,11 @@ impl GenTopology {
 
 /// Most publisher or subscriber nodes one `[[generate]]` block makes (Kouril et al. goes to 64).
 pub const MAX_GENERATED_NODES: u32 = 64;
+/// Nodes in one scenario, generated ones included: each is a process with
+/// its own DDS participant (the load sampler follows at most 256 processes).
+pub const MAX_NODES: usize = 256;
+/// Fastest emulated link (`network.rate`): 400 Gbit/s, the fastest Ethernet.
+pub const MAX_LINK_RATE_BPS: u64 = 400_000_000_000;
 
 fn default_prefix() -> String {
     "/bench".to_string()
@@ -504,6 +509,22 @@ pub struct Writer {
     pub input: Option<String>,
     /// Readers in the scenario that match this writer.
     pub readers: usize,
+}
+
+/// Readers and writers per topic of a scenario ([`Scenario::topic_counts`]).
+#[derive(Debug, Clone, Default)]
+pub struct TopicCounts {
+    readers: BTreeMap<String, usize>,
+    writers: BTreeMap<String, usize>,
+}
+
+impl TopicCounts {
+    pub fn readers_of(&self, topic: &str) -> usize {
+        self.readers.get(topic).copied().unwrap_or(0)
+    }
+    pub fn writers_of(&self, topic: &str) -> usize {
+        self.writers.get(topic).copied().unwrap_or(0)
+    }
 }
 
 /// A reader of one topic in one node.
@@ -563,6 +584,7 @@ fn fill_interference_rates(v: &mut toml::Table) -> Result<()> {
 }
 
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    // The message may quote the input (a key, a value): short and escaped.
     let msg = one_line(e.message());
     match e.span() {
         Some(span) => {
@@ -573,8 +595,10 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// One line of a message that may quote the input: whitespace collapsed,
+/// control characters escaped, at most 200 characters of it.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS)
 }
 
 fn valid_name(s: &str) -> bool {
@@ -620,6 +644,12 @@ impl Scenario {
             if r.0 < 1_000_000 {
                 bail!("network.rate {r}: below 1 Mbit/s");
             }
+            if r.0 > MAX_LINK_RATE_BPS {
+                bail!("network.rate {r}: above 400 Gbit/s, the fastest link the lab emulates");
+            }
+        }
+        if self.nodes.len() > MAX_NODES {
+            bail!("nodes: {} nodes; a lab runs at most {MAX_NODES} (each is a process with its own DDS participant)", self.nodes.len());
         }
         crate::addr::parse_subnet(&self.network.subnet, self.hosts.len() + 1).map_err(|e| anyhow!("network.subnet: {e}"))?;
         if self.dds.multicast == Multicast::False {
@@ -853,6 +883,12 @@ impl Scenario {
             let n = self.nodes.iter_mut().find(|n| &n.name == node).ok_or_else(|| anyhow!("vendor for {node}: the scenario has no node of that name"))?;
             n.vendor = *vendor;
         }
+        if self.nodes.len() > MAX_NODES {
+            bail!(
+                "nodes: {} nodes with the generated ones; a lab runs at most {MAX_NODES} (each is a process with its own DDS participant)",
+                self.nodes.len()
+            );
+        }
         let mut names = BTreeSet::new();
         for n in &self.nodes {
             if !names.insert(n.name.clone()) {
@@ -989,9 +1025,26 @@ impl Scenario {
         Ok(rates)
     }
 
+    /// Readers (subscriptions) and writers (publications and relay outputs)
+    /// per topic, in one pass: checks and node arguments look counts up here
+    /// instead of scanning every node per endpoint (1 000 nodes once took 10 s).
+    pub fn topic_counts(&self) -> TopicCounts {
+        let mut c = TopicCounts::default();
+        for n in &self.nodes {
+            for s in &n.subscribe {
+                *c.readers.entry(s.topic.clone()).or_default() += 1;
+            }
+            for t in n.publish.iter().map(|p| &p.topic).chain(n.relay.iter().map(|r| &r.output.topic)) {
+                *c.writers.entry(t.clone()).or_default() += 1;
+            }
+        }
+        c
+    }
+
     /// Every writer of the resolved scenario, with how many readers match it.
     pub fn writers(&self) -> Vec<Writer> {
-        let readers_of = |topic: &str| self.nodes.iter().map(|n| n.subscribe.iter().filter(|s| s.topic == topic).count()).sum();
+        let counts = self.topic_counts();
+        let readers_of = |topic: &str| counts.readers_of(topic);
         let mut out = Vec::new();
         for n in &self.nodes {
             for p in &n.publish {
@@ -1020,7 +1073,7 @@ impl Scenario {
 
     /// Every reader of the resolved scenario, with how many writers match it.
     pub fn readers(&self) -> Vec<Reader> {
-        let writers = self.writers();
+        let counts = self.topic_counts();
         let mut out = Vec::new();
         for n in &self.nodes {
             for s in &n.subscribe {
@@ -1031,7 +1084,7 @@ impl Scenario {
                     type_name: s.type_name.clone().unwrap_or_default(),
                     reliability: s.reliability.unwrap_or_default(),
                     history_depth: s.history_depth.unwrap_or(10),
-                    writers: writers.iter().filter(|w| w.flow.topic == s.topic).count(),
+                    writers: counts.writers_of(&s.topic),
                 })
             }
         }
@@ -1129,6 +1182,45 @@ from = "pc1"
 to = "pc2"
 load = "40%"
 "#;
+
+    /// A scenario of `n` nodes: node i publishes /t{i} and subscribes to /t{i-1} and /t0.
+    fn many_nodes(n: usize) -> String {
+        let mut s = String::from("name = \"many\"\nduration = \"2s\"\n[[hosts]]\nname = \"pc1\"\n[[hosts]]\nname = \"pc2\"\n");
+        for i in 0..n {
+            s += &format!("[[nodes]]\nname = \"n{i}\"\nhost = \"pc{}\"\n[[nodes.publish]]\ntopic = \"/t{i}\"\ntype_name = \"std_msgs/msg/String\"\nsample_bytes = 64\nrate_hz = 10\n", 1 + i % 2);
+            let subs: Vec<usize> = if i == 0 { vec![] } else if i == 1 { vec![0] } else { vec![i - 1, 0] };
+            for t in subs {
+                s += &format!("[[nodes.subscribe]]\ntopic = \"/t{t}\"\n");
+            }
+        }
+        s
+    }
+
+    /// Node count and link rate are bounded with errors naming them; the
+    /// per-topic counts are linear and agree with a scan of every node (oracle).
+    #[test]
+    fn node_count_and_link_rate_are_bounded_and_counts_are_linear() {
+        let e = parse(&many_nodes(MAX_NODES + 1)).unwrap_err().to_string();
+        assert!(e.contains("nodes: 257 nodes") && e.contains("at most 256"), "{e}");
+        let e = parse(&SIMPLE.replace("rate = \"1G\"", "rate = \"1000000000000000000\"")).unwrap_err().to_string();
+        assert!(e.contains("network.rate") && e.contains("400 Gbit/s"), "{e}");
+        let started = std::time::Instant::now();
+        let sc = parse(&many_nodes(MAX_NODES)).unwrap().resolve(None, &[]).unwrap();
+        let (w, r) = (sc.writers(), sc.readers());
+        let facts = crate::workload::ScenarioFacts::of(&sc).unwrap();
+        for n in &sc.nodes {
+            crate::workload::node_args_with(&facts, &sc, n, Path::new("/dev/null"), "check", None).unwrap();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        for x in &w {
+            let scan: usize = sc.nodes.iter().map(|n| n.subscribe.iter().filter(|s| s.topic == x.flow.topic).count()).sum();
+            assert_eq!(x.readers, scan, "{}", x.flow.topic);
+        }
+        for x in &r {
+            assert_eq!(x.writers, w.iter().filter(|y| y.flow.topic == x.topic).count(), "{}", x.topic);
+        }
+        assert_eq!(w.iter().find(|x| x.flow.topic == "/t0").unwrap().readers, MAX_NODES - 1);
+    }
 
     #[test]
     fn parses_and_resolves() {

@@ -240,8 +240,10 @@ pub fn load(path: &Path) -> Result<Sweep> {
     parse(path, &text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
+/// One line of a message that may quote the input: whitespace collapsed,
+/// control characters escaped, at most 200 characters of it.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS)
 }
 
 fn parse(path: &Path, text: &str) -> Result<Sweep> {

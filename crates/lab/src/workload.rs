@@ -100,11 +100,26 @@ fn rel(r: Reliability) -> &'static str {
     }
 }
 
+/// What [`node_args`] needs of the whole scenario, computed once for all nodes.
+pub struct ScenarioFacts {
+    counts: crate::scenario::TopicCounts,
+    nominal: std::collections::BTreeMap<String, f64>,
+}
+
+impl ScenarioFacts {
+    pub fn of(sc: &Scenario) -> Result<ScenarioFacts> {
+        Ok(ScenarioFacts { counts: sc.topic_counts(), nominal: sc.nominal_rates()? })
+    }
+}
+
 /// Command-line arguments of one node (see lab/common/nodecfg.h).
 pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_ip: Option<&str>) -> Result<Vec<String>> {
-    let writers = sc.writers();
-    let readers = sc.readers();
-    let nominal = sc.nominal_rates()?;
+    node_args_with(&ScenarioFacts::of(sc)?, sc, node, truth, run_id, iface_ip)
+}
+
+/// [`node_args`] with the scenario's facts computed once (a loop over every node stays linear).
+pub fn node_args_with(facts: &ScenarioFacts, sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_ip: Option<&str>) -> Result<Vec<String>> {
+    let nominal = &facts.nominal;
     let mut a: Vec<String> = vec![
         "--node".into(),
         node.name.clone(),
@@ -130,7 +145,7 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
         a.push("--tracing".into());
         a.push(tracing.as_str().into());
     }
-    let readers_of = |topic: &str| writers.iter().find(|w| w.flow.topic == topic).map(|w| w.readers).unwrap_or(0);
+    let readers_of = |topic: &str| facts.counts.readers_of(topic);
     for p in &node.publish {
         a.push("--pub".into());
         a.push(format!(
@@ -145,18 +160,16 @@ pub fn node_args(sc: &Scenario, node: &Node, truth: &Path, run_id: &str, iface_i
         ));
     }
     for s in &node.subscribe {
-        let r = readers
-            .iter()
-            .find(|r| r.node == node.name && r.topic == s.topic)
-            .ok_or_else(|| anyhow!("internal: reader {} of {} not resolved", s.topic, node.name))?;
+        // As Scenario::readers resolves them.
+        let type_name = s.type_name.as_ref().ok_or_else(|| anyhow!("internal: reader {} of {} not resolved", s.topic, node.name))?;
         a.push("--sub".into());
         a.push(format!(
             "topic={},type={},reliability={},depth={},writers={}",
-            r.topic,
-            r.type_name,
-            rel(r.reliability),
-            r.history_depth,
-            r.writers
+            s.topic,
+            type_name,
+            rel(s.reliability.unwrap_or_default()),
+            s.history_depth.unwrap_or(10),
+            facts.counts.writers_of(&s.topic)
         ));
     }
     for r in &node.relay {
@@ -218,10 +231,11 @@ pub fn cyclone_config(sc: &Scenario, iface: &str) -> String {
 
 /// Runs every node's program with `--check`: message types known, sizes reachable.
 pub fn check_nodes(sc: &Scenario, bins: &NodeBins) -> Result<()> {
+    let facts = ScenarioFacts::of(sc)?;
     for n in &sc.nodes {
         bins.tracing_provider(sc.tracing_of(n)).map_err(|e| anyhow!("node {}: {e}", n.name))?;
         let prog = bins.path(n.vendor)?;
-        let args = node_args(sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
+        let args = node_args_with(&facts, sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
         let out = Command::new(&prog).args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);

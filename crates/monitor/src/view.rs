@@ -345,7 +345,7 @@ mod tests {
         use ddscope_core::discovery::TopicNames;
         use ddscope_wire::{EntityId, Guid, GuidPrefix};
         use std::sync::Arc;
-        let mut v = LiveTopics::new(TopicsConfig { max_writers: 5, max_live_topics: 3 });
+        let mut v = LiveTopics::new(TopicsConfig { max_writers: 5, max_live_topics: 3, ..Default::default() });
         for i in 0..10u8 {
             let mut e = SubmsgEvent::blank(Arc::from("cap"));
             e.kind = ddscope_wire::rtps::SubmsgKind::Data;

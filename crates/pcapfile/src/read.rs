@@ -71,7 +71,15 @@ pub struct CaptureSummary {
     pub frames_unknown_interface: u64,
     /// Kernel drops reported by pcapng interface statistics blocks (isb_ifdrop), summed over interfaces.
     pub kernel_drops: Option<u64>,
+    /// Interfaces described (and kept).
     pub interfaces: usize,
+    /// Interface description blocks not kept: over [`MAX_INTERFACES`] or
+    /// [`MAX_INTERFACE_BYTES`] in one section.
+    pub interfaces_skipped: u64,
+    /// Frames skipped because their interface was one of those not kept.
+    pub frames_skipped_interface: u64,
+    /// Interface names longer than [`MAX_INTERFACE_NAME_BYTES`], kept cut with a marker.
+    pub interface_names_truncated: u64,
     pub first_ts_ns: Option<i64>,
     pub last_ts_ns: Option<i64>,
     /// Set when the file ends in a truncated or corrupt block: reading stopped there.
@@ -79,11 +87,71 @@ pub struct CaptureSummary {
 }
 
 impl CaptureSummary {
-    /// Frames of the file that were not handed on (never silent): `None` when every frame was.
+    /// Frames and blocks of the file that were not handed on or not kept
+    /// whole (never silent): `None` when everything was.
     pub fn skipped_line(&self) -> Option<String> {
-        (self.frames_unknown_interface > 0).then(|| {
-            format!("{} packet blocks name an interface the file never described (skipped)", self.frames_unknown_interface)
-        })
+        let mut parts = vec![];
+        if self.frames_unknown_interface > 0 {
+            parts.push(format!("{} packet blocks name an interface the file never described (skipped)", self.frames_unknown_interface));
+        }
+        if self.interfaces_skipped > 0 {
+            parts.push(format!(
+                "{} interface descriptions over the cap of {MAX_INTERFACES} interfaces or {} KiB per section skipped, with their {} packet blocks",
+                self.interfaces_skipped,
+                MAX_INTERFACE_BYTES >> 10,
+                self.frames_skipped_interface
+            ));
+        }
+        if self.interface_names_truncated > 0 {
+            parts.push(format!("{} interface names over {MAX_INTERFACE_NAME_BYTES} bytes truncated", self.interface_names_truncated));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The file's own problems in a few words (a corrupt or truncated end,
+    /// frames or interfaces skipped), for lines that summarise decoding.
+    pub fn problems(&self) -> Option<String> {
+        let mut parts = vec![];
+        if self.error.is_some() {
+            parts.push("reading stopped at a corrupt or truncated block".to_string());
+        }
+        if let Some(l) = self.skipped_line() {
+            parts.push(l);
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// Interfaces kept per pcapng section; further interface description blocks
+/// are counted and skipped, and so are the packets that name them (real
+/// captures have a handful; 10^8 forged ones once took 7 GB).
+pub const MAX_INTERFACES: usize = 4096;
+/// Bytes the interfaces of one section may hold together (names included).
+pub const MAX_INTERFACE_BYTES: usize = 1 << 20;
+/// Longest interface name kept; longer ones are cut with a marker
+/// (`…[truncated, N bytes]`) and counted.
+pub const MAX_INTERFACE_NAME_BYTES: usize = 256;
+
+/// `raw` cut to `max` bytes at a character boundary, with the marker of
+/// `ddscope_core::names` (this crate sits below core).
+fn cap_name(raw: &[u8], max: usize) -> (String, bool) {
+    let text = String::from_utf8_lossy(raw);
+    let text = text.trim_end_matches('\0');
+    if text.len() <= max {
+        return (text.to_string(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = format!("{}…[truncated, {} bytes]", &text[..end], text.len());
+    cut.shrink_to_fit();
+    (cut, true)
+}
+
+impl InterfaceInfo {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + std::mem::size_of::<Option<u64>>() + self.name.as_ref().map_or(0, String::capacity)
     }
 }
 
@@ -173,6 +241,11 @@ struct Blocks {
     legacy_link: LinkType,
     legacy_units: u64,
     drops_by_if: Vec<Option<u64>>,
+    /// Interface description blocks of the current section (kept or not): ids
+    /// below it that were not kept name a skipped interface, not an unknown one.
+    described: u64,
+    /// Bytes the current section's interfaces hold.
+    interface_bytes: usize,
 }
 
 impl Blocks {
@@ -183,6 +256,17 @@ impl Blocks {
             legacy_link: LinkType::Other(u32::MAX),
             legacy_units: 1_000_000,
             drops_by_if: Vec::new(),
+            described: 0,
+            interface_bytes: 0,
+        }
+    }
+
+    /// A packet block named an interface that is not in the table.
+    fn no_interface(&mut self, if_id: u32) {
+        if (if_id as u64) < self.described {
+            self.summary.frames_skipped_interface += 1;
+        } else {
+            self.summary.frames_unknown_interface += 1;
         }
     }
 
@@ -225,20 +309,34 @@ impl Blocks {
                 self.summary.format = "pcapng";
                 // Interface ids are per section.
                 self.interfaces.clear();
+                self.drops_by_if.clear();
+                self.described = 0;
+                self.interface_bytes = 0;
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                let name = idb
-                    .options
-                    .iter()
-                    .find(|o| o.code.0 == IDB_NAME)
-                    .map(|o| String::from_utf8_lossy(&o.value).trim_end_matches('\0').to_string());
-                self.interfaces.push(InterfaceInfo {
+                self.described += 1;
+                // Ids are positions: once one interface is not kept, none after it is.
+                if self.interfaces.len() as u64 + 1 < self.described || self.interfaces.len() >= MAX_INTERFACES {
+                    self.summary.interfaces_skipped += 1;
+                    return false;
+                }
+                let named = idb.options.iter().find(|o| o.code.0 == IDB_NAME).map(|o| cap_name(&o.value, MAX_INTERFACE_NAME_BYTES));
+                let cut = named.as_ref().is_some_and(|n| n.1);
+                let name = named.map(|n| n.0);
+                let ifc = InterfaceInfo {
                     link: LinkType::from_linktype(idb.linktype.0 as u32),
                     name,
                     units_per_sec: units_per_sec(idb.if_tsresol).unwrap_or(1_000_000),
                     offset_sec: idb.if_tsoffset,
                     snaplen: idb.snaplen,
-                });
+                };
+                if self.interface_bytes + ifc.bytes() > MAX_INTERFACE_BYTES {
+                    self.summary.interfaces_skipped += 1;
+                    return false;
+                }
+                self.interface_bytes += ifc.bytes();
+                self.summary.interface_names_truncated += cut as u64;
+                self.interfaces.push(ifc);
                 self.summary.interfaces += 1;
                 self.drops_by_if.push(None);
             }
@@ -250,7 +348,7 @@ impl Blocks {
                     let link = ifc.link;
                     return deliver(&epb.data[..caplen], ts, epb.if_id, link, epb.origlen);
                 }
-                None => self.summary.frames_unknown_interface += 1,
+                None => self.no_interface(epb.if_id),
             },
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                 // No timestamp in a simple packet block; it belongs to interface 0.
@@ -260,7 +358,7 @@ impl Blocks {
                     let link = ifc.link;
                     return deliver(&spb.data[..caplen], 0, 0, link, spb.origlen);
                 }
-                self.summary.frames_unknown_interface += 1;
+                self.no_interface(0);
             }
             PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
                 if let Some(o) = isb.options.iter().find(|o| o.code.0 == ISB_IFDROP) {

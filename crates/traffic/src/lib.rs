@@ -5,6 +5,7 @@
 //! `"64KiB"`, `"50%"`).
 
 pub mod flows;
+pub mod text;
 pub mod units;
 
 pub use flows::{BurstFlow, Reliability, TopicFlow};

@@ -25,6 +25,16 @@ fn err(input: &str, what: &'static str, reason: impl Into<String>) -> ParseUnitE
     ParseUnitError { input: input.to_string(), what, reason: reason.into() }
 }
 
+/// `v × mult` as a whole number. A value of 2^64 or more is refused (a
+/// float-to-integer cast would saturate silently at 2^64 − 1).
+fn whole(input: &str, what: &'static str, v: f64, mult: f64) -> Result<u64, ParseUnitError> {
+    let x = (v * mult).round();
+    if !x.is_finite() || x >= 18_446_744_073_709_551_616.0 {
+        return Err(err(input, what, "too large (at most 2^64 - 1)"));
+    }
+    Ok(x as u64)
+}
+
 /// Splits `"2.5Gbit"` into `(2.5, "gbit")` (suffix lower-cased, trimmed).
 fn split_number(s: &str, what: &'static str) -> Result<(f64, String), ParseUnitError> {
     let t = s.trim();
@@ -82,7 +92,7 @@ impl FromStr for Rate {
         if v < 0.0 {
             return Err(err(s, W, "negative"));
         }
-        Ok(Rate((v * mult).round() as u64))
+        whole(s, W, v, mult).map(Rate)
     }
 }
 
@@ -121,7 +131,7 @@ impl FromStr for Bytes {
         if v < 0.0 {
             return Err(err(s, W, "negative"));
         }
-        Ok(Bytes((v * mult).round() as u64))
+        whole(s, W, v, mult).map(Bytes)
     }
 }
 
@@ -262,10 +272,10 @@ macro_rules! serde_via_str {
     };
 }
 
-serde_via_str!(Rate, |v| if v >= 0.0 { Ok(Rate(v.round() as u64)) } else { Err("negative rate".into()) });
-serde_via_str!(Bytes, |v| if v >= 0.0 { Ok(Bytes(v.round() as u64)) } else { Err("negative size".into()) });
+serde_via_str!(Rate, |v| if v >= 0.0 { whole("", "a bit rate", v, 1.0).map(Rate).map_err(|e| e.reason) } else { Err("negative rate".into()) });
+serde_via_str!(Bytes, |v| if v >= 0.0 { whole("", "a byte size", v, 1.0).map(Bytes).map_err(|e| e.reason) } else { Err("negative size".into()) });
 // A bare number for a duration means seconds, as in `duration = 10`.
-serde_via_str!(Nanos, |v| if v >= 0.0 { Ok(Nanos::from_secs_f64(v)) } else { Err("negative duration".into()) });
+serde_via_str!(Nanos, |v| if v >= 0.0 { whole("", "a duration", v, 1e9).map(Nanos).map_err(|e| e.reason) } else { Err("negative duration".into()) });
 // A bare number for a percentage is a fraction (0.5) when <= 1, otherwise percent (50).
 serde_via_str!(Percent, |v| {
     let f = if v <= 1.0 { v } else { v / 100.0 };
@@ -295,6 +305,23 @@ mod tests {
         assert_eq!(Rate(1_000_000_000).tx_time_ns(1500), 12_000);
         // 1538 bytes at 2.5 Gbit/s = 4921.6 ns -> rounded up.
         assert_eq!(Rate(2_500_000_000).tx_time_ns(1538), 4922);
+    }
+
+    #[test]
+    fn values_of_2_64_or_more_are_refused_not_saturated() {
+        for s in ["18446744073709551616", "99999999999999999999KiB", "1e30", "20000000000000000000B"] {
+            assert!(s.parse::<Bytes>().is_err(), "{s}");
+        }
+        assert_eq!("18446744073709549568".parse::<Bytes>().unwrap(), Bytes(18_446_744_073_709_549_568));
+        assert!("100000000000T".parse::<Rate>().unwrap_err().to_string().contains("too large"));
+        assert!("6000000000000h".parse::<Nanos>().is_err());
+        #[derive(serde::Deserialize)]
+        struct T {
+            #[allow(dead_code)]
+            b: Bytes,
+        }
+        assert!(toml::from_str::<T>("b = 1e20").is_err());
+        assert!(toml::from_str::<T>("b = 9223372036854775807").is_ok());
     }
 
     #[test]

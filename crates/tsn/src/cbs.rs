@@ -88,7 +88,9 @@ pub fn compute(port_rate_bps: u64, mfs0_bytes: u64, classes: &[CbsClassInput]) -
 }
 
 /// `tc qdisc replace dev DEV parent PARENT cbs …` for one class.
+/// The `tc` line of one CBS class; `dev` and `parent` are quoted for the shell.
 pub fn tc_line(dev: &str, parent: &str, p: &CbsClassParams, offload: bool) -> String {
+    let (dev, parent) = (crate::shell::quote(dev), crate::shell::quote(parent));
     format!(
         "tc qdisc replace dev {dev} parent {parent} cbs idleslope {} sendslope {} hicredit {} locredit {} offload {}",
         p.idleslope,

@@ -3,9 +3,12 @@
 //! iptables/nft classification, VLAN egress-qos-map), and linuxptp.
 //!
 //! Every `tc` line produced here is run through the real iproute2 parser in
-//! the tests (tests/tc_parse.rs).
+//! the tests (tests/tc_parse.rs). Every value from the scenario is quoted for
+//! the shell ([`crate::shell::quote`]); interface names were checked against
+//! the kernel's rules when the scenario was read.
 
 use crate::cbs::CbsClassParams;
+use crate::shell::quote;
 use crate::scenario::{FlowKind, Port, Scenario, TaprioMode};
 use std::fmt::Write;
 
@@ -29,7 +32,7 @@ pub fn tc(sc: &Scenario, mode: Option<TaprioMode>) -> String {
         if p.gcl.is_none() && p.cbs.is_empty() {
             continue;
         }
-        let dev = &p.interface;
+        let dev = quote(&p.interface);
         let pcps: Vec<String> = (0..8).filter(|&q| p.pcp_to_tc[q] != 0).map(|q| format!("PCP {q} -> TC {}", p.pcp_to_tc[q])).collect();
         let _ = writeln!(o, "\n# port {:?}: {} at {}, {} traffic classes ({}others -> TC {})", p.name, dev, p.rate, p.num_tc, if pcps.is_empty() { String::new() } else { pcps.join(", ") + ", " }, p.pcp_to_tc[0]);
         match &p.gcl {
@@ -104,7 +107,7 @@ pub fn tc(sc: &Scenario, mode: Option<TaprioMode>) -> String {
                 exact_locredit_bytes: c.locredit_bytes as f64,
                 interference_us: 0.0,
             };
-            let _ = writeln!(o, "{}", crate::cbs::tc_line(dev, &format!("100:{}", tc + 1), &params, *off));
+            let _ = writeln!(o, "{}", crate::cbs::tc_line(&p.interface, &format!("100:{}", tc + 1), &params, *off));
         }
     }
     o
@@ -203,7 +206,8 @@ pub fn cyclone_xml(sc: &Scenario) -> String {
 /// kernel has to classify them.
 pub fn priority_script(sc: &Scenario) -> String {
     let parts = dds_partitions(sc);
-    let iface = dds_interface(sc);
+    let iface_raw = dds_interface(sc);
+    let iface = quote(&iface_raw).into_owned();
     let via = sc.dds.priority_via.clone().unwrap_or_else(|| "iptables".into());
     let mut o = String::new();
     let _ = writeln!(o, "#!/bin/sh");
@@ -227,10 +231,10 @@ pub fn priority_script(sc: &Scenario) -> String {
             for (pcp, addr, port) in &rules {
                 match port {
                     None => {
-                        let _ = writeln!(o, "nft add rule inet ddscope out oifname \"{iface}\" ip daddr {addr} meta l4proto udp meta priority set 0:{pcp}");
+                        let _ = writeln!(o, "nft add rule inet ddscope out oifname {} ip daddr {} meta l4proto udp meta priority set 0:{pcp}", quote(&format!("\"{iface_raw}\"")), quote(addr));
                     }
                     Some(pt) => {
-                        let _ = writeln!(o, "nft add rule inet ddscope out oifname \"{iface}\" udp dport {pt} meta priority set 0:{pcp}");
+                        let _ = writeln!(o, "nft add rule inet ddscope out oifname {} udp dport {pt} meta priority set 0:{pcp}", quote(&format!("\"{iface_raw}\"")));
                     }
                 }
             }
@@ -240,7 +244,7 @@ pub fn priority_script(sc: &Scenario) -> String {
             let _ = writeln!(o, "mkdir -p /sys/fs/cgroup/net_prio && mountpoint -q /sys/fs/cgroup/net_prio || mount -t cgroup -o net_prio none /sys/fs/cgroup/net_prio");
             for (pcp, _, _) in &parts {
                 let _ = writeln!(o, "mkdir -p /sys/fs/cgroup/net_prio/ddscope-pcp{pcp}");
-                let _ = writeln!(o, "echo \"{iface} {pcp}\" > /sys/fs/cgroup/net_prio/ddscope-pcp{pcp}/net_prio.ifpriomap");
+                let _ = writeln!(o, "echo {} > /sys/fs/cgroup/net_prio/ddscope-pcp{pcp}/net_prio.ifpriomap", quote(&format!("{iface_raw} {pcp}")));
                 let _ = writeln!(o, "# then: echo $PID_OF_THE_PUBLISHER > /sys/fs/cgroup/net_prio/ddscope-pcp{pcp}/cgroup.procs");
             }
         }
@@ -248,7 +252,7 @@ pub fn priority_script(sc: &Scenario) -> String {
             for (pcp, addr, port) in &rules {
                 match port {
                     None => {
-                        let _ = writeln!(o, "iptables -t mangle -A OUTPUT -o {iface} -p udp -d {addr} -j CLASSIFY --set-class 0:{pcp}");
+                        let _ = writeln!(o, "iptables -t mangle -A OUTPUT -o {iface} -p udp -d {} -j CLASSIFY --set-class 0:{pcp}", quote(addr));
                     }
                     Some(pt) => {
                         let _ = writeln!(o, "iptables -t mangle -A OUTPUT -o {iface} -p udp --dport {pt} -j CLASSIFY --set-class 0:{pcp}");
@@ -262,15 +266,16 @@ pub fn priority_script(sc: &Scenario) -> String {
         let map: String = (0..8).map(|p| format!(" {p}:{p}")).collect();
         let _ = writeln!(o, "# PCP on the wire: a VLAN device whose egress-qos-map copies skb->priority into the PCP,");
         let _ = writeln!(o, "# and routes that send the partition addresses through it (thesis Fig. 4.2 bound partitions to VLAN devices).");
-        let _ = writeln!(o, "ip link add link {iface} name {iface}.{vid} type vlan id {vid} egress-qos-map{map}");
-        let _ = writeln!(o, "ip link set {iface}.{vid} up");
+        let vdev = quote(&format!("{iface_raw}.{vid}")).into_owned();
+        let _ = writeln!(o, "ip link add link {iface} name {vdev} type vlan id {vid} egress-qos-map{map}");
+        let _ = writeln!(o, "ip link set {vdev} up");
         for (_, addr, _) in &parts {
-            let _ = writeln!(o, "ip route replace {addr}/32 dev {iface}.{vid}");
+            let _ = writeln!(o, "ip route replace {} dev {vdev}", quote(&format!("{addr}/32")));
         }
         if via != "nft" && via != "cgroup" {
             let _ = writeln!(o, "# CLASSIFY also for packets leaving through the VLAN device");
             for (pcp, addr, _) in &parts {
-                let _ = writeln!(o, "iptables -t mangle -A OUTPUT -o {iface}.{vid} -p udp -d {addr} -j CLASSIFY --set-class 0:{pcp}");
+                let _ = writeln!(o, "iptables -t mangle -A OUTPUT -o {vdev} -p udp -d {} -j CLASSIFY --set-class 0:{pcp}", quote(addr));
             }
         }
     }
@@ -317,14 +322,15 @@ pub fn ptp(sc: &Scenario) -> Vec<(String, String)> {
         let _ = writeln!(o, "\n[{iface}]");
         o
     };
+    let (gmq, foq) = (quote(&gm), quote(&fo));
     let run = format!(
-        "# Grandmaster ({gm}): the NIC clock is the reference; the system clock follows it.\n\
+        "# Grandmaster ({gmq}): the NIC clock is the reference; the system clock follows it.\n\
          ptp4l -f ptp4l-grandmaster.cfg -m &\n\
-         phc2sys -s {gm} -c CLOCK_REALTIME -O 0 -w -m &\n\
-         # Follower ({fo}): ptp4l disciplines the NIC clock; phc2sys copies it to the system clock\n\
+         phc2sys -s {gmq} -c CLOCK_REALTIME -O 0 -w -m &\n\
+         # Follower ({foq}): ptp4l disciplines the NIC clock; phc2sys copies it to the system clock\n\
          # (-w takes the TAI-UTC offset, 37 s, from ptp4l: timestamps of the two clocks differ by it).\n\
          ptp4l -f ptp4l-follower.cfg -s -m &\n\
-         phc2sys -s {fo} -c CLOCK_REALTIME -w -m &\n\
+         phc2sys -s {foq} -c CLOCK_REALTIME -w -m &\n\
          # taprio's base-time and etf use CLOCK_TAI: keep the kernel's TAI offset right (phc2sys -w does).\n"
     );
     vec![

@@ -42,6 +42,9 @@ pub const DATA_FRAG_HEADER: u64 = 36;
 pub const MAX_IP_PACKET: u64 = 65_535;
 /// Largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: u64 = MAX_IP_PACKET - IPV4_HEADER - UDP_HEADER;
+/// Largest DDS sample the frame model lays out: it keeps one entry per frame
+/// (1 GiB is ~740 000 frames at MTU 1500, a few MB of model).
+pub const MAX_SAMPLE_BYTES: u64 = 1 << 30;
 /// Cyclone DDS defaults (General/FragmentSize, General/MaxMessageSize).
 pub const CYCLONE_FRAGMENT: u64 = 1344;
 pub const CYCLONE_MAX_MESSAGE: u64 = 14_720;
@@ -207,7 +210,13 @@ impl MessageFrames {
 
     /// A DDS sample of `sample` serialized bytes: RTPS messages of DATA or
     /// DATA_FRAG submessages, each an UDP datagram, each IP-fragmented.
+    /// Samples over [`MAX_SAMPLE_BYTES`] are refused before anything is laid out.
     pub fn dds_sample(framing: &Framing, rtps: &RtpsOptions, sample: u64) -> Result<Self, String> {
+        if sample > MAX_SAMPLE_BYTES {
+            return Err(format!(
+                "a sample of {sample} bytes is over the model's limit of {MAX_SAMPLE_BYTES} bytes (1 GiB): it keeps one entry per frame"
+            ));
+        }
         let per_msg = RTPS_HEADER + if rtps.info_ts { INFO_TS } else { 0 } + if rtps.info_dst { INFO_DST } else { 0 };
         let frag = rtps.fragment_bytes.unwrap_or(CYCLONE_FRAGMENT);
         let max_msg = match (rtps.max_message_bytes, rtps.fragment_bytes) {

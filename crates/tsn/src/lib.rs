@@ -21,6 +21,7 @@ pub mod frame;
 pub mod gcl;
 pub mod plan;
 pub mod scenario;
+pub mod shell;
 pub mod sim;
 pub mod sr;
 pub mod stats;

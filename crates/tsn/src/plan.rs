@@ -428,7 +428,7 @@ pub fn propose(m: &Measurement, opt: &PlanOptions) -> Result<Plan, String> {
         let _ = writeln!(o, "deadline = \"{}ns\"\npath = [{}]\nsr_class = \"none\"\n", (t.period_ms * 1e6).round() as u64, toml_str(&opt.port));
     }
     let sc = Scenario::parse(&o, "plan.toml").map_err(|e| format!("the generated plan does not load: {e}"))?;
-    let rep = scenario::simulate(&sc, opt.seed);
+    let rep = scenario::try_simulate(&sc, opt.seed).map_err(|e| format!("the generated plan cannot be simulated: {e}"))?;
     let mut topics = vec![];
     for (i, t) in m.topics.iter().enumerate() {
         let f = &rep.flows[i];

@@ -266,12 +266,15 @@ impl Scenario {
 
     pub fn parse(text: &str, file: &str) -> Result<Scenario, String> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let msg = e.message().trim_end().replace('\n', " ");
+            // The message and the line are input: short and escaped (a 200 KB
+            // line or raw control bytes are not echoed back).
+            use ddscope_traffic::text::{excerpt, EXCERPT_CHARS};
+            let msg = excerpt(e.message(), EXCERPT_CHARS);
             match e.span() {
                 Some(r) => {
                     let start = r.start.min(text.len());
                     let line_no = text[..start].matches('\n').count() + 1;
-                    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+                    let line = excerpt(text.lines().nth(line_no - 1).unwrap_or(""), 80);
                     format!("{file}: line {line_no} ({line}): {msg}")
                 }
                 None => format!("{file}: {msg}"),
@@ -282,6 +285,44 @@ impl Scenario {
 
     pub fn port_index(&self, name: &str) -> Option<usize> {
         self.ports.iter().position(|p| p.name == name || p.interface == name)
+    }
+
+    /// What simulating this scenario costs: messages released, frame
+    /// transmissions (frames × hops) and model frames held by the sources,
+    /// over all flows; and the flow that releases the most messages.
+    pub fn sim_cost(&self) -> SimCost {
+        let mut c = SimCost::default();
+        for f in &self.flows {
+            let releases = (self.duration.0 as u128).div_ceil(f.period_ns.max(1) as u128);
+            let messages = releases * f.msgs_per_release as u128 * f.streams as u128;
+            let frames = f.frames.l2.len() as u128;
+            c.messages += messages;
+            c.frame_hops += messages * frames * f.path.len() as u128;
+            c.model_frames += frames * f.streams as u128;
+            if c.largest.as_ref().is_none_or(|(_, m)| messages > *m) {
+                c.largest = Some((f.name.clone(), messages));
+            }
+        }
+        c
+    }
+
+    /// Refuses a simulation that cannot be computed in bounded memory and
+    /// time (see [`MAX_SIM_MESSAGES`], [`MAX_SIM_FRAME_HOPS`],
+    /// [`MAX_SIM_MODEL_FRAMES`]), naming the limit, before anything is allocated.
+    pub fn check_sim_budget(&self) -> Result<(), String> {
+        let c = self.sim_cost();
+        let (flow, most) = c.largest.clone().unwrap_or_default();
+        let hint = format!("the busiest flow, {flow:?}, releases {most} messages in {}; shorten duration or lengthen its period/pacing", self.duration);
+        if c.messages > MAX_SIM_MESSAGES {
+            return Err(format!("simulation too large: {} messages over the limit of {MAX_SIM_MESSAGES} (each keeps its latency); {hint}", c.messages));
+        }
+        if c.frame_hops > MAX_SIM_FRAME_HOPS {
+            return Err(format!("simulation too long: {} frame transmissions over the limit of {MAX_SIM_FRAME_HOPS} (about 40 s of simulation); {hint}", c.frame_hops));
+        }
+        if c.model_frames > MAX_SIM_MODEL_FRAMES {
+            return Err(format!("simulation too large: its flows' messages are {} frames in all (streams × frames per message), over the limit of {MAX_SIM_MODEL_FRAMES}", c.model_frames));
+        }
+        Ok(())
     }
 
     /// The simulator input, with random phases drawn from `seed` for flows without `offset`.
@@ -364,7 +405,7 @@ fn split(t: &toml::Table) -> (toml::Table, toml::Table) {
 }
 
 fn de<T: serde::de::DeserializeOwned>(t: toml::Table) -> Result<T, String> {
-    toml::Value::Table(t).try_into::<T>().map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    toml::Value::Table(t).try_into::<T>().map_err(|e| ddscope_traffic::text::excerpt(&e.to_string(), ddscope_traffic::text::EXCERPT_CHARS))
 }
 
 fn build(raw: RawScenario, file: &str) -> Result<Scenario, String> {
@@ -372,6 +413,13 @@ fn build(raw: RawScenario, file: &str) -> Result<Scenario, String> {
     framing.validate().map_err(|e| format!("mtu: {e}"))?;
     if raw.duration.0 == 0 {
         return Err("duration: must be positive".into());
+    }
+    // Times are picoseconds in 64 bits inside the simulator: keep far from their end.
+    if raw.duration.0 > MAX_DURATION_NS {
+        return Err(format!("duration {}: at most 24h", raw.duration));
+    }
+    if raw.drain.is_some_and(|d| d.0 > MAX_DURATION_NS) {
+        return Err("drain: at most 24h".into());
     }
     if raw.port.is_empty() {
         return Err("no [[port]] defined".into());
@@ -383,6 +431,18 @@ fn build(raw: RawScenario, file: &str) -> Result<Scenario, String> {
             return Err(format!("{ctx}: name: duplicate port name"));
         }
         ports.push(build_port(p, &framing).map_err(|e| format!("{ctx}: {e}"))?);
+    }
+    // Interface names go into the shell scripts `tsn config` writes: only real names.
+    for (i, p) in ports.iter().enumerate() {
+        crate::shell::check_ifname(&p.interface).map_err(|e| format!("port[{i}] ({:?}): interface: {e}", p.name))?;
+    }
+    if let Some(ptp) = &raw.ptp {
+        if let Some(f) = &ptp.follower {
+            crate::shell::check_ifname(f).map_err(|e| format!("ptp.follower: {e}"))?;
+        }
+        if let Some(g) = ptp.grandmaster.as_deref().filter(|g| !ports.iter().any(|p| p.name == *g || p.interface == *g)) {
+            crate::shell::check_ifname(g).map_err(|e| format!("ptp.grandmaster: {e} (nor a port name)"))?;
+        }
     }
     let mut flows = Vec::new();
     for (i, t) in raw.topic.iter().enumerate() {
@@ -521,6 +581,9 @@ fn finish_flow(
     if period_ns == 0 {
         return Err(format!("{ctx}: the period is zero"));
     }
+    if period_ns > MAX_DURATION_NS || ex.offset.is_some_and(|o| o.0 > MAX_DURATION_NS) || ex.deadline.is_some_and(|d| d.0 > MAX_DURATION_NS) {
+        return Err(format!("{ctx}: period, offset and deadline must each be at most 24h"));
+    }
     if ex.path.is_empty() {
         return Err(format!("{ctx}: path: give the ports the flow crosses, e.g. path = [\"{}\"]", ports[0].name));
     }
@@ -553,7 +616,14 @@ fn finish_flow(
         msgs_per_release,
         streams,
         frames,
-        multicast: ex.multicast,
+        multicast: match ex.multicast {
+            // Goes into routes and firewall rules of the generated scripts: an address, nothing else.
+            Some(m) => match m.parse::<std::net::Ipv4Addr>() {
+                Ok(a) if a.is_multicast() => Some(a.to_string()),
+                _ => return Err(format!("{ctx}: multicast {:?}: not an IPv4 multicast address", ddscope_traffic::text::excerpt(&m, 60))),
+            },
+            None => None,
+        },
         dst_port: ex.dst_port,
     })
 }
@@ -603,13 +673,14 @@ fn build_port(p: RawPort, framing: &Framing) -> Result<Port, String> {
                     }
                     mask |= 1 << tc;
                 }
-                if e.duration.0 == 0 {
-                    return Err(format!("gcl.entries[{i}].duration: must be positive"));
+                if e.duration.0 == 0 || e.duration.0 > MAX_DURATION_NS {
+                    return Err(format!("gcl.entries[{i}].duration: must lie between 0 and 24h"));
                 }
                 entries.push(GateEntry { mask, duration_ps: e.duration.0 * 1000 });
             }
             let base = g.base_time.unwrap_or(0);
-            let cycle_ps: u64 = entries.iter().map(|e| e.duration_ps).sum::<u64>().max(1);
+            let cycle_ps = entries.iter().try_fold(0u64, |a, e| a.checked_add(e.duration_ps).filter(|c| *c <= MAX_DURATION_NS * 1000));
+            let cycle_ps = cycle_ps.ok_or("gcl: the cycle (the sum of the entries) is longer than 24h")?.max(1);
             // Only the phase of base-time matters (taprio starts a past base-time at a cycle boundary).
             let base_ps = (base as u128 * 1000 % cycle_ps as u128) as u64;
             let gc = Gcl::new(entries, base_ps, num_tc).map_err(|e| format!("gcl: {e}"))?;
@@ -726,6 +797,34 @@ pub struct Report {
     pub ports: Vec<PortReport>,
 }
 
+/// Longest `duration` (and `drain`) a scenario may give.
+pub const MAX_DURATION_NS: u64 = 24 * 3_600_000_000_000;
+
+/// Messages one simulation may release: each keeps its latency and jitter
+/// (2·10^7 messages peak at ~240 MB).
+pub const MAX_SIM_MESSAGES: u128 = 20_000_000;
+/// Frame transmissions (frames × hops) one simulation may do: about 40 s on
+/// one core of the benchmark machine (~12 million per second).
+pub const MAX_SIM_FRAME_HOPS: u128 = 500_000_000;
+/// Frames the sources of one simulation hold (streams × frames per message).
+pub const MAX_SIM_MODEL_FRAMES: u128 = 8_000_000;
+
+/// What a simulation costs ([`Scenario::sim_cost`]).
+#[derive(Debug, Clone, Default)]
+pub struct SimCost {
+    pub messages: u128,
+    pub frame_hops: u128,
+    pub model_frames: u128,
+    pub largest: Option<(String, u128)>,
+}
+
+/// [`simulate`] after [`Scenario::check_sim_budget`]: what the CLI runs.
+pub fn try_simulate(sc: &Scenario, seed: u64) -> Result<Report, String> {
+    sc.check_sim_budget()?;
+    Ok(simulate(sc, seed))
+}
+
+/// Simulates the scenario (unchecked: see [`try_simulate`]).
 pub fn simulate(sc: &Scenario, seed: u64) -> Report {
     let inp = sc.sim_input(seed);
     let res = sim::run(&inp);

@@ -116,6 +116,9 @@ pub fn walk(gcl: &Gcl, tc: usize, frames: &[u32], rate: u64, start_ps: u64) -> R
     })
 }
 
+/// Frame steps (phases × frames of the message) one prediction may walk.
+pub const MAX_WALK_FRAMES: u128 = 100_000_000;
+
 pub fn predict(inp: &TasInput) -> Result<TasReport, String> {
     inp.framing.validate()?;
     if inp.rate_bps == 0 || inp.cycle_ns == 0 {
@@ -125,6 +128,15 @@ pub fn predict(inp: &TasInput) -> Result<TasReport, String> {
         return Err("message size must be positive".into());
     }
     let msg = MessageFrames::dds_sample(&inp.framing, &inp.rtps, inp.message_bytes)?;
+    // Each phase walks every frame: bounded work, refused before it starts.
+    let work = inp.phases.max(1) as u128 * msg.l2.len() as u128;
+    if work > MAX_WALK_FRAMES {
+        return Err(format!(
+            "{} phases × {} frames = {work} frame steps, over the limit of {MAX_WALK_FRAMES}: use fewer phases or a smaller message",
+            inp.phases.max(1),
+            msg.l2.len()
+        ));
+    }
     let formula = formula::t_arrive(inp.rate_bps, inp.open, inp.cycle_ns, inp.message_bytes)?;
     let cycle_ps = inp.cycle_ns * 1000;
     let gcl = gcl_for(cycle_ps, inp.open)?;

@@ -87,16 +87,20 @@ impl<'a> CdrReader<'a> {
     /// CDR string: uint32 length including the terminating NUL, then the bytes.
     /// Returns the text without the NUL; invalid UTF-8 is replaced.
     pub fn string(&mut self, what: &'static str) -> Result<String, WireError> {
+        self.string_bytes(what).map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+    /// The bytes of a CDR string up to its NUL, not copied (for callers that
+    /// keep only part of a long value).
+    pub fn string_bytes(&mut self, what: &'static str) -> Result<&'a [u8], WireError> {
         let len = self.a_u32(what)? as usize;
         if len > MAX_STRING {
             return Err(WireError::malformed(what, "string length over 64 KiB"));
         }
         let b = self.bytes(len, what)?;
-        let b = match b.iter().position(|&c| c == 0) {
+        Ok(match b.iter().position(|&c| c == 0) {
             Some(nul) => &b[..nul],
             None => b,
-        };
-        Ok(String::from_utf8_lossy(b).into_owned())
+        })
     }
 }
 

@@ -772,6 +772,16 @@ fn inline_qos_and_payload<'a>(
     }
 }
 
+/// RTPS 2.5 8.3.7.2.3 (DATA) and 8.3.7.3.3 (DATA_FRAG): the submessage is
+/// invalid when writerSN is not strictly positive (0 and negative numbers,
+/// SEQUENCENUMBER_UNKNOWN among them). Such a submessage is not a sample.
+fn check_writer_sn(sn: i64, what: &'static str) -> Result<(), WireError> {
+    if sn <= 0 {
+        return Err(WireError::malformed(what, "not strictly positive (RTPS 2.5 8.3.7.2.3: the submessage is invalid)"));
+    }
+    Ok(())
+}
+
 #[inline]
 fn parse_body<'a>(sm: &RawSubmessage<'a>) -> Result<Submessage<'a>, WireError> {
     let le = sm.little_endian();
@@ -785,6 +795,7 @@ fn parse_body<'a>(sm: &RawSubmessage<'a>) -> Result<Submessage<'a>, WireError> {
             let reader_id = entity(&mut r, W)?;
             let writer_id = entity(&mut r, W)?;
             let writer_sn = r.sequence_number(W)?;
+            check_writer_sn(writer_sn, "DATA writerSN")?;
             let (q, d, k) = (f & flags::data::Q != 0, f & flags::data::D != 0, f & flags::data::K != 0);
             let (inline_qos, at) = inline_qos_and_payload(sm.body, otiq, q, le, DATA_FIXED_LEN, W)?;
             let payload = if d || k { Some(&sm.body[at..]) } else { None };
@@ -807,6 +818,7 @@ fn parse_body<'a>(sm: &RawSubmessage<'a>) -> Result<Submessage<'a>, WireError> {
             let reader_id = entity(&mut r, W)?;
             let writer_id = entity(&mut r, W)?;
             let writer_sn = r.sequence_number(W)?;
+            check_writer_sn(writer_sn, "DATA_FRAG writerSN")?;
             let fragment_starting_num = r.u32(W)?;
             let fragments_in_submessage = r.u16(W)?;
             let fragment_size = r.u16(W)?;
@@ -1007,6 +1019,7 @@ impl<'a> Submessage<'a> {
         };
         match self {
             Submessage::Data(d) => {
+                check_writer_sn(d.writer_sn, "DATA writerSN")?;
                 check_inline_qos(d.inline_qos, le, "DATA submessage")?;
                 match d.payload {
                     Some(p) if p.len() != d.payload_len => {
@@ -1019,6 +1032,7 @@ impl<'a> Submessage<'a> {
                 }
             }
             Submessage::DataFrag(d) => {
+                check_writer_sn(d.writer_sn, "DATA_FRAG writerSN")?;
                 check_inline_qos(d.inline_qos, le, "DATA_FRAG submessage")?;
                 if d.payload.len() != d.payload_len {
                     return Err(WireError::malformed("DATA_FRAG payload", "cut by the capture (payload_len is over the bytes held)"));

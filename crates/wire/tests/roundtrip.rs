@@ -194,9 +194,9 @@ fn arb_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
 
 fn arb_spec() -> impl Strategy<Value = Spec> {
     prop_oneof![
-        (arb_ids(), any::<i64>(), arb_qos(), proptest::option::of(arb_bytes(300)), any::<bool>(), any::<bool>())
+        (arb_ids(), 1i64.., arb_qos(), proptest::option::of(arb_bytes(300)), any::<bool>(), any::<bool>())
             .prop_map(|(ids, sn, qos, payload, key, n)| Spec::Data { ids, sn, qos, payload, key, n }),
-        (arb_ids(), any::<i64>(), (1u32.., any::<u16>(), any::<u16>(), any::<u32>()), arb_qos(), arb_bytes(300), any::<bool>(), any::<bool>()).prop_map(
+        (arb_ids(), 1i64.., (1u32.., any::<u16>(), any::<u16>(), any::<u32>()), arb_qos(), arb_bytes(300), any::<bool>(), any::<bool>()).prop_map(
             |(ids, sn, (start, count, size, sample), qos, payload, key, n)| Spec::DataFrag { ids, sn, start, count, size, sample, qos, payload, key, n }
         ),
         (arb_ids(), any::<i64>(), any::<i64>(), any::<i32>(), any::<bool>(), any::<bool>()).prop_map(|(ids, first_sn, last_sn, count, f, l)| {
@@ -756,6 +756,22 @@ fn emitters_refuse_what_the_wire_cannot_carry() {
     let data = Data { reader_id: e, writer_id: e, writer_sn: 1, inline_qos: Some(&[0x70, 0, 4, 0]), payload: None, payload_len: 0, key_flag: false, non_standard_payload: false };
     assert!(malformed(Submessage::Data(data).emit(true, &mut buf)), "inline QoS without sentinel");
     assert!(malformed(Submessage::Data(Data { inline_qos: None, key_flag: true, ..data }).emit(true, &mut buf)), "key flag without key");
+    // RTPS 2.5 8.3.7.2.3 / 8.3.7.3.3: writerSN 0 or negative makes DATA and DATA_FRAG invalid.
+    for sn in [0, -1, i64::MIN] {
+        let d = Data { inline_qos: None, writer_sn: sn, ..data };
+        assert!(malformed(Submessage::Data(d).emit(true, &mut buf)), "DATA writerSN {sn}");
+        let f = DataFrag { fragment_starting_num: 1, writer_sn: sn, ..frag0 };
+        assert!(malformed(Submessage::DataFrag(f).emit(true, &mut buf)), "DATA_FRAG writerSN {sn}");
+        // The same bytes, written by hand with the number: the parser refuses them.
+        let mut msg = emit_and_parse(&Submessage::Data(Data { inline_qos: None, writer_sn: 1, ..data }), true);
+        // writerSN: after the submessage header (4), extraFlags + octetsToInlineQos (4) and the two entity ids (8).
+        let at = HEADER_LEN + 4 + 12;
+        msg[at..at + 4].copy_from_slice(&((sn >> 32) as i32).to_le_bytes());
+        msg[at + 4..at + 8].copy_from_slice(&(sn as u32).to_le_bytes());
+        let raw = SubmessageIter::new(&msg).next().unwrap().unwrap();
+        let err = raw.parse().unwrap_err();
+        assert!(err.to_string().contains("writerSN"), "{err}");
+    }
     assert!(malformed(Submessage::Security.emit(true, &mut buf)));
     assert!(malformed(Submessage::Opaque.emit(true, &mut buf)));
     let set = NumberSet::new(-1, 0).unwrap();

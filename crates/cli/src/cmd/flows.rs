@@ -138,9 +138,15 @@ pub fn run(a: FlowsArgs) -> anyhow::Result<i32> {
         o.commit()?;
     }
     for o in &outcomes {
+        // Never "nothing skipped" about a file whose end was corrupt or whose frames were skipped.
+        let skipped = match (o.tap.skipped_line(), o.capture.problems()) {
+            (l, Some(c)) if l == "nothing skipped" => format!("nothing else skipped (the capture file: {c})"),
+            (l, Some(c)) => format!("{l} (and the capture file: {c})"),
+            (l, None) => l,
+        };
         eprintln!(
             "flows: {} = {}: {} frames, {} UDP datagrams, {} measured; {}",
-            o.name, o.path, o.tap.frames, o.tap.udp_datagrams, o.tap.measured, o.tap.skipped_line()
+            o.name, o.path, o.tap.frames, o.tap.udp_datagrams, o.tap.measured, skipped
         );
         if let Some(e) = &o.capture.error {
             eprintln!("flows: {}: {e} (everything before it was analysed)", o.path);

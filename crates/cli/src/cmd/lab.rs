@@ -234,14 +234,22 @@ fn check(a: CheckArgs) -> Result<i32> {
     let rates = sc.nominal_rates()?;
     let mut total = 0.0;
     println!("{:<60} {:>10} {:>10} {:>14}  writers -> readers", "topic", "bytes", "rate_hz", "payload bit/s");
+    // Writers and readers grouped by topic once (linear in the endpoints).
+    let mut by_topic: std::collections::BTreeMap<&str, (Vec<&scenario::Writer>, Vec<String>)> = Default::default();
     let writers = sc.writers();
     let readers = sc.readers();
+    for w in &writers {
+        by_topic.entry(w.flow.topic.as_str()).or_default().0.push(w);
+    }
+    for r in &readers {
+        by_topic.entry(r.topic.as_str()).or_default().1.push(format!("{}@{}", r.node, r.host));
+    }
     for (topic, rate) in &rates {
-        let Some(w) = writers.iter().find(|w| &w.flow.topic == topic) else { continue };
+        let Some((ws, rs)) = by_topic.get(topic.as_str()) else { continue };
+        let Some(w) = ws.first() else { continue };
         let bps = w.flow.sample_bytes.0 as f64 * 8.0 * rate;
         total += bps;
-        let ws: Vec<String> = writers.iter().filter(|x| &x.flow.topic == topic).map(|x| format!("{}@{}", x.node, x.host)).collect();
-        let rs: Vec<String> = readers.iter().filter(|x| &x.topic == topic).map(|x| format!("{}@{}", x.node, x.host)).collect();
+        let ws: Vec<String> = ws.iter().map(|x| format!("{}@{}", x.node, x.host)).collect();
         println!("{topic:<60} {:>10} {rate:>10} {bps:>14.0}  {} -> {}", w.flow.sample_bytes.0, ws.join(","), rs.join(","));
     }
     println!("total payload {:.1} Mbit/s", total / 1e6);

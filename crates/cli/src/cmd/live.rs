@@ -91,7 +91,8 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
     ];
     for r in &s.rows {
         let t = &r.totals;
-        let mut name = t.topic_name.clone();
+        // Names from the wire: control characters escaped before anything reaches the terminal.
+        let mut name = ddscope_core::names::for_terminal(&t.topic_name).into_owned();
         if name.chars().count() > 36 {
             name = format!("…{}", name.chars().rev().take(35).collect::<Vec<_>>().into_iter().rev().collect::<String>());
         }
@@ -124,7 +125,8 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
     for n in s.notes.iter().rev().take(3) {
         out.push(n.clone());
     }
-    out
+    // Notes and counters may quote names too: every line is made safe for the terminal.
+    out.into_iter().map(|l| ddscope_core::names::for_terminal(&l).into_owned()).collect()
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
@@ -150,7 +152,10 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
-    if !tty {
+    // SIGINT, SIGTERM and SIGHUP stop the capture the same way (with a
+    // terminal in raw mode, Ctrl-C arrives as a key instead): the closing
+    // lines are printed and `--write` is completed, never left as a hidden temporary file.
+    {
         let s = stop.clone();
         ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     }

@@ -48,7 +48,9 @@ ddscope tsn tas --calibrate lab-out/run --table-4-6   # fit host times from a no
     #[command(after_help = "Examples:\n  \
 ddscope tsn simulate examples/tsn/thesis-baseline-95.toml\n  \
 ddscope tsn simulate examples/tsn/ivn-usecase-cbs.toml --seed 7 --format json\n  \
-ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s")]
+ddscope tsn simulate examples/tsn/thesis-tas50-40.toml --duration 2s\n\n\
+Durations are at most 24h; a simulation that would release more than 2e7 messages or send more than
+5e8 frames (frames x hops) is refused before it starts, naming the busiest flow (docs/robustness.md).")]
     Simulate(SimArgs),
     /// CBS idleslope/sendslope/hicredit/locredit by Bosk et al. Eq. 2-6, and the tc line
     #[command(after_help = "Examples:\n  \
@@ -60,7 +62,10 @@ ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc --taprio-mode txtime-assist\n  \
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit dds --out /tmp/dds\n  \
-ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp")]
+ddscope tsn config examples/tsn/ivn-usecase-cbs.toml --emit ptp\n\n\
+The scripts are meant to run as root: interface names from the scenario (port.interface,
+ptp.follower, ptp.grandmaster) must be Linux interface names (1-15 bytes, no '/', ':' or
+whitespace), multicast addresses IPv4 multicast addresses, and every value is quoted for the shell.")]
     Config(ConfigArgs),
     /// Print the SR classes of Bosk et al. Table 1
     SrClasses(FormatArg),
@@ -254,10 +259,10 @@ struct CbsArgs {
     /// NAME:reserved=RATE,max-frame=BYTES; repeat, most urgent class first
     #[arg(long = "class", required = true)]
     classes: Vec<String>,
-    /// Device for the printed tc lines
+    /// Device for the printed tc lines (a Linux interface name; quoted for the shell)
     #[arg(long, default_value = "eth0")]
     dev: String,
-    /// mqprio handle; class i (0-based, in the order given) gets parent HANDLE:(i+1)
+    /// mqprio handle (1-4 hex digits); class i (0-based, in the order given) gets parent HANDLE:(i+1)
     #[arg(long, default_value = "100")]
     handle: String,
     #[arg(long, value_enum, default_value = "table")]
@@ -655,13 +660,13 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
 fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
     let mut sc = Scenario::load(&a.scenario)?;
     if let Some(d) = a.duration {
-        if d.0 == 0 {
-            bail!("--duration must be positive");
+        if d.0 == 0 || d.0 > scenario::MAX_DURATION_NS {
+            bail!("--duration {d}: must lie between 0 and 24h");
         }
         sc.duration = d;
     }
     let seed = a.seed.unwrap_or(sc.seed);
-    let r = scenario::simulate(&sc, seed);
+    let r = scenario::try_simulate(&sc, seed).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
     if a.format == Format::Json {
         return print_json(&r);
     }
@@ -747,6 +752,11 @@ fn parse_class(s: &str) -> anyhow::Result<CbsClassInput> {
 }
 
 fn cbs_cmd(a: CbsArgs) -> anyhow::Result<i32> {
+    // The printed lines are run as root: a real interface name and a tc handle, nothing else.
+    ddscope_tsn::shell::check_ifname(&a.dev).map_err(|e| anyhow!("--dev: {e}"))?;
+    if a.handle.is_empty() || a.handle.len() > 4 || !a.handle.chars().all(|c| c.is_ascii_hexdigit()) {
+        bail!("--handle {:?}: a tc major handle is 1 to 4 hexadecimal digits", ddscope_traffic::text::excerpt(&a.handle, 40));
+    }
     let classes = a.classes.iter().map(|c| parse_class(c)).collect::<anyhow::Result<Vec<_>>>()?;
     let params = cbs::compute(a.port_rate.0, a.max_frame_bytes.0, &classes).map_err(|e| anyhow!(e))?;
     let lines: Vec<String> =

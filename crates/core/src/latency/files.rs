@@ -104,9 +104,11 @@ pub fn correlate_inputs(
             // A file source ends on read errors (kept in its summary); it never fails a poll.
             let _ = point.run(&mut src, &mut (&mut feed, &mut bandwidth), &mut || true);
             drop(feed);
+            let summary = src.into_summary();
+            point.decoder.stats.note_capture(&summary);
             let outcome = CaptureOutcome {
                 name: input.name.clone(),
-                summary: src.into_summary(),
+                summary,
                 decode: point.decoder.stats.clone(),
                 diagnostics: std::mem::take(&mut point.decoder.diagnostics),
                 bandwidth: bandwidth.bins,

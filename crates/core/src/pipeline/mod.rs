@@ -264,7 +264,10 @@ pub fn run_file<A: Analysis + ?Sized>(
     // A file source never fails while polling: read errors end it and are kept in its summary.
     let _ = point.run(&mut src, a, &mut || true);
     let samples = point.tracker.map(|t| t.stats).unwrap_or_default();
-    Ok(FileResult { decoder: point.decoder, summary: src.into_summary(), samples })
+    let summary = src.into_summary();
+    let mut decoder = point.decoder;
+    decoder.stats.note_capture(&summary);
+    Ok(FileResult { decoder, summary, samples })
 }
 
 /// [`run_file`] with two closures, for tests and small tools.

@@ -1,0 +1,61 @@
+//! Text from outside (a scenario or limits file, a name from the wire)
+//! quoted back in a message: control characters escaped, length bounded.
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal as is: C0 and C1 controls (ESC,
+/// CSI, OSC, CR, LF, BEL, …), DEL, and the bidirectional overrides and
+/// isolates that make text display in another order than it is read.
+pub fn is_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with control characters escaped as `ls` and tshark show them (`\n`,
+/// `\r`, `\t`, `\x1b`, `\u{202e}`); everything else unchanged.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_control(c) && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if is_control(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Most characters of input a message quotes.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// `s` for a one-line message: whitespace runs as one space, control
+/// characters escaped, and at most `max_chars` characters of it followed by
+/// `… (N bytes)` when longer (a 200 KB line is not echoed back).
+pub fn excerpt(s: &str, max_chars: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let escaped = escape_controls(&one_line);
+    match escaped.char_indices().nth(max_chars) {
+        None => escaped.into_owned(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &escaped[..cut], s.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_quote_input_short_and_escaped() {
+        assert_eq!(excerpt("unknown field `a\x1b[2Jb`", 200), "unknown field `a\\x1b[2Jb`");
+        let long = format!("key_{}", "x".repeat(200_000));
+        let e = excerpt(&long, 50);
+        assert!(e.len() < 80 && e.ends_with("… (200004 bytes)"), "{e}");
+        assert_eq!(excerpt("a\n  b\tc", 200), "a b c");
+        assert_eq!(escape_controls("a\u{202e}b\u{9b}"), "a\\u{202e}b\\x9b");
+    }
+}
