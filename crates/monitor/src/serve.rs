@@ -81,6 +81,8 @@ pub struct ServeConfig {
     pub correlation: ddscope_core::limits::CorrelationCaps,
     /// The ROS 2 join's and chains' caps (`ddscope limits`, section `trace`).
     pub trace: ddscope_core::limits::TraceCaps,
+    /// The stream decoder's name tables and the longest name kept (`ddscope limits`, section `stream`).
+    pub stream: ddscope_core::limits::StreamCaps,
     /// An end-to-end chain (topics in order) to measure from the agents' traces; without it the chains found are listed.
     pub chain_path: Option<Vec<String>>,
     /// Also accept OTLP/gRPC (the Collector's load-balancing exporter) on this address (docs/scale-out.md).
@@ -111,6 +113,7 @@ impl ServeConfig {
             caps: StateCaps::default(),
             correlation: Default::default(),
             trace: Default::default(),
+            stream: Default::default(),
             chain_path: None,
             otlp_grpc: None,
             otlp_end_grace: Duration::from_secs(2),
@@ -130,6 +133,8 @@ struct SystemHistory {
     net: BTreeMap<String, VecDeque<(f64, f64, f64)>>,
     /// Samples for devices beyond [`MAX_DEVICES`], not kept.
     devices_refused: u64,
+    /// Device names cut to the name cap.
+    devices_cut: u64,
 }
 
 fn push<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
@@ -141,7 +146,7 @@ fn push<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
 
 impl SystemHistory {
     /// Turns node_exporter counters into CPU utilisation and per-interface Mbit/s.
-    fn add(&mut self, t: f64, samples: &[MetricSample]) {
+    fn add(&mut self, t: f64, samples: &[MetricSample], max_name: usize) {
         let label = |s: &MetricSample, k: &str| s.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let (mut idle, mut total) = (0.0, 0.0);
         let mut mem_total = None;
@@ -158,7 +163,7 @@ impl SystemHistory {
                 "node_memory_MemTotal_bytes" => mem_total = Some(s.value),
                 "node_memory_MemAvailable_bytes" => mem_avail = Some(s.value),
                 "node_network_receive_bytes_total" | "node_network_transmit_bytes_total" => {
-                    let dev = label(s, "device").unwrap_or_default();
+                    let dev = protocol::cap_name(label(s, "device").unwrap_or_default(), max_name, &mut self.devices_cut);
                     if !net.contains_key(&dev) && net.len() >= MAX_DEVICES {
                         self.devices_refused += 1;
                         continue;
@@ -379,10 +384,11 @@ impl Central {
             Arc::new(AppTruth::default()),
         );
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);
+        let stream = cfg.stream;
         Central {
             cfg,
             corr,
-            decoder: protocol::ItemDecoder::default(),
+            decoder: protocol::ItemDecoder::new(stream),
             agents: BTreeMap::new(),
             series,
             rejected: 0,
@@ -414,18 +420,21 @@ impl Central {
 
     /// Takes one batch from an agent.
     pub fn ingest(&mut self, b: Batch) -> Result<(), String> {
-        self.ingest_from(b, false, false)
+        self.ingest_from(b, false, false).map(|_| ())
     }
 
     /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings
     /// (`record` false; `seq` is the agent batch they came in, 0 if unknown:
     /// only their items count), or a batch record (watermark, counters, end;
     /// held until its sightings are in, see [`ServeConfig::otlp_hold`]).
-    pub fn ingest_otlp(&mut self, b: Batch, record: bool) -> Result<(), String> {
+    /// Returns the items refused one by one (counted in `bad_items`; a bad
+    /// writer GUID, …) with the first reason: OTLP's partial success tells the
+    /// sender about them.
+    pub fn ingest_otlp(&mut self, b: Batch, record: bool) -> Result<(u64, Option<String>), String> {
         self.ingest_from(b, true, record)
     }
 
-    fn ingest_from(&mut self, b: Batch, otlp: bool, record: bool) -> Result<(), String> {
+    fn ingest_from(&mut self, b: Batch, otlp: bool, record: bool) -> Result<(u64, Option<String>), String> {
         let data_only = otlp && !record;
         check_agent_name(&b.agent)?;
         let idx = match self.agents.get(&b.agent) {
@@ -483,7 +492,7 @@ impl Central {
             a.counters = c;
         }
         if !b.system.is_empty() {
-            a.system.add(b.sent_ns as f64 / 1e9, &b.system);
+            a.system.add(b.sent_ns as f64 / 1e9, &b.system, self.cfg.stream.max_name_bytes);
         }
         let was_ended = a.ended;
         // Sightings over OTLP say nothing about the agent's end; an OTLP end is held (`otlp_hold`) and then waits `otlp_end_grace`.
@@ -503,6 +512,8 @@ impl Central {
                 self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
             }
         }
+        let mut refused = 0u64;
+        let mut why = None;
         for w in items {
             match self.decoder.decode(&name, w) {
                 Ok(protocol::Decoded::Capture(item)) => {
@@ -517,7 +528,11 @@ impl Central {
                     a.trace_items += 1;
                     self.corr.push_trace(t, item, &mut |r| series.on_row(r));
                 }
-                Err(_) => self.bad_items += 1,
+                Err(e) => {
+                    self.bad_items += 1;
+                    refused += 1;
+                    why.get_or_insert(e);
+                }
             }
         }
         if last && !was_ended {
@@ -532,7 +547,7 @@ impl Central {
         if otlp {
             self.release(&b.agent);
         }
-        Ok(())
+        Ok((refused, why))
     }
 
     /// Lets an agent's held OTLP batch records take effect once their
@@ -587,6 +602,11 @@ impl Central {
         v["flows"] = serde_json::to_value(crate::federation::flow_parts(&self.corr)).unwrap_or_default();
         v["counters"] = json!({"rejected_batches": self.rejected, "bad_items": self.bad_items});
         v
+    }
+
+    /// Device names cut to the name cap, over all agents.
+    fn devices_cut(&self) -> u64 {
+        self.agents.values().map(|a| a.system.devices_cut).sum()
     }
 
     /// Number of latency series held and evicted so far.
@@ -696,6 +716,9 @@ impl Central {
                 "oversized_documents": self.oversized_documents,
                 "stream_topics_evicted": self.decoder.evicted().0,
                 "stream_writers_evicted": self.decoder.evicted().1,
+                "stream_names_cut": self.decoder.names_cut + self.devices_cut(),
+                "stream_name_bytes": self.decoder.bytes().0 + self.decoder.bytes().2,
+                "stream_writer_bytes": self.decoder.bytes().1,
             },
             "server": server,
         })
