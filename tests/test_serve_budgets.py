@@ -335,3 +335,34 @@ def test_a_million_distinct_trace_ids_stay_under_the_documented_bound(serve):
     print(f"10^6 distinct trace ids in {time.time() - t0:.1f} s: serve peak {peak:.0f} MB; pending {st['pending']}")
     assert st["server"]["otlp_items"] == 1_000_000
     assert peak < 160, f"{peak:.0f} MB"
+
+
+def post_batch(s, agent, seq=1, items=()):
+    body = json.dumps({"agent": agent, "seq": seq, "sent_ns": 0, "items": list(items), "dropped_items": 0}).encode()
+    return s.post("/api/v1/ingest", body, {"x-ddscope-agent": agent, "Content-Type": "application/json"})
+
+
+def test_junk_agent_names_do_not_lock_new_agents_out(serve):
+    """64 agent names that sent one empty batch each filled every slot until serve restarted (item 8).
+    An agent silent for --idle is idle: the one idle longest makes room for a new agent (counted)."""
+    s = serve("--idle", "1s")
+    for i in range(64):
+        assert post_batch(s, f"junk{i:02}")[0] == 204
+    code, body = post_batch(s, "pc1")
+    assert code == 400 and b"none is idle" in body, (code, body)
+    time.sleep(1.8)  # past --idle and the next tick (every 0.5 s)
+    assert post_batch(s, "pc1")[0] == 204
+    assert post_batch(s, "pc2")[0] == 204
+    st = s.state()
+    assert (st["limits"]["agents"], st["limits"]["agents_evicted"], st["limits"]["agents_refused"]) == (64, 2, 1), st["limits"]
+    names = {a["name"] for a in st["agents"]}
+    assert {"pc1", "pc2"} <= names and "junk00" not in names and "junk01" not in names
+    # A token-less serve says at start, loudly, that anyone on the host can post.
+    err = s.err.read_text()
+    assert "WARNING: no --token" in err and "anyone" in err, err
+
+
+def test_a_serve_with_a_token_does_not_warn(serve):
+    s = serve("--token", "s3cret")
+    time.sleep(0.3)
+    assert "WARNING" not in s.err.read_text()

@@ -5,7 +5,7 @@
 //! This module holds the state ([`Central`]) and its caps; the HTTP server
 //! in front of it (timeouts, connection and rate limits, authentication) is
 //! [`crate::http`]. Everything keyed by what agents send is bounded: agents
-//! (64), latency series per flow (least recently updated evicted, counted),
+//! (64; an idle one makes room for a new one), latency series per flow (least recently updated evicted, counted),
 //! network devices per agent, the size of an agent's topic table and
 //! counters, and what one `/api/state` answer carries.
 
@@ -360,6 +360,9 @@ pub struct Central {
     topic_rows_truncated: u64,
     /// Topic tables or counters dropped because they were larger than the cap.
     oversized_documents: u64,
+    /// Idle agents evicted to make room for new ones, and new agents refused because none was idle.
+    agents_evicted: u64,
+    agents_refused: u64,
     started: Instant,
 }
 
@@ -395,6 +398,8 @@ impl Central {
             bad_items: 0,
             topic_rows_truncated: 0,
             oversized_documents: 0,
+            agents_evicted: 0,
+            agents_refused: 0,
             started: Instant::now(),
         }
     }
@@ -440,10 +445,11 @@ impl Central {
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
             None => {
-                if self.agents.len() >= MAX_AGENTS {
-                    return Err(format!("at most {MAX_AGENTS} agents"));
-                }
-                let idx = self.corr.add_capture(&b.agent, 0);
+                let idx = if self.agents.len() >= MAX_AGENTS {
+                    self.evict_idle_agent(&b.agent)?
+                } else {
+                    self.corr.add_capture(&b.agent, 0)
+                };
                 self.agents.insert(
                     b.agent.clone(),
                     Agent {
@@ -548,6 +554,31 @@ impl Central {
             self.release(&b.agent);
         }
         Ok((refused, why))
+    }
+
+    /// The table of agents is full and `newcomer` arrives: the agent idle the
+    /// longest makes room — idle meaning it no longer holds back judgement
+    /// (silent for `--idle`, or it announced its end) and has no OTLP records
+    /// held. Its slot in the correlator goes to the newcomer
+    /// ([`Correlator::replace_capture`]); counted in `agents_evicted`. With no
+    /// agent idle the newcomer is refused (counted in `agents_refused`).
+    fn evict_idle_agent(&mut self, newcomer: &str) -> Result<usize, String> {
+        let victim = self
+            .agents
+            .iter()
+            .filter(|(_, a)| a.ended && a.end_at.is_none() && a.hold.is_empty())
+            .min_by_key(|(_, a)| a.last_seen)
+            .map(|(n, _)| n.clone());
+        let Some(old) = victim.and_then(|n| self.agents.remove(&n)) else {
+            self.agents_refused += 1;
+            return Err(format!(
+                "at most {MAX_AGENTS} agents, and none is idle (an agent is idle once silent for --idle, {} s, or ended)",
+                self.cfg.idle.as_secs()
+            ));
+        };
+        self.agents_evicted += 1;
+        let series = &mut self.series;
+        Ok(self.corr.replace_capture(old.idx, newcomer, &mut |r| series.on_row(r)))
     }
 
     /// Lets an agent's held OTLP batch records take effect once their
@@ -705,6 +736,10 @@ impl Central {
                 "totals": self.hold_stats().to_json(),
             },
             "limits": {
+                "agents": self.agents.len(),
+                "max_agents": MAX_AGENTS,
+                "agents_evicted": self.agents_evicted,
+                "agents_refused": self.agents_refused,
                 "flows_total": flows_total,
                 "flows_shown": flows.len(),
                 "writers_total": writers_total,
@@ -882,6 +917,44 @@ mod tests {
         assert_eq!(t["late_sightings"], 1, "{t}");
         assert_eq!(st["agents"][1]["otlp_hold"]["late_sightings"], 1, "counted for the agent whose sighting came late");
         assert_eq!(st["otlp_hold"]["held_now"], 0);
+    }
+
+    /// Oracle: the agents the test sent. 64 junk names fill the table; once they are idle a new agent
+    /// takes the slot of the one idle longest (counted), and its samples are correlated under its own
+    /// name with another agent's — nothing of the evicted agent remains in the flows.
+    #[test]
+    fn idle_agents_make_room_for_new_ones() {
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = 1_000_000;
+        cfg.idle = Duration::from_millis(50);
+        let mut c = Central::new(cfg);
+        for i in 0..MAX_AGENTS {
+            c.ingest(sighting(&format!("junk{i:02}"), 1, i as i64, 1_000)).unwrap();
+        }
+        let e = c.ingest(record("pc1", 1, 0)).unwrap_err();
+        assert!(e.contains("none is idle"), "{e}");
+        std::thread::sleep(Duration::from_millis(80));
+        c.tick();
+        // Two newcomers: each evicts one idle junk agent (the one silent longest first).
+        c.ingest(sighting("pc1", 1, 100, 2_000_000_000)).unwrap();
+        c.ingest(sighting("pc2", 1, 100, 2_001_000_000)).unwrap();
+        c.ingest(record("pc1", 2, 9_000_000_000)).unwrap();
+        c.ingest(record("pc2", 2, 9_000_000_000)).unwrap();
+        let st = c.state(json!({}), &|_| 0);
+        let l = &st["limits"];
+        assert_eq!((l["agents"].as_u64(), l["agents_evicted"].as_u64(), l["agents_refused"].as_u64()), (Some(64), Some(2), Some(1)), "{l}");
+        let names: Vec<&str> = st["agents"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"pc1") && names.contains(&"pc2") && !names.contains(&"junk00") && !names.contains(&"junk01"), "{names:?}");
+        let flows = c.corr.summaries();
+        let f = flows.iter().find(|f| f.sender == "pc1" && f.receiver == "pc2").expect("pc1 → pc2");
+        assert_eq!((f.delivered, f.lost), (1, 0));
+        assert!(flows.iter().all(|f| !f.sender.starts_with("junk") && !f.receiver.starts_with("junk")), "{flows:?}");
+        assert_eq!(st["correlation"]["captures_replaced"], 2);
+        // A running agent is never evicted: with every other slot busy, a third newcomer is refused.
+        for i in 2..MAX_AGENTS {
+            c.ingest(sighting(&format!("busy{i:02}"), 1, 1000 + i as i64, 3_000_000_000)).unwrap_or_else(|e| panic!("{i}: {e}"));
+        }
+        assert!(c.ingest(record("late", 1, 0)).unwrap_err().contains("none is idle"));
     }
 
     #[test]

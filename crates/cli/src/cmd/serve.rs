@@ -168,7 +168,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     let resolved = a.caps.resolve()?;
     let cfg = ServeConfig {
         listen: a.listen,
-        token: a.token,
+        token: a.token.clone(),
         window_ns: a.window.as_nanos() as i64,
         idle: a.idle,
         limits,
@@ -186,7 +186,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         otlp_hold_max: a.scale.otlp_hold_max as usize,
         federate: a.scale.federate.clone(),
     };
+    let open = a.token.as_deref().is_none_or(str::is_empty);
     serve(cfg, |addr, grpc, limits| {
+        if open {
+            eprintln!(
+                "serve: WARNING: no --token: anyone who can connect to {addr} (every user and process on this host) can send \
+                 batches and OTLP and read /api/state; set --token or $DDSCOPE_TOKEN unless this host is yours alone"
+            );
+        }
         if a.scale.federate.is_empty() {
             eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr} (OTLP/HTTP: http://{addr}/v1/traces)");
         } else {
