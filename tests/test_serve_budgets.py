@@ -366,3 +366,131 @@ def test_a_serve_with_a_token_does_not_warn(serve):
     s = serve("--token", "s3cret")
     time.sleep(0.3)
     assert "WARNING" not in s.err.read_text()
+
+
+# --- federation: the front trusts nothing a shard says (item 11) ---
+
+import http.server  # noqa: E402
+
+U64_MAX = 2**64 - 1
+
+
+def dist(count):
+    return {"count": count, "mean": 1000.0, "m2": 0.0, "min": 1000, "max": 1000, "negative": 0, "buckets": [[1000, count]] if count else []}
+
+
+def shard_doc(samples, latency_count, pad=None):
+    flow = {"topic": "/t", "domain": None, "topic_raw": None, "sender": "pc1", "receiver": "pc2", "samples": samples,
+            "delivered": samples, "lost": 0, "incomplete": 0, "retransmitted_samples": 0, "retransmitted_frags": 0,
+            "retransmitted_bytes": 0, "layers": [["message", dist(latency_count)]], "repaired": dist(0), "clean": dist(0),
+            "lost_examples": [], "sender_nodes": [], "receiver_nodes": []}
+    doc = {"flows": [flow], "correlation": {"samples_judged": samples}, "pending": {"samples": 0}, "counters": {"bad_items": 0},
+           "otlp_hold": {"held_now": 0, "totals": {}}, "window_s": 5.0, "warnings": [], "agents": []}
+    return json.dumps(doc).encode() if pad is None else json.dumps(doc)[:-1].encode() + pad + b"}"
+
+
+class FakeShard:
+    """An HTTP server answering /api/v1/summaries with a fixed body (or a redirect), recording the requests."""
+
+    def __init__(self, body=b"", redirect=None):
+        seen = self.seen = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append((self.path, self.headers.get("Authorization")))
+                if redirect:
+                    self.send_response(302)
+                    self.send_header("Location", redirect)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+
+
+@pytest.fixture
+def shards():
+    made = []
+
+    def make(*a, **k):
+        s = FakeShard(*a, **k)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def front_state(s, token):
+    req = urllib.request.Request(f"http://127.0.0.1:{s.port}/api/state", headers={"Authorization": f"Bearer {token}"})
+    t0 = time.time()
+    with urllib.request.urlopen(req, timeout=30) as r:
+        doc = json.loads(r.read())
+    return doc, time.time() - t0
+
+
+def test_the_front_saturates_shard_sums_and_flags_them(serve, shards):
+    """Two shards' counters add up past 2^64 − 1 (before: wrapped silently to a small number)."""
+    big = U64_MAX - 10
+    a, b = shards(shard_doc(big, big)), shards(shard_doc(100, big))
+    s = serve("--token", "t0k", "--federate", a.url, b.url)
+    time.sleep(2.5)
+    doc, _ = front_state(s, "t0k")
+    f = doc["flows"][0]["summary"]
+    fed = doc["federation"]
+    assert f["samples"] == U64_MAX and f["delivered"] == U64_MAX, f
+    assert doc["correlation"]["samples_judged"] == U64_MAX
+    assert fed["counters_saturated"] >= 4, fed
+    assert any("2^64" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_a_huge_shard_answer_is_refused_not_decoded(serve, shards):
+    """A 60 MB answer (before: 2.9 GB and 2.3 s per /api/state at the front) is cut at 32 MiB; a 30 MB answer
+    of numbers, under the size cap, would decode to far more than the shard's share: refused before parsing."""
+    keys = b",".join(b'"k%08d":0' % i for i in range(4_600_000))
+    huge = shards(shard_doc(5, 5, pad=b',"junk":{' + keys + b"}"))
+    numbers = shards(shard_doc(5, 5, pad=b',"pending":[' + b"0," * 15_000_000 + b"0]"))
+    good = shards(shard_doc(7, 7))
+    s = serve("--token", "t0k", "--federate", huge.url, numbers.url, good.url)
+    time.sleep(4)
+    doc, took = front_state(s, "t0k")
+    st = {sh["url"]: sh for sh in doc["federation"]["shards"]}
+    peak = s.peak_mb()
+    print(f"front with a 60 MB and a 30 MB shard answer: peak {peak:.0f} MB, /api/state in {took * 1e3:.0f} ms; "
+          f"{st[huge.url]['last_error']!r}; {st[numbers.url]['last_error']!r}")
+    assert not st[huge.url]["ok"] and "32 MiB" in st[huge.url]["last_error"], st[huge.url]
+    assert not st[numbers.url]["ok"] and "share" in st[numbers.url]["last_error"], st[numbers.url]
+    assert st[good.url]["ok"]
+    assert doc["flows"][0]["summary"]["samples"] == 7
+    assert peak <= 300, f"{peak:.0f} MB"
+    assert took < 1.0
+
+
+def test_the_front_never_follows_a_redirect(serve, shards):
+    """A shard answering with a redirect: the front does not follow it, so its token goes nowhere else."""
+    trap = shards(shard_doc(1, 1))
+    redirecting = shards(redirect=trap.url + "/api/v1/summaries")
+    s = serve("--token", "s3cret", "--federate", redirecting.url)
+    time.sleep(2.5)
+    doc, _ = front_state(s, "s3cret")
+    sh = doc["federation"]["shards"][0]
+    assert redirecting.seen and redirecting.seen[0][1] == "Bearer s3cret"
+    assert trap.seen == [], f"the redirect was followed: {trap.seen}"
+    assert not sh["ok"] and "302" in sh["last_error"] and "not followed" in sh["last_error"], sh

@@ -505,6 +505,8 @@ pub struct HoldStats {
     pub skew_sum_ms: f64,
     /// Batches whose sightings came more than the window after their record.
     pub skew_over_window: u64,
+    /// Sums that would have passed 2^64 − 1 when adding shards' counters (saturated there).
+    pub saturated: u64,
 }
 
 impl HoldStats {
@@ -534,14 +536,24 @@ impl HoldStats {
             self.skew_max_ms = self.skew_max_ms.max(o.skew_max_ms);
             self.skew_last_ms = o.skew_last_ms;
         }
-        self.held += o.held;
-        self.released_by_spans += o.released_by_spans;
-        self.released_by_time += o.released_by_time;
-        self.evicted += o.evicted;
-        self.late_sightings += o.late_sightings;
-        self.skew_batches += o.skew_batches;
+        // Saturating: a shard's numbers are not trusted to add up (counted in `saturated`).
+        let mut n = 0u64;
+        for (a, b) in [
+            (&mut self.held, o.held),
+            (&mut self.released_by_spans, o.released_by_spans),
+            (&mut self.released_by_time, o.released_by_time),
+            (&mut self.evicted, o.evicted),
+            (&mut self.late_sightings, o.late_sightings),
+            (&mut self.skew_batches, o.skew_batches),
+            (&mut self.skew_over_window, o.skew_over_window),
+        ] {
+            *a = a.checked_add(b).unwrap_or_else(|| {
+                n += 1;
+                u64::MAX
+            });
+        }
         self.skew_sum_ms += o.skew_sum_ms;
-        self.skew_over_window += o.skew_over_window;
+        self.saturated = self.saturated.saturating_add(n);
     }
 
     /// The counters back from [`to_json`](Self::to_json) (a shard's summaries; missing fields are 0).
@@ -561,6 +573,7 @@ impl HoldStats {
             skew_max_ms: f(&k["max_ms"]),
             skew_sum_ms: f(&k["mean_ms"]) * u(&k["batches"]) as f64,
             skew_over_window: u(&k["over_window"]),
+            saturated: 0,
         }
     }
 
