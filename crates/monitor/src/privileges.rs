@@ -14,12 +14,38 @@
 //! The capabilities and the bounding set are per thread: threads started
 //! before the drop (the exporters') lose every capability when the process
 //! becomes `nobody` (glibc changes the ids of all threads, and only the
-//! calling thread keeps capabilities), and the seccomp filter is installed on
-//! all threads at once (TSYNC), which also gives them no-new-privileges.
+//! calling thread keeps capabilities), the bounding set is cleared before
+//! any thread starts ([`clear_bounding_set`], first thing in `agent` and
+//! `live`; threads inherit it), and the seccomp filter is installed on all
+//! threads at once (TSYNC), which also gives them no-new-privileges.
 
 use anyhow::{bail, Context};
 use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch};
 use std::collections::BTreeMap;
+
+/// Clears the capability bounding set of the calling thread except
+/// CAP_NET_RAW and CAP_NET_ADMIN (when it holds CAP_SETPCAP, i.e. as root).
+/// The bounding set is per thread and inherited by the threads a thread
+/// starts: call it first thing, before any thread exists, so that every
+/// thread of the process has the cleared set (clearing it later, in
+/// [`drop_privileges`], reaches the calling thread only). It removes nothing
+/// the process holds now (effective and permitted sets are unchanged: the
+/// ports below 1024 can still be bound, root still dropped later), only
+/// what any thread could ever gain. Returns how many were cleared.
+pub fn clear_bounding_set() -> anyhow::Result<usize> {
+    use caps::{CapSet, Capability};
+    if !caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for c in caps::all() {
+        if !matches!(c, Capability::CAP_NET_RAW | Capability::CAP_NET_ADMIN) && caps::has_cap(None, CapSet::Bounding, c).unwrap_or(false) {
+            caps::drop(None, CapSet::Bounding, c).with_context(|| format!("clearing {c} from the bounding set"))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
 
 /// When running as root: clear the bounding set, become `nobody` but keep
 /// CAP_NET_RAW (and CAP_NET_ADMIN, which libpcap needs to set up the ring

@@ -127,6 +127,8 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
+    // Before any thread is spawned, so every thread inherits the cleared bounding set.
+    ddscope_monitor::privileges::clear_bounding_set()?;
     let limits = a.limits.resolve()?;
     let duration = a.capture.duration;
     let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
