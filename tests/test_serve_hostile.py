@@ -255,11 +255,16 @@ def test_agent_binds_a_privileged_port_then_runs_least_privileged(needs_root, ne
     assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2", status["Seccomp"]  # filter mode
     assert int(status["Seccomp_filters"]) >= 3
-    # Every thread has the filter and no capabilities beyond the two.
-    for t in os.listdir(f"/proc/{pid}/task"):
+    # Every thread has the filter, no capabilities beyond the two, and the cleared bounding set (issue 23,
+    # item 13: before, only the main thread's was cleared; the others kept the full set).
+    tasks = os.listdir(f"/proc/{pid}/task")
+    assert len(tasks) >= 4, f"the agent's threads (exporter, sender, sampler, …): {tasks}"
+    for t in tasks:
         st = open(f"/proc/{pid}/task/{t}/status").read()
-        assert re.search(r"^Seccomp:\t2$", st, re.M), t
-        assert int(re.search(r"^CapEff:\t(\w+)$", st, re.M).group(1), 16) & ~((1 << 12) | (1 << 13)) == 0, t
+        name = open(f"/proc/{pid}/task/{t}/comm").read().strip()
+        assert re.search(r"^Seccomp:\t2$", st, re.M), (t, name)
+        assert int(re.search(r"^CapEff:\t(\w+)$", st, re.M).group(1), 16) & ~((1 << 12) | (1 << 13)) == 0, (t, name)
+        assert int(re.search(r"^CapBnd:\t(\w+)$", st, re.M).group(1), 16) == (1 << 12) | (1 << 13), (t, name, st)
     # The port below 1024 was bound before root was dropped, and answers under the filter.
     assert "ddscope_capture_packets_total" in ns_get(ns, "http://127.0.0.1:999/metrics")
     assert agent.wait(30) == 0, err.read_text()

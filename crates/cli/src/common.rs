@@ -95,6 +95,17 @@ impl Output {
     }
 }
 
+impl Output {
+    /// The temporary and the final name, for a caller that renames (or
+    /// removes) the file some other way (`live --write` as root, through a
+    /// helper that keeps the right to): this `Output` no longer does either.
+    pub fn hand_over(mut self) -> Option<(PathBuf, PathBuf)> {
+        let t = self.tmp.take()?;
+        pending().retain(|p| p != &t.0);
+        Some(t)
+    }
+}
+
 impl Drop for Output {
     fn drop(&mut self) {
         // Not committed: the run failed; the partial file goes away.

@@ -79,6 +79,28 @@ impl Default for TraceCaps {
     }
 }
 
+/// The caps of `serve`'s stream decoder: the names agents send (in JSON
+/// batches or OTLP spans) are kept in two tables shared by the items that
+/// carry them, each capped in entries and bytes, and every name is cut to a
+/// length first (monitor's `protocol::ItemDecoder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamCaps {
+    /// Distinct (topic, type) name pairs remembered.
+    pub max_topics: usize,
+    /// Memory of those names (and, separately, of the writers' entries that refer to them).
+    pub max_topic_bytes: usize,
+    /// Writers whose topic is remembered (a DATA_FRAG sighting names none).
+    pub max_writers: usize,
+    /// Longest name kept (topic, type, ROS node, network device): longer ones are cut, marked `…` and counted.
+    pub max_name_bytes: usize,
+}
+
+impl Default for StreamCaps {
+    fn default() -> Self {
+        StreamCaps { max_topics: 16_384, max_topic_bytes: 16 << 20, max_writers: 65_536, max_name_bytes: 256 }
+    }
+}
+
 /// Every cap of the decode → samples → topics → correlation path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -90,6 +112,8 @@ pub struct Limits {
     pub flows: crate::flows::FlowConfig,
     /// Caps of the ROS 2 layer (traces joined to the wire).
     pub trace: TraceCaps,
+    /// Caps of `serve`'s stream decoder (names agents send).
+    pub stream: StreamCaps,
 }
 
 /// How a key's value is written.
@@ -197,6 +221,10 @@ limits! {
     "trace"."max_takes" => trace.max_takes: Count, "traced takes waiting for their wire sample (oldest judged early)";
     "trace"."max_hops" => trace.max_hops: Count, "chain hops waiting for the next hop (oldest closed first)";
     "trace"."max_paths" => trace.max_paths: Count, "distinct topic chains found and measured";
+    "stream"."max_topics" => stream.max_topics: Count, "serve: distinct (topic, type) names from the agents remembered (least recently used forgotten first)";
+    "stream"."max_topic_bytes" => stream.max_topic_bytes: Size, "serve: memory of those names, and of the writers' entries naming them";
+    "stream"."max_writers" => stream.max_writers: Count, "serve: writers whose topic is remembered for their DATA_FRAG sightings";
+    "stream"."max_name_bytes" => stream.max_name_bytes: Size, "serve: longest topic, type, node or device name kept (longer ones cut, marked and counted)";
 }
 
 fn sections() -> Vec<&'static str> {

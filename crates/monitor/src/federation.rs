@@ -28,7 +28,11 @@ pub const SUMMARIES_PATH: &str = "/api/v1/summaries";
 /// Lost sequence numbers kept per merged flow (as a single server keeps).
 const LOST_EXAMPLES: usize = 20;
 /// Largest shard answer read.
-const MAX_ANSWER: u64 = 64 << 20;
+const MAX_ANSWER: u64 = 32 << 20;
+/// Memory all shards' decoded answers may hold (each shard gets an equal share).
+const MEMORY_BUDGET: u64 = 512 << 20;
+/// Distinct latency layers merged per flow (a shard names them).
+const MAX_LAYERS: usize = 32;
 /// Shards a front polls.
 pub const MAX_SHARDS: usize = 64;
 
@@ -104,37 +108,63 @@ struct Acc {
     receiver_nodes: Vec<String>,
 }
 
-fn add_dist(to: &mut Dist, p: &DistParts, bad: &mut u64) {
+/// What merging found wrong in the shards' numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeProblems {
+    /// Distributions refused as inconsistent (their counts do not add up).
+    pub bad_distributions: u64,
+    /// Sums that would pass 2^64 − 1: saturated there (counters) or not merged (distributions).
+    pub saturated: u64,
+}
+
+/// `a += b`, saturating at u64::MAX (counted): shards are trusted with nothing, not even adding up.
+fn add_sat(a: &mut u64, b: u64, saturated: &mut u64) {
+    match a.checked_add(b) {
+        Some(v) => *a = v,
+        None => {
+            *a = u64::MAX;
+            *saturated += 1;
+        }
+    }
+}
+
+fn add_dist(to: &mut Dist, p: &DistParts, problems: &mut MergeProblems) {
     match Dist::from_parts(p) {
+        // Counts that would overflow are not merged (the distribution's counts must add up).
+        Ok(d) if to.count().checked_add(d.count()).is_none() => problems.saturated += 1,
         Ok(d) => to.merge(&d),
-        Err(_) => *bad += 1,
+        Err(_) => problems.bad_distributions += 1,
     }
 }
 
 /// Merges the flows of all shards: per (topic, domain, sender, receiver), counters
-/// added, histograms merged. Returns the summaries in topic order and the
-/// number of distributions refused as inconsistent.
-pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<FlowSummary>, u64) {
+/// added (saturating, counted), histograms merged. Returns the summaries in
+/// topic order and what was wrong in the shards' numbers.
+pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<FlowSummary>, MergeProblems) {
     let mut m: BTreeMap<(String, Option<u32>, String, String), Acc> = BTreeMap::new();
-    let mut bad = 0u64;
+    let mut pr = MergeProblems::default();
     for f in shards {
         let a = m.entry((f.topic.clone(), f.domain, f.sender.clone(), f.receiver.clone())).or_default();
         if a.topic_raw.is_none() {
             a.topic_raw = f.topic_raw.clone();
         }
-        a.samples += f.samples;
-        a.delivered += f.delivered;
-        a.lost += f.lost;
-        a.incomplete += f.incomplete;
-        a.retransmitted_samples += f.retransmitted_samples;
-        a.retransmitted_frags += f.retransmitted_frags;
-        a.retransmitted_bytes += f.retransmitted_bytes;
+        let sat = &mut pr.saturated;
+        add_sat(&mut a.samples, f.samples, sat);
+        add_sat(&mut a.delivered, f.delivered, sat);
+        add_sat(&mut a.lost, f.lost, sat);
+        add_sat(&mut a.incomplete, f.incomplete, sat);
+        add_sat(&mut a.retransmitted_samples, f.retransmitted_samples, sat);
+        add_sat(&mut a.retransmitted_frags, f.retransmitted_frags, sat);
+        add_sat(&mut a.retransmitted_bytes, f.retransmitted_bytes, sat);
         for (l, p) in &f.layers {
-            add_dist(a.layers.entry(l.clone()).or_default(), p, &mut bad);
+            if a.layers.len() >= MAX_LAYERS && !a.layers.contains_key(l) {
+                continue;
+            }
+            add_dist(a.layers.entry(l.clone()).or_default(), p, &mut pr);
         }
-        add_dist(&mut a.repaired, &f.repaired, &mut bad);
-        add_dist(&mut a.clean, &f.clean, &mut bad);
-        a.lost_examples.extend(&f.lost_examples);
+        add_dist(&mut a.repaired, &f.repaired, &mut pr);
+        add_dist(&mut a.clean, &f.clean, &mut pr);
+        a.lost_examples.extend(f.lost_examples.iter().take(LOST_EXAMPLES));
         for (from, to) in [(&f.sender_nodes, &mut a.sender_nodes), (&f.receiver_nodes, &mut a.receiver_nodes)] {
             for n in from {
                 if !to.contains(n) && to.len() < ddscope_core::latency::MAX_FLOW_NODES {
@@ -176,15 +206,19 @@ pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<
             }
         })
         .collect();
-    (out, bad)
+    (out, pr)
 }
 
-/// Adds JSON documents field by field: numbers summed, objects recursively; other values from the first document.
-pub fn sum_json(acc: &mut Value, v: &Value) {
+/// Adds JSON documents field by field: numbers summed (whole numbers
+/// saturating at 2^64 − 1, each saturation counted in `saturated`), objects
+/// recursively; other values from the first document.
+pub fn sum_json(acc: &mut Value, v: &Value, saturated: &mut u64) {
     match (acc, v) {
         (Value::Number(a), Value::Number(b)) => {
             if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
-                *a = (x.saturating_add(y)).into();
+                let mut sum = x;
+                add_sat(&mut sum, y, saturated);
+                *a = sum.into();
             } else if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
                 if let Some(n) = serde_json::Number::from_f64(x + y) {
                     *a = n;
@@ -194,7 +228,7 @@ pub fn sum_json(acc: &mut Value, v: &Value) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, bv) in b {
                 match a.get_mut(k) {
-                    Some(av) => sum_json(av, bv),
+                    Some(av) => sum_json(av, bv, saturated),
                     None => {
                         a.insert(k.clone(), bv.clone());
                     }
@@ -220,7 +254,46 @@ pub struct ShardStatus {
 struct Shard {
     status: ShardStatus,
     at: Option<Instant>,
-    doc: Option<Value>,
+    doc: Option<ShardDoc>,
+}
+
+/// What the front keeps of a shard's answer: typed, so that no shard's
+/// numbers or sizes are taken on trust and nothing is parsed again per
+/// `/api/state` (the fields the merged view does not use are not kept).
+#[derive(Debug, Default, Deserialize)]
+struct ShardDoc {
+    #[serde(default)]
+    flows: Vec<FlowParts>,
+    #[serde(default)]
+    correlation: Value,
+    #[serde(default)]
+    pending: Value,
+    #[serde(default)]
+    counters: Value,
+    #[serde(default)]
+    otlp_hold: Value,
+    #[serde(default)]
+    window_s: Value,
+    #[serde(default)]
+    warnings: Vec<Value>,
+    #[serde(default)]
+    agents: Vec<Value>,
+}
+
+/// Caps of what the front takes from its shards.
+#[derive(Debug, Clone, Copy)]
+pub struct FederationCaps {
+    /// Largest shard answer read (bytes on the wire).
+    pub max_answer_bytes: u64,
+    /// Memory all shards' decoded answers may hold; each shard gets an equal
+    /// share, and an answer estimated (before parsing) over its share is refused.
+    pub memory_bytes: u64,
+}
+
+impl Default for FederationCaps {
+    fn default() -> Self {
+        FederationCaps { max_answer_bytes: MAX_ANSWER, memory_bytes: MEMORY_BUDGET }
+    }
 }
 
 /// The front's view of its shards, refreshed by a poller thread.
@@ -232,6 +305,11 @@ pub struct Federation {
 impl Federation {
     /// Starts polling `urls` (each `http://host:port` of a shard) every `every`.
     pub fn start(urls: Vec<String>, token: Option<String>, every: Duration) -> Result<Arc<Federation>, String> {
+        Federation::start_with(urls, token, every, FederationCaps::default())
+    }
+
+    /// [`start`](Self::start) with other caps.
+    pub fn start_with(urls: Vec<String>, token: Option<String>, every: Duration, caps: FederationCaps) -> Result<Arc<Federation>, String> {
         if urls.is_empty() || urls.len() > MAX_SHARDS {
             return Err(format!("1 to {MAX_SHARDS} shards (got {})", urls.len()));
         }
@@ -252,15 +330,18 @@ impl Federation {
         std::thread::Builder::new()
             .name("federate".into())
             .spawn(move || {
+                // A redirect is never followed: the token goes only to the shards named on the command line.
                 let agent: ureq::Agent = ureq::Agent::config_builder()
                     .timeout_global(Some(every.max(Duration::from_secs(2))))
                     .http_status_as_error(false)
+                    .max_redirects(0)
                     .build()
                     .into();
+                let share = caps.memory_bytes / urls.len().max(1) as u64;
                 loop {
                     for (i, u) in urls.iter().enumerate() {
                         let url = format!("{}{SUMMARIES_PATH}", u.trim_end_matches('/'));
-                        let got = fetch(&agent, &url, token.as_deref());
+                        let got = fetch(&agent, &url, token.as_deref(), caps.max_answer_bytes, share);
                         me.put(i, got);
                     }
                     std::thread::sleep(every);
@@ -277,7 +358,7 @@ impl Federation {
         })
     }
 
-    fn put(&self, i: usize, got: Result<Value, String>) {
+    fn put(&self, i: usize, got: Result<ShardDoc, String>) {
         let mut s = self.lock();
         let Some(sh) = s.get_mut(i) else { return };
         sh.status.polls += 1;
@@ -292,6 +373,7 @@ impl Federation {
                 sh.status.ok = false;
                 sh.status.failures += 1;
                 sh.status.last_error = Some(e);
+                // A refused answer (too large, not JSON, a redirect) leaves nothing of it; the last good one stays.
             }
         }
     }
@@ -299,8 +381,8 @@ impl Federation {
     /// The merged `/api/state` document (same shape as one server's).
     pub fn state(&self, server: Value, max_flows: usize) -> Value {
         let shards = self.lock();
-        let mut parts: Vec<FlowParts> = vec![];
-        let mut bad_docs = 0u64;
+        let mut parts: Vec<&FlowParts> = vec![];
+        let mut saturated = 0u64;
         let mut correlation = Value::Null;
         let mut pending = Value::Null;
         let mut counters = Value::Null;
@@ -315,19 +397,16 @@ impl Federation {
             st.age_s = sh.at.map(|t| t.elapsed().as_secs_f64());
             status.push(st);
             let Some(d) = &sh.doc else { continue };
-            match serde_json::from_value::<Vec<FlowParts>>(d["flows"].clone()) {
-                Ok(f) => parts.extend(f),
-                Err(_) => bad_docs += 1,
-            }
-            sum_json(&mut correlation, &d["correlation"]);
-            sum_json(&mut pending, &d["pending"]);
-            sum_json(&mut counters, &d["counters"]);
-            hold.add(&crate::otlp::HoldStats::from_json(&d["otlp_hold"]["totals"]));
-            held_now += d["otlp_hold"]["held_now"].as_u64().unwrap_or(0);
+            parts.extend(d.flows.iter());
+            sum_json(&mut correlation, &d.correlation, &mut saturated);
+            sum_json(&mut pending, &d.pending, &mut saturated);
+            sum_json(&mut counters, &d.counters, &mut saturated);
+            hold.add(&crate::otlp::HoldStats::from_json(&d.otlp_hold["totals"]));
+            add_sat(&mut held_now, d.otlp_hold["held_now"].as_u64().unwrap_or(0), &mut saturated);
             if window.is_null() {
-                window = d["window_s"].clone();
+                window = d.window_s.clone();
             }
-            for w in d["warnings"].as_array().into_iter().flatten() {
+            for w in &d.warnings {
                 if let Some(w) = w.as_str() {
                     let w = format!("{}: {w}", sh.status.url);
                     if warnings.len() < 50 && !warnings.contains(&w) {
@@ -336,22 +415,36 @@ impl Federation {
                 }
             }
             // Every shard knows every agent (its batches are broadcast): keep the freshest view.
-            for a in d["agents"].as_array().into_iter().flatten() {
+            for a in &d.agents {
                 let Some(n) = a["name"].as_str() else { continue };
+                if !agents.contains_key(n) && agents.len() >= crate::serve::MAX_AGENTS {
+                    continue;
+                }
+                let items = |v: &Value| v["items"].as_u64().unwrap_or(0);
                 let newer = agents.get(n).is_none_or(|o| a["batches"].as_u64() > o["batches"].as_u64());
                 if newer {
                     let mut a = a.clone();
                     if let Some(o) = agents.get(n) {
-                        a["items"] = json!(a["items"].as_u64().unwrap_or(0) + o["items"].as_u64().unwrap_or(0));
+                        let mut sum = items(&a);
+                        add_sat(&mut sum, items(o), &mut saturated);
+                        a["items"] = json!(sum);
                     }
                     agents.insert(n.to_string(), a);
                 } else if let Some(o) = agents.get_mut(n) {
-                    o["items"] = json!(o["items"].as_u64().unwrap_or(0) + a["items"].as_u64().unwrap_or(0));
+                    let mut sum = items(o);
+                    add_sat(&mut sum, items(a), &mut saturated);
+                    o["items"] = json!(sum);
                 }
             }
         }
+        let (mut summaries, problems) = merge_flows(parts.into_iter());
         drop(shards);
-        let (mut summaries, bad_dists) = merge_flows(parts.iter());
+        let saturated = saturated + problems.saturated + hold.saturated;
+        if saturated > 0 {
+            warnings.push(format!(
+                "{saturated} sums of the shards' counters would pass 2^64 − 1: shown saturated at 18446744073709551615 (or, for distributions, not merged); a shard reports impossible numbers"
+            ));
+        }
         let flows_total = summaries.len();
         summaries.sort_by(|a, b| b.samples.cmp(&a.samples));
         summaries.truncate(max_flows);
@@ -377,24 +470,109 @@ impl Federation {
             "federation": {
                 "shards": status,
                 "shard_counters": counters,
-                "bad_documents": bad_docs,
-                "bad_distributions": bad_dists,
+                "bad_documents": 0,
+                "bad_distributions": problems.bad_distributions,
+                "counters_saturated": saturated,
                 "not_merged": ["jitter", "period_ms", "in_time", "late", "latency series over time", "writer roles", "ROS 2 layers"],
             },
         })
     }
 }
 
-fn fetch(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, String> {
+/// One shard answer: at most `max_bytes` on the wire, a redirect refused
+/// (never followed, so the token goes nowhere else), its decoded size
+/// estimated before parsing (`crate::prescan`) and refused over `share`,
+/// then parsed into the typed form the front keeps.
+fn fetch(agent: &ureq::Agent, url: &str, token: Option<&str>, max_bytes: u64, share: u64) -> Result<ShardDoc, String> {
     let mut req = agent.get(url);
     if let Some(t) = token {
         req = req.header("Authorization", format!("Bearer {t}"));
     }
     let mut resp = req.call().map_err(|e| format!("GET {url}: {e}"))?;
     let status = resp.status().as_u16();
-    let body = resp.body_mut().with_config().limit(MAX_ANSWER).read_to_vec().map_err(|e| format!("GET {url}: {e}"))?;
+    if (300..400).contains(&status) {
+        let to = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("?").chars().take(200).collect::<String>();
+        return Err(format!("GET {url}: HTTP {status} redirect to {to:?} not followed (give the shard's own address)"));
+    }
     if status != 200 {
         return Err(format!("GET {url}: HTTP {status}"));
     }
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(max_bytes)
+        .read_to_vec()
+        .map_err(|e| format!("GET {url}: {e} (answers are read up to {} MiB)", max_bytes >> 20))?;
+    let cost = crate::prescan::json_value_cost(&body);
+    if cost > share {
+        return Err(format!(
+            "GET {url}: an answer of {} MiB would take about {} MiB to decode, more than this shard's share ({} MiB) of the front's memory budget",
+            body.len() >> 20,
+            cost >> 20,
+            share >> 20
+        ));
+    }
     serde_json::from_slice(&body).map_err(|e| format!("GET {url}: bad JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(samples: u64, latency_count: u64) -> FlowParts {
+        let mut d = Dist::default();
+        for _ in 0..latency_count.min(3) {
+            d.record(1000);
+        }
+        let mut p = d.to_parts();
+        if latency_count > 3 {
+            // A shard claiming more values than it holds buckets for: counts made to add up, near the limit.
+            p.count = latency_count;
+            p.buckets = vec![(p.buckets[0].0, latency_count)];
+        }
+        FlowParts {
+            topic: "/t".into(),
+            domain: None,
+            topic_raw: None,
+            sender: "pc1".into(),
+            receiver: "pc2".into(),
+            samples,
+            delivered: samples,
+            lost: 0,
+            incomplete: 0,
+            retransmitted_samples: 0,
+            retransmitted_frags: 0,
+            retransmitted_bytes: 0,
+            layers: vec![("message".into(), p)],
+            repaired: DistParts::default(),
+            clean: DistParts::default(),
+            lost_examples: vec![],
+            sender_nodes: vec![],
+            receiver_nodes: vec![],
+        }
+    }
+
+    /// Oracle: u64 arithmetic done here in u128. Two shards whose counters add up past 2^64 − 1 give
+    /// 2^64 − 1 (never a small wrapped number) and the saturations are counted; a distribution whose
+    /// count would overflow is left out, not merged into garbage.
+    #[test]
+    fn shard_counters_saturate_and_are_flagged() {
+        let big = u64::MAX - 10;
+        let (m, pr) = merge_flows([&parts(big, big), &parts(100, big)]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].samples as u128, (big as u128 + 100).min(u64::MAX as u128));
+        assert_eq!(m[0].samples, u64::MAX);
+        assert_eq!(m[0].delivered, u64::MAX);
+        assert_eq!(pr.saturated, 3, "samples, delivered and the message distribution");
+        let count = |m: &[FlowSummary]| m[0].layers.iter().find(|(l, _)| l == "message").map(|(_, d)| d.count);
+        assert_eq!(count(&m), Some(big), "the second distribution is not merged");
+        // Ordinary numbers are exact.
+        let (m, pr) = merge_flows([&parts(5, 2), &parts(7, 3)]);
+        assert_eq!((m[0].samples, count(&m), pr), (12, Some(5), MergeProblems::default()));
+
+        let mut acc = serde_json::json!({"a": big, "b": {"c": 1}});
+        let mut sat = 0;
+        sum_json(&mut acc, &serde_json::json!({"a": 100, "b": {"c": u64::MAX}}), &mut sat);
+        assert_eq!((acc["a"].as_u64(), acc["b"]["c"].as_u64(), sat), (Some(u64::MAX), Some(u64::MAX), 2));
+    }
 }

@@ -4,12 +4,14 @@
 //! load-balancing exporter of the Collector speaks only gRPC, and these two
 //! calls need no more than gRPC's message framing and its status trailers,
 //! so no gRPC framework is pulled in. Bounded like the HTTP side: the same
-//! connection permits, body size cap and timeouts, and ingest slots (an
+//! connection permits, body size cap and timeouts, the same shared receive
+//! budget (each message reserves its declared length before it is read, each
+//! connection its flow-control window), decode budget and ingest slots (an
 //! answer `UNAVAILABLE` when busy, which the Collector retries).
 
-use crate::http::{authorized, gunzip, otlp_ingest, Ctx, OpenGuard, OtlpOutcome, Watched};
+use crate::http::{authorized, otlp_ingest, otlp_prepare, Ctx, OpenGuard, OtlpOutcome, Refusal, Watched};
 use bytes::{BufMut, Bytes, BytesMut};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
@@ -98,24 +100,69 @@ const INTERNAL: u32 = 13;
 const UNAVAILABLE: u32 = 14;
 const UNAUTHENTICATED: u32 = 16;
 
-/// The message of a unary request body (5-byte gRPC prefix), inflated if compressed.
-fn unframe(body: &[u8], gzip_ok: bool, max: usize) -> Result<Bytes, (u32, String)> {
-    if body.len() < 5 {
+/// Flow-control windows of a gRPC connection and of each of its streams:
+/// what a client can make the server buffer before the handler reads (and
+/// reserves) a body. Each connection reserves its window from the shared
+/// receive budget for as long as it is open.
+const GRPC_CONN_WINDOW: u32 = 256 << 10;
+const GRPC_STREAM_WINDOW: u32 = 256 << 10;
+
+/// Reads one unary gRPC message: its 5-byte prefix first, then room for the
+/// length it declares is reserved from the shared receive budget (the same
+/// as HTTP bodies: `ingest_buffer_bytes`) before the rest is read. Returns
+/// (compressed, message).
+async fn read_message(body: Incoming, ctx: &Ctx) -> Result<(bool, Bytes), (u32, String)> {
+    let l = &ctx.limits;
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    let mut room: Option<OwnedSemaphorePermit> = None;
+    let mut want: Option<usize> = None;
+    loop {
+        if want.is_none() && buf.len() >= 5 {
+            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if len > l.max_body_bytes {
+                ctx.stats.too_large.fetch_add(1, Relaxed);
+                return Err((RESOURCE_EXHAUSTED, format!("message larger than {} bytes", l.max_body_bytes)));
+            }
+            let Ok(Ok(r)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(crate::http::kib(len + 5))).await else {
+                ctx.stats.busy.fetch_add(1, Relaxed);
+                ctx.stats.otlp_busy.fetch_add(1, Relaxed);
+                return Err((UNAVAILABLE, "busy: too many requests being received".into()));
+            };
+            room = Some(r);
+            want = Some(len + 5);
+            buf.reserve((len + 5).saturating_sub(buf.len()));
+        }
+        if want.is_some_and(|w| buf.len() > w) {
+            return Err((INVALID_ARGUMENT, "one unary message expected, more bytes came".into()));
+        }
+        match body.frame().await {
+            None => break,
+            Some(Err(_)) => {
+                ctx.stats.bad_http.fetch_add(1, Relaxed);
+                return Err((INVALID_ARGUMENT, "cannot read the body".into()));
+            }
+            Some(Ok(f)) => {
+                if let Ok(d) = f.into_data() {
+                    if want.is_none() && buf.len() + d.len() > l.max_body_bytes + 5 {
+                        ctx.stats.too_large.fetch_add(1, Relaxed);
+                        return Err((RESOURCE_EXHAUSTED, format!("message larger than {} bytes", l.max_body_bytes)));
+                    }
+                    buf.extend_from_slice(&d);
+                }
+            }
+        }
+    }
+    drop(room);
+    if buf.len() < 5 {
         return Err((INVALID_ARGUMENT, "a gRPC message needs its 5-byte prefix".into()));
     }
-    let compressed = body[0] == 1;
-    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
-    if body.len() != 5 + len {
-        return Err((INVALID_ARGUMENT, format!("one unary message of {len} bytes expected, got {} bytes", body.len() - 5)));
+    let len = buf.len() - 5;
+    if want != Some(buf.len()) {
+        return Err((INVALID_ARGUMENT, format!("one unary message of {} bytes expected, got {len} bytes", want.unwrap_or(5) - 5)));
     }
-    let m = &body[5..];
-    if !compressed {
-        return Ok(Bytes::copy_from_slice(m));
-    }
-    if !gzip_ok {
-        return Err((UNIMPLEMENTED, "compressed message without grpc-encoding: gzip".into()));
-    }
-    gunzip(m, max).map_err(|e| (INVALID_ARGUMENT, e))
+    let compressed = buf[0] == 1;
+    Ok((compressed, buf.freeze().slice(5..)))
 }
 
 async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
@@ -130,29 +177,30 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
     }
     let gzip_ok = req.headers().get("grpc-encoding").and_then(|v| v.to_str().ok()) == Some("gzip");
     let l = &ctx.limits;
-    let body = match tokio::time::timeout(l.body_timeout, Limited::new(req.into_body(), l.max_body_bytes + 5).collect()).await {
+    let (compressed, msg) = match tokio::time::timeout(l.body_timeout, read_message(req.into_body(), &ctx)).await {
         Err(_) => {
             ctx.stats.body_timeouts.fetch_add(1, Relaxed);
             return answer(None, UNAVAILABLE, "body not complete in time");
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            ctx.stats.too_large.fetch_add(1, Relaxed);
-            return answer(None, RESOURCE_EXHAUSTED, &format!("message larger than {} bytes", l.max_body_bytes));
-        }
-        Ok(Err(_)) => {
-            ctx.stats.bad_http.fetch_add(1, Relaxed);
-            return answer(None, INVALID_ARGUMENT, "cannot read the body");
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
-    let msg = match unframe(&body, gzip_ok, l.max_body_bytes) {
-        Ok(m) => m,
-        Err((code, e)) => {
-            ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+        Ok(Err((code, e))) => {
+            if code == INVALID_ARGUMENT {
+                ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+            }
             return answer(None, code, &e);
         }
+        Ok(Ok(m)) => m,
     };
-    match otlp_ingest(&ctx, msg, logs).await {
+    if compressed && !gzip_ok {
+        ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+        return answer(None, UNIMPLEMENTED, "compressed message without grpc-encoding: gzip");
+    }
+    let (msg, room) = match otlp_prepare(&ctx, msg, compressed, logs).await {
+        Ok(x) => x,
+        Err(Refusal::TooLarge(e)) => return answer(None, RESOURCE_EXHAUSTED, &e),
+        Err(Refusal::Bad(e)) => return answer(None, INVALID_ARGUMENT, &e),
+        Err(Refusal::Busy) => return answer(None, UNAVAILABLE, "busy: the decode budget is taken by other requests"),
+    };
+    match otlp_ingest(&ctx, msg, logs, room).await {
         OtlpOutcome::Done { refused, why } => answer(Some(export_response(logs, refused, why)), OK, ""),
         OtlpOutcome::Bad(e) => answer(None, INVALID_ARGUMENT, &e),
         OtlpOutcome::Busy => answer(None, UNAVAILABLE, "busy: ingest slots taken"),
@@ -161,6 +209,11 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
 }
 
 pub(crate) async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
+    // What the client may make hyper buffer unread on this connection is counted in the receive budget.
+    let Ok(_window) = ctx.buffer.clone().try_acquire_many_owned(crate::http::kib(GRPC_CONN_WINDOW as usize)) else {
+        ctx.stats.grpc_refused.fetch_add(1, Relaxed);
+        return;
+    };
     ctx.stats.connections_open.fetch_add(1, Relaxed);
     ctx.stats.grpc_connections.fetch_add(1, Relaxed);
     let _open = OpenGuard(ctx.clone());
@@ -170,6 +223,8 @@ pub(crate) async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedS
     let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     b.timer(TokioTimer::new())
         .max_concurrent_streams(16)
+        .initial_connection_window_size(GRPC_CONN_WINDOW)
+        .initial_stream_window_size(GRPC_STREAM_WINDOW)
         .max_header_list_size(ctx.limits.max_header_bytes.max(8192) as u32)
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));

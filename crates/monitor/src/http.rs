@@ -84,6 +84,16 @@ pub struct HttpLimits {
     pub ingest_wait: Duration,
     /// `/api/state` is built at most this often; requests in between get the last answer.
     pub state_cache: Duration,
+    /// Heap bytes that requests being decoded may hold at once: inflated
+    /// bodies and what they decode to, estimated from the body before
+    /// decoding (`crate::prescan`). A request estimated over it is refused
+    /// (`413`, gRPC `RESOURCE_EXHAUSTED`); one that finds no room within
+    /// `ingest_wait` is answered busy (`503`, `UNAVAILABLE`).
+    pub decode_budget_bytes: usize,
+    /// Spans (or log records) in one OTLP request.
+    pub otlp_max_items: usize,
+    /// Attributes (and entries of attribute arrays and lists) in one OTLP request.
+    pub otlp_max_attributes: usize,
 }
 
 impl Default for HttpLimits {
@@ -103,6 +113,9 @@ impl Default for HttpLimits {
             max_concurrent_ingest: 4,
             ingest_wait: Duration::from_secs(2),
             state_cache: Duration::from_millis(250),
+            decode_budget_bytes: 128 << 20,
+            otlp_max_items: 100_000,
+            otlp_max_attributes: 2_000_000,
         }
     }
 }
@@ -145,6 +158,12 @@ pub struct HttpStats {
     pub otlp_bad_requests: AtomicU64,
     pub otlp_busy: AtomicU64,
     pub grpc_connections: AtomicU64,
+    /// Requests refused before decoding: estimated over `decode_budget_bytes`, `otlp_max_items` or `otlp_max_attributes`.
+    pub decode_refused: AtomicU64,
+    /// Requests answered busy because the decode budget had no room within `ingest_wait`.
+    pub decode_busy: AtomicU64,
+    /// gRPC connections closed at once because the receive budget had no room for their flow-control window.
+    pub grpc_refused: AtomicU64,
 }
 
 impl HttpStats {
@@ -174,6 +193,9 @@ impl HttpStats {
             "otlp_bad_requests": g(&self.otlp_bad_requests),
             "otlp_busy": g(&self.otlp_busy),
             "grpc_connections": g(&self.grpc_connections),
+            "decode_refused": g(&self.decode_refused),
+            "decode_busy": g(&self.decode_busy),
+            "grpc_refused": g(&self.grpc_refused),
         })
     }
 }
@@ -233,6 +255,8 @@ pub(crate) struct Ctx {
     pub(crate) ingest: Arc<Semaphore>,
     /// `ingest_buffer_bytes` in KiB permits.
     pub(crate) buffer: Arc<Semaphore>,
+    /// `decode_budget_bytes` in KiB permits.
+    pub(crate) decode: Arc<Semaphore>,
     pub(crate) connections: Arc<Semaphore>,
     /// The last `/api/state` answer; the async mutex makes concurrent requests wait for one build.
     pub(crate) state: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
@@ -279,6 +303,7 @@ pub struct Server {
 impl Server {
     /// Binds `cfg.listen` and starts serving on a runtime of its own.
     pub fn start(cfg: ServeConfig) -> anyhow::Result<Server> {
+        tune_allocator();
         let mut limits = cfg.limits.clone();
         let fds = raise_open_file_limit();
         // Leave room for the listener, the runtime and the process's own files.
@@ -299,6 +324,7 @@ impl Server {
             token: cfg.token.clone().filter(|t| !t.is_empty()),
             ingest: Arc::new(Semaphore::new(limits.max_concurrent_ingest.max(1))),
             buffer: Arc::new(Semaphore::new(kib(limits.ingest_buffer_bytes.max(limits.max_body_bytes)) as usize)),
+            decode: Arc::new(Semaphore::new(kib(limits.decode_budget_bytes.max(limits.max_body_bytes)) as usize)),
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             limits,
             stats: HttpStats::default(),
@@ -386,6 +412,23 @@ pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr, Option<SocketAd
     Ok(())
 }
 
+/// Keeps what decoding a request allocated from staying resident after it.
+/// glibc's allocator gives each thread that allocates an arena of its own
+/// (up to 8 per core) and raises its mmap threshold to the largest block
+/// freed so far, so the tens of MB one large request decodes into stayed
+/// in the arena of whichever blocking thread decoded it: under a flood of
+/// 10 MB OTLP requests `serve` held 276 MB, of which ~100 MB were free
+/// blocks. Two arenas and a fixed 256 KiB threshold (large buffers mapped
+/// and unmapped whole) keep it to what is live.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before the runtime's threads exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit (many connections
 /// need many descriptors); returns the soft limit in force.
 fn raise_open_file_limit() -> u64 {
@@ -406,7 +449,7 @@ fn raise_open_file_limit() -> u64 {
 }
 
 /// Bytes in KiB semaphore permits (rounded up, at least one).
-fn kib(bytes: usize) -> u32 {
+pub(crate) fn kib(bytes: usize) -> u32 {
     bytes.div_ceil(1024).clamp(1, u32::MAX as usize >> 4) as u32
 }
 
@@ -690,6 +733,15 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
         Ok(b) => b,
         Err(r) => return (r, false),
     };
+    // What the batch decodes to, reserved before it is decoded.
+    let estimate = crate::prescan::json_batch(&body);
+    let room = match reserve_decode(ctx, estimate.bytes, None).await {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.stats.bad_batches.fetch_add(1, Relaxed);
+            return (refusal(e), true);
+        }
+    };
     // The body is in memory: wait for a decoding slot (bounded by the blocking pool).
     let Ok(permit) = ctx.ingest.clone().acquire_owned().await else {
         ctx.stats.internal_errors.fetch_add(1, Relaxed);
@@ -698,6 +750,7 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
     let c = ctx.clone();
     let done = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let _room = room;
         let b: Batch = serde_json::from_slice(&body).map_err(|e| format!("bad batch: {e}"))?;
         if b.agent != agent {
             return Err(format!("the batch names agent {:?}, the {AGENT_HEADER} header {agent:?}", b.agent));
@@ -786,9 +839,117 @@ pub(crate) enum OtlpOutcome {
     Internal,
 }
 
-/// Decodes an OTLP traces or logs request and feeds the correlator, on the
-/// blocking pool behind the same ingest slots as agents' batches.
-pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool) -> OtlpOutcome {
+/// Why a request is not decoded (each side answers it its way).
+pub(crate) enum Refusal {
+    /// Over a cap: not retried (`413`, `RESOURCE_EXHAUSTED`).
+    TooLarge(String),
+    /// Malformed (`400`, `INVALID_ARGUMENT`).
+    Bad(String),
+    /// No room now: retry (`503`, `UNAVAILABLE`).
+    Busy,
+}
+
+fn refusal(r: Refusal) -> Resp {
+    match r {
+        Refusal::TooLarge(e) => text(StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")),
+        Refusal::Bad(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        Refusal::Busy => {
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: the decode budget is taken by other requests, retry\n");
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+    }
+}
+
+/// Reserves `bytes` of the decode budget, on top of what `held` already
+/// holds (returned grown, or trimmed to `bytes`). Over the whole budget:
+/// refused (counted); no room within `ingest_wait`: busy (counted).
+pub(crate) async fn reserve_decode(ctx: &Ctx, bytes: u64, held: Option<OwnedSemaphorePermit>) -> Result<OwnedSemaphorePermit, Refusal> {
+    let l = &ctx.limits;
+    if bytes > l.decode_budget_bytes as u64 {
+        ctx.stats.decode_refused.fetch_add(1, Relaxed);
+        return Err(Refusal::TooLarge(format!(
+            "the request would take about {} MiB to decode, more than the {} MiB decode budget",
+            bytes.div_ceil(1 << 20),
+            l.decode_budget_bytes >> 20
+        )));
+    }
+    let need = kib(bytes as usize) as usize;
+    let have = held.as_ref().map_or(0, |p| p.num_permits());
+    if have >= need {
+        if let Some(mut h) = held {
+            drop(h.split(have - need));
+            return Ok(h);
+        }
+    }
+    match tokio::time::timeout(l.ingest_wait, ctx.decode.clone().acquire_many_owned((need - have) as u32)).await {
+        Ok(Ok(more)) => Ok(match held {
+            Some(mut h) => {
+                h.merge(more);
+                h
+            }
+            None => more,
+        }),
+        _ => {
+            ctx.stats.decode_busy.fetch_add(1, Relaxed);
+            Err(Refusal::Busy)
+        }
+    }
+}
+
+/// Inflates an OTLP body (gzip), counts it (`crate::prescan`) against the
+/// request caps and reserves what decoding it will hold; the permit goes
+/// with the body to [`otlp_ingest`].
+pub(crate) async fn otlp_prepare(ctx: &Arc<Ctx>, body: Bytes, gzip: bool, logs: bool) -> Result<(Bytes, OwnedSemaphorePermit), Refusal> {
+    let l = &ctx.limits;
+    let mut held = None;
+    let body = if gzip {
+        // Room for the inflated body first: it may be up to the body cap.
+        held = Some(reserve_decode(ctx, l.max_body_bytes as u64, None).await?);
+        let max = l.max_body_bytes;
+        match tokio::task::spawn_blocking(move || gunzip(&body, max)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+                return Err(Refusal::Bad(e));
+            }
+            Err(_) => {
+                ctx.stats.internal_errors.fetch_add(1, Relaxed);
+                return Err(Refusal::Bad("internal error while inflating".into()));
+            }
+        }
+    } else {
+        body
+    };
+    let caps = crate::prescan::RequestCaps {
+        max_items: l.otlp_max_items as u64,
+        max_attributes: l.otlp_max_attributes as u64,
+        max_bytes: l.decode_budget_bytes as u64,
+    };
+    let b = body.clone();
+    let estimate = match tokio::task::spawn_blocking(move || crate::prescan::otlp(&b, logs, &caps)).await {
+        Ok(Ok(e)) => e,
+        Ok(Err(crate::prescan::ScanError::OverCap(e))) => {
+            ctx.stats.decode_refused.fetch_add(1, Relaxed);
+            return Err(Refusal::TooLarge(e));
+        }
+        Ok(Err(crate::prescan::ScanError::Malformed(e))) => {
+            ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
+            return Err(Refusal::Bad(e));
+        }
+        Err(_) => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            return Err(Refusal::Bad("internal error while counting the request".into()));
+        }
+    };
+    let room = reserve_decode(ctx, estimate.bytes, held).await?;
+    Ok((body, room))
+}
+
+/// Decodes an OTLP traces or logs request (its decode cost reserved in
+/// `room`) and feeds the correlator, on the blocking pool behind the same
+/// ingest slots as agents' batches.
+pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool, room: OwnedSemaphorePermit) -> OtlpOutcome {
     ctx.stats.otlp_requests.fetch_add(1, Relaxed);
     if ctx.federation.is_some() {
         ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
@@ -801,12 +962,12 @@ pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool) -> Otlp
     let c = ctx.clone();
     let done = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let _room = room;
         let d = if logs {
             let r: opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest = crate::otlp::parse(&body, "logs")?;
             crate::otlp::decode_logs(&r)
         } else {
-            let r: opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest = crate::otlp::parse(&body, "traces")?;
-            crate::otlp::decode_traces(&r)
+            crate::otlp::decode_traces(&body)?
         };
         let mut refused = d.bad_spans;
         let mut why = d.first_error;
@@ -815,7 +976,15 @@ pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool) -> Otlp
         for b in d.batches {
             let n = if logs { 1 } else { b.items.len() as u64 };
             match central.ingest_otlp(b, logs) {
-                Ok(()) => taken += n,
+                Ok((bad, e)) => {
+                    // Items refused one by one inside the batch (bad_items) are refused to the sender too.
+                    let bad = bad.min(n);
+                    taken += n - bad;
+                    refused += bad;
+                    if let Some(e) = e {
+                        why.get_or_insert(e);
+                    }
+                }
                 Err(e) => {
                     central.rejected += 1;
                     refused += n;
@@ -898,7 +1067,6 @@ async fn read_body(req: Request<Incoming>, ctx: &Arc<Ctx>, (what, whats): (&str,
 }
 
 async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp, bool) {
-    let l = &ctx.limits;
     let ctype = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !ctype.starts_with("application/x-protobuf") {
         ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
@@ -916,18 +1084,11 @@ async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp,
         Ok(b) => b,
         Err(r) => return (r, false),
     };
-    let body = if gz {
-        match gunzip(&body, l.max_body_bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
-                return (text(StatusCode::BAD_REQUEST, format!("{e}\n")), true);
-            }
-        }
-    } else {
-        body
+    let (body, room) = match otlp_prepare(ctx, body, gz, logs).await {
+        Ok(x) => x,
+        Err(r) => return (refusal(r), true),
     };
-    let resp = match otlp_ingest(ctx, body, logs).await {
+    let resp = match otlp_ingest(ctx, body, logs, room).await {
         OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::grpc::export_response(logs, refused, why)),
         OtlpOutcome::Bad(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         OtlpOutcome::Busy => {

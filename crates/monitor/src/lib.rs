@@ -16,3 +16,4 @@ pub mod trace;
 pub mod otlp;
 pub mod grpc;
 pub mod federation;
+pub mod prescan;

@@ -345,36 +345,71 @@ fn data_batch(agent: String) -> Batch {
     Batch { agent, seq: 0, sent_ns: 0, items: vec![], dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
 }
 
-pub fn decode_traces(req: &ExportTraceServiceRequest) -> DecodedSpans {
+/// Decodes an OTLP traces request one span at a time: only one span (or
+/// resource) is ever materialised as protobuf structures, and only the
+/// items made of them are kept, so what a request costs is its items, not
+/// its spans' decoded form (an empty span is 2 bytes on the wire, a ~250-byte
+/// `Span` decoded; see `crate::prescan`). A span that does not decode is
+/// refused and counted like a foreign one; a request whose framing is broken
+/// is refused whole.
+pub fn decode_traces(body: &[u8]) -> Result<DecodedSpans, String> {
+    use crate::prescan::next_field;
+    let bad = |e: String| format!("bad OTLP traces request: {e}");
     let mut out = DecodedSpans::default();
     let note = |out: &mut DecodedSpans, e: String, n: u64| {
         out.bad_spans += n;
         out.first_error.get_or_insert(e);
     };
-    for rs in &req.resource_spans {
-        let n: u64 = rs.scope_spans.iter().map(|s| s.spans.len() as u64).sum();
-        let agent = match agent_of(&rs.resource) {
+    let mut at = 0;
+    while at < body.len() {
+        let (n, wt, rs) = next_field(body, &mut at).map_err(bad)?;
+        if (n, wt) != (1, 2) {
+            continue;
+        }
+        // The resource may come after the spans; repeated occurrences merge, as prost merges them.
+        let mut resource: Option<Resource> = None;
+        let mut spans: Vec<&[u8]> = vec![];
+        let mut a = 0;
+        while a < rs.len() {
+            let (n, wt, f) = next_field(rs, &mut a).map_err(bad)?;
+            match (n, wt) {
+                (1, 2) => resource.get_or_insert_with(Resource::default).merge(f).map_err(|e| bad(e.to_string()))?,
+                (2, 2) => {
+                    let mut b = 0;
+                    while b < f.len() {
+                        let (n, wt, sp) = next_field(f, &mut b).map_err(bad)?;
+                        if (n, wt) == (2, 2) {
+                            spans.push(sp);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let agent = match agent_of(&resource) {
             Ok(a) => a,
             Err(e) => {
-                note(&mut out, e, n);
+                note(&mut out, e, spans.len() as u64);
                 continue;
             }
         };
         let mut b = data_batch(agent);
-        b.seq = seq_of(&rs.resource);
-        for ss in &rs.scope_spans {
-            for sp in &ss.spans {
-                match item_of(sp) {
+        b.seq = seq_of(&resource);
+        drop(resource);
+        for sp in spans {
+            match Span::decode(sp) {
+                Ok(sp) => match item_of(&sp) {
                     Ok(it) => b.items.push(it),
                     Err(e) => note(&mut out, e, 1),
-                }
+                },
+                Err(e) => note(&mut out, format!("bad span: {e}"), 1),
             }
         }
         if !b.items.is_empty() {
             out.batches.push(b);
         }
     }
-    out
+    Ok(out)
 }
 
 /// The batch log records as batches (watermark, metadata); records that are
@@ -470,6 +505,8 @@ pub struct HoldStats {
     pub skew_sum_ms: f64,
     /// Batches whose sightings came more than the window after their record.
     pub skew_over_window: u64,
+    /// Sums that would have passed 2^64 − 1 when adding shards' counters (saturated there).
+    pub saturated: u64,
 }
 
 impl HoldStats {
@@ -499,14 +536,24 @@ impl HoldStats {
             self.skew_max_ms = self.skew_max_ms.max(o.skew_max_ms);
             self.skew_last_ms = o.skew_last_ms;
         }
-        self.held += o.held;
-        self.released_by_spans += o.released_by_spans;
-        self.released_by_time += o.released_by_time;
-        self.evicted += o.evicted;
-        self.late_sightings += o.late_sightings;
-        self.skew_batches += o.skew_batches;
+        // Saturating: a shard's numbers are not trusted to add up (counted in `saturated`).
+        let mut n = 0u64;
+        for (a, b) in [
+            (&mut self.held, o.held),
+            (&mut self.released_by_spans, o.released_by_spans),
+            (&mut self.released_by_time, o.released_by_time),
+            (&mut self.evicted, o.evicted),
+            (&mut self.late_sightings, o.late_sightings),
+            (&mut self.skew_batches, o.skew_batches),
+            (&mut self.skew_over_window, o.skew_over_window),
+        ] {
+            *a = a.checked_add(b).unwrap_or_else(|| {
+                n += 1;
+                u64::MAX
+            });
+        }
         self.skew_sum_ms += o.skew_sum_ms;
-        self.skew_over_window += o.skew_over_window;
+        self.saturated = self.saturated.saturating_add(n);
     }
 
     /// The counters back from [`to_json`](Self::to_json) (a shard's summaries; missing fields are 0).
@@ -526,6 +573,7 @@ impl HoldStats {
             skew_max_ms: f(&k["max_ms"]),
             skew_sum_ms: f(&k["mean_ms"]) * u(&k["batches"]) as f64,
             skew_over_window: u(&k["over_window"]),
+            saturated: 0,
         }
     }
 
@@ -711,7 +759,7 @@ mod tests {
         let t: ExportTraceServiceRequest = parse(&tb, "traces").unwrap();
         let spans = &t.resource_spans[0].scope_spans[0].spans;
         assert_eq!(spans[0].trace_id, spans[1].trace_id, "a sample and its fragment share the trace id");
-        let d = decode_traces(&t);
+        let d = decode_traces(&tb).unwrap();
         assert_eq!((d.bad_spans, d.batches.len()), (0, 1));
         assert_eq!(d.batches[0].agent, "pc1");
         assert_eq!(d.batches[0].seq, 7, "the sightings name their batch");
@@ -825,7 +873,7 @@ mod tests {
             scope_spans: vec![ScopeSpans { spans: vec![Span::default(), Span::default()], ..Default::default() }],
             ..Default::default()
         });
-        let d = decode_traces(&t);
+        let d = decode_traces(&t.encode_to_vec()).unwrap();
         assert_eq!((d.bad_spans, d.batches.len()), (3, 0));
         assert!(d.first_error.unwrap().contains("dds.writer_guid"));
         assert!(parse::<ExportTraceServiceRequest>(b"\xff\xff\xff", "traces").unwrap_err().contains("bad OTLP traces request"));

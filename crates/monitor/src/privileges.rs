@@ -14,12 +14,38 @@
 //! The capabilities and the bounding set are per thread: threads started
 //! before the drop (the exporters') lose every capability when the process
 //! becomes `nobody` (glibc changes the ids of all threads, and only the
-//! calling thread keeps capabilities), and the seccomp filter is installed on
-//! all threads at once (TSYNC), which also gives them no-new-privileges.
+//! calling thread keeps capabilities), the bounding set is cleared before
+//! any thread starts ([`clear_bounding_set`], first thing in `agent` and
+//! `live`; threads inherit it), and the seccomp filter is installed on all
+//! threads at once (TSYNC), which also gives them no-new-privileges.
 
 use anyhow::{bail, Context};
 use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch};
 use std::collections::BTreeMap;
+
+/// Clears the capability bounding set of the calling thread except
+/// CAP_NET_RAW and CAP_NET_ADMIN (when it holds CAP_SETPCAP, i.e. as root).
+/// The bounding set is per thread and inherited by the threads a thread
+/// starts: call it first thing, before any thread exists, so that every
+/// thread of the process has the cleared set (clearing it later, in
+/// [`drop_privileges`], reaches the calling thread only). It removes nothing
+/// the process holds now (effective and permitted sets are unchanged: the
+/// ports below 1024 can still be bound, root still dropped later), only
+/// what any thread could ever gain. Returns how many were cleared.
+pub fn clear_bounding_set() -> anyhow::Result<usize> {
+    use caps::{CapSet, Capability};
+    if !caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for c in caps::all() {
+        if !matches!(c, Capability::CAP_NET_RAW | Capability::CAP_NET_ADMIN) && caps::has_cap(None, CapSet::Bounding, c).unwrap_or(false) {
+            caps::drop(None, CapSet::Bounding, c).with_context(|| format!("clearing {c} from the bounding set"))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
 
 /// When running as root: clear the bounding set, become `nobody` but keep
 /// CAP_NET_RAW (and CAP_NET_ADMIN, which libpcap needs to set up the ring
@@ -62,6 +88,132 @@ pub fn drop_privileges() -> anyhow::Result<Option<String>> {
     let _ = caps::clear(None, CapSet::Ambient);
     no_new_privs()?;
     Ok(Some("running as nobody with CAP_NET_RAW and CAP_NET_ADMIN only (bounding set cleared, no new privileges)".into()))
+}
+
+/// A file written under a temporary name by a process that drops root
+/// before it is done (`sudo ddscope live --write now.pcapng`): as `nobody`
+/// it can no longer rename the file into place in a directory only root may
+/// write to (the capture stayed in a hidden root-owned temporary file and
+/// `live` exited 1). So, while still root, a helper process is forked that
+/// does nothing but wait on a pipe: a byte asks it to rename the file into
+/// place and report the outcome; the pipe closing without it (the run
+/// failed, or the process was killed) makes it remove the temporary file.
+/// Either way it then exits. It ignores the terminal's signals (a Ctrl-C
+/// stops the capture, which then asks for the rename) and holds nothing but
+/// its two pipes and the two names.
+pub struct RenameHelper {
+    pid: libc::pid_t,
+    /// Write end of the request pipe.
+    ask: libc::c_int,
+    /// Read end of the answer pipe.
+    answer: libc::c_int,
+    fin: std::path::PathBuf,
+}
+
+impl RenameHelper {
+    /// Forks the helper for `tmp` → `fin`. Call it before any thread exists
+    /// (the child only makes system calls, but a fork copies one thread).
+    pub fn spawn(tmp: &std::path::Path, fin: &std::path::Path) -> anyhow::Result<RenameHelper> {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp_c = std::ffi::CString::new(tmp.as_os_str().as_bytes()).context("temporary file name")?;
+        let fin_c = std::ffi::CString::new(fin.as_os_str().as_bytes()).context("output file name")?;
+        let (mut ask, mut answer) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
+        // SAFETY: plain syscalls with valid arguments.
+        unsafe {
+            if libc::pipe2(ask.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                bail!("pipe: {}", std::io::Error::last_os_error());
+            }
+            if libc::pipe2(answer.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                libc::close(ask[0]);
+                libc::close(ask[1]);
+                bail!("pipe: {}", std::io::Error::last_os_error());
+            }
+        }
+        // SAFETY: the child calls only async-signal-safe functions (close, sigaction via signal,
+        // read, rename, unlink, write, _exit) on data prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            bail!("fork: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            unsafe {
+                let (r, w) = (ask[0], answer[1]);
+                libc::close(ask[1]);
+                libc::close(answer[0]);
+                // Nothing else of the parent's (capture socket, the file itself) stays open here.
+                let (lo, hi) = (r.min(w) as libc::c_uint, r.max(w) as libc::c_uint);
+                for (a, b) in [(3, lo.saturating_sub(1)), (lo + 1, hi.saturating_sub(1)), (hi + 1, libc::c_uint::MAX)] {
+                    if a <= b {
+                        libc::syscall(libc::SYS_close_range, a, b, 0);
+                    }
+                }
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                let mut b = 0u8;
+                let n = loop {
+                    let n = libc::read(r, (&mut b as *mut u8).cast(), 1);
+                    if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    break n;
+                };
+                if n == 1 && b == b'r' {
+                    let rc = libc::rename(tmp_c.as_ptr(), fin_c.as_ptr());
+                    let err: i32 = if rc == 0 { 0 } else { *libc::__errno_location() };
+                    if err != 0 {
+                        libc::unlink(tmp_c.as_ptr());
+                    }
+                    libc::write(w, (&err as *const i32).cast(), 4);
+                } else {
+                    libc::unlink(tmp_c.as_ptr());
+                }
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing our copies of the child's ends.
+        unsafe {
+            libc::close(ask[0]);
+            libc::close(answer[1]);
+        }
+        Ok(RenameHelper { pid, ask: ask[1], answer: answer[0], fin: fin.to_path_buf() })
+    }
+
+    /// Asks the helper to rename the file into place; its answer is the rename's outcome.
+    pub fn commit(mut self) -> anyhow::Result<()> {
+        let mut err = -1i32;
+        // SAFETY: our pipe ends, valid until `finish`.
+        let ok = unsafe {
+            libc::write(self.ask, b"r".as_ptr().cast(), 1) == 1 && libc::read(self.answer, (&mut err as *mut i32).cast(), 4) == 4
+        };
+        self.finish();
+        match (ok, err) {
+            (true, 0) => Ok(()),
+            (true, e) => Err(anyhow::anyhow!("cannot move the capture to {}: {}", self.fin.display(), std::io::Error::from_raw_os_error(e))),
+            (false, _) => Err(anyhow::anyhow!("cannot move the capture to {}: the helper that renames it is gone", self.fin.display())),
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.pid <= 0 {
+            return;
+        }
+        // SAFETY: our pipe ends and our child; closing the request pipe tells the helper to clean up if nothing was asked.
+        unsafe {
+            libc::close(self.ask);
+            libc::close(self.answer);
+            let mut st = 0;
+            libc::waitpid(self.pid, &mut st, 0);
+        }
+        self.pid = 0;
+    }
+}
+
+impl Drop for RenameHelper {
+    /// Not committed: the helper removes the temporary file.
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 fn no_new_privs() -> anyhow::Result<()> {

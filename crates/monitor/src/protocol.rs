@@ -259,26 +259,119 @@ impl StreamItem {
 
 /// Topic names and writers remembered per agent stream (least recently
 /// seen evicted first; a writer whose entry was evicted is named again by
-/// its next sample record, which carries its topic).
+/// its next sample record, which carries its topic). The defaults of
+/// [`StreamCaps`] (`ddscope limits`, section `stream`).
 pub const MAX_STREAM_TOPICS: usize = 16_384;
 pub const MAX_STREAM_WRITERS: usize = 65_536;
 
+pub use ddscope_core::limits::StreamCaps;
+
+/// `s` cut to at most `max` bytes (at a character boundary) and marked with
+/// `…` when longer; `cut` counts the names cut.
+pub fn cap_name(s: String, max: usize, cut: &mut u64) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    *cut += 1;
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut t = String::with_capacity(end + '…'.len_utf8());
+    t.push_str(&s[..end]);
+    t.push('…');
+    t
+}
+
+/// Heap bytes one entry of the name tables holds (the names, twice: raw and de-mangled, and the entry).
+fn names_weight(n: &TopicNames) -> usize {
+    n.topic_raw.capacity() + n.type_raw.capacity() + n.topic_name.capacity() + n.type_name.capacity() + std::mem::size_of::<TopicNames>() + 64
+}
+
 /// Turns stream items back into correlator items, sharing topic names.
+/// Every name is cut to `max_name_bytes` first; the (topic, type) table and
+/// the writers' table are each capped in entries and in bytes, and the
+/// ROS node and topic names of trace items are shared through a third
+/// table of the same byte cap.
 pub struct ItemDecoder {
+    caps: StreamCaps,
     names: BoundedMap<(String, String), Arc<TopicNames>>,
     topic_of: BoundedMap<Guid, Arc<TopicNames>>,
+    strings: BoundedMap<String, Arc<str>>,
+    /// Names cut to `max_name_bytes`.
+    pub names_cut: u64,
 }
 
 impl Default for ItemDecoder {
     fn default() -> Self {
-        ItemDecoder { names: BoundedMap::new(MAX_STREAM_TOPICS), topic_of: BoundedMap::new(MAX_STREAM_WRITERS) }
+        ItemDecoder::new(StreamCaps::default())
     }
 }
 
 impl ItemDecoder {
-    /// Entries evicted from the name tables (topics, writers).
+    pub fn new(caps: StreamCaps) -> Self {
+        ItemDecoder {
+            caps,
+            names: BoundedMap::new(caps.max_topics).with_max_weight(caps.max_topic_bytes),
+            topic_of: BoundedMap::new(caps.max_writers).with_max_weight(caps.max_topic_bytes),
+            strings: BoundedMap::new(caps.max_topics).with_max_weight(caps.max_topic_bytes),
+            names_cut: 0,
+        }
+    }
+
+    /// Entries evicted from the name tables (topics, writers; trace strings are counted with the topics).
     pub fn evicted(&self) -> (u64, u64) {
-        (self.names.evicted(), self.topic_of.evicted())
+        (self.names.evicted() + self.strings.evicted(), self.topic_of.evicted())
+    }
+
+    /// Bytes held by the name tables (topics, writers, trace strings).
+    pub fn bytes(&self) -> (usize, usize, usize) {
+        (self.names.weight(), self.topic_of.weight(), self.strings.weight())
+    }
+
+    /// The shared names of (topic, type), cut to the name cap; remembered as `writer`'s topic.
+    fn topic(&mut self, writer: Guid, k: (String, String)) -> Arc<TopicNames> {
+        let max = self.caps.max_name_bytes;
+        let k = (cap_name(k.0, max, &mut self.names_cut), cap_name(k.1, max, &mut self.names_cut));
+        let t = match self.names.slot(&k) {
+            Some(slot) => {
+                self.names.touch_at(slot);
+                self.names.value_at(slot).map(|t| t.clone())
+            }
+            None => None,
+        };
+        let t = match t {
+            Some(t) => t,
+            None => {
+                let t = Arc::new(TopicNames::new(&k.0, &k.1));
+                let w = names_weight(&t) + k.0.capacity() + k.1.capacity();
+                let slot = self.names.get_or_insert_slot(k, || t.clone(), &mut |_, _| {});
+                self.names.set_weight_at(slot, w, &mut |_, _| {});
+                t
+            }
+        };
+        let w = names_weight(&t);
+        let slot = self.topic_of.get_or_insert_slot(writer, || t.clone(), &mut |_, _| {});
+        if let Some(v) = self.topic_of.value_at(slot) {
+            *v = t.clone();
+        }
+        // Counted per writer even when shared: the bound holds if the names table forgot the names.
+        self.topic_of.set_weight_at(slot, w, &mut |_, _| {});
+        t
+    }
+
+    /// A trace item's node or topic name, cut and shared.
+    fn string(&mut self, s: Option<String>) -> Option<Arc<str>> {
+        let s = cap_name(s?, self.caps.max_name_bytes, &mut self.names_cut);
+        if let Some(slot) = self.strings.slot(&s) {
+            self.strings.touch_at(slot);
+            return self.strings.value_at(slot).map(|v| v.clone());
+        }
+        let v: Arc<str> = Arc::from(s.as_str());
+        let w = s.capacity() * 2 + 64;
+        let slot = self.strings.get_or_insert_slot(s, || v.clone(), &mut |_, _| {});
+        self.strings.set_weight_at(slot, w, &mut |_, _| {});
+        Some(v)
     }
 
     /// Decodes a capture or trace item.
@@ -287,14 +380,13 @@ impl ItemDecoder {
             None => Ok(None),
             Some(s) => Guid::parse_hex(s).map(Some).ok_or_else(|| format!("bad GUID {s:?}")),
         };
-        let arc = |s: Option<String>| s.map(|s| Arc::<str>::from(s.as_str()));
         Ok(match w {
             StreamItem::Publish(p) => Decoded::Trace(TraceItem::Publish(PublishRec {
                 vpid: p.pid,
                 vtid: p.tid,
                 writer: guid(&p.w)?,
-                topic: arc(p.topic),
-                node: arc(p.node),
+                topic: self.string(p.topic),
+                node: self.string(p.node),
                 rclcpp_ts: p.rclcpp,
                 rmw_ts: p.rmw,
                 source_ts: p.sts,
@@ -314,8 +406,8 @@ impl ItemDecoder {
                 vpid: k.pid,
                 vtid: k.tid,
                 reader: guid(&k.r)?,
-                topic: arc(k.topic),
-                node: arc(k.node),
+                topic: self.string(k.topic),
+                node: self.string(k.node),
                 source_ts: k.sts,
                 rmw_take_ts: k.take,
                 callback_start_ts: k.cbs,
@@ -338,9 +430,7 @@ impl ItemDecoder {
             StreamItem::Frag(f) => {
                 let writer = guid(&f.w)?;
                 if let Some(k) = f.topic {
-                    let make = || Arc::new(TopicNames::new(&k.0, &k.1));
-                    let t = self.names.get_or_insert_with(k.clone(), make, &mut |_, _| {}).clone();
-                    self.topic_of.insert(writer, t, &mut |_, _| {});
+                    self.topic(writer, k);
                 }
                 Item::Frag(FragSighting {
                     writer,
@@ -354,12 +444,7 @@ impl ItemDecoder {
             StreamItem::Sample(s) => {
                 let writer = guid(&s.w)?;
                 let topic = match s.topic {
-                    Some(k) => {
-                        let make = || Arc::new(TopicNames::new(&k.0, &k.1));
-                        let t = self.names.get_or_insert_with(k.clone(), make, &mut |_, _| {}).clone();
-                        self.topic_of.insert(writer, t.clone(), &mut |_, _| {});
-                        Some(t)
-                    }
+                    Some(k) => Some(self.topic(writer, k)),
                     None => self.topic_of.get_touch(&writer).map(|t| t.clone()),
                 };
                 Item::Sample(SampleRecord {

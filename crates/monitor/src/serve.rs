@@ -5,7 +5,7 @@
 //! This module holds the state ([`Central`]) and its caps; the HTTP server
 //! in front of it (timeouts, connection and rate limits, authentication) is
 //! [`crate::http`]. Everything keyed by what agents send is bounded: agents
-//! (64), latency series per flow (least recently updated evicted, counted),
+//! (64; an idle one makes room for a new one), latency series per flow (least recently updated evicted, counted),
 //! network devices per agent, the size of an agent's topic table and
 //! counters, and what one `/api/state` answer carries.
 
@@ -81,6 +81,8 @@ pub struct ServeConfig {
     pub correlation: ddscope_core::limits::CorrelationCaps,
     /// The ROS 2 join's and chains' caps (`ddscope limits`, section `trace`).
     pub trace: ddscope_core::limits::TraceCaps,
+    /// The stream decoder's name tables and the longest name kept (`ddscope limits`, section `stream`).
+    pub stream: ddscope_core::limits::StreamCaps,
     /// An end-to-end chain (topics in order) to measure from the agents' traces; without it the chains found are listed.
     pub chain_path: Option<Vec<String>>,
     /// Also accept OTLP/gRPC (the Collector's load-balancing exporter) on this address (docs/scale-out.md).
@@ -111,6 +113,7 @@ impl ServeConfig {
             caps: StateCaps::default(),
             correlation: Default::default(),
             trace: Default::default(),
+            stream: Default::default(),
             chain_path: None,
             otlp_grpc: None,
             otlp_end_grace: Duration::from_secs(2),
@@ -130,6 +133,8 @@ struct SystemHistory {
     net: BTreeMap<String, VecDeque<(f64, f64, f64)>>,
     /// Samples for devices beyond [`MAX_DEVICES`], not kept.
     devices_refused: u64,
+    /// Device names cut to the name cap.
+    devices_cut: u64,
 }
 
 fn push<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
@@ -141,7 +146,7 @@ fn push<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
 
 impl SystemHistory {
     /// Turns node_exporter counters into CPU utilisation and per-interface Mbit/s.
-    fn add(&mut self, t: f64, samples: &[MetricSample]) {
+    fn add(&mut self, t: f64, samples: &[MetricSample], max_name: usize) {
         let label = |s: &MetricSample, k: &str| s.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let (mut idle, mut total) = (0.0, 0.0);
         let mut mem_total = None;
@@ -158,7 +163,7 @@ impl SystemHistory {
                 "node_memory_MemTotal_bytes" => mem_total = Some(s.value),
                 "node_memory_MemAvailable_bytes" => mem_avail = Some(s.value),
                 "node_network_receive_bytes_total" | "node_network_transmit_bytes_total" => {
-                    let dev = label(s, "device").unwrap_or_default();
+                    let dev = protocol::cap_name(label(s, "device").unwrap_or_default(), max_name, &mut self.devices_cut);
                     if !net.contains_key(&dev) && net.len() >= MAX_DEVICES {
                         self.devices_refused += 1;
                         continue;
@@ -355,6 +360,9 @@ pub struct Central {
     topic_rows_truncated: u64,
     /// Topic tables or counters dropped because they were larger than the cap.
     oversized_documents: u64,
+    /// Idle agents evicted to make room for new ones, and new agents refused because none was idle.
+    agents_evicted: u64,
+    agents_refused: u64,
     started: Instant,
 }
 
@@ -379,16 +387,19 @@ impl Central {
             Arc::new(AppTruth::default()),
         );
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);
+        let stream = cfg.stream;
         Central {
             cfg,
             corr,
-            decoder: protocol::ItemDecoder::default(),
+            decoder: protocol::ItemDecoder::new(stream),
             agents: BTreeMap::new(),
             series,
             rejected: 0,
             bad_items: 0,
             topic_rows_truncated: 0,
             oversized_documents: 0,
+            agents_evicted: 0,
+            agents_refused: 0,
             started: Instant::now(),
         }
     }
@@ -414,27 +425,31 @@ impl Central {
 
     /// Takes one batch from an agent.
     pub fn ingest(&mut self, b: Batch) -> Result<(), String> {
-        self.ingest_from(b, false, false)
+        self.ingest_from(b, false, false).map(|_| ())
     }
 
     /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings
     /// (`record` false; `seq` is the agent batch they came in, 0 if unknown:
     /// only their items count), or a batch record (watermark, counters, end;
     /// held until its sightings are in, see [`ServeConfig::otlp_hold`]).
-    pub fn ingest_otlp(&mut self, b: Batch, record: bool) -> Result<(), String> {
+    /// Returns the items refused one by one (counted in `bad_items`; a bad
+    /// writer GUID, …) with the first reason: OTLP's partial success tells the
+    /// sender about them.
+    pub fn ingest_otlp(&mut self, b: Batch, record: bool) -> Result<(u64, Option<String>), String> {
         self.ingest_from(b, true, record)
     }
 
-    fn ingest_from(&mut self, b: Batch, otlp: bool, record: bool) -> Result<(), String> {
+    fn ingest_from(&mut self, b: Batch, otlp: bool, record: bool) -> Result<(u64, Option<String>), String> {
         let data_only = otlp && !record;
         check_agent_name(&b.agent)?;
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
             None => {
-                if self.agents.len() >= MAX_AGENTS {
-                    return Err(format!("at most {MAX_AGENTS} agents"));
-                }
-                let idx = self.corr.add_capture(&b.agent, 0);
+                let idx = if self.agents.len() >= MAX_AGENTS {
+                    self.evict_idle_agent(&b.agent)?
+                } else {
+                    self.corr.add_capture(&b.agent, 0)
+                };
                 self.agents.insert(
                     b.agent.clone(),
                     Agent {
@@ -483,7 +498,7 @@ impl Central {
             a.counters = c;
         }
         if !b.system.is_empty() {
-            a.system.add(b.sent_ns as f64 / 1e9, &b.system);
+            a.system.add(b.sent_ns as f64 / 1e9, &b.system, self.cfg.stream.max_name_bytes);
         }
         let was_ended = a.ended;
         // Sightings over OTLP say nothing about the agent's end; an OTLP end is held (`otlp_hold`) and then waits `otlp_end_grace`.
@@ -503,6 +518,8 @@ impl Central {
                 self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
             }
         }
+        let mut refused = 0u64;
+        let mut why = None;
         for w in items {
             match self.decoder.decode(&name, w) {
                 Ok(protocol::Decoded::Capture(item)) => {
@@ -517,7 +534,11 @@ impl Central {
                     a.trace_items += 1;
                     self.corr.push_trace(t, item, &mut |r| series.on_row(r));
                 }
-                Err(_) => self.bad_items += 1,
+                Err(e) => {
+                    self.bad_items += 1;
+                    refused += 1;
+                    why.get_or_insert(e);
+                }
             }
         }
         if last && !was_ended {
@@ -532,7 +553,32 @@ impl Central {
         if otlp {
             self.release(&b.agent);
         }
-        Ok(())
+        Ok((refused, why))
+    }
+
+    /// The table of agents is full and `newcomer` arrives: the agent idle the
+    /// longest makes room — idle meaning it no longer holds back judgement
+    /// (silent for `--idle`, or it announced its end) and has no OTLP records
+    /// held. Its slot in the correlator goes to the newcomer
+    /// ([`Correlator::replace_capture`]); counted in `agents_evicted`. With no
+    /// agent idle the newcomer is refused (counted in `agents_refused`).
+    fn evict_idle_agent(&mut self, newcomer: &str) -> Result<usize, String> {
+        let victim = self
+            .agents
+            .iter()
+            .filter(|(_, a)| a.ended && a.end_at.is_none() && a.hold.is_empty())
+            .min_by_key(|(_, a)| a.last_seen)
+            .map(|(n, _)| n.clone());
+        let Some(old) = victim.and_then(|n| self.agents.remove(&n)) else {
+            self.agents_refused += 1;
+            return Err(format!(
+                "at most {MAX_AGENTS} agents, and none is idle (an agent is idle once silent for --idle, {} s, or ended)",
+                self.cfg.idle.as_secs()
+            ));
+        };
+        self.agents_evicted += 1;
+        let series = &mut self.series;
+        Ok(self.corr.replace_capture(old.idx, newcomer, &mut |r| series.on_row(r)))
     }
 
     /// Lets an agent's held OTLP batch records take effect once their
@@ -587,6 +633,11 @@ impl Central {
         v["flows"] = serde_json::to_value(crate::federation::flow_parts(&self.corr)).unwrap_or_default();
         v["counters"] = json!({"rejected_batches": self.rejected, "bad_items": self.bad_items});
         v
+    }
+
+    /// Device names cut to the name cap, over all agents.
+    fn devices_cut(&self) -> u64 {
+        self.agents.values().map(|a| a.system.devices_cut).sum()
     }
 
     /// Number of latency series held and evicted so far.
@@ -685,6 +736,10 @@ impl Central {
                 "totals": self.hold_stats().to_json(),
             },
             "limits": {
+                "agents": self.agents.len(),
+                "max_agents": MAX_AGENTS,
+                "agents_evicted": self.agents_evicted,
+                "agents_refused": self.agents_refused,
                 "flows_total": flows_total,
                 "flows_shown": flows.len(),
                 "writers_total": writers_total,
@@ -696,6 +751,9 @@ impl Central {
                 "oversized_documents": self.oversized_documents,
                 "stream_topics_evicted": self.decoder.evicted().0,
                 "stream_writers_evicted": self.decoder.evicted().1,
+                "stream_names_cut": self.decoder.names_cut + self.devices_cut(),
+                "stream_name_bytes": self.decoder.bytes().0 + self.decoder.bytes().2,
+                "stream_writer_bytes": self.decoder.bytes().1,
             },
             "server": server,
         })
@@ -859,6 +917,44 @@ mod tests {
         assert_eq!(t["late_sightings"], 1, "{t}");
         assert_eq!(st["agents"][1]["otlp_hold"]["late_sightings"], 1, "counted for the agent whose sighting came late");
         assert_eq!(st["otlp_hold"]["held_now"], 0);
+    }
+
+    /// Oracle: the agents the test sent. 64 junk names fill the table; once they are idle a new agent
+    /// takes the slot of the one idle longest (counted), and its samples are correlated under its own
+    /// name with another agent's — nothing of the evicted agent remains in the flows.
+    #[test]
+    fn idle_agents_make_room_for_new_ones() {
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = 1_000_000;
+        cfg.idle = Duration::from_millis(50);
+        let mut c = Central::new(cfg);
+        for i in 0..MAX_AGENTS {
+            c.ingest(sighting(&format!("junk{i:02}"), 1, i as i64, 1_000)).unwrap();
+        }
+        let e = c.ingest(record("pc1", 1, 0)).unwrap_err();
+        assert!(e.contains("none is idle"), "{e}");
+        std::thread::sleep(Duration::from_millis(80));
+        c.tick();
+        // Two newcomers: each evicts one idle junk agent (the one silent longest first).
+        c.ingest(sighting("pc1", 1, 100, 2_000_000_000)).unwrap();
+        c.ingest(sighting("pc2", 1, 100, 2_001_000_000)).unwrap();
+        c.ingest(record("pc1", 2, 9_000_000_000)).unwrap();
+        c.ingest(record("pc2", 2, 9_000_000_000)).unwrap();
+        let st = c.state(json!({}), &|_| 0);
+        let l = &st["limits"];
+        assert_eq!((l["agents"].as_u64(), l["agents_evicted"].as_u64(), l["agents_refused"].as_u64()), (Some(64), Some(2), Some(1)), "{l}");
+        let names: Vec<&str> = st["agents"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"pc1") && names.contains(&"pc2") && !names.contains(&"junk00") && !names.contains(&"junk01"), "{names:?}");
+        let flows = c.corr.summaries();
+        let f = flows.iter().find(|f| f.sender == "pc1" && f.receiver == "pc2").expect("pc1 → pc2");
+        assert_eq!((f.delivered, f.lost), (1, 0));
+        assert!(flows.iter().all(|f| !f.sender.starts_with("junk") && !f.receiver.starts_with("junk")), "{flows:?}");
+        assert_eq!(st["correlation"]["captures_replaced"], 2);
+        // A running agent is never evicted: with every other slot busy, a third newcomer is refused.
+        for i in 2..MAX_AGENTS {
+            c.ingest(sighting(&format!("busy{i:02}"), 1, 1000 + i as i64, 3_000_000_000)).unwrap_or_else(|e| panic!("{i}: {e}"));
+        }
+        assert!(c.ingest(record("late", 1, 0)).unwrap_err().contains("none is idle"));
     }
 
     #[test]

@@ -108,7 +108,8 @@ fn export_spec(s: &str) -> Result<ExportSpec, String> {
 }
 
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
-    // Before any thread is spawned, so every thread of the agent inherits it.
+    // Before any thread is spawned, so every thread of the agent inherits them.
+    ddscope_monitor::privileges::clear_bounding_set()?;
     set_scheduling(a.sched)?;
     let limits = a.limits.resolve()?;
     let specs: Vec<ExportSpec> = a.exports.clone();

@@ -47,6 +47,16 @@ pub struct LiveArgs {
     pub limits: super::limit_args::LimitArgs,
 }
 
+/// How the capture file gets its name at the end.
+enum Finish {
+    /// Renamed into place by this process.
+    Output(common::Output),
+    /// Renamed by a helper that stayed root (this process drops to `nobody`).
+    Helper(ddscope_monitor::privileges::RenameHelper),
+    /// Written in place (a device or FIFO).
+    Direct,
+}
+
 #[derive(Default, Clone)]
 struct Snapshot {
     rows: Vec<LiveRow>,
@@ -130,6 +140,8 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 }
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
+    // Before any thread is spawned, so every thread inherits the cleared bounding set.
+    ddscope_monitor::privileges::clear_bounding_set()?;
     let limits = a.limits.resolve()?;
     let duration = a.capture.duration;
     let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
@@ -137,7 +149,16 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     let writer = match &a.write {
         Some(p) => {
             let (f, o) = common::create_file(p, &[])?;
-            output = Some(o);
+            // As root the rename into place would run after the drop to `nobody`, which may not write
+            // the directory: a helper forked now (still root, no thread yet) renames it when asked.
+            output = Some(if unsafe { libc::geteuid() } == 0 {
+                match o.hand_over() {
+                    Some((tmp, fin)) => Finish::Helper(ddscope_monitor::privileges::RenameHelper::spawn(&tmp, &fin)?),
+                    None => Finish::Direct,
+                }
+            } else {
+                Finish::Output(o)
+            });
             let iface = InterfaceOptions { linktype: cap.link().linktype() as u16, name: Some(&a.capture.interface), ..Default::default() };
             Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), &iface)?)
         }
@@ -264,7 +285,11 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     };
     println!("{}", render(&final_snap, &a.capture.interface, &note, started.elapsed()).join("\n"));
     if let (Some(p), Some(n), Some(o)) = (&a.write, written, output) {
-        o.commit()?;
+        match o {
+            Finish::Output(o) => o.commit()?,
+            Finish::Helper(h) => h.commit()?,
+            Finish::Direct => {}
+        }
         eprintln!("live: wrote {n} frames to {}", p.display());
     }
     eprintln!(

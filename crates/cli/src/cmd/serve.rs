@@ -22,7 +22,12 @@ Slow or hostile clients cannot freeze the server: headers must arrive within
 --header-timeout, bodies within --body-timeout, at most --max-connections are
 served at once, each agent may send --agent-rate batches per second, and a
 batch is refused (wrong token, bad agent name, over the rate, too large)
-before its body is read. /api/state → server has the counters.")]
+before its body is read. Every body counts against a shared receive budget
+while it arrives (--receive-budget) and, estimated from its bytes before it is
+decoded, against a decode budget (--decode-budget); an OTLP request with more
+than --otlp-max-spans spans or --otlp-max-attributes attributes is refused
+before it is decoded. /api/state → server has the counters; docs/robustness.md
+lists every cap.")]
 pub struct ServeArgs {
     /// Address to listen on (only loopback without --token)
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -42,6 +47,20 @@ pub struct ServeArgs {
     /// Largest batch an agent may send (e.g. 16MiB)
     #[arg(long, default_value = "16MiB", value_parser = size_between(64 << 10, 1 << 30))]
     pub max_body: u64,
+    /// Bytes of request bodies being received at once (agents' batches, OTLP over HTTP and gRPC); a request
+    /// that finds no room within 2 s is answered busy (503, gRPC UNAVAILABLE)
+    #[arg(long, default_value = "256MiB", value_parser = size_between(1 << 20, 64 << 30))]
+    pub receive_budget: u64,
+    /// Memory that requests being decoded may hold at once (inflated bodies and what they decode to, estimated
+    /// from the body before decoding); a request estimated over it is refused (413, RESOURCE_EXHAUSTED)
+    #[arg(long, default_value = "128MiB", value_parser = size_between(1 << 20, 64 << 30))]
+    pub decode_budget: u64,
+    /// Spans (or log records) in one OTLP request; more are refused before decoding
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    pub otlp_max_spans: u32,
+    /// Attributes (and attribute array or list entries) in one OTLP request; more are refused before decoding
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
+    pub otlp_max_attributes: u32,
     /// Batches per second one agent may send (bursts of ten seconds' worth are allowed)
     #[arg(long, default_value_t = 20.0, value_parser = rate_between(0.1, 100_000.0))]
     pub agent_rate: f64,
@@ -139,19 +158,24 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         agent_burst: (a.agent_rate * 10.0).max(10.0),
         header_timeout: a.header_timeout,
         body_timeout: a.body_timeout,
+        ingest_buffer_bytes: a.receive_budget as usize,
+        decode_budget_bytes: a.decode_budget as usize,
+        otlp_max_items: a.otlp_max_spans as usize,
+        otlp_max_attributes: a.otlp_max_attributes as usize,
         ..HttpLimits::default()
     };
     let caps = StateCaps { max_series: a.max_series as usize, state_flows: a.max_state_flows as usize, ..StateCaps::default() };
     let resolved = a.caps.resolve()?;
     let cfg = ServeConfig {
         listen: a.listen,
-        token: a.token,
+        token: a.token.clone(),
         window_ns: a.window.as_nanos() as i64,
         idle: a.idle,
         limits,
         caps,
         correlation: resolved.correlation,
         trace: resolved.trace,
+        stream: resolved.stream,
         chain_path: match a.path {
             Some(crate::args::PathArg::Topics(t)) => Some(t),
             _ => None,
@@ -162,7 +186,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         otlp_hold_max: a.scale.otlp_hold_max as usize,
         federate: a.scale.federate.clone(),
     };
+    let open = a.token.as_deref().is_none_or(str::is_empty);
     serve(cfg, |addr, grpc, limits| {
+        if open {
+            eprintln!(
+                "serve: WARNING: no --token: anyone who can connect to {addr} (every user and process on this host) can send \
+                 batches and OTLP and read /api/state; set --token or $DDSCOPE_TOKEN unless this host is yours alone"
+            );
+        }
         if a.scale.federate.is_empty() {
             eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr} (OTLP/HTTP: http://{addr}/v1/traces)");
         } else {

@@ -659,6 +659,10 @@ pub struct CorrelationStats {
     pub flows_evicted: u64,
     /// Samples that were counted in the dropped flows.
     pub flow_samples_evicted: u64,
+    /// Capture points whose slot went to another (a live agent evicted to make room for a new one).
+    pub captures_replaced: u64,
+    /// Flows dropped with their statistics because their sender or receiver capture was replaced.
+    pub flows_replaced: u64,
     /// Flows (and bytes of their statistics) held at the end.
     pub flows: usize,
     pub flow_bytes: usize,
@@ -996,6 +1000,87 @@ impl Correlator {
         self.spans.push((i64::MAX, i64::MIN));
         self.ended.push(false);
         self.names.len() - 1
+    }
+
+    /// Gives capture point `c`'s slot to a new capture point `name` (a live
+    /// agent that left, evicted to make room for one that arrives; returns
+    /// `c`). Everything of the old capture goes: its sightings are taken out of
+    /// the samples and DATA_FRAGs still waiting (a sample only it saw is
+    /// dropped unjudged), its flows and reader rows are dropped (counted in
+    /// `captures_replaced`, `flows_replaced` and `flow_samples_evicted`), its
+    /// votes and jitter tracks forgotten, its traces ended. The new capture
+    /// starts as [`add_capture`](Self::add_capture) would start it.
+    pub fn replace_capture(&mut self, c: usize, name: &str, out: &mut dyn FnMut(LatencyRow)) -> usize {
+        if c >= self.names.len() {
+            return self.add_capture(name, 0);
+        }
+        // What the old capture no longer holds back is judged first, with its sightings.
+        self.set_ended(c, true, out);
+        let mut gone = vec![];
+        for (k, p) in self.pending.iter_mut() {
+            p.seen.retain(|(x, _)| *x != c);
+            p.copies.retain(|(x, _, _)| *x != c);
+            if p.seen.is_empty() {
+                gone.push(*k);
+            }
+        }
+        for k in gone {
+            self.pending.remove(&k);
+        }
+        let mut gone = vec![];
+        for (k, f) in self.frags.iter_mut() {
+            f.seen.retain(|(x, ..)| *x != c);
+            if f.seen.is_empty() {
+                gone.push(*k);
+            }
+        }
+        for k in gone {
+            self.frags.remove(&k);
+        }
+        for held in self.held_frags.values_mut() {
+            for (_, f) in held.iter_mut() {
+                f.seen.retain(|(x, ..)| *x != c);
+            }
+            let before = held.len();
+            held.retain(|(_, f)| !f.seen.is_empty());
+            self.held_count -= before - held.len();
+        }
+        self.held_frags.retain(|_, v| !v.is_empty());
+        for (_, w) in self.writers.iter_mut() {
+            w.captures &= !(1u64 << (c % 64));
+            w.first_votes.retain(|(x, _)| *x != c);
+            w.jitter.retain(|(x, _)| *x != c);
+        }
+        let flows: Vec<FlowKey> = self.flows.keys().filter(|k| k.2 == c || k.3 == c).cloned().collect();
+        for k in flows {
+            if let Some(f) = self.flows.remove(&k) {
+                self.stats.flows_replaced += 1;
+                self.stats.flow_samples_evicted += f.samples;
+            }
+        }
+        let readers: Vec<readers::ReaderKey> = self.readers.rows.keys().filter(|k| k.1 == c || k.2 == c).cloned().collect();
+        for k in readers {
+            self.readers.rows.remove(&k);
+        }
+        self.negative_examples.retain(|(s, r, _)| *s != c && *r != c);
+        if let Some(ros) = self.ros.as_mut() {
+            for t in ros.traces.iter_mut().filter(|t| t.host == c) {
+                t.ended = true;
+            }
+            if let Some(h) = ros.traced.get_mut(c) {
+                *h = false;
+            }
+        }
+        self.names[c] = Arc::from(name);
+        self.cfg.captures[c] = name.to_string();
+        self.cfg.offsets_ns[c] = 0;
+        self.watermarks[c] = i64::MIN;
+        self.spans[c] = (i64::MAX, i64::MIN);
+        self.ended[c] = false;
+        self.stats.captures_replaced += 1;
+        self.stats.flows = self.flows.len();
+        self.stats.flow_bytes = self.flows.weight();
+        c
     }
 
     /// Marks a capture point as stopped (it no longer holds back judgement) or running again.
