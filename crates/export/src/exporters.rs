@@ -10,6 +10,7 @@ use crate::system::{now_ns, SystemSampler, SystemSnapshot, SystemSource};
 use crate::{SinkStats, SinkStatsSnapshot};
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
+use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
 use ddscope_core::topics::TopicRow;
 use std::net::SocketAddr;
@@ -26,6 +27,8 @@ pub trait PushSink: Send + Sync {
     fn on_event(&self, _e: &SubmsgEvent) {}
     fn on_sample(&self, _r: &SampleRecord) {}
     fn on_latency(&self, _r: &LatencyRow) {}
+    /// One hop row of a measured chain (`serve --path`).
+    fn on_chain_row(&self, _r: &ChainRow) {}
     fn on_topic_rows(&self, _rows: &[TopicRow], _ts_ns: i64) {}
     fn on_capture_health(&self, _h: &CaptureHealth, _ts_ns: i64) {}
     fn on_system(&self, _s: &SystemSnapshot) {}
@@ -34,6 +37,10 @@ pub trait PushSink: Send + Sync {
         false
     }
     fn on_metrics(&self, _fams: &[Family], _ts_ns: i64) {}
+    /// What a sink making one trace per sample made and left out (`ddscope_trace_export_total`).
+    fn trace_stats(&self) -> Option<Arc<crate::traces::TraceStats>> {
+        None
+    }
     /// Delivery counters (registered as `ddscope_export_*{sink=…}` in /metrics).
     fn stats(&self) -> &Arc<SinkStats>;
     /// Waits up to `timeout` for the queue to drain; false if something is still queued.
@@ -108,6 +115,9 @@ pub struct ExportOptions {
     pub influx: fn(&mut InfluxConfig),
     /// Applied to the OTLP sink.
     pub otlp: fn(&mut OtlpConfig),
+    /// The OTLP sink makes one trace per DDS sample from the correlated rows
+    /// (`serve`) instead of one span per submessage (the agent).
+    pub sample_traces: Option<crate::traces::TraceSampling>,
 }
 
 impl Default for ExportOptions {
@@ -120,6 +130,7 @@ impl Default for ExportOptions {
             otlp_metrics_interval: Duration::from_secs(10),
             influx: |_| {},
             otlp: |_| {},
+            sample_traces: None,
         }
     }
 }
@@ -172,6 +183,9 @@ impl Exporters {
                         .ok_or_else(|| ExportError::Config(format!("unknown export kind {kind}")))?;
                     let sink: Arc<dyn PushSink> = Arc::from((k.start)(target, host, &opts).map_err(ExportError::Config)?);
                     registry.register_sink(kind, sink.stats().clone());
+                    if let Some(t) = sink.trace_stats() {
+                        registry.register_trace_stats(t);
+                    }
                     ex.sinks.push(Started { name: kind, sink });
                 }
             }
@@ -243,6 +257,23 @@ impl Exporters {
         for s in &self.sinks {
             s.sink.on_latency(r);
         }
+    }
+
+    pub fn on_chain_row(&self, r: &ChainRow) {
+        self.registry.on_chain_row(r);
+        for s in &self.sinks {
+            s.sink.on_chain_row(r);
+        }
+    }
+
+    /// The clock offsets in use per capture point (`ddscope_clock_offset_seconds`).
+    pub fn set_clock_offsets(&self, offsets: &[(String, i64)]) {
+        self.registry.set_clock_offsets(offsets);
+    }
+
+    /// The push sinks with their names (for their counters).
+    pub fn sink_stats(&self) -> Vec<(&'static str, SinkStatsSnapshot)> {
+        self.sinks.iter().map(|s| (s.name, s.sink.stats().snapshot())).collect()
     }
 
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {

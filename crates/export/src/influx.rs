@@ -23,6 +23,7 @@ use crate::promtext::Family;
 use crate::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
 use ddscope_core::topics::TopicRow;
 use ddscope_wire::rtps::SubmsgKind;
@@ -535,9 +536,84 @@ impl LineEncoder {
             .int("sender_retransmitted_frags", r.sender_retransmitted_frags as i64)
             .int("receiver_duplicate_frags", r.receiver_duplicate_frags as i64)
             .boolean("repaired", r.repaired)
-            .opt_int("app_latency_ns", r.app_latency_ns);
+            .opt_int("app_latency_ns", r.app_latency_ns)
+            .opt_int("receiver_first_ts_ns", r.receiver_first_ts_ns)
+            .opt_int("sender_last_ts_ns", r.sender_last_ts_ns)
+            .opt_int("source_ts_ns", r.source_ts_ns)
+            .opt_int("source_ts_to_wire_ns", r.source_ts_to_wire_ns)
+            .opt_int("period_ns", r.period_ns)
+            .opt_int("sender_stack_ns", r.sender_stack_ns)
+            .opt_int("receiver_stack_ns", r.receiver_stack_ns);
         if let Some(t) = r.timing {
             l.string("timing", t);
+        }
+        if let Some(c) = r.ros.as_deref() {
+            // The ROS 2 layer (docs/latency.md): the trace instants and the layers between them.
+            l.opt_int("rclcpp_publish_ts_ns", c.rclcpp_publish_ts_ns)
+                .opt_int("rmw_publish_ts_ns", c.rmw_publish_ts_ns)
+                .opt_int("rmw_take_ts_ns", c.rmw_take_ts_ns)
+                .opt_int("callback_start_ts_ns", c.callback_start_ts_ns)
+                .opt_int("callback_end_ts_ns", c.callback_end_ts_ns)
+                .opt_int("ros_publish_ns", c.ros_publish_ns)
+                .opt_int("dds_send_ns", c.dds_send_ns)
+                .opt_int("dds_local_ns", c.dds_local_ns)
+                .opt_int("dds_remote_ns", c.dds_remote_ns)
+                .opt_int("dds_receive_ns", c.dds_receive_ns)
+                .opt_int("executor_ns", c.executor_ns)
+                .opt_int("callback_ns", c.callback_ns)
+                .opt_int("ros_e2e_ns", c.ros_e2e_ns);
+            if let Some(j) = c.join {
+                l.string("join", j.as_str());
+            }
+            if let Some(n) = c.sender_node.as_deref() {
+                l.string("sender_node", n);
+            }
+            if let Some(n) = c.receiver_node.as_deref() {
+                l.string("receiver_node", n);
+            }
+        }
+        let ok = l.finish(ts);
+        self.done(ok)
+    }
+
+    /// One hop of one instance of a measured chain (`serve --path`).
+    pub fn chain(&mut self, r: &ChainRow) -> u64 {
+        let h = &r.h;
+        let mut l = Line::new(&mut self.buf, "ddscope_chain");
+        l.tag("chain", &r.chain).tag_fmt("hop", r.hop);
+        if let Some(t) = h.topic.as_deref() {
+            l.tag("topic_name", t);
+        }
+        l.tag("sender", &h.sender).tag("receiver", &h.receiver).tag("delivery", h.level.as_str());
+        let at = h.rclcpp_ts.or(h.callback_start_ts).unwrap_or(h.take_ts);
+        let ts = self.times.get(l.series_hash(), at);
+        l.int("instance", r.instance as i64)
+            .opt_int("sn", h.sn)
+            .int("source_ts_ns", h.source_ts)
+            .opt_int("rclcpp_publish_ts_ns", h.rclcpp_ts)
+            .int("rmw_take_ts_ns", h.take_ts)
+            .opt_int("callback_start_ts_ns", h.callback_start_ts)
+            .opt_int("ros_publish_ns", h.layers.ros_publish)
+            .opt_int("dds_send_ns", h.layers.dds_send)
+            .opt_int("message_ns", h.layers.message)
+            .opt_int("dds_receive_ns", h.layers.dds_receive)
+            .opt_int("dds_local_ns", h.layers.dds_local)
+            .opt_int("dds_remote_ns", h.layers.dds_remote)
+            .opt_int("executor_ns", h.layers.executor)
+            .opt_int("callback_ns", h.layers.callback)
+            .opt_int("ros_e2e_ns", h.layers.ros_e2e)
+            .opt_int("node_ns", r.node_ns)
+            .opt_int("chain_start_ts_ns", r.chain_start_ts_ns)
+            .opt_int("chain_e2e_ns", r.chain_e2e_ns)
+            .string("join", h.join.as_str());
+        if let Some(w) = h.writer {
+            l.string_fmt("writer_id", w);
+        }
+        if let Some(n) = h.sender_node.as_deref() {
+            l.string("sender_node", n);
+        }
+        if let Some(n) = h.receiver_node.as_deref() {
+            l.string("receiver_node", n);
         }
         let ok = l.finish(ts);
         self.done(ok)
@@ -778,6 +854,10 @@ impl InfluxSink {
         self.delivery.with_encoder(|enc| (enc.latency(r), ()));
     }
 
+    pub fn on_chain_row(&self, r: &ChainRow) {
+        self.delivery.with_encoder(|enc| (enc.chain(r), ()));
+    }
+
     /// Writes a per-topic snapshot (`ddscope topics` rows) at `ts_ns`.
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
         self.delivery.add_each(rows, |enc, r| enc.topic_row(r, ts_ns));
@@ -828,6 +908,9 @@ impl crate::PushSink for InfluxSink {
     }
     fn on_latency(&self, r: &LatencyRow) {
         InfluxSink::on_latency(self, r)
+    }
+    fn on_chain_row(&self, r: &ChainRow) {
+        InfluxSink::on_chain_row(self, r)
     }
     fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
         InfluxSink::on_topic_rows(self, rows, ts_ns)

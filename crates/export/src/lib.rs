@@ -15,6 +15,7 @@
 //! # let _ = report;
 //! ```
 
+pub mod budget;
 pub mod delivery;
 mod exporters;
 pub mod health;
@@ -24,8 +25,10 @@ pub mod prometheus;
 pub mod procload;
 pub mod promtext;
 pub mod system;
+pub mod traces;
 pub mod workers;
 
+pub use budget::{Budget, Budgets};
 pub use delivery::{DeliveryConfig, SinkStats, SinkStatsSnapshot};
 pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters, PushSink, SinkKind, PUSH_SINKS};
 pub use health::CaptureHealth;

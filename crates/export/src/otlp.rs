@@ -11,7 +11,11 @@
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
 use crate::promtext::{Family, Kind};
+use crate::traces::{HostSpan, SampleTracer, TraceSampling, TraceStats};
 use ddscope_core::events::SubmsgEvent;
+use ddscope_core::latency::LatencyRow;
+use ddscope_core::ros2::chain::ChainRow;
+use std::sync::Mutex;
 use ddscope_wire::Guid;
 use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
@@ -35,8 +39,10 @@ pub struct OtlpConfig {
     pub host_name: String,
     /// Extra request headers (e.g. authentication for a gateway).
     pub headers: Vec<(String, String)>,
-    /// Export one span per submessage.
+    /// Export one span per submessage (the agent).
     pub spans: bool,
+    /// Export one trace per DDS sample from correlated rows instead (`serve`; docs/export.md).
+    pub sample_traces: Option<TraceSampling>,
     pub delivery: DeliveryConfig,
 }
 
@@ -47,6 +53,7 @@ impl OtlpConfig {
             host_name: host_name.to_string(),
             headers: vec![],
             spans: true,
+            sample_traces: None,
             delivery: DeliveryConfig::default(),
         }
     }
@@ -283,6 +290,16 @@ pub(crate) struct OtlpEncoder {
 }
 
 impl OtlpEncoder {
+    fn add_host_spans(&mut self, spans: Vec<HostSpan>) -> u64 {
+        let n = spans.len() as u64;
+        for (host, s) in spans {
+            self.span_bytes += s.encoded_len() + 4;
+            self.spans.entry(host).or_default().push(s);
+        }
+        self.span_count += n;
+        n
+    }
+
     fn add_span(&mut self, e: &SubmsgEvent) -> u64 {
         let s = span_of(e);
         self.span_bytes += s.encoded_len() + 4;
@@ -393,6 +410,8 @@ impl Transport for OtlpTransport {
 pub struct OtlpSink {
     delivery: Delivery<OtlpEncoder>,
     spans: bool,
+    /// One trace per sample from correlated rows (`serve`).
+    tracer: Option<Mutex<SampleTracer>>,
     start_ns: i64,
 }
 
@@ -410,7 +429,8 @@ impl OtlpSink {
         };
         let enc = OtlpEncoder { spans: BTreeMap::new(), span_count: 0, span_bytes: 0, metrics: vec![], host: cfg.host_name.clone() };
         let delivery = Delivery::start(cfg.delivery.clone(), enc, transport, "otlp").map_err(|e| format!("cannot start the OTLP sender thread: {e}"))?;
-        Ok(OtlpSink { delivery, spans: cfg.spans, start_ns: crate::system::now_ns() })
+        let tracer = cfg.sample_traces.clone().map(|t| Mutex::new(SampleTracer::new(t)));
+        Ok(OtlpSink { delivery, spans: cfg.spans && tracer.is_none(), tracer, start_ns: crate::system::now_ns() })
     }
 
     pub fn stats(&self) -> &Arc<SinkStats> {
@@ -428,6 +448,37 @@ impl OtlpSink {
         if self.spans {
             self.delivery.add_each(es, |enc, e| enc.add_span(e));
         }
+    }
+
+    fn tracer(&self) -> Option<std::sync::MutexGuard<'_, SampleTracer>> {
+        self.tracer.as_ref().map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The spans of one correlated row, in its sample's trace (with `sample_traces`).
+    pub fn on_latency(&self, r: &LatencyRow) {
+        let Some(mut t) = self.tracer() else { return };
+        let mut out = vec![];
+        t.on_row(r, &mut out);
+        drop(t);
+        if !out.is_empty() {
+            self.delivery.with_encoder(|enc| (enc.add_host_spans(out), ()));
+        }
+    }
+
+    /// The spans of one hop of a measured chain (with `sample_traces`): hops come in order, `last` at the chain's last.
+    pub fn on_chain_row(&self, r: &ChainRow, last: bool) {
+        let Some(mut t) = self.tracer() else { return };
+        let mut out = vec![];
+        t.on_chain_row(r, last, &mut out);
+        drop(t);
+        if !out.is_empty() {
+            self.delivery.with_encoder(|enc| (enc.add_host_spans(out), ()));
+        }
+    }
+
+    /// What the sample tracer made and left out, with `sample_traces`.
+    pub fn trace_stats(&self) -> Option<Arc<TraceStats>> {
+        self.tracer().map(|t| t.stats.clone())
     }
 
     /// Exports metric families (e.g. [`crate::prometheus::Registry::families`]
@@ -457,6 +508,7 @@ pub(crate) fn check_target(url: &str) -> Result<(), String> {
 
 pub(crate) fn start_sink(url: &str, host: &str, opts: &crate::ExportOptions) -> Result<Box<dyn crate::PushSink>, String> {
     let mut cfg = OtlpConfig::new(url, host);
+    cfg.sample_traces = opts.sample_traces.clone();
     (opts.otlp)(&mut cfg);
     Ok(Box::new(OtlpSink::start(cfg)?))
 }
@@ -465,6 +517,17 @@ pub(crate) fn start_sink(url: &str, host: &str, opts: &crate::ExportOptions) -> 
 impl crate::PushSink for OtlpSink {
     fn on_event(&self, e: &SubmsgEvent) {
         OtlpSink::on_event(self, e)
+    }
+    fn on_latency(&self, r: &LatencyRow) {
+        OtlpSink::on_latency(self, r)
+    }
+    fn on_chain_row(&self, r: &ChainRow) {
+        // A chain's rows come hop by hop; the chain is its topics joined by commas.
+        let last = r.hop as usize + 1 == r.chain.split(',').count();
+        OtlpSink::on_chain_row(self, r, last)
+    }
+    fn trace_stats(&self) -> Option<Arc<TraceStats>> {
+        OtlpSink::trace_stats(self)
     }
     fn wants_metrics(&self) -> bool {
         true

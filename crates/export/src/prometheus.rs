@@ -14,7 +14,9 @@ use crate::health::CaptureHealth;
 use crate::promtext::{self, write_header, write_value, Family, Kind};
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
-use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::latency::{Layer, LatencyRow, Status, Timing};
+use ddscope_core::ros2::chain::{ChainRow, HOP_LAYERS};
+use crate::budget::{row_layers, row_topic, Budget, Budgets};
 use ddscope_core::samples::SampleRecord;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
@@ -39,8 +41,11 @@ pub struct RegistryConfig {
     pub per_writer: bool,
     /// Upper bounds of `ddscope_sample_size_bytes` buckets.
     pub sample_size_buckets: Vec<f64>,
-    /// Upper bounds of `ddscope_latency_seconds` buckets.
+    /// Upper bounds of `ddscope_latency_seconds` buckets (also the chains' and jitter's).
     pub latency_buckets: Vec<f64>,
+    /// Latency budgets per topic and layer: `ddscope_latency_budget_seconds` and
+    /// `ddscope_latency_over_budget_total` (`serve --budget`).
+    pub budgets: Vec<Budget>,
 }
 
 impl Default for RegistryConfig {
@@ -51,10 +56,12 @@ impl Default for RegistryConfig {
             per_writer: false,
             // 64 B … 16 MiB in powers of four.
             sample_size_buckets: (0..10).map(|i| 64.0 * 4f64.powi(i)).collect(),
-            // 10 µs … 10 s: 1-2.5-5 steps.
+            // 1 µs … 10 s: 1-2.5-5 steps (the ROS 2 layers inside one host take µs).
             latency_buckets: vec![
-                1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
             ],
+            budgets: vec![],
         }
     }
 }
@@ -77,12 +84,14 @@ struct Histogram {
     counts: Vec<u64>,
     sum: f64,
     count: u64,
+    /// Exposed to a scrape at least once (see [`Inner::render`]'s zero-first rule).
+    shown: bool,
 }
 
 impl Histogram {
     fn new(bounds: Arc<[f64]>) -> Self {
         let n = bounds.len() + 1;
-        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0 }
+        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0, shown: false }
     }
 
     fn observe(&mut self, v: f64) {
@@ -92,10 +101,13 @@ impl Histogram {
         self.count += 1;
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    /// Renders the histogram; with `zero` every bucket, the sum and the count as 0.
+    fn render_as(&self, out: &mut String, name: &str, labels: &str, zero: bool) {
         let mut cum = 0;
         for (i, c) in self.counts.iter().enumerate() {
-            cum += c;
+            if !zero {
+                cum += c;
+            }
             out.push_str(name);
             out.push_str("_bucket{");
             out.push_str(labels);
@@ -110,8 +122,12 @@ impl Histogram {
             let _ = writeln!(out, "\"}} {cum}");
         }
         let _ = write!(out, "{name}_sum{{{labels}}} ");
-        write_value(out, self.sum);
-        let _ = writeln!(out, "\n{name}_count{{{labels}}} {}", self.count);
+        write_value(out, if zero { 0.0 } else { self.sum });
+        let _ = writeln!(out, "\n{name}_count{{{labels}}} {}", if zero { 0 } else { self.count });
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        self.render_as(out, name, labels, false)
     }
 }
 
@@ -215,16 +231,49 @@ struct FlowKey {
     receiver: Arc<str>,
 }
 
-/// Latency layers exported as the `layer` label.
-const LAYERS: [&str; 4] = ["message", "first_first", "last_last", "submessage"];
-const STATUSES: [&str; 3] = ["delivered", "lost", "incomplete"];
+/// Latency layers are exported as the `layer` label, in [`Layer::ALL`]'s order.
+const NLAYERS: usize = Layer::ALL.len();
+/// What became of a judged sample at a receiver: the wire's three outcomes,
+/// and the ROS 2 layer's deliveries joined trace to trace.
+const STATUSES: [Status; 5] = [Status::Delivered, Status::Lost, Status::Incomplete, Status::SameHost, Status::Traced];
+const TIMINGS: [Timing; 2] = [Timing::InTime, Timing::Late];
 
+fn layer_slot(l: Layer) -> usize {
+    Layer::ALL.iter().position(|x| *x == l).expect("every layer is in Layer::ALL")
+}
+
+/// The series of one flow (topic, domain, sender → receiver).
 struct FlowSeries {
     labels: String,
-    layers: [Histogram; 4],
-    negative: [u64; 4],
-    status: [u64; 3],
+    /// Per layer, created with its first observation.
+    layers: [Option<Histogram>; NLAYERS],
+    negative: [u64; NLAYERS],
+    over_budget: [u64; NLAYERS],
+    status: [u64; STATUSES.len()],
+    timing: [u64; TIMINGS.len()],
     repaired: u64,
+    /// |d(X) − d(X−1)| of consecutive samples (Bosk et al. Eq. 10), seconds.
+    jitter: Option<Histogram>,
+    /// The counters were exposed to a scrape at least once (zero-first rule).
+    shown: bool,
+}
+
+/// One hop position (or the end to end) of a measured chain, between two capture points.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ChainKey {
+    chain: Arc<str>,
+    /// `e2e` or the hop's number (0 first).
+    hop: String,
+    topic: String,
+    sender: String,
+    receiver: String,
+}
+
+struct ChainSeries {
+    labels: String,
+    /// Per hop layer (and `chain_e2e` at hop `e2e`), created with the first observation.
+    layers: BTreeMap<&'static str, Histogram>,
+    negative: u64,
 }
 
 #[derive(Default)]
@@ -269,6 +318,14 @@ struct Inner {
     topic_overflow: Overflow,
     flows: BTreeMap<FlowKey, FlowSeries>,
     flow_overflow: Overflow,
+    budgets: Budgets,
+    /// Chain hop positions (and ends to end) of measured chains; capped like flows.
+    chains: BTreeMap<ChainKey, ChainSeries>,
+    chain_overflow: Overflow,
+    /// Per measured chain: instances with and without an end-to-end value, and whether exposed.
+    chain_instances: BTreeMap<Arc<str>, (u64, u64, bool)>,
+    /// Clock offsets t_o (Bosk et al. Eq. 9) in use per capture point, ns.
+    clock_offsets: Vec<(String, i64)>,
     health: BTreeMap<String, CaptureHealth>,
     /// (capture, topic, role, node) of the latest topic table: `ddscope_topic_node_info`, at most `max_series`.
     topic_nodes: Vec<(String, String, &'static str, String)>,
@@ -279,6 +336,8 @@ struct Inner {
     /// Families from the system sampler or a node_exporter, per source.
     system: BTreeMap<String, Vec<Family>>,
     sinks: Vec<(String, Arc<SinkStats>)>,
+    /// The sample tracer's counters (`serve --export otlp=…`).
+    trace_stats: Option<Arc<crate::traces::TraceStats>>,
 }
 
 /// A topic's current rate, for [`Registry::set_topic_rates`].
@@ -434,7 +493,7 @@ impl Inner {
     }
 
     fn on_latency(&mut self, row: &LatencyRow) {
-        let topic = row.topic.as_deref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", row.writer_id));
+        let topic = row_topic(row);
         let key = FlowKey { topic, domain: row.topic.as_deref().and_then(|t| t.domain), sender: row.sender.clone(), receiver: row.receiver.clone() };
         if !self.flows.contains_key(&key) {
             if self.flows.len() >= self.cfg.max_latency_series {
@@ -446,34 +505,100 @@ impl Inner {
             push_label(&mut labels, "domain", &key.domain.map(|d| d.to_string()).unwrap_or_default());
             push_label(&mut labels, "sender", &key.sender);
             push_label(&mut labels, "receiver", &key.receiver);
-            let h = || Histogram::new(self.lat_bounds.clone());
-            self.flows.insert(key.clone(), FlowSeries { labels, layers: [h(), h(), h(), h()], negative: [0; 4], status: [0; 3], repaired: 0 });
+            self.flows.insert(
+                key.clone(),
+                FlowSeries {
+                    labels,
+                    layers: std::array::from_fn(|_| None),
+                    negative: [0; NLAYERS],
+                    over_budget: [0; NLAYERS],
+                    status: [0; STATUSES.len()],
+                    timing: [0; TIMINGS.len()],
+                    repaired: 0,
+                    jitter: None,
+                    shown: false,
+                },
+            );
         }
+        let bounds = self.lat_bounds.clone();
+        let budgets = &self.budgets;
         let f = self.flows.get_mut(&key).expect("inserted above");
-        let mut observe = |layer: usize, ns: Option<i64>| {
-            if let Some(ns) = ns {
-                if ns < 0 {
-                    // A negative observation would make _sum decrease (rate() breaks):
-                    // count it instead (a clock offset between the capture points).
-                    f.negative[layer] += 1;
-                } else {
-                    f.layers[layer].observe(ns as f64 / 1e9);
-                }
+        for (layer, ns) in row_layers(row) {
+            let i = layer_slot(layer);
+            if ns < 0 {
+                // A negative observation would make _sum decrease (rate() breaks):
+                // count it instead (a clock offset between the capture points).
+                f.negative[i] += 1;
+                continue;
             }
-        };
-        match row.level {
-            Level::Message => {
-                observe(0, row.latency_ns);
-                observe(1, row.first_first_ns);
-                observe(2, row.last_last_ns);
-                if let Some(i) = STATUSES.iter().position(|s| *s == row.status) {
-                    f.status[i] += 1;
-                }
-                if row.repaired {
-                    f.repaired += 1;
-                }
+            f.layers[i].get_or_insert_with(|| Histogram::new(bounds.clone())).observe(ns as f64 / 1e9);
+            if budgets.limit(&key.topic, layer).is_some_and(|b| ns > b) {
+                f.over_budget[i] += 1;
             }
-            Level::Submessage => observe(3, row.latency_ns),
+        }
+        if row.level == ddscope_core::latency::Level::Message {
+            if let Some(i) = STATUSES.iter().position(|s| s.as_str() == row.status) {
+                f.status[i] += 1;
+            }
+            if let Some(i) = TIMINGS.iter().position(|t| Some(t.as_str()) == row.timing) {
+                f.timing[i] += 1;
+            }
+            if row.repaired {
+                f.repaired += 1;
+            }
+            if let Some(j) = row.jitter_ns {
+                f.jitter.get_or_insert_with(|| Histogram::new(bounds)).observe(j.saturating_abs() as f64 / 1e9);
+            }
+        }
+    }
+
+    /// One hop of one instance of a measured chain: the hop's layers (and `node`,
+    /// the relay's own time), and once per instance (at hop 0) its end to end.
+    fn on_chain_row(&mut self, r: &ChainRow) {
+        let h = &r.h;
+        let topic = h.topic.as_deref().unwrap_or("").to_string();
+        let mut obs: Vec<(&'static str, i64)> = HOP_LAYERS
+            .iter()
+            .filter_map(|l| if *l == Layer::Node { r.node_ns.map(|v| ("node", v)) } else { h.layers.get(*l).map(|v| (l.as_str(), v)) })
+            .collect();
+        let hop_key = ChainKey { chain: r.chain.clone(), hop: r.hop.to_string(), topic, sender: h.sender.to_string(), receiver: h.receiver.to_string() };
+        self.chain_observe(hop_key, &obs);
+        if r.hop == 0 {
+            let e = self.chain_instances.entry(r.chain.clone()).or_insert((0, 0, false));
+            match r.chain_e2e_ns {
+                Some(v) => {
+                    e.0 += 1;
+                    obs = vec![("chain_e2e", v)];
+                    let key = ChainKey { chain: r.chain.clone(), hop: "e2e".into(), topic: String::new(), sender: String::new(), receiver: String::new() };
+                    self.chain_observe(key, &obs);
+                }
+                None => e.1 += 1,
+            }
+        }
+    }
+
+    fn chain_observe(&mut self, key: ChainKey, obs: &[(&'static str, i64)]) {
+        if !self.chains.contains_key(&key) {
+            if self.chains.len() >= self.cfg.max_latency_series {
+                self.chain_overflow.refuse(hash_of(&(&key.chain, &key.hop, &key.topic, &key.sender, &key.receiver)));
+                return;
+            }
+            let mut labels = String::new();
+            push_label(&mut labels, "chain", &key.chain);
+            push_label(&mut labels, "hop", &key.hop);
+            push_label(&mut labels, "topic", &key.topic);
+            push_label(&mut labels, "sender", &key.sender);
+            push_label(&mut labels, "receiver", &key.receiver);
+            self.chains.insert(key.clone(), ChainSeries { labels, layers: BTreeMap::new(), negative: 0 });
+        }
+        let bounds = self.lat_bounds.clone();
+        let c = self.chains.get_mut(&key).expect("inserted above");
+        for (l, v) in obs {
+            if *v < 0 {
+                c.negative += 1;
+            } else {
+                c.layers.entry(l).or_insert_with(|| Histogram::new(bounds.clone())).observe(*v as f64 / 1e9);
+            }
         }
     }
 }
@@ -485,6 +610,7 @@ impl Registry {
             inner: Mutex::new(Inner {
                 size_bounds: cfg.sample_size_buckets.clone().into(),
                 lat_bounds: cfg.latency_buckets.clone().into(),
+                budgets: Budgets::new(&cfg.budgets),
                 cfg,
                 series: vec![],
                 index: FxHashMap::default(),
@@ -492,12 +618,17 @@ impl Registry {
                 topic_overflow: Overflow::default(),
                 flows: BTreeMap::new(),
                 flow_overflow: Overflow::default(),
+                chains: BTreeMap::new(),
+                chain_overflow: Overflow::default(),
+                chain_instances: BTreeMap::new(),
+                clock_offsets: vec![],
                 health: BTreeMap::new(),
                 topic_nodes: vec![],
                 topic_rates: vec![],
                 topic_nodes_dropped: 0,
                 system: BTreeMap::new(),
                 sinks: vec![],
+                trace_stats: None,
             }),
         })
     }
@@ -590,6 +721,16 @@ impl Registry {
         self.lock().system.insert(source.to_string(), families);
     }
 
+    /// Exposes the sample tracer's counters as `ddscope_trace_export_total{what}`.
+    pub fn register_trace_stats(&self, stats: Arc<crate::traces::TraceStats>) {
+        self.lock().trace_stats = Some(stats);
+    }
+
+    /// Replaces the families of another source (e.g. `serve`'s own counters), merged by name into the exposition.
+    pub fn set_families(&self, source: &str, families: Vec<Family>) {
+        self.set_system(source, families);
+    }
+
     /// Exposes a push sink's counters as `ddscope_export_*{sink=name}`.
     pub fn register_sink(&self, name: &str, stats: Arc<SinkStats>) {
         let mut g = self.lock();
@@ -603,26 +744,74 @@ impl Registry {
         (g.topic_overflow.dropped_series, g.flow_overflow.dropped_series)
     }
 
-    /// Everything as metric families (for the OTLP sink).
+    /// Everything as metric families (for the OTLP sink), with their current values.
     pub fn families(&self) -> Vec<Family> {
         // The text is the one representation every family has; parsing it
         // back keeps the OTLP metrics identical to what Prometheus scrapes.
-        promtext::parse(&self.render()).unwrap_or_default()
+        promtext::parse(&self.render_current()).unwrap_or_default()
     }
 
-    /// The exposition in the text format 0.0.4.
+    /// The exposition in the text format 0.0.4, for a scrape of `/metrics`: a
+    /// latency label set this is the first exposition of is shown with zero
+    /// counts (its observations from the next scrape on), so that rate() and
+    /// increase() count the observations it was created with.
     pub fn render(&self) -> String {
-        let g = self.lock();
-        let mut out = String::with_capacity(4096 + g.series.len() * 1024);
-        g.render(&mut out);
+        let mut g = self.lock();
+        let mut out = String::with_capacity(4096 + (g.series.len() + g.flows.len()) * 1024);
+        g.render(&mut out, true);
+        g.mark_shown();
         out
+    }
+
+    /// The exposition with every current value (nothing marked as exposed).
+    pub fn render_current(&self) -> String {
+        let g = self.lock();
+        let mut out = String::with_capacity(4096 + (g.series.len() + g.flows.len()) * 1024);
+        g.render(&mut out, false);
+        out
+    }
+
+    /// Observes one hop row of a measured chain (`ddscope_chain_latency_seconds`).
+    pub fn on_chain_row(&self, r: &ChainRow) {
+        self.lock().on_chain_row(r);
+    }
+
+    /// Replaces the clock offsets in use (`ddscope_clock_offset_seconds{capture}`).
+    pub fn set_clock_offsets(&self, offsets: &[(String, i64)]) {
+        self.lock().clock_offsets = offsets.to_vec();
+    }
+
+    /// Label sets refused because a cap was hit: chains.
+    pub fn dropped_chain_series(&self) -> u64 {
+        self.lock().chain_overflow.dropped_series
     }
 }
 
 type Getter = fn(&TopicSeries) -> u64;
 
 impl Inner {
-    fn render(&self, out: &mut String) {
+    /// Marks every latency label set as exposed (after a scrape's render).
+    fn mark_shown(&mut self) {
+        for f in self.flows.values_mut() {
+            f.shown = true;
+            for h in f.layers.iter_mut().flatten() {
+                h.shown = true;
+            }
+            if let Some(h) = f.jitter.as_mut() {
+                h.shown = true;
+            }
+        }
+        for c in self.chains.values_mut() {
+            for h in c.layers.values_mut() {
+                h.shown = true;
+            }
+        }
+        for c in self.chain_instances.values_mut() {
+            c.2 = true;
+        }
+    }
+
+    fn render(&self, out: &mut String, zero_first: bool) {
         // Per-topic counters.
         write_header(out, "ddscope_submessages_total", "RTPS submessages seen, by kind.", Kind::Counter);
         for s in &self.series {
@@ -660,18 +849,22 @@ impl Inner {
             s.sample_size.render(out, "ddscope_sample_size_bytes", &s.labels);
         }
 
-        // Latency between capture points.
+        // Latency between capture points. A label set a scrape has not seen
+        // yet is exposed with zeros first (`zero_first`): Prometheus takes a
+        // series' first value as its start, so rate() and increase() would
+        // otherwise never count the observations it was created with.
+        let z = |shown: bool| zero_first && !shown;
         write_header(
             out,
             "ddscope_latency_seconds",
-            "DDS latency between two capture points: message (first DATA at the sender to sample complete at the receiver), first_first, last_last, submessage (first IP fragment at the sender to last at the receiver).",
+            "Latency per layer between two capture points (docs/latency.md): message (first DATA at the sender to sample complete at the receiver), first_first, last_last, submessage (per DATA_FRAG), source_ts_to_wire, the ROS 2 layers (ros_publish, dds_send, dds_receive, dds_local, dds_remote, executor, callback, ros_e2e) and the ground truth's.",
             Kind::Histogram,
         );
         for f in self.flows.values() {
             for (i, h) in f.layers.iter().enumerate() {
-                if h.count > 0 {
-                    let labels = format!("{},layer=\"{}\"", f.labels, LAYERS[i]);
-                    h.render(out, "ddscope_latency_seconds", &labels);
+                if let Some(h) = h {
+                    let labels = format!("{},layer=\"{}\"", f.labels, Layer::ALL[i].as_str());
+                    h.render_as(out, "ddscope_latency_seconds", &labels, z(h.shown));
                 }
             }
         }
@@ -679,19 +872,92 @@ impl Inner {
         for f in self.flows.values() {
             for (i, n) in f.negative.iter().enumerate() {
                 if *n > 0 {
-                    let _ = writeln!(out, "ddscope_latency_negative_total{{{},layer=\"{}\"}} {n}", f.labels, LAYERS[i]);
+                    let _ = writeln!(out, "ddscope_latency_negative_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.shown) { 0 } else { *n });
                 }
             }
         }
-        write_header(out, "ddscope_latency_samples_total", "Samples judged between a sender and a receiver capture point, by status.", Kind::Counter);
+        write_header(
+            out,
+            "ddscope_latency_samples_total",
+            "Samples judged between a sender and a receiver capture point, by status: delivered, lost, incomplete (the wire); same_host, traced (ROS 2 deliveries joined trace to trace).",
+            Kind::Counter,
+        );
         for f in self.flows.values() {
             for (i, n) in f.status.iter().enumerate() {
-                let _ = writeln!(out, "ddscope_latency_samples_total{{{},status=\"{}\"}} {n}", f.labels, STATUSES[i]);
+                let _ = writeln!(out, "ddscope_latency_samples_total{{{},status=\"{}\"}} {}", f.labels, STATUSES[i].as_str(), if z(f.shown) { 0 } else { *n });
             }
         }
         write_header(out, "ddscope_latency_repaired_samples_total", "Judged samples that needed retransmitted fragments.", Kind::Counter);
         for f in self.flows.values() {
-            let _ = writeln!(out, "ddscope_latency_repaired_samples_total{{{}}} {}", f.labels, f.repaired);
+            let _ = writeln!(out, "ddscope_latency_repaired_samples_total{{{}}} {}", f.labels, if z(f.shown) { 0 } else { f.repaired });
+        }
+        write_header(
+            out,
+            "ddscope_latency_timing_total",
+            "Delivered samples in time or late against the writer's publication period (Kouril et al.; the period inferred from the sender's consecutive samples).",
+            Kind::Counter,
+        );
+        for f in self.flows.values() {
+            for (i, n) in f.timing.iter().enumerate() {
+                let _ = writeln!(out, "ddscope_latency_timing_total{{{},timing=\"{}\"}} {}", f.labels, TIMINGS[i].as_str(), if z(f.shown) { 0 } else { *n });
+            }
+        }
+        write_header(out, "ddscope_latency_jitter_seconds", "Jitter |d(X) - d(X-1)| of the message latency of consecutive samples (Bosk et al. Eq. 10).", Kind::Histogram);
+        for f in self.flows.values() {
+            if let Some(h) = &f.jitter {
+                h.render_as(out, "ddscope_latency_jitter_seconds", &f.labels, z(h.shown));
+            }
+        }
+        if !self.budgets.is_empty() {
+            write_header(out, "ddscope_latency_budget_seconds", "Latency budget per topic and layer (serve --budget; topic \"*\" for every topic without its own).", Kind::Gauge);
+            for b in self.budgets.list() {
+                let mut l = String::new();
+                push_label(&mut l, "topic", &b.topic);
+                push_label(&mut l, "layer", b.layer.as_str());
+                let _ = write!(out, "ddscope_latency_budget_seconds{{{l}}} ");
+                write_value(out, b.limit_ns as f64 / 1e9);
+                out.push('\n');
+            }
+            write_header(out, "ddscope_latency_over_budget_total", "Observations over their topic's budget at that layer.", Kind::Counter);
+            for (k, f) in &self.flows {
+                for (i, n) in f.over_budget.iter().enumerate() {
+                    if f.layers[i].is_some() && self.budgets.limit(&k.topic, Layer::ALL[i]).is_some() {
+                        let _ = writeln!(out, "ddscope_latency_over_budget_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.shown) { 0 } else { *n });
+                    }
+                }
+            }
+        }
+        if !self.chains.is_empty() || !self.chain_instances.is_empty() {
+            write_header(
+                out,
+                "ddscope_chain_latency_seconds",
+                "A measured end-to-end chain (serve --path): hop e2e, layer chain_e2e (first topic's rclcpp_publish to the last topic's callback_start), and per hop its layers and node (the relay's callback_start to its publish).",
+                Kind::Histogram,
+            );
+            for c in self.chains.values() {
+                for (layer, h) in &c.layers {
+                    let labels = format!("{},layer=\"{layer}\"", c.labels);
+                    h.render_as(out, "ddscope_chain_latency_seconds", &labels, z(h.shown));
+                }
+            }
+            write_header(out, "ddscope_chain_instances_total", "Instances of a measured chain, with (complete) and without (incomplete: an instant missing) an end-to-end value.", Kind::Counter);
+            for (chain, (complete, incomplete, shown)) in &self.chain_instances {
+                let mut l = String::new();
+                push_label(&mut l, "chain", chain);
+                for (status, n) in [("complete", complete), ("incomplete", incomplete)] {
+                    let _ = writeln!(out, "ddscope_chain_instances_total{{{l},status=\"{status}\"}} {}", if z(*shown) { 0 } else { *n });
+                }
+            }
+        }
+        if !self.clock_offsets.is_empty() {
+            write_header(out, "ddscope_clock_offset_seconds", "Clock offset t_o of a capture point in use (Bosk et al. Eq. 9), subtracted from its timestamps.", Kind::Gauge);
+            for (capture, ns) in &self.clock_offsets {
+                let mut l = String::new();
+                push_label(&mut l, "capture", capture);
+                let _ = write!(out, "ddscope_clock_offset_seconds{{{l}}} ");
+                write_value(out, *ns as f64 / 1e9);
+                out.push('\n');
+            }
         }
 
         // Capture health.
@@ -769,13 +1035,16 @@ impl Inner {
         write_header(out, "ddscope_export_series", "Label sets held, by kind (topic or latency).", Kind::Gauge);
         let _ = writeln!(out, "ddscope_export_series{{kind=\"topic\"}} {}", self.series.len());
         let _ = writeln!(out, "ddscope_export_series{{kind=\"latency\"}} {}", self.flows.len());
+        let _ = writeln!(out, "ddscope_export_series{{kind=\"chain\"}} {}", self.chains.len());
         write_header(out, "ddscope_export_dropped_series_total", "Label sets refused because the series cap was reached.", Kind::Counter);
         let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_series);
         let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_series);
+        let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"chain\"}} {}", self.chain_overflow.dropped_series);
         let _ = writeln!(out, "ddscope_export_dropped_series_total{{kind=\"topic_node\"}} {}", self.topic_nodes_dropped);
         write_header(out, "ddscope_export_dropped_updates_total", "Updates lost because their label set was refused.", Kind::Counter);
         let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"topic\"}} {}", self.topic_overflow.dropped_updates);
         let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"latency\"}} {}", self.flow_overflow.dropped_updates);
+        let _ = writeln!(out, "ddscope_export_dropped_updates_total{{kind=\"chain\"}} {}", self.chain_overflow.dropped_updates);
         write_header(out, "ddscope_export_records_total", "Records handed to a push sink, by outcome.", Kind::Counter);
         for (name, st) in &self.sinks {
             let s = st.snapshot();
@@ -811,6 +1080,18 @@ impl Inner {
                 let mut l = String::new();
                 push_label(&mut l, "sink", sink);
                 let _ = writeln!(out, "{name}{{{l}}} {}", get(st));
+            }
+        }
+
+        if let Some(t) = &self.trace_stats {
+            write_header(
+                out,
+                "ddscope_trace_export_total",
+                "One trace per sample (serve --export otlp): samples and deliveries with spans, deliveries left out by --trace-sample, spans, chain spans made and left out, samples forgotten.",
+                Kind::Counter,
+            );
+            for (what, n) in t.pairs() {
+                let _ = writeln!(out, "ddscope_trace_export_total{{what=\"{what}\"}} {n}");
             }
         }
 
@@ -924,6 +1205,7 @@ fn serve(server: &tiny_http::Server, registry: &Registry, auth: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddscope_core::latency::Level;
     use ddscope_wire::{EntityId, GuidPrefix};
 
     fn event(topic: &str, w: u8, kind: SubmsgKind) -> SubmsgEvent {
@@ -1039,6 +1321,124 @@ mod tests {
         assert_eq!(value(&f, "ddscope_latency_samples_total", &with(("status", "delivered"))), Some(3.0));
         assert_eq!(value(&f, "ddscope_latency_samples_total", &with(("status", "lost"))), Some(1.0));
         assert_eq!(value(&f, "ddscope_latency_repaired_samples_total", &l), Some(1.0));
+    }
+
+    fn ros_row(sn: i64, lat: i64, status: &'static str) -> LatencyRow {
+        use ddscope_core::latency::RosColumns;
+        LatencyRow {
+            latency_ns: Some(lat),
+            jitter_ns: Some(-250_000),
+            timing: Some(if lat > 5_000_000 { "late" } else { "in_time" }),
+            ros: Some(Box::new(RosColumns { ros_publish_ns: Some(3_000), dds_send_ns: Some(40_000), executor_ns: Some(7_000), callback_ns: Some(-1), ..RosColumns::default() })),
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), sn, Arc::from("pc1"), Arc::from("pc2"), status, 0)
+        }
+    }
+
+    /// Oracle: the rows fed. Every layer of a row lands in its histogram, the
+    /// statuses, timing, jitter and budget counters count what the rows say.
+    #[test]
+    fn ros_layers_timing_jitter_and_budgets() {
+        let cfg = RegistryConfig { budgets: vec!["/image=4ms".parse().unwrap(), "*:dds_send=30us".parse().unwrap()], ..Default::default() };
+        let r = Registry::new(cfg).unwrap();
+        r.on_latency(&ros_row(1, 2_000_000, "delivered"));
+        r.on_latency(&ros_row(2, 6_000_000, "delivered"));
+        r.on_latency(&LatencyRow { ros: ros_row(3, 0, "same_host").ros, ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 3, Arc::from("pc1"), Arc::from("pc2"), "same_host", 0) });
+        let f = promtext::parse(&r.render_current()).unwrap();
+        let l = |extra: &[(&'static str, &'static str)]| {
+            let mut v = vec![("topic", "/image"), ("sender", "pc1"), ("receiver", "pc2")];
+            v.extend_from_slice(extra);
+            v
+        };
+        assert_eq!(value(&f, "ddscope_latency_seconds_count", &l(&[("layer", "message")])), Some(2.0));
+        assert_eq!(value(&f, "ddscope_latency_seconds_count", &l(&[("layer", "dds_send")])), Some(3.0));
+        assert_eq!(value(&f, "ddscope_latency_seconds_bucket", &l(&[("layer", "ros_publish"), ("le", "0.000005")])), Some(3.0));
+        assert_eq!(value(&f, "ddscope_latency_seconds_bucket", &l(&[("layer", "ros_publish"), ("le", "0.0000025")])), Some(0.0));
+        assert_eq!(value(&f, "ddscope_latency_negative_total", &l(&[("layer", "callback")])), Some(3.0));
+        assert_eq!(value(&f, "ddscope_latency_samples_total", &l(&[("status", "same_host")])), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_samples_total", &l(&[("status", "delivered")])), Some(2.0));
+        assert_eq!(value(&f, "ddscope_latency_timing_total", &l(&[("timing", "late")])), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_timing_total", &l(&[("timing", "in_time")])), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_jitter_seconds_count", &l(&[])), Some(2.0));
+        assert_eq!(value(&f, "ddscope_latency_jitter_seconds_sum", &l(&[])), Some(0.0005));
+        assert_eq!(value(&f, "ddscope_latency_over_budget_total", &l(&[("layer", "message")])), Some(1.0));
+        assert_eq!(value(&f, "ddscope_latency_over_budget_total", &l(&[("layer", "dds_send")])), Some(3.0));
+        assert_eq!(value(&f, "ddscope_latency_over_budget_total", &l(&[("layer", "executor")])), None, "no budget, no series");
+        assert_eq!(value(&f, "ddscope_latency_budget_seconds", &[("topic", "*"), ("layer", "dds_send")]), Some(3e-5));
+        r.set_clock_offsets(&[("pc2".into(), 37_000_000_000)]);
+        assert_eq!(value(&promtext::parse(&r.render_current()).unwrap(), "ddscope_clock_offset_seconds", &[("capture", "pc2")]), Some(37.0));
+    }
+
+    /// A latency label set's first scrape shows zeros (Prometheus takes a series' first value as its start,
+    /// so rate() would never count the observations it was created with); the next one the values.
+    #[test]
+    fn a_new_latency_series_is_scraped_with_zeros_first() {
+        let r = Registry::new(RegistryConfig::default()).unwrap();
+        r.on_latency(&ros_row(1, 2_000_000, "delivered"));
+        let l = [("topic", "/image"), ("layer", "message"), ("le", "+Inf")];
+        let first = promtext::parse(&r.render()).unwrap();
+        assert_eq!(value(&first, "ddscope_latency_seconds_bucket", &l), Some(0.0));
+        assert_eq!(value(&first, "ddscope_latency_samples_total", &[("status", "delivered")]), Some(0.0));
+        let second = promtext::parse(&r.render()).unwrap();
+        assert_eq!(value(&second, "ddscope_latency_seconds_bucket", &l), Some(1.0));
+        assert_eq!(value(&second, "ddscope_latency_samples_total", &[("status", "delivered")]), Some(1.0));
+        // A layer that appears later in a shown flow gets its own zero first.
+        r.on_latency(&LatencyRow { sender_stack_ns: Some(1_000), ..ros_row(2, 2_000_000, "delivered") });
+        let third = promtext::parse(&r.render()).unwrap();
+        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "sender_stack")]), Some(0.0));
+        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "message")]), Some(2.0));
+        // OTLP's families carry the current values, and mark nothing.
+        let r2 = Registry::new(RegistryConfig::default()).unwrap();
+        r2.on_latency(&ros_row(1, 2_000_000, "delivered"));
+        assert_eq!(value(&r2.families(), "ddscope_latency_seconds_bucket", &l), Some(1.0));
+        assert_eq!(value(&promtext::parse(&r2.render()).unwrap(), "ddscope_latency_seconds_bucket", &l), Some(0.0));
+    }
+
+    /// Oracle: the chain rows fed (two instances of /a,/b; one without an end-to-end value).
+    #[test]
+    fn chain_rows_fill_hop_and_end_to_end_histograms_within_the_cap() {
+        use ddscope_core::ros2::chain::{Hop, HopLayers};
+        use ddscope_core::ros2::join::{Delivery, Join};
+        let hop = |i: u32, instance: u64, topic: &str, e2e: Option<i64>| ChainRow {
+            chain: Arc::from("/a,/b"),
+            instance,
+            hop: i,
+            h: Hop {
+                take: (0, instance * 2 + i as u64),
+                cause: None,
+                topic: Some(Arc::from(topic)),
+                level: Delivery::Wire,
+                join: Join::SourceTs,
+                sender: Arc::from("pc1"),
+                receiver: Arc::from("pc2"),
+                sender_node: None,
+                receiver_node: None,
+                writer: None,
+                sn: Some(1),
+                source_ts: 0,
+                rclcpp_ts: Some(0),
+                take_ts: 0,
+                callback_start_ts: Some(0),
+                layers: HopLayers { ros_e2e: Some(1_000_000), message: Some(500_000), ..HopLayers::default() },
+                inputs: Default::default(),
+            },
+            node_ns: (i == 0).then_some(20_000),
+            chain_start_ts_ns: Some(0),
+            chain_e2e_ns: e2e,
+        };
+        let r = Registry::new(RegistryConfig { max_latency_series: 3, ..Default::default() }).unwrap();
+        for (inst, e2e) in [(1, Some(2_020_000)), (2, None)] {
+            r.on_chain_row(&hop(0, inst, "/a", e2e));
+            r.on_chain_row(&hop(1, inst, "/b", e2e));
+        }
+        let f = promtext::parse(&r.render_current()).unwrap();
+        assert_eq!(value(&f, "ddscope_chain_latency_seconds_count", &[("hop", "e2e"), ("layer", "chain_e2e")]), Some(1.0));
+        assert_eq!(value(&f, "ddscope_chain_latency_seconds_sum", &[("hop", "e2e"), ("layer", "chain_e2e")]), Some(0.00202));
+        assert_eq!(value(&f, "ddscope_chain_latency_seconds_count", &[("hop", "0"), ("topic", "/a"), ("layer", "node")]), Some(2.0));
+        assert_eq!(value(&f, "ddscope_chain_latency_seconds_count", &[("hop", "1"), ("topic", "/b"), ("layer", "ros_e2e")]), Some(2.0));
+        assert_eq!(value(&f, "ddscope_chain_instances_total", &[("chain", "/a,/b"), ("status", "incomplete")]), Some(1.0));
+        // A third hop position would be a fourth label set: refused and counted.
+        r.on_chain_row(&hop(2, 3, "/c", None));
+        assert_eq!(r.dropped_chain_series(), 1);
     }
 
     #[test]

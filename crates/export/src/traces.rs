@@ -1,0 +1,587 @@
+//! One distributed trace per DDS sample, from what `ddscope serve` correlates
+//! (docs/export.md, "Traces: one per sample").
+//!
+//! The trace id is derived from the sample's identity — FNV-1a over (writer
+//! GUID, sequence number), [`crate::otlp::sample_trace_id`], the same
+//! function the agents' per-submessage spans and the scale-out sightings
+//! use — and every span id from (trace id, span name, host), so the spans of
+//! one sample made at different times (one correlated row per receiver; the
+//! chain hops windows later), on different `serve` shards or by an agent all
+//! join in one trace without any context in the payload:
+//!
+//! ```text
+//! publish /image                 (sender host; rclcpp_publish, or INFO_TS, → first on the wire)
+//! ├─ ros_publish                 rclcpp_publish → rmw_publish
+//! ├─ dds_send                    rmw_publish → first on the wire   (without a trace: source_ts_to_wire)
+//! ├─ receive /image              (one per receiver host; first on the wire → callback_end)
+//! │  ├─ message                  first on the wire → sample complete at the receiver (the wire)
+//! │  ├─ dds_receive              complete at the receiver → rmw_take
+//! │  ├─ executor                 rmw_take → callback_start
+//! │  └─ callback                 callback_start → callback_end
+//! └─ node /relay                 (chains) the relay's callback_start of its input → this publish,
+//!                                linked to the input sample's trace (its callback span)
+//! ```
+//!
+//! Same-host and trace-to-trace deliveries have `dds_local` / `dds_remote`
+//! (rmw_publish → rmw_take) instead of the wire spans. Sampling keeps every
+//! sample, every N-th sequence number, or only the deliveries that were
+//! late, lost (or incomplete) or over a budget; what is left out is counted.
+
+use crate::budget::{row_topic, Budgets};
+use crate::otlp::sample_trace_id;
+use ddscope_core::latency::{LatencyRow, Level, Status, Timing};
+use ddscope_core::ros2::chain::ChainRow;
+use ddscope_wire::Guid;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{span, span::SpanKind, status, Span, Status as SpanStatus};
+use rustc_hash::FxHashSet;
+use std::collections::VecDeque;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Which samples get a trace. The criteria add up (a sample meeting any one is kept).
+#[derive(Debug, Clone)]
+pub struct TraceSampling {
+    pub all: bool,
+    /// Every N-th sequence number of each writer (sn % N == 0): the same samples on every shard.
+    pub every: Option<u64>,
+    /// Deliveries late against the publication period (Kouril et al.).
+    pub late: bool,
+    /// Deliveries lost or incomplete.
+    pub lost: bool,
+    /// Deliveries with a layer over its topic's budget.
+    pub over_budget: bool,
+    pub budgets: Budgets,
+    /// Samples whose spans were made, remembered to add later receivers and
+    /// chain spans to them; beyond it the oldest are forgotten (counted).
+    pub max_remembered: usize,
+}
+
+impl Default for TraceSampling {
+    fn default() -> Self {
+        TraceSampling { all: true, every: None, late: false, lost: false, over_budget: false, budgets: Budgets::default(), max_remembered: 100_000 }
+    }
+}
+
+impl FromStr for TraceSampling {
+    type Err = String;
+    /// `all`, `none`, or a comma-separated union of `every=N`, `late`, `lost`, `over-budget`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut t = TraceSampling { all: false, ..TraceSampling::default() };
+        for part in s.split(',').map(str::trim) {
+            match part {
+                "all" => t.all = true,
+                "none" => {}
+                "late" => t.late = true,
+                "lost" => t.lost = true,
+                "over-budget" => t.over_budget = true,
+                p => match p.strip_prefix("every=").map(str::parse::<u64>) {
+                    Some(Ok(n)) if n >= 1 => t.every = Some(n),
+                    _ => return Err(format!("{p:?}: expected all, none, every=N (N ≥ 1), late, lost or over-budget (comma-separated)")),
+                },
+            }
+        }
+        Ok(t)
+    }
+}
+
+impl TraceSampling {
+    /// Whether the delivery of `row` (a message-level row) gets its spans.
+    fn keeps(&self, topic: &str, r: &LatencyRow) -> bool {
+        self.all
+            || self.every.is_some_and(|n| r.sn > 0 && r.sn as u64 % n == 0)
+            || (self.lost && (r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str()))
+            || (self.late && r.timing == Some(Timing::Late.as_str()))
+            || (self.over_budget && self.budgets.row_over(topic, r))
+    }
+}
+
+/// What the tracer made and left out (`ddscope_trace_export_total{what}`).
+#[derive(Debug, Default)]
+pub struct TraceStats {
+    /// Samples with a trace (their publish span made).
+    pub samples: AtomicU64,
+    /// Deliveries (a sample at one receiver) with spans, and left out by sampling.
+    pub deliveries: AtomicU64,
+    pub deliveries_left_out: AtomicU64,
+    pub spans: AtomicU64,
+    /// Chain spans made, and left out because the chain's output sample has no trace (sampled out or forgotten).
+    pub chain_spans: AtomicU64,
+    pub chain_spans_left_out: AtomicU64,
+    /// Samples forgotten to stay within `max_remembered` (a later receiver of one gets its spans without a publish span).
+    pub remembered_evicted: AtomicU64,
+}
+
+impl TraceStats {
+    pub fn pairs(&self) -> [(&'static str, u64); 7] {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        [
+            ("samples", g(&self.samples)),
+            ("deliveries", g(&self.deliveries)),
+            ("deliveries_left_out", g(&self.deliveries_left_out)),
+            ("spans", g(&self.spans)),
+            ("chain_spans", g(&self.chain_spans)),
+            ("chain_spans_left_out", g(&self.chain_spans_left_out)),
+            ("remembered_evicted", g(&self.remembered_evicted)),
+        ]
+    }
+}
+
+/// A span and the host (capture point) whose resource it belongs to.
+pub type HostSpan = (Arc<str>, Span);
+
+/// A sample: (writer, sn), or for a trace-to-trace delivery without a known
+/// sequence number (writer, publish time) with the top bit set.
+type SampleKey = (Guid, i64);
+
+/// The previous hop of the chain instance being emitted.
+struct ChainHop {
+    chain: Arc<str>,
+    instance: u64,
+    trace: [u8; 16],
+    publish: [u8; 8],
+    receiver: Arc<str>,
+    callback_start: Option<i64>,
+    rclcpp: Option<i64>,
+}
+
+/// Builds the spans of one trace per sample from correlated rows.
+pub struct SampleTracer {
+    cfg: TraceSampling,
+    remembered: FxHashSet<SampleKey>,
+    order: VecDeque<SampleKey>,
+    /// Hops of the chain instance being emitted (in hop order).
+    instance: Vec<ChainHop>,
+    pub stats: Arc<TraceStats>,
+}
+
+/// FNV-1a, 64 bit (as the trace ids): every `serve` computes the same span ids.
+fn fnv1a(seed: u64, parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+    for p in parts {
+        for b in *p {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The span id of span `name` of `host` in trace `trace`: the same wherever it is computed.
+pub fn span_id(trace: &[u8; 16], name: &str, host: &str) -> [u8; 8] {
+    let mut id = fnv1a(5, &[trace, name.as_bytes(), host.as_bytes()]).to_be_bytes();
+    if id == [0; 8] {
+        id[7] = 1;
+    }
+    id
+}
+
+/// The trace id of a row's sample: (writer, sn) as for the wire; a
+/// trace-to-trace delivery whose sequence number no capture or publish order
+/// gave (sn 0) by (writer, its publish time) instead.
+fn trace_of(r: &LatencyRow) -> ([u8; 16], SampleKey) {
+    if r.sn > 0 {
+        return (sample_trace_id(&r.writer_id, r.sn), (r.writer_id, r.sn));
+    }
+    let at = r.source_ts_ns.unwrap_or(r.sender_first_ts_ns);
+    let mut id = [0u8; 16];
+    let w = r.writer_id.to_bytes();
+    id[..8].copy_from_slice(&fnv1a(6, &[&w, &at.to_be_bytes()]).to_be_bytes());
+    id[8..].copy_from_slice(&fnv1a(7, &[&w, &at.to_be_bytes()]).to_be_bytes());
+    (id, (r.writer_id, at | i64::MIN))
+}
+
+fn kv(key: &str, v: any_value::Value) -> KeyValue {
+    KeyValue { key: key.to_string(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
+}
+fn kv_str(key: &str, v: &str) -> KeyValue {
+    kv(key, any_value::Value::StringValue(v.to_string()))
+}
+fn kv_int(key: &str, v: i64) -> KeyValue {
+    kv(key, any_value::Value::IntValue(v))
+}
+
+struct SpanArgs<'a> {
+    trace: &'a [u8; 16],
+    name: String,
+    host: &'a str,
+    parent: Option<[u8; 8]>,
+    kind: SpanKind,
+    start: i64,
+    end: i64,
+}
+
+/// A span from `start` to `end` (an end before the start, from a clock offset, is shown as
+/// zero long; its attribute `ddscope.latency_ns` keeps the signed value).
+fn make(a: SpanArgs<'_>, mut attrs: Vec<KeyValue>) -> Span {
+    let id = span_id(a.trace, &a.name, a.host);
+    attrs.push(kv_int("ddscope.latency_ns", a.end.saturating_sub(a.start)));
+    Span {
+        trace_id: a.trace.to_vec(),
+        span_id: id.to_vec(),
+        parent_span_id: a.parent.map(|p| p.to_vec()).unwrap_or_default(),
+        name: a.name,
+        kind: a.kind as i32,
+        start_time_unix_nano: a.start.max(0) as u64,
+        end_time_unix_nano: a.end.max(a.start).max(0) as u64,
+        attributes: attrs,
+        ..Default::default()
+    }
+}
+
+fn error(mut s: Span, msg: &str) -> Span {
+    s.status = Some(SpanStatus { code: status::StatusCode::Error as i32, message: msg.to_string() });
+    s
+}
+
+impl SampleTracer {
+    pub fn new(cfg: TraceSampling) -> Self {
+        SampleTracer { cfg, remembered: FxHashSet::default(), order: VecDeque::new(), instance: vec![], stats: Arc::new(TraceStats::default()) }
+    }
+
+    /// Remembers a sample with spans; false if it was already remembered.
+    fn remember(&mut self, k: SampleKey) -> bool {
+        if !self.remembered.insert(k) {
+            return false;
+        }
+        self.order.push_back(k);
+        while self.order.len() > self.cfg.max_remembered.max(1) {
+            if let Some(old) = self.order.pop_front() {
+                self.remembered.remove(&old);
+                self.stats.remembered_evicted.fetch_add(1, Relaxed);
+            }
+        }
+        true
+    }
+
+    /// The spans of one correlated delivery (a message-level row): the
+    /// sample's publish spans with its first delivery kept, then this
+    /// receiver's. Submessage rows make no spans (the agents' per-submessage
+    /// spans carry the same trace id).
+    pub fn on_row(&mut self, r: &LatencyRow, out: &mut Vec<HostSpan>) {
+        if r.level != Level::Message {
+            return;
+        }
+        let topic = row_topic(r);
+        if !self.cfg.keeps(&topic, r) {
+            self.stats.deliveries_left_out.fetch_add(1, Relaxed);
+            return;
+        }
+        let before = out.len();
+        let (trace, key) = trace_of(r);
+        let ros = r.ros.as_deref();
+        let wire = r.status == Status::Delivered.as_str() || r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str();
+        let rclcpp = ros.and_then(|c| c.rclcpp_publish_ts_ns);
+        let rmw = ros.and_then(|c| c.rmw_publish_ts_ns);
+        let first_wire = r.sender_first_ts_ns;
+        let sender: Arc<str> = r.sender.clone();
+        let receiver: Arc<str> = r.receiver.clone();
+        let publish_name = format!("publish {topic}");
+        let publish_id = span_id(&trace, &publish_name, &sender);
+        let common = |layer: &str| -> Vec<KeyValue> {
+            let mut a = vec![kv_str("dds.topic", &topic), kv_str("dds.writer_guid", &r.writer_id.to_string()), kv_str("ddscope.layer", layer)];
+            if r.sn > 0 {
+                a.push(kv_int("dds.sn", r.sn));
+            }
+            a
+        };
+        if self.remember(key) {
+            self.stats.samples.fetch_add(1, Relaxed);
+            // The publish: from rclcpp_publish (traced), else the source timestamp (INFO_TS, the
+            // writer's clock = the sender host's), to the sample's first sighting on the wire.
+            let start = if wire {
+                rclcpp.or(rmw).or(r.source_ts_ns.filter(|s| *s <= first_wire)).unwrap_or(first_wire)
+            } else {
+                rclcpp.or(rmw).unwrap_or(first_wire)
+            };
+            let end = if wire { first_wire } else { rmw.or(rclcpp).unwrap_or(first_wire) };
+            let mut a = common("publish");
+            a.push(kv_str("ddscope.sender", &sender));
+            if let Some(n) = ros.and_then(|c| c.sender_node.as_deref()) {
+                a.push(kv_str("ros.node", n));
+            }
+            if let Some(s) = r.sample_size {
+                a.push(kv_int("dds.sample_size", s as i64));
+            }
+            if let Some(s) = r.source_ts_ns {
+                a.push(kv_int("dds.source_ts_ns", s));
+            }
+            out.push((sender.clone(), make(SpanArgs { trace: &trace, name: publish_name.clone(), host: &sender, parent: None, kind: SpanKind::Producer, start, end }, a)));
+            let child = |name: &str, start: i64, end: i64| -> HostSpan {
+                (sender.clone(), make(SpanArgs { trace: &trace, name: name.to_string(), host: &sender, parent: Some(publish_id), kind: SpanKind::Internal, start, end }, common(name)))
+            };
+            if let (Some(a), Some(b)) = (rclcpp, rmw) {
+                out.push(child("ros_publish", a, b));
+            }
+            if wire {
+                match (rmw, r.source_ts_ns, r.source_ts_to_wire_ns) {
+                    (Some(m), _, _) => out.push(child("dds_send", m, first_wire)),
+                    (None, Some(s), Some(_)) => out.push(child("source_ts_to_wire", s, first_wire)),
+                    _ => {}
+                }
+            }
+        }
+        // This receiver's delivery.
+        let take = ros.and_then(|c| c.rmw_take_ts_ns);
+        let cbs = ros.and_then(|c| c.callback_start_ts_ns);
+        let cbe = ros.and_then(|c| c.callback_end_ts_ns);
+        let complete = r.receiver_last_ts_ns.filter(|_| r.status == Status::Delivered.as_str());
+        let start = if wire { first_wire } else { rmw.or(rclcpp).unwrap_or(first_wire) };
+        let end = [cbe, cbs, take, complete, r.receiver_first_ts_ns].into_iter().flatten().max().unwrap_or(start);
+        let recv_name = format!("receive {topic}");
+        let recv_id = span_id(&trace, &recv_name, &receiver);
+        let mut a = common("receive");
+        a.push(kv_str("ddscope.sender", &sender));
+        a.push(kv_str("ddscope.receiver", &receiver));
+        a.push(kv_str("ddscope.status", r.status));
+        if let Some(n) = ros.and_then(|c| c.receiver_node.as_deref()) {
+            a.push(kv_str("ros.node", n));
+        }
+        if let Some(t) = r.timing {
+            a.push(kv_str("ddscope.timing", t));
+        }
+        let recv = make(SpanArgs { trace: &trace, name: recv_name, host: &receiver, parent: Some(publish_id), kind: SpanKind::Consumer, start, end }, a);
+        out.push((receiver.clone(), if r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str() { error(recv, r.status) } else { recv }));
+        let child = |name: &str, start: i64, end: i64, extra: Vec<KeyValue>| -> Span {
+            let mut a = common(name);
+            a.extend(extra);
+            make(SpanArgs { trace: &trace, name: name.to_string(), host: &receiver, parent: Some(recv_id), kind: SpanKind::Internal, start, end }, a)
+        };
+        if wire {
+            let mut extra = vec![kv_str("ddscope.status", r.status)];
+            for (k, v) in [("ddscope.first_first_ns", r.first_first_ns), ("ddscope.last_last_ns", r.last_last_ns), ("ddscope.jitter_ns", r.jitter_ns)] {
+                if let Some(v) = v {
+                    extra.push(kv_int(k, v));
+                }
+            }
+            if r.repaired {
+                extra.push(kv("ddscope.repaired", any_value::Value::BoolValue(true)));
+            }
+            let s = match (complete, r.receiver_first_ts_ns) {
+                (Some(c), _) => child("message", first_wire, c, extra),
+                (None, Some(f)) => error(child("message", first_wire, f, extra), "incomplete: some fragments never arrived"),
+                (None, None) => error(child("message", first_wire, first_wire, extra), "lost: not seen at the receiver within the window"),
+            };
+            out.push((receiver.clone(), s));
+            if let (Some(c), Some(t)) = (complete, take) {
+                out.push((receiver.clone(), child("dds_receive", c, t, vec![])));
+            }
+        } else if let (Some(m), Some(t)) = (rmw, take) {
+            let name = if r.status == Status::SameHost.as_str() { "dds_local" } else { "dds_remote" };
+            out.push((receiver.clone(), child(name, m, t, vec![])));
+        }
+        if let (Some(t), Some(c)) = (take, cbs) {
+            out.push((receiver.clone(), child("executor", t, c, vec![])));
+        }
+        if let (Some(s), Some(e)) = (cbs, cbe) {
+            out.push((receiver.clone(), child("callback", s, e, vec![])));
+        }
+        self.stats.deliveries.fetch_add(1, Relaxed);
+        self.stats.spans.fetch_add((out.len() - before) as u64, Relaxed);
+    }
+
+    /// The spans of one hop of a measured chain's instance (rows come hop
+    /// by hop): from the second hop on, a `node` span in the hop's sample's
+    /// trace — the relay's callback_start of its input to this publish —
+    /// linked to the input sample's callback span; at the last hop, a
+    /// `chain` span (first publish → last callback_start) linked to every
+    /// hop's publish span. Only for samples that have a trace here.
+    pub fn on_chain_row(&mut self, r: &ChainRow, last_hop: bool, out: &mut Vec<HostSpan>) {
+        let h = &r.h;
+        if self.instance.last().is_some_and(|p| p.chain != r.chain || p.instance != r.instance) || r.hop == 0 {
+            self.instance.clear();
+        }
+        let Some(w) = h.writer else {
+            self.stats.chain_spans_left_out.fetch_add(1, Relaxed);
+            return;
+        };
+        let sn = h.sn.unwrap_or(0);
+        let (trace, key) = if sn > 0 { (sample_trace_id(&w, sn), (w, sn)) } else {
+            let row = LatencyRow { source_ts_ns: Some(h.source_ts), ..LatencyRow::new(Level::Message, None, w, 0, h.sender.clone(), h.receiver.clone(), "traced", h.source_ts) };
+            trace_of(&row)
+        };
+        let topic = h.topic.as_deref().unwrap_or("?");
+        let publish = span_id(&trace, &format!("publish {topic}"), &h.sender);
+        let here = ChainHop { chain: r.chain.clone(), instance: r.instance, trace, publish, receiver: h.receiver.clone(), callback_start: h.callback_start_ts, rclcpp: h.rclcpp_ts };
+        let traced = self.remembered.contains(&key);
+        if let Some(prev) = self.instance.last() {
+            match (traced, prev.callback_start, h.rclcpp_ts) {
+                (true, Some(a), Some(b)) => {
+                    let mut s = make(
+                        SpanArgs { trace: &trace, name: format!("node {}", h.sender_node.as_deref().unwrap_or(&h.sender)), host: &h.sender, parent: Some(publish), kind: SpanKind::Internal, start: a, end: b },
+                        vec![kv_str("ddscope.layer", "node"), kv_str("ddscope.chain", &r.chain), kv_int("ddscope.chain_instance", r.instance as i64), kv_int("ddscope.hop", r.hop as i64)],
+                    );
+                    s.links.push(span::Link {
+                        trace_id: prev.trace.to_vec(),
+                        span_id: span_id(&prev.trace, "callback", &prev.receiver).to_vec(),
+                        attributes: vec![kv_str("ddscope.link", "chain input")],
+                        ..Default::default()
+                    });
+                    out.push((h.sender.clone(), s));
+                    self.stats.chain_spans.fetch_add(1, Relaxed);
+                }
+                _ => {
+                    self.stats.chain_spans_left_out.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        self.instance.push(here);
+        if last_hop && self.instance.len() >= 2 {
+            let first = &self.instance[0];
+            match (traced, first.rclcpp, h.callback_start_ts) {
+                (true, Some(a), Some(b)) => {
+                    let recv = span_id(&trace, &format!("receive {topic}"), &h.receiver);
+                    let mut s = make(
+                        SpanArgs { trace: &trace, name: format!("chain {}", r.chain), host: &h.receiver, parent: Some(recv), kind: SpanKind::Internal, start: a, end: b },
+                        vec![kv_str("ddscope.layer", "chain_e2e"), kv_str("ddscope.chain", &r.chain), kv_int("ddscope.chain_instance", r.instance as i64)],
+                    );
+                    s.links = self
+                        .instance
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| span::Link { trace_id: c.trace.to_vec(), span_id: c.publish.to_vec(), attributes: vec![kv_int("ddscope.hop", i as i64)], ..Default::default() })
+                        .collect();
+                    out.push((h.receiver.clone(), s));
+                    self.stats.chain_spans.fetch_add(1, Relaxed);
+                }
+                _ => {
+                    self.stats.chain_spans_left_out.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        // Bounded by the chain's length, which the chain tracker caps.
+        if self.instance.len() > 64 {
+            self.instance.remove(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_core::discovery::TopicNames;
+    use ddscope_core::latency::RosColumns;
+
+    fn w() -> Guid {
+        Guid::parse_hex("0110aabbccddeeff0011223300000102").unwrap()
+    }
+
+    fn delivered(sn: i64, receiver: &str) -> LatencyRow {
+        LatencyRow {
+            sample_size: Some(100),
+            receiver_first_ts_ns: Some(1_500),
+            receiver_last_ts_ns: Some(2_000),
+            latency_ns: Some(1_000),
+            source_ts_ns: Some(900),
+            source_ts_to_wire_ns: Some(100),
+            timing: Some("in_time"),
+            ros: Some(Box::new(RosColumns {
+                rclcpp_publish_ts_ns: Some(800),
+                rmw_publish_ts_ns: Some(850),
+                rmw_take_ts_ns: Some(2_100),
+                callback_start_ts_ns: Some(2_150),
+                callback_end_ts_ns: Some(2_400),
+                ros_publish_ns: Some(50),
+                dds_send_ns: Some(150),
+                dds_receive_ns: Some(100),
+                executor_ns: Some(50),
+                callback_ns: Some(250),
+                ros_e2e_ns: Some(1_350),
+                ..RosColumns::default()
+            })),
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), w(), sn, Arc::from("pc1"), Arc::from(receiver), "delivered", 1_000)
+        }
+    }
+
+    fn names(out: &[HostSpan]) -> Vec<(String, String)> {
+        out.iter().map(|(h, s)| (h.to_string(), s.name.clone())).collect()
+    }
+
+    /// Oracle: the layer instants put in the rows; spans nest publish → receive → layers, ids derived.
+    #[test]
+    fn one_trace_per_sample_with_the_layers_as_spans() {
+        let mut t = SampleTracer::new(TraceSampling::default());
+        let mut out = vec![];
+        t.on_row(&delivered(7, "pc2"), &mut out);
+        t.on_row(&delivered(7, "pc3"), &mut out);
+        let n = names(&out);
+        assert_eq!(
+            n,
+            [
+                ("pc1", "publish /image"),
+                ("pc1", "ros_publish"),
+                ("pc1", "dds_send"),
+                ("pc2", "receive /image"),
+                ("pc2", "message"),
+                ("pc2", "dds_receive"),
+                ("pc2", "executor"),
+                ("pc2", "callback"),
+                ("pc3", "receive /image"),
+                ("pc3", "message"),
+                ("pc3", "dds_receive"),
+                ("pc3", "executor"),
+                ("pc3", "callback"),
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        let trace = sample_trace_id(&w(), 7).to_vec();
+        assert!(out.iter().all(|(_, s)| s.trace_id == trace));
+        let by = |host: &str, name: &str| out.iter().find(|(h, s)| &**h == host && s.name == name).map(|(_, s)| s).unwrap();
+        let publish = by("pc1", "publish /image");
+        assert!(publish.parent_span_id.is_empty());
+        assert_eq!((publish.start_time_unix_nano, publish.end_time_unix_nano), (800, 1_000));
+        assert_eq!(by("pc2", "receive /image").parent_span_id, publish.span_id);
+        let msg = by("pc2", "message");
+        assert_eq!(msg.parent_span_id, by("pc2", "receive /image").span_id);
+        assert_eq!((msg.start_time_unix_nano, msg.end_time_unix_nano), (1_000, 2_000));
+        assert_eq!((by("pc2", "dds_receive").start_time_unix_nano, by("pc2", "dds_receive").end_time_unix_nano), (2_000, 2_100));
+        assert_eq!((by("pc3", "callback").start_time_unix_nano, by("pc3", "callback").end_time_unix_nano), (2_150, 2_400));
+        assert_eq!(by("pc2", "receive /image").end_time_unix_nano, 2_400);
+        assert_ne!(by("pc2", "message").span_id, by("pc3", "message").span_id);
+        // The same spans from another serve (a shard): identical ids.
+        let mut t2 = SampleTracer::new(TraceSampling::default());
+        let mut out2 = vec![];
+        t2.on_row(&delivered(7, "pc2"), &mut out2);
+        assert_eq!(out2[0].1.span_id, publish.span_id);
+        assert_eq!(t.stats.pairs()[..4], [("samples", 1), ("deliveries", 2), ("deliveries_left_out", 0), ("spans", 13)]);
+    }
+
+    #[test]
+    fn sampling_keeps_what_it_is_asked_to_and_counts_the_rest() {
+        let s: TraceSampling = "every=10,lost".parse().unwrap();
+        let mut t = SampleTracer::new(s);
+        let mut out = vec![];
+        for sn in 1..=30 {
+            t.on_row(&delivered(sn, "pc2"), &mut out);
+        }
+        let mut lost = LatencyRow::new(Level::Message, None, w(), 31, Arc::from("pc1"), Arc::from("pc2"), "lost", 5_000);
+        lost.timing = Some("lost");
+        t.on_row(&lost, &mut out);
+        let st = t.stats.pairs();
+        assert_eq!((st[0].1, st[1].1, st[2].1), (4, 4, 27), "{st:?}");
+        let lost_msg = out.iter().rev().find(|(_, s)| s.name == "message").unwrap();
+        assert_eq!(lost_msg.1.status.as_ref().unwrap().code, status::StatusCode::Error as i32);
+        assert!("every=0".parse::<TraceSampling>().is_err());
+        assert!("sometimes".parse::<TraceSampling>().is_err());
+        let over: TraceSampling = "over-budget".parse().unwrap();
+        let mut over = TraceSampling { budgets: Budgets::new(&["/image:callback=200ns".parse().unwrap()]), ..over };
+        assert!(over.keeps("/image", &delivered(1, "pc2")), "callback 250 ns is over 200 ns");
+        over.budgets = Budgets::new(&["/image:callback=300ns".parse().unwrap()]);
+        assert!(!over.keeps("/image", &delivered(1, "pc2")));
+    }
+
+    #[test]
+    fn remembered_samples_are_bounded_and_evictions_counted() {
+        let mut t = SampleTracer::new(TraceSampling { max_remembered: 3, ..TraceSampling::default() });
+        let mut out = vec![];
+        for sn in 1..=5 {
+            t.on_row(&delivered(sn, "pc2"), &mut out);
+        }
+        assert_eq!(t.remembered.len(), 3);
+        assert_eq!(t.order.len(), 3);
+        assert_eq!(t.stats.remembered_evicted.load(Relaxed), 2);
+    }
+}
