@@ -167,6 +167,27 @@ pub struct HttpStats {
 }
 
 impl HttpStats {
+    /// The counters as metric families for `/metrics` (`ddscope_serve_http_total{what}`, open connections as a gauge).
+    pub fn families(&self) -> Vec<ddscope_export::promtext::Family> {
+        use ddscope_export::promtext::{Family, Kind, Sample};
+        let mut counters = vec![];
+        let mut open = vec![];
+        if let serde_json::Value::Object(m) = self.json() {
+            for (k, v) in m {
+                let v = v.as_f64().unwrap_or(0.0);
+                if k == "connections_open" {
+                    open.push(Sample::new("ddscope_serve_http_connections_open", vec![], v));
+                } else {
+                    counters.push(Sample::new("ddscope_serve_http_total", vec![("what".to_string(), k)], v));
+                }
+            }
+        }
+        vec![
+            Family { name: "ddscope_serve_http_total".into(), help: "serve's HTTP layer (/api/state → server): connections, requests refused and why, batches and OTLP items taken.".into(), kind: Kind::Counter, samples: counters },
+            Family { name: "ddscope_serve_http_connections_open".into(), help: "Connections open now.".into(), kind: Kind::Gauge, samples: open },
+        ]
+    }
+
     fn json(&self) -> serde_json::Value {
         let g = |a: &AtomicU64| a.load(Relaxed);
         json!({
@@ -297,6 +318,7 @@ pub struct Server {
     rt: Option<tokio::runtime::Runtime>,
     addr: SocketAddr,
     grpc_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     ctx: Arc<Ctx>,
 }
 
@@ -319,8 +341,13 @@ impl Server {
             .enable_time()
             .build()
             .context("cannot start the server's runtime")?;
+        if !cfg.federate.is_empty() && !cfg.export.is_empty() {
+            anyhow::bail!("--export with --federate: a front correlates nothing; export from the shards (their sums equal one serve)");
+        }
+        let central = Central::start(cfg.clone()).map_err(|e| anyhow::anyhow!("--export: {e}"))?;
+        let metrics_addr = central.metrics_addr();
         let ctx = Arc::new(Ctx {
-            central: Mutex::new(Central::new(cfg.clone())),
+            central: Mutex::new(central),
             token: cfg.token.clone().filter(|t| !t.is_empty()),
             ingest: Arc::new(Semaphore::new(limits.max_concurrent_ingest.max(1))),
             buffer: Arc::new(Semaphore::new(kib(limits.ingest_buffer_bytes.max(limits.max_body_bytes)) as usize)),
@@ -361,12 +388,34 @@ impl Server {
             loop {
                 every.tick().await;
                 let c = c.clone();
-                if tokio::task::spawn_blocking(move || c.central().tick()).await.is_err() {
+                let tick = move || {
+                    let http = c.stats.families();
+                    let mut central = c.central();
+                    central.tick();
+                    central.refresh_metrics(http);
+                };
+                if tokio::task::spawn_blocking(tick).await.is_err() {
                     // The panic poisoned the lock; the next tick recovers it.
                 }
             }
         });
-        Ok(Server { rt: Some(rt), addr, grpc_addr, ctx })
+        Ok(Server { rt: Some(rt), addr, grpc_addr, metrics_addr, ctx })
+    }
+
+    /// Where `--export prometheus=ADDR` serves `/metrics` (besides `/metrics` on the listening address).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Hands what was judged so far to the exporters and waits up to `timeout` for the push sinks to
+    /// deliver; returns their counters (what they dropped is in there). Samples not judged yet stay
+    /// pending (`ddscope_serve_correlation{what="pending_samples"}`).
+    pub fn flush_export(&self, timeout: Duration) -> Vec<(&'static str, ddscope_export::SinkStatsSnapshot)> {
+        let mut c = self.ctx.central();
+        c.tick();
+        c.refresh_metrics(self.ctx.stats.families());
+        c.flush_export(timeout);
+        c.export_stats()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -671,6 +720,17 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
         (&Method::GET | &Method::HEAD, "/assets/charts.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::CHARTS_JS), false),
         (&Method::GET | &Method::HEAD, "/assets/dashboard.js") => (respond(StatusCode::OK, "text/javascript; charset=utf-8", assets::DASHBOARD_JS), false),
         (&Method::GET | &Method::HEAD, "/assets/dashboard.css") => (respond(StatusCode::OK, "text/css; charset=utf-8", assets::DASHBOARD_CSS), false),
+        (&Method::GET | &Method::HEAD, "/metrics") => {
+            // The agent's /metrics rules: with a token, only with it (serve refuses a non-loopback address without one).
+            if !authorized(&req, &ctx.token) {
+                ctx.stats.unauthorized.fetch_add(1, Relaxed);
+                let mut r = text(StatusCode::UNAUTHORIZED, "missing or wrong token\n");
+                r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
+                (r, false)
+            } else {
+                (metrics(&ctx).await, false)
+            }
+        }
         (_, crate::otlp::TRACES_PATH | crate::otlp::LOGS_PATH) => {
             if !authorized(&req, &ctx.token) {
                 ctx.stats.unauthorized.fetch_add(1, Relaxed);
@@ -774,6 +834,29 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
         }
     };
     (resp, true)
+}
+
+/// `GET /metrics`: what `serve` correlates and its own counters, in Prometheus's text format.
+async fn metrics(ctx: &Arc<Ctx>) -> Resp {
+    let c = ctx.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let http = c.stats.families();
+        let registry = {
+            let central = c.central();
+            central.refresh_metrics(http);
+            central.registry()
+        };
+        registry.map(|r| r.render())
+    })
+    .await;
+    match built {
+        Ok(Some(body)) => respond(StatusCode::OK, ddscope_export::promtext::CONTENT_TYPE, body),
+        Ok(None) => text(StatusCode::NOT_FOUND, "metrics are off\n"),
+        Err(_) => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while rendering the metrics\n")
+        }
+    }
 }
 
 async fn state(ctx: &Arc<Ctx>) -> Resp {

@@ -10,6 +10,10 @@
 //! counters, and what one `/api/state` answer carries.
 
 use crate::protocol::{self, Batch, MetricSample};
+use ddscope_export::prometheus::{Registry, RegistryConfig};
+use ddscope_export::promtext::{Family, Kind as MetricKind, Sample};
+use ddscope_export::traces::TraceSampling;
+use ddscope_export::{Budget, ExportOptions, ExportSpec, Exporters};
 use ddscope_core::latency::app::AppTruth;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, Level, LatencyRow};
 use rustc_hash::FxHashMap;
@@ -99,6 +103,18 @@ pub struct ServeConfig {
     pub otlp_hold_max: usize,
     /// Run as a front merging these shards (`http://host:port`) instead of correlating.
     pub federate: Vec<String>,
+    /// `--export`: the sinks what `serve` correlates goes to (docs/export.md, "What serve exports").
+    pub export: Vec<ExportSpec>,
+    /// Keep the `/metrics` registry (on unless measuring what it costs).
+    pub metrics: bool,
+    /// Latency budgets per topic and layer (`--budget`).
+    pub budgets: Vec<Budget>,
+    /// Which samples get a trace with `--export otlp=…`.
+    pub trace_sampling: TraceSampling,
+    /// Latency label sets (topic, sender, receiver) and chain hop label sets exported; more are refused and counted.
+    pub max_export_series: usize,
+    /// Clock offset t_o per agent (Bosk et al. Eq. 9), subtracted from its timestamps and its trace's.
+    pub offsets: Vec<(String, i64)>,
 }
 
 impl ServeConfig {
@@ -120,6 +136,12 @@ impl ServeConfig {
             otlp_hold: Duration::from_secs(10),
             otlp_hold_max: 256,
             federate: vec![],
+            export: vec![],
+            metrics: true,
+            budgets: vec![],
+            trace_sampling: TraceSampling::default(),
+            max_export_series: 2000,
+            offsets: vec![],
         }
     }
 }
@@ -347,8 +369,25 @@ fn thin<T: Copy>(q: &VecDeque<T>, max: usize, pair: impl Fn(T) -> Value) -> Vec<
 /// Counters of the HTTP layer, shown in `/api/state` under `server`.
 pub type ServerCounters = Value;
 
+/// Where the correlator's rows go: the dashboard's series and the exporters.
+struct RowSink<'a> {
+    series: &'a mut SeriesStore,
+    export: Option<&'a Exporters>,
+}
+
+impl RowSink<'_> {
+    fn on_row(&mut self, r: LatencyRow) {
+        if let Some(e) = self.export {
+            e.on_latency(&r);
+        }
+        self.series.on_row(r);
+    }
+}
+
 pub struct Central {
     cfg: ServeConfig,
+    /// `/metrics` and the `--export` sinks (None with `metrics` off and no export).
+    export: Option<Box<Exporters>>,
     corr: Correlator,
     decoder: protocol::ItemDecoder,
     agents: BTreeMap<String, Agent>,
@@ -367,7 +406,32 @@ pub struct Central {
 }
 
 impl Central {
+    /// A central state with the `/metrics` registry (when `cfg.metrics`) but
+    /// without push sinks (`cfg.export` is ignored: see [`Central::start`]).
     pub fn new(cfg: ServeConfig) -> Self {
+        let export = cfg.metrics.then(|| Self::exporters(&cfg, &[]).expect("a registry without sinks always starts"));
+        Self::with_export(cfg, export)
+    }
+
+    /// A central state exporting to `cfg.export` (binds `prometheus=ADDR`, starts the push sinks).
+    pub fn start(cfg: ServeConfig) -> Result<Self, ddscope_export::ExportError> {
+        let export = if cfg.metrics || !cfg.export.is_empty() { Some(Self::exporters(&cfg, &cfg.export)?) } else { None };
+        Ok(Self::with_export(cfg, export))
+    }
+
+    fn exporters(cfg: &ServeConfig, specs: &[ExportSpec]) -> Result<Box<Exporters>, ddscope_export::ExportError> {
+        let opts = ExportOptions {
+            registry: RegistryConfig { max_latency_series: cfg.max_export_series, budgets: cfg.budgets.clone(), ..RegistryConfig::default() },
+            metrics_token: cfg.token.clone().filter(|t| !t.is_empty()),
+            // serve is no capture point: no system metrics of its own host.
+            system: None,
+            sample_traces: Some(TraceSampling { budgets: ddscope_export::Budgets::new(&cfg.budgets), ..cfg.trace_sampling.clone() }),
+            ..ExportOptions::default()
+        };
+        Ok(Box::new(Exporters::start(&format!("serve {}", cfg.listen), specs, opts)?))
+    }
+
+    fn with_export(cfg: ServeConfig, export: Option<Box<Exporters>>) -> Self {
         let caps = ddscope_core::limits::Limits { correlation: cfg.correlation, trace: cfg.trace, ..Default::default() };
         let corr = Correlator::new(
             caps.correlator(CorrelatorConfig {
@@ -380,6 +444,8 @@ impl Central {
                 ros: {
                     let mut ros = ddscope_core::latency::RosOptions::default();
                     ros.chain.path = cfg.chain_path.clone();
+                    // Chain rows are drained after every batch and tick, only to the exporters.
+                    ros.chain.rows = export.is_some();
                     ros
                 },
                 ..Default::default()
@@ -388,8 +454,12 @@ impl Central {
         );
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);
         let stream = cfg.stream;
+        if let Some(e) = export.as_deref() {
+            e.set_clock_offsets(&cfg.offsets);
+        }
         Central {
             cfg,
+            export,
             corr,
             decoder: protocol::ItemDecoder::new(stream),
             agents: BTreeMap::new(),
@@ -445,10 +515,13 @@ impl Central {
         let idx = match self.agents.get(&b.agent) {
             Some(a) => a.idx,
             None => {
+                let offset = self.offset_of(&b.agent);
                 let idx = if self.agents.len() >= MAX_AGENTS {
-                    self.evict_idle_agent(&b.agent)?
+                    let i = self.evict_idle_agent(&b.agent)?;
+                    self.corr.set_offset(i, offset);
+                    i
                 } else {
-                    self.corr.add_capture(&b.agent, 0)
+                    self.corr.add_capture(&b.agent, offset)
                 };
                 self.agents.insert(
                     b.agent.clone(),
@@ -476,7 +549,7 @@ impl Central {
         };
         let topics = b.topics.map(|t| self.capped(t, Some(self.cfg.caps.agent_topic_rows)));
         let counters = b.counters.map(|c| self.capped(c, None).0);
-        let series = &mut self.series;
+        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
         let Some(a) = self.agents.get_mut(&b.agent) else {
             return Err("agent table changed while ingesting".into());
         };
@@ -523,7 +596,7 @@ impl Central {
         for w in items {
             match self.decoder.decode(&name, w) {
                 Ok(protocol::Decoded::Capture(item)) => {
-                    if data_only && late(&self.corr, series, idx, &name, &item) {
+                    if data_only && late(&self.corr, series.series, idx, &name, &item) {
                         a.hold.stats.late_sightings += 1;
                         continue;
                     }
@@ -553,6 +626,7 @@ impl Central {
         if otlp {
             self.release(&b.agent);
         }
+        self.drain_chains();
         Ok((refused, why))
     }
 
@@ -577,7 +651,7 @@ impl Central {
             ));
         };
         self.agents_evicted += 1;
-        let series = &mut self.series;
+        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
         Ok(self.corr.replace_capture(old.idx, newcomer, &mut |r| series.on_row(r)))
     }
 
@@ -585,7 +659,7 @@ impl Central {
     /// sightings are in (a sighting of a later batch arrived) or their hold expired.
     fn release(&mut self, agent: &str) {
         let now = Instant::now();
-        let series = &mut self.series;
+        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
         let Some(a) = self.agents.get_mut(agent) else { return };
         for r in a.hold.release(now, self.cfg.otlp_hold) {
             if let Some(t) = r.watermark {
@@ -611,7 +685,7 @@ impl Central {
             self.release(&n);
         }
         let idle = self.cfg.idle;
-        let series = &mut self.series;
+        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
         for a in self.agents.values_mut() {
             let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
             // An agent with records held is not idle: its sightings are still on the way.
@@ -623,6 +697,15 @@ impl Central {
                     self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
                 }
             }
+        }
+        self.drain_chains();
+    }
+
+    /// Hands the chain instances evaluated since the last call to the exporters.
+    fn drain_chains(&mut self) {
+        let Some(ex) = self.export.as_deref() else { return };
+        for r in self.corr.take_chain_rows() {
+            ex.on_chain_row(&r);
         }
     }
 
@@ -638,6 +721,125 @@ impl Central {
     /// Device names cut to the name cap, over all agents.
     fn devices_cut(&self) -> u64 {
         self.agents.values().map(|a| a.system.devices_cut).sum()
+    }
+
+    /// The clock offset given for agent `name` (`--offset`), else 0.
+    fn offset_of(&self, name: &str) -> i64 {
+        self.cfg.offsets.iter().rev().find(|(n, _)| n == name).map_or(0, |(_, o)| *o)
+    }
+
+    /// Where `--export prometheus=ADDR` serves `/metrics`, if given.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.export.as_deref().and_then(|e| e.metrics_addr())
+    }
+
+    /// The registry `/metrics` serves, if kept.
+    pub fn registry(&self) -> Option<Arc<Registry>> {
+        self.export.as_deref().map(|e| e.registry().clone())
+    }
+
+    /// Waits up to `timeout` for the push sinks to deliver what they queued.
+    pub fn flush_export(&self, timeout: Duration) -> bool {
+        self.export.as_deref().is_none_or(|e| e.flush(timeout))
+    }
+
+    /// The push sinks' counters (name, snapshot).
+    pub fn export_stats(&self) -> Vec<(&'static str, ddscope_export::SinkStatsSnapshot)> {
+        self.export.as_deref().map(|e| e.sink_stats()).unwrap_or_default()
+    }
+
+    /// `serve`'s own state as metric families for `/metrics`: its agents (replicated on every shard:
+    /// aggregate them with max, not sum), the correlation's counters, evictions and the OTLP hold.
+    pub fn metric_families(&self) -> Vec<Family> {
+        let now = Instant::now();
+        let fam = |name: &str, help: &str, kind: MetricKind, samples: Vec<Sample>| Family { name: name.into(), help: help.into(), kind, samples };
+        let l = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        let per_agent = |name: &str, f: &dyn Fn(&Agent) -> f64| -> Vec<Sample> {
+            self.agents.iter().map(|(n, a)| Sample::new(name, l(&[("agent", n)]), f(a))).collect()
+        };
+        let kernel = |a: &Agent, k: &str| a.counters.get("kernel").and_then(|c| c.get(k)).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let mut out = vec![
+            fam("ddscope_serve_agent_up", "1 while the agent holds judgement back (it sends and has not ended), 0 once it ended or fell silent for --idle.", MetricKind::Gauge, per_agent("ddscope_serve_agent_up", &|a| if a.ended { 0.0 } else { 1.0 })),
+            fam("ddscope_serve_agent_last_seen_seconds", "Seconds since the agent's last batch reached serve.", MetricKind::Gauge, per_agent("ddscope_serve_agent_last_seen_seconds", &|a| now.duration_since(a.last_seen).as_secs_f64())),
+            fam("ddscope_serve_agent_batches_total", "Batches the agent sent.", MetricKind::Counter, per_agent("ddscope_serve_agent_batches_total", &|a| a.batches as f64)),
+            fam("ddscope_serve_agent_items_total", "Correlation items the agent sent.", MetricKind::Counter, per_agent("ddscope_serve_agent_items_total", &|a| a.items as f64)),
+            fam("ddscope_serve_agent_lost_batches_total", "Batches lost on the way (gaps in the agent's sequence numbers).", MetricKind::Counter, per_agent("ddscope_serve_agent_lost_batches_total", &|a| a.seq_gaps as f64)),
+            fam("ddscope_serve_agent_dropped_items_total", "Items the agent dropped because serve was unreachable (its queue was full).", MetricKind::Counter, per_agent("ddscope_serve_agent_dropped_items_total", &|a| a.dropped_items as f64)),
+            fam("ddscope_serve_agent_kernel_dropped_total", "The agent's capture: packets the kernel dropped (ring full), as the agent last reported.", MetricKind::Counter, per_agent("ddscope_serve_agent_kernel_dropped_total", &|a| kernel(a, "dropped"))),
+            fam("ddscope_serve_agent_late_sightings_total", "Sightings that came over OTLP after their sample was judged (counted, not fed).", MetricKind::Counter, per_agent("ddscope_serve_agent_late_sightings_total", &|a| a.hold.stats.late_sightings as f64)),
+            fam("ddscope_serve_agent_trace_items_total", "ros2_tracing items the agent sent (agent --trace-live).", MetricKind::Counter, per_agent("ddscope_serve_agent_trace_items_total", &|a| a.trace_items as f64)),
+        ];
+        let mut corr = vec![];
+        let mut gauges = vec![];
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&self.corr.stats) {
+            for (k, v) in m {
+                let Some(v) = v.as_f64() else { continue };
+                if matches!(k.as_str(), "max_pending_samples" | "max_pending_submessages" | "flows" | "flow_bytes") {
+                    gauges.push(Sample::new("ddscope_serve_correlation", l(&[("what", &k)]), v));
+                } else {
+                    corr.push(Sample::new("ddscope_serve_correlation_total", l(&[("what", &k)]), v));
+                }
+            }
+        }
+        let (ps, pf) = self.corr.pending();
+        gauges.push(Sample::new("ddscope_serve_correlation", l(&[("what", "pending_samples")]), ps as f64));
+        gauges.push(Sample::new("ddscope_serve_correlation", l(&[("what", "pending_submessages")]), pf as f64));
+        out.push(fam("ddscope_serve_correlation_total", "The correlator's counters (/api/state → correlation): samples and submessages judged, and what it gave up to stay within its caps.", MetricKind::Counter, corr));
+        out.push(fam("ddscope_serve_correlation", "The correlator's state: pending samples and submessages, flows and their bytes, the largest pending counts.", MetricKind::Gauge, gauges));
+        let (te, we) = self.decoder.evicted();
+        let evicted = [
+            ("agents_evicted", self.agents_evicted),
+            ("agents_refused", self.agents_refused),
+            ("series_evicted", self.series.evicted),
+            ("lost_keys_forgotten", self.series.lost_forgotten),
+            ("topic_rows_truncated", self.topic_rows_truncated),
+            ("oversized_documents", self.oversized_documents),
+            ("stream_topics_evicted", te),
+            ("stream_writers_evicted", we),
+            ("rejected_batches", self.rejected),
+            ("bad_items", self.bad_items),
+        ];
+        out.push(fam(
+            "ddscope_serve_refused_total",
+            "What serve refused, evicted or cut to stay within its caps (/api/state → limits), by what.",
+            MetricKind::Counter,
+            evicted.iter().map(|(w, n)| Sample::new("ddscope_serve_refused_total", l(&[("what", w)]), *n as f64)).collect(),
+        ));
+        let h = self.hold_stats();
+        out.push(fam(
+            "ddscope_serve_otlp_hold_total",
+            "Batch records that came over OTLP: held, released by a later sighting or by time, folded (evicted), and late sightings (docs/scale-out.md).",
+            MetricKind::Counter,
+            [("held", h.held), ("released_by_spans", h.released_by_spans), ("released_by_time", h.released_by_time), ("evicted", h.evicted), ("late_sightings", h.late_sightings)]
+                .iter()
+                .map(|(w, n)| Sample::new("ddscope_serve_otlp_hold_total", l(&[("what", w)]), *n as f64))
+                .collect(),
+        ));
+        if let Some(j) = self.corr.join_stats().and_then(|j| serde_json::to_value(j).ok()) {
+            let samples: Vec<Sample> = j
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some(Sample::new("ddscope_serve_ros2_join_total", l(&[("what", k)]), v.as_u64()? as f64)))
+                .collect();
+            out.push(fam("ddscope_serve_ros2_join_total", "The ROS 2 join's counters (/api/state → ros2.join): takes joined each way, ambiguous, unjoined, evicted.", MetricKind::Counter, samples));
+        }
+        out
+    }
+
+    /// Publishes [`metric_families`](Self::metric_families) and `extra` (the HTTP layer's) into the registry
+    /// and the clock offsets in use; called every tick.
+    pub fn refresh_metrics(&self, extra: Vec<Family>) {
+        let Some(e) = self.export.as_deref() else { return };
+        let mut fams = self.metric_families();
+        fams.extend(extra);
+        e.registry().set_families("serve", fams);
+        // The offsets given (--offset) and every agent's (0 unless given).
+        let mut names: Vec<&String> = self.cfg.offsets.iter().map(|(n, _)| n).chain(self.agents.keys()).collect();
+        names.sort();
+        names.dedup();
+        let offsets: Vec<(String, i64)> = names.into_iter().map(|n| (n.clone(), self.offset_of(n))).collect();
+        e.set_clock_offsets(&offsets);
     }
 
     /// Number of latency series held and evicted so far.
@@ -987,5 +1189,79 @@ mod tests {
         assert!(c.ingest(b).unwrap_err().contains("1 to 64"));
         assert!(check_agent_name("a\u{7}b").is_err());
         assert!(check_agent_name(&"é".repeat(64)).is_ok(), "characters, not bytes");
+    }
+
+    /// What serve correlates reaches /metrics. Oracle: the sightings the test sent — sn 1..5 seen by pc1 at
+    /// k s and by pc2 1 ms later (sn 5: 3 ms), sn 6 by pc1 only; with pc2's clock 1 ms ahead (--offset
+    /// pc2=+1ms) the latencies are 0, 0, 0, 0 and 2 ms, sn 6 is lost once the watermarks pass the window.
+    #[test]
+    fn correlated_rows_reach_the_metrics_with_offsets_and_caps() {
+        const S: i64 = 1_000_000_000;
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = S;
+        cfg.offsets = vec![("pc2".into(), 1_000_000)];
+        let mut c = Central::new(cfg);
+        let mut seq = 0;
+        let feed = |c: &mut Central, b: Batch| {
+            c.ingest(b).unwrap();
+        };
+        for sn in 1..=6 {
+            seq += 1;
+            feed(&mut c, sighting("pc1", seq, sn, sn * S));
+            if sn <= 5 {
+                feed(&mut c, sighting("pc2", seq, sn, sn * S + if sn == 5 { 3_000_000 } else { 1_000_000 }));
+            }
+        }
+        seq += 1;
+        feed(&mut c, record("pc1", seq, 20 * S));
+        feed(&mut c, record("pc2", seq, 20 * S));
+        c.refresh_metrics(vec![]);
+        let reg = c.registry().expect("metrics are on by default");
+        let fams = ddscope_export::promtext::parse(&reg.render_current()).unwrap();
+        let v = |name: &str, extra: &[(&str, &str)]| {
+            fams.iter()
+                .flat_map(|f| f.samples.iter())
+                .find(|s| {
+                    s.name == name
+                        && [("topic", "/chatter"), ("sender", "pc1"), ("receiver", "pc2")].iter().chain(extra).all(|(k, v)| s.label(k) == Some(*v))
+                })
+                .map(|s| s.value)
+        };
+        assert_eq!(v("ddscope_latency_seconds_count", &[("layer", "message")]), Some(5.0));
+        assert!((v("ddscope_latency_seconds_sum", &[("layer", "message")]).unwrap() - 0.002).abs() < 1e-9);
+        assert_eq!(v("ddscope_latency_samples_total", &[("status", "delivered")]), Some(5.0));
+        assert_eq!(v("ddscope_latency_samples_total", &[("status", "lost")]), Some(1.0));
+        let off = fams.iter().flat_map(|f| f.samples.iter()).find(|s| s.name == "ddscope_clock_offset_seconds" && s.label("capture") == Some("pc2"));
+        assert_eq!(off.map(|s| s.value), Some(0.001));
+        let up = fams.iter().flat_map(|f| f.samples.iter()).filter(|s| s.name == "ddscope_serve_agent_up").count();
+        assert_eq!(up, 2, "one ddscope_serve_agent_up per agent");
+        // The first scrape shows a new label set with zeros (so rate() counts its first observations), the next its counts.
+        let first = ddscope_export::promtext::parse(&reg.render()).unwrap();
+        let count = |fams: &[ddscope_export::promtext::Family]| {
+            fams.iter().flat_map(|f| f.samples.iter()).find(|s| s.name == "ddscope_latency_seconds_count" && s.label("layer") == Some("message")).map(|s| s.value)
+        };
+        assert_eq!(count(&first), Some(0.0));
+        assert_eq!(count(&ddscope_export::promtext::parse(&reg.render()).unwrap()), Some(5.0));
+
+        // A cap of one latency label set: a second topic is refused and counted, not exported.
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = S;
+        cfg.max_export_series = 1;
+        let mut c = Central::new(cfg);
+        for (i, w) in ["0110aaaa010203040506070800001203", "0110aaaa010203040506070800001303"].iter().enumerate() {
+            for (agent, dt) in [("pc1", 0), ("pc2", 1_000_000)] {
+                let mut b = sighting(agent, i as u64 + 1, 1, S + dt);
+                if let StreamItem::Sample(s) = &mut b.items[0] {
+                    s.w = w.to_string();
+                    s.topic = Some((format!("rt/t{i}"), "T".into()));
+                }
+                c.ingest(b).unwrap();
+            }
+        }
+        c.ingest(record("pc1", 3, 20 * S)).unwrap();
+        c.ingest(record("pc2", 3, 20 * S)).unwrap();
+        let text = c.registry().unwrap().render_current();
+        assert!(text.contains("ddscope_export_dropped_series_total{kind=\"latency\"} 1"), "{text}");
+        assert!(text.contains("topic=\"/t0\"") != text.contains("topic=\"/t1\""), "exactly one of the topics is exported");
     }
 }

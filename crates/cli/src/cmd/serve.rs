@@ -1,7 +1,11 @@
 //! `ddscope serve`: the central view over all agents.
 
 use clap::Args;
-use ddscope_monitor::serve::{serve, HttpLimits, ServeConfig, StateCaps};
+use anyhow::Context as _;
+use ddscope_monitor::http::Server;
+use ddscope_monitor::serve::{HttpLimits, ServeConfig, StateCaps};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use ddscope_traffic::units::{Bytes, Nanos};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -84,6 +88,47 @@ pub struct ServeArgs {
     pub path: Option<crate::args::PathArg>,
     #[command(flatten)]
     pub scale: ScaleOutArgs,
+    #[command(flatten)]
+    pub export: ServeExportArgs,
+}
+
+/// What `serve` correlates, exported (docs/export.md, "What serve exports").
+#[derive(Args, Debug)]
+pub struct ServeExportArgs {
+    /// Export what serve correlates: prometheus=ADDR (a second /metrics besides the one on --listen),
+    /// influx=http://HOST:PORT[/DB], otlp=http://HOST:PORT (one trace per sample); repeatable
+    #[arg(long = "export", value_name = "KIND=WHERE", value_parser = export_spec)]
+    pub exports: Vec<ddscope_export::ExportSpec>,
+    /// Latency budget of a topic's layer (TOPIC[:LAYER]=DURATION, layer message by default, * for every
+    /// topic): ddscope_latency_budget_seconds, ddscope_latency_over_budget_total and --trace-sample over-budget;
+    /// repeatable
+    #[arg(long = "budget", value_name = "TOPIC[:LAYER]=DURATION", value_parser = budget)]
+    pub budgets: Vec<ddscope_export::Budget>,
+    /// Which samples get a trace with --export otlp=…: all, none, or a comma-separated union of every=N
+    /// (every N-th sequence number), late, lost, over-budget; what is left out is counted
+    /// (ddscope_trace_export_total)
+    #[arg(long, default_value = "all", value_name = "WHICH", value_parser = trace_sampling)]
+    pub trace_sample: ddscope_export::traces::TraceSampling,
+    /// Latency label sets (topic, sender, receiver) and chain hops exported; more are refused and counted
+    /// (ddscope_export_dropped_series_total{kind="latency"|"chain"})
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_export_series: u32,
+    /// Clock offset t_o of an agent (Bosk et al. Eq. 9), subtracted from its timestamps and its trace's:
+    /// pc2=+37s; exported as ddscope_clock_offset_seconds
+    #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = crate::args::offset)]
+    pub offsets: Vec<crate::args::Offset>,
+}
+
+fn export_spec(s: &str) -> Result<ddscope_export::ExportSpec, String> {
+    s.parse()
+}
+
+fn budget(s: &str) -> Result<ddscope_export::Budget, String> {
+    s.parse()
+}
+
+fn trace_sampling(s: &str) -> Result<ddscope_export::traces::TraceSampling, String> {
+    s.parse()
 }
 
 /// Scale-out (docs/scale-out.md): OTLP in, shards merged.
@@ -185,26 +230,56 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         otlp_hold: a.scale.otlp_hold,
         otlp_hold_max: a.scale.otlp_hold_max as usize,
         federate: a.scale.federate.clone(),
+        export: a.export.exports.clone(),
+        metrics: true,
+        budgets: a.export.budgets.clone(),
+        trace_sampling: a.export.trace_sample.clone(),
+        max_export_series: a.export.max_export_series as usize,
+        offsets: a.export.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
     };
     let open = a.token.as_deref().is_none_or(str::is_empty);
-    serve(cfg, |addr, grpc, limits| {
-        if open {
-            eprintln!(
-                "serve: WARNING: no --token: anyone who can connect to {addr} (every user and process on this host) can send \
-                 batches and OTLP and read /api/state; set --token or $DDSCOPE_TOKEN unless this host is yours alone"
-            );
-        }
-        if a.scale.federate.is_empty() {
-            eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr} (OTLP/HTTP: http://{addr}/v1/traces)");
-        } else {
-            eprintln!("serve: merged view of {} shards on http://{addr}/", a.scale.federate.len());
-        }
-        if let Some(g) = grpc {
-            eprintln!("serve: OTLP/gRPC on {g}");
-        }
-        if limits.max_connections < a.max_connections as usize {
-            eprintln!("serve: at most {} connections at once (the open-file limit allows no more)", limits.max_connections);
-        }
-    })?;
+    let server = Server::start(cfg)?;
+    let (addr, limits) = (server.addr(), server.limits());
+    if open {
+        eprintln!(
+            "serve: WARNING: no --token: anyone who can connect to {addr} (every user and process on this host) can send \
+             batches and OTLP and read /api/state; set --token or $DDSCOPE_TOKEN unless this host is yours alone"
+        );
+    }
+    if a.scale.federate.is_empty() {
+        eprintln!("serve: dashboard on http://{addr}/ ; agents send to http://{addr} (OTLP/HTTP: http://{addr}/v1/traces); Prometheus metrics on http://{addr}/metrics");
+    } else {
+        eprintln!("serve: merged view of {} shards on http://{addr}/", a.scale.federate.len());
+    }
+    if let Some(g) = server.grpc_addr() {
+        eprintln!("serve: OTLP/gRPC on {g}");
+    }
+    if let Some(m) = server.metrics_addr() {
+        eprintln!("serve: Prometheus metrics also on http://{m}/metrics");
+    }
+    if limits.max_connections < a.max_connections as usize {
+        eprintln!("serve: at most {} connections at once (the open-file limit allows no more)", limits.max_connections);
+    }
+    // Ctrl-C or SIGTERM: what was judged reaches the push sinks before the process ends.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let s = stop.clone();
+        ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (sink, s) in server.flush_export(Duration::from_secs(5)) {
+        eprintln!(
+            "serve: {sink}: {} records accepted, {} delivered, {} dropped (queue full), {} dropped batches, {} rejected, {} still queued{}",
+            s.accepted,
+            s.delivered,
+            s.dropped_queue_full,
+            s.dropped_batches,
+            s.rejected,
+            s.queued_records,
+            s.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+        );
+    }
     Ok(0)
 }

@@ -1083,6 +1083,13 @@ impl Correlator {
         c
     }
 
+    /// Sets capture point `c`'s clock offset t_o (subtracted from its timestamps and its trace's from now on).
+    pub fn set_offset(&mut self, c: usize, offset_ns: i64) {
+        if let Some(o) = self.cfg.offsets_ns.get_mut(c) {
+            *o = offset_ns;
+        }
+    }
+
     /// Marks a capture point as stopped (it no longer holds back judgement) or running again.
     pub fn set_ended(&mut self, c: usize, ended: bool, out: &mut dyn FnMut(LatencyRow)) {
         if c < self.ended.len() && self.ended[c] != ended {
