@@ -247,8 +247,9 @@ def test_text_output_prints_the_chain_and_its_layers(run, ddscope):
     cp = ddscope("latency", out, "--path", ",".join(CHAIN))
     lines = cp.stdout.splitlines()
     n = sum(1 for v in truth.receive.values() if v["topic"] == "/actuator")
-    assert lines[0] == f"chain /raw_image -> /image -> /actuator: {n} instances (0 without an end-to-end value)", lines[0]
-    table = [l.split() for l in lines[3:] if l.startswith("/raw_image,/image,/actuator")]
+    assert lines[0] == f"chain c1 = /raw_image -> /image -> /actuator: {n} instances (0 without an end-to-end value)", lines[0]
+    # the table names the chain c1 (its full name is the line above): never cut
+    table = [l.split() for l in lines[3:] if l.startswith("c1 ")]
     got = {(c[1], c[2], c[-9]) for c in table}
     assert ("e2e", "chain_e2e") in {(a, c) for a, _, c in got}
     for hop, topic, layers in [("0", "/raw_image", ["ros_publish", "dds_local", "executor", "callback", "ros_e2e", "node"]),
@@ -289,7 +290,9 @@ def test_path_auto_lists_the_chain(run, ddscope):
     assert tuple(CHAIN) in paths, sorted(paths)
     assert paths[tuple(CHAIN)]["count"] == n
     cp = ddscope("latency", out, "--path", "auto")
-    assert any(l.startswith("/raw_image,/image,/actuator") and "chain_e2e" in l for l in cp.stdout.splitlines()), cp.stdout
+    lines = cp.stdout.splitlines()
+    name = next(l.split("=", 1)[0].strip() for l in lines if l.strip().endswith("= /raw_image -> /image -> /actuator"))
+    assert any(l.startswith(name + " ") and "chain_e2e" in l and f"{n} instances" in l for l in lines), cp.stdout
 
 
 def test_sender_node_from_the_wire_without_traces(ddscope, tmp_path):
