@@ -619,7 +619,7 @@ impl TraceReader {
     pub fn new(source: Source, opts: ReaderOptions) -> Result<TraceReader, TraceError> {
         let mut skipped_kernel = Vec::new();
         // babeltrace2 is entered below; a directory is first checked in a child (without the lock).
-        let mut bt_guard = None;
+        let bt_guard;
         let (origin, class_name, params, live) = match &source {
             Source::Directory(path) => {
                 let origin = path.display().to_string();
@@ -641,7 +641,7 @@ impl TraceReader {
                 if opts.contain {
                     check_in_child(path, &opts)?;
                 }
-                bt_guard = Some(bt_lock());
+                bt_guard = bt_lock();
                 let params = Value(unsafe { bt_value_map_create() });
                 let inputs = unsafe { bt_value_array_create() };
                 for t in &ust {
@@ -655,7 +655,7 @@ impl TraceReader {
                 (origin, "fs", params, false)
             }
             Source::Live { url, session_not_found } => {
-                bt_guard = Some(bt_lock());
+                bt_guard = bt_lock();
                 let params = Value(unsafe { bt_value_map_create() });
                 let inputs = unsafe { bt_value_array_create() };
                 let c = cstring(url, url)?;
