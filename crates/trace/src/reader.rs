@@ -325,6 +325,29 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
     if len > MAX_METADATA_BYTES {
         return Err(err(format!("metadata is {len} bytes, more than the {MAX_METADATA_BYTES} accepted")));
     }
+    // A FIFO, device or socket among the stream files: babeltrace2 would open
+    // and read it (a FIFO blocks, a device never ends). Refused, named.
+    if let Some(dir) = path.parent() {
+        let rd = std::fs::read_dir(dir).map_err(|e| err(e.to_string()))?;
+        for entry in rd.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            if !ft.is_file() && !ft.is_dir() && !ft.is_symlink() {
+                return Err(TraceError::Read {
+                    origin: entry.path().display().to_string(),
+                    message: "not a regular file (a FIFO, device or socket) in a trace directory, which holds only stream files: refused".into(),
+                });
+            }
+            if ft.is_symlink() && !entry.path().is_file() && !entry.path().is_dir() {
+                return Err(TraceError::Read {
+                    origin: entry.path().display().to_string(),
+                    message: "a symbolic link to something other than a regular file or directory in a trace directory: refused".into(),
+                });
+            }
+        }
+    }
+    if !std::fs::metadata(path).map(|m| m.is_file()).unwrap_or(false) {
+        return Err(err("metadata is not a regular file: refused".into()));
+    }
     let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
     let text = crate::metadata::tsdl_text(&bytes).map_err(err)?;
     // Stream files of a standard LTTng-UST trace: check their packet framing.

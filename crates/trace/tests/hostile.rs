@@ -160,3 +160,35 @@ fn hostile_metadata_never_takes_the_process_down() {
     assert!(me < 256.0, "{me} MB");
     assert!(children < 1300.0, "{children} MB");
 }
+
+/// A FIFO or a device node among a trace's stream files was skipped without a
+/// note (issue 23, item 14); babeltrace2 would open it (a FIFO blocks its
+/// reader until a writer comes). Now the directory is refused at once with one
+/// line naming the file. Oracle: the file types as stat(2) reports them.
+#[test]
+fn fifo_or_device_in_a_trace_directory_is_refused_by_name() {
+    use std::os::unix::fs::FileTypeExt;
+    let f = fixture();
+    for (name, make) in [("fifo", 0), ("device", 1)] {
+        let copy = f.root.join(format!("with-{name}"));
+        copy_dir(&f.session, &copy);
+        let node = ust_trace(&copy).join(format!("ros2_{name}"));
+        let c = std::ffi::CString::new(node.display().to_string()).unwrap();
+        // SAFETY: a valid C path; mkfifo/mknod(2) only create the node (the device is /dev/null's, 1:3).
+        let rc = unsafe {
+            if make == 0 {
+                libc::mkfifo(c.as_ptr(), 0o600)
+            } else {
+                libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3))
+            }
+        };
+        assert_eq!(rc, 0, "{name}: {}", std::io::Error::last_os_error());
+        let ft = std::fs::symlink_metadata(&node).unwrap().file_type();
+        assert!(ft.is_fifo() || ft.is_char_device(), "{name}: the node is what it should be");
+        let started = std::time::Instant::now();
+        let e = read_all(&copy).expect_err("refused");
+        let msg = one_line_error(&e, &node);
+        assert!(msg.contains("not a regular file"), "{msg}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after a stall");
+    }
+}
