@@ -117,6 +117,9 @@ pub struct ServeExportArgs {
     /// pc2=+37s; exported as ddscope_clock_offset_seconds
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = crate::args::offset)]
     pub offsets: Vec<crate::args::Offset>,
+    /// No metrics registry (/metrics answers 404): only to measure what the registry costs (bench/serve_export.py)
+    #[arg(long, hide = true, conflicts_with = "exports")]
+    pub no_metrics: bool,
 }
 
 fn export_spec(s: &str) -> Result<ddscope_export::ExportSpec, String> {
@@ -231,7 +234,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         otlp_hold_max: a.scale.otlp_hold_max as usize,
         federate: a.scale.federate.clone(),
         export: a.export.exports.clone(),
-        metrics: true,
+        metrics: !a.export.no_metrics,
         budgets: a.export.budgets.clone(),
         trace_sampling: a.export.trace_sample.clone(),
         max_export_series: a.export.max_export_series as usize,
