@@ -3,8 +3,9 @@
 
 Workload: two agents' sightings posted straight to serve's ingest API (no
 capture, no agents): W writers × S samples, each one DATA seen by pc1 at t
-and by pc2 1 ms later, in batches of --batch items, then a watermark past the
-window, so serve correlates W×S deliveries (one message-level row each).
+and by pc2 1 ms later, in batches of --batch items each ending with the agent's watermark (as an
+agent sends them), then a watermark past the window, so serve correlates
+W×S deliveries (one message-level row each) as they come.
 The batches are built before serve starts; serve's CPU time (user + system
 of all its threads, from wait4's rusage once it exited) is all that is
 measured. Each run: start serve, post everything, wait until every sample is
@@ -25,7 +26,7 @@ exported sample = (influx − metrics) / samples; per span = (otlp-all −
 otlp-none) / spans made (ddscope_trace_export_total{what="spans"}).
 
 Usage: bench/serve_export.py [--bin target/release/ddscope] [--writers 20] [--samples 5000]
-                             [--repeat 3] [--configs bare,metrics,influx,otlp-none,otlp-all] [--json out.json]
+                             [--repeat 3] [--pace DELIVERIES_PER_S] [--configs bare,metrics,influx,otlp-none,otlp-all] [--json out.json]
 """
 from __future__ import annotations
 
@@ -72,7 +73,10 @@ def bodies(writers, samples, batch):
         seq = 0
         for k in range(0, len(items), batch):
             seq += 1
-            bs.append(json.dumps({"agent": agent, "seq": seq, "sent_ns": 0, "items": items[k:k + batch], "dropped_items": 0, "system": [], "last": False}).encode())
+            chunk = items[k:k + batch]
+            # The agent's watermark with every batch: serve judges as the sightings come, not all at the end.
+            chunk = chunk + [{"k": "watermark", "t": max(i["last"] for i in chunk)}]
+            bs.append(json.dumps({"agent": agent, "seq": seq, "sent_ns": 0, "items": chunk, "dropped_items": 0, "system": [], "last": False}).encode())
         end = 1_000_000_000 + (samples + 10) * 1_000_000 + 2 * WINDOW_NS
         bs.append(json.dumps({"agent": agent, "seq": seq + 1, "sent_ns": 0, "items": [{"k": "watermark", "t": end}], "dropped_items": 0, "system": [], "last": False}).encode())
         out[agent] = bs
@@ -141,7 +145,7 @@ def metric(text, name, **labels):
     return None
 
 
-def run_once(exe, config, data, total, influx_port, otlp_port):
+def run_once(exe, config, data, total, influx_port, otlp_port, pace=0.0, batch=2000):
     port = free_port()
     args = [exe, "serve", "--listen", f"127.0.0.1:{port}", "--window", "1s", "--idle", "600s", "--agent-rate", "100000", "--max-body", "256MiB"]
     args += {
@@ -159,7 +163,12 @@ def run_once(exe, config, data, total, influx_port, otlp_port):
         except OSError:
             time.sleep(0.05)
     t0 = time.time()
-    for a, b in zip(data["pc1"], data["pc2"]):
+    for k, (a, b) in enumerate(zip(data["pc1"], data["pc2"])):
+        if pace:
+            # At most `pace` deliveries per second (a sink's server that cannot take a burst drops it: counted).
+            ahead = k * batch / pace - (time.time() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
         post(port, "pc1", a)
         post(port, "pc2", b)
     while True:
@@ -197,6 +206,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--configs", default="bare,metrics,influx,otlp-none,otlp-all")
+    ap.add_argument("--pace", type=float, default=0.0, help="deliveries per second posted (0: as fast as serve takes them)")
     ap.add_argument("--json")
     a = ap.parse_args()
     configs = a.configs.split(",")
@@ -212,7 +222,7 @@ def main():
         try:
             for r in range(a.repeat):
                 for c in configs:
-                    res = run_once(a.bin, c, data, total, influx[1], srv.server_address[1])
+                    res = run_once(a.bin, c, data, total, influx[1], srv.server_address[1], a.pace, a.batch)
                     results[c].append(res)
                     print(f"repeat {r + 1} {c}: {res['cpu_s']:.2f} CPU s, {res['wall_s']:.2f} s wall, spans {res['spans']}, sinks {res['sinks']}", file=sys.stderr)
         finally:
@@ -221,7 +231,8 @@ def main():
                 influx[0].terminate()
                 influx[0].wait(10)
     med = {c: statistics.median(x["cpu_s"] for x in v) for c, v in results.items()}
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; {a.writers} writers × {a.samples} samples = {total} deliveries, median of {a.repeat}")
+    pace = f", posted at {a.pace:.0f} deliveries/s" if a.pace else ", posted as fast as serve takes them"
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; {a.writers} writers × {a.samples} samples = {total} deliveries{pace}, median of {a.repeat}")
     print("| configuration | serve CPU s (median) | µs per delivery |")
     print("|---|---|---|")
     for c in configs:

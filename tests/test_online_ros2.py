@@ -187,6 +187,22 @@ def test_agent_follows_a_live_session_and_serve_shows_the_ros2_layers(tmp_path, 
     assert state["ros2"]["join"]["takes_same_host"] == N, state["ros2"]["join"]
     assert state["ros2"]["chains"]["chain"]["path"] == ["/raw_image", "/image"]
 
+    # serve's /metrics (issue 26): the same layers as histograms, count and sum equal babeltrace2's.
+    # A label set's first exposition shows zeros (so that rate() counts it): read twice.
+    text = ""
+    for _ in range(2):
+        text = get(f"http://127.0.0.1:{port}/metrics")
+    def metric(name, **labels):
+        for line in text.splitlines():
+            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+    for name, vals in exp.items():
+        sel = dict(topic="/raw_image", sender="pc1", receiver="pc1", layer=name)
+        assert metric("ddscope_latency_seconds_count", **sel) == N, (name, [l for l in text.splitlines() if "/raw_image" in l][:40])
+        assert abs(metric("ddscope_latency_seconds_sum", **sel) - sum(vals) / 1e9) < 1e-6, name
+    assert metric("ddscope_latency_samples_total", topic="/raw_image", sender="pc1", receiver="pc1", status="same_host") == N
+
     seen = browser_inspect(f"http://127.0.0.1:{port}/", artifacts / "online-ros2.png", 2500,
                            texts=["ROS 2 layers", "dds_local p50 ms", "/raw_image → /image", "pc1 → pc1"])
     assert all(seen["found"].values()), seen["found"]

@@ -15,12 +15,21 @@ use std::time::Duration;
 Examples:
   ddscope serve                                   # http://127.0.0.1:8080
   ddscope serve --listen 0.0.0.0:8080 --token $TOKEN
+  ddscope serve --listen 0.0.0.0:8080 --token $TOKEN --budget /image=20ms \
+      --export influx=http://127.0.0.1:8086/ddscope --export otlp=http://127.0.0.1:4318 --trace-sample every=10,late,lost
 Agents send with `ddscope agent … --send-to http://HOST:8080 [--token …]`.
 The dashboard (http://HOST:8080/, add ?token=… when a token is set) shows
 per-topic DDS message and submessage latency over time, payload sizes, loss,
 repairs, CPU and bandwidth per interface; /api/state has the same as JSON
 (the flows with the most samples, --max-state-flows of them, and the totals).
 Everything is built into the binary; nothing is loaded from the internet.
+What serve correlates is exported (docs/export.md, What serve exports):
+/metrics on --listen (with --token only with the token) has the latency
+histograms per topic, sender, receiver and layer (the ROS 2 layers with live
+traces, chains with --path), delivered/lost/late counters, clock offsets and
+serve's own counters; --export influx=… writes one ddscope_latency point per
+judged sample, --export otlp=… one trace per sample (--trace-sample). Ctrl-C
+or SIGTERM flushes the push sinks and reports what they dropped.
 
 Slow or hostile clients cannot freeze the server: headers must arrive within
 --header-timeout, bodies within --body-timeout, at most --max-connections are
