@@ -584,4 +584,100 @@ mod tests {
         assert_eq!(t.order.len(), 3);
         assert_eq!(t.stats.remembered_evicted.load(Relaxed), 2);
     }
+
+    /// Oracle: the instants put in the rows. A two-hop chain /raw_image (pc1, same host) → /filter →
+    /// /image (pc1 → pc2): the node span sits in /image's trace and links to /raw_image's callback
+    /// span (which exists there), the chain span links to both publishes; a chain whose output
+    /// sample has no trace is counted, not drawn.
+    #[test]
+    fn chain_hops_are_node_spans_linked_to_their_input_sample() {
+        use ddscope_core::ros2::chain::{Hop, HopLayers};
+        use ddscope_core::ros2::join::{Delivery, Join};
+        let wa = Guid::parse_hex("0110aabbccddeeff0011223300000a03").unwrap();
+        let wb = Guid::parse_hex("0110aabbccddeeff0011223300000b03").unwrap();
+        let ros = |p: i64, m: i64, t: i64, cs: i64, ce: i64| {
+            Some(Box::new(RosColumns {
+                rclcpp_publish_ts_ns: Some(p),
+                rmw_publish_ts_ns: Some(m),
+                rmw_take_ts_ns: Some(t),
+                callback_start_ts_ns: Some(cs),
+                callback_end_ts_ns: Some(ce),
+                ..RosColumns::default()
+            }))
+        };
+        let a = LatencyRow {
+            ros: ros(100, 110, 150, 160, 300),
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/raw_image", "T"))), wa, 5, Arc::from("pc1"), Arc::from("pc1"), "same_host", 110)
+        };
+        let b = LatencyRow {
+            receiver_first_ts_ns: Some(380),
+            receiver_last_ts_ns: Some(400),
+            latency_ns: Some(100),
+            ros: ros(250, 260, 450, 460, 500),
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), wb, 5, Arc::from("pc1"), Arc::from("pc2"), "delivered", 300)
+        };
+        let hop = |i: u32, w: Guid, topic: &str, receiver: &str, node: Option<&str>, p: i64, cs: i64| ChainRow {
+            chain: Arc::from("/raw_image,/image"),
+            instance: 1,
+            hop: i,
+            h: Hop {
+                take: (0, i as u64),
+                cause: None,
+                topic: Some(Arc::from(topic)),
+                level: if i == 0 { Delivery::SameHost } else { Delivery::Wire },
+                join: Join::SourceTs,
+                sender: Arc::from("pc1"),
+                receiver: Arc::from(receiver),
+                sender_node: node.map(Arc::from),
+                receiver_node: None,
+                writer: Some(w),
+                sn: Some(5),
+                source_ts: p,
+                rclcpp_ts: Some(p),
+                take_ts: cs - 10,
+                callback_start_ts: Some(cs),
+                layers: HopLayers::default(),
+                inputs: Default::default(),
+            },
+            node_ns: None,
+            chain_start_ts_ns: Some(100),
+            chain_e2e_ns: Some(360),
+        };
+        let mut t = SampleTracer::new(TraceSampling::default());
+        let mut out = vec![];
+        t.on_row(&a, &mut out);
+        t.on_row(&b, &mut out);
+        let (ta, tb) = (sample_trace_id(&wa, 5), sample_trace_id(&wb, 5));
+        let callback_a = out.iter().find(|(h, s)| &**h == "pc1" && s.name == "callback" && s.trace_id == ta.to_vec()).expect("a's callback span").1.span_id.clone();
+        let publish = |tr: &[u8; 16], topic: &str| out.iter().find(|(_, s)| s.trace_id == tr.to_vec() && s.name == format!("publish {topic}")).unwrap().1.span_id.clone();
+        let (pa, pb) = (publish(&ta, "/raw_image"), publish(&tb, "/image"));
+        let receive_b = out.iter().find(|(h, s)| &**h == "pc2" && s.name == "receive /image").unwrap().1.span_id.clone();
+        let mut chain = vec![];
+        t.on_chain_row(&hop(0, wa, "/raw_image", "pc1", None, 100, 160), false, &mut chain);
+        assert!(chain.is_empty(), "the first hop has no node before it");
+        t.on_chain_row(&hop(1, wb, "/image", "pc2", Some("/filter"), 250, 460), true, &mut chain);
+        assert_eq!(names(&chain), [("pc1".to_string(), "node /filter".to_string()), ("pc2".to_string(), "chain /raw_image,/image".to_string())]);
+        let node = &chain[0].1;
+        assert_eq!((node.trace_id.clone(), node.parent_span_id.clone()), (tb.to_vec(), pb.clone()));
+        assert_eq!((node.start_time_unix_nano, node.end_time_unix_nano), (160, 250), "the relay's callback_start of its input → its publish");
+        assert_eq!(node.links.len(), 1);
+        assert_eq!((node.links[0].trace_id.clone(), node.links[0].span_id.clone()), (ta.to_vec(), callback_a));
+        let c = &chain[1].1;
+        assert_eq!((c.trace_id.clone(), c.parent_span_id.clone()), (tb.to_vec(), receive_b));
+        assert_eq!((c.start_time_unix_nano, c.end_time_unix_nano), (100, 460), "first publish → last callback_start");
+        let links: Vec<(Vec<u8>, Vec<u8>)> = c.links.iter().map(|l| (l.trace_id.clone(), l.span_id.clone())).collect();
+        assert_eq!(links, [(ta.to_vec(), pa), (tb.to_vec(), pb)]);
+        assert_eq!(t.stats.chain_spans.load(Relaxed), 2);
+
+        // The output sample sampled out: its hop spans are counted as left out, not drawn.
+        let mut t = SampleTracer::new("none".parse().unwrap());
+        let mut out = vec![];
+        t.on_row(&a, &mut out);
+        t.on_row(&b, &mut out);
+        t.on_chain_row(&hop(0, wa, "/raw_image", "pc1", None, 100, 160), false, &mut out);
+        t.on_chain_row(&hop(1, wb, "/image", "pc2", Some("/filter"), 250, 460), true, &mut out);
+        assert!(out.is_empty());
+        assert_eq!((t.stats.chain_spans.load(Relaxed), t.stats.chain_spans_left_out.load(Relaxed)), (0, 2));
+        assert_eq!(t.stats.deliveries_left_out.load(Relaxed), 2);
+    }
 }
