@@ -413,6 +413,10 @@ impl WriterState {
     }
 }
 
+/// Largest sequence-number gap between two of a writer's samples at its sender that still gives a
+/// publication interval (divided by the gap).
+const MAX_PERIOD_GAP: i64 = 64;
+
 /// Accumulated statistics of one flow: a topic from one sender capture to one receiver capture.
 #[derive(Default, Clone)]
 pub struct FlowStats {
@@ -1345,10 +1349,13 @@ impl Correlator {
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         let wire_node = w.node.clone();
         let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
-        // Publication period from the sender's consecutive samples.
+        // Publication period from the sender's consecutive samples, or from samples a few sequence
+        // numbers apart (the interval divided by the gap): a serve shard behind the Collector judges only
+        // the samples routed to it, and a capture that missed a sample still gives the period.
         if let Some((psn, pts)) = w.last_sender_first {
-            if psn.checked_add(1) == Some(sn) && snd.first_ts > pts {
-                w.intervals.record(snd.first_ts.saturating_sub(pts));
+            let gap = sn.saturating_sub(psn);
+            if (1..=MAX_PERIOD_GAP).contains(&gap) && snd.first_ts > pts {
+                w.intervals.record(snd.first_ts.saturating_sub(pts) / gap);
             }
         }
         if w.last_sender_first.is_none_or(|(s, _)| sn > s) {
