@@ -894,7 +894,7 @@ impl Inner {
         write_header(
             out,
             "ddscope_latency_timing_total",
-            "Delivered samples in time or late against the writer's publication period (Kouril et al.; the period inferred from the sender's consecutive samples).",
+            "Delivered samples in time or late against the writer's publication period (Kouril et al.; the period inferred from the interval between the sender's samples per sequence number).",
             Kind::Counter,
         );
         for f in self.flows.values() {
