@@ -9,9 +9,10 @@ in the root namespace, and:
     receiving serve's `--export otlp=…`, its traces read back from the debug exporter's output.
 Then
   * every panel query of grafana/dashboards/ddscope.json runs through Prometheus's HTTP API and
-    returns data; the latency panels' quantiles equal what the histogram of `ddscope latency`'s rows
-    on the run's own captures (the oracle; same bucket bounds) gives, and lie in the bucket of the
-    rows' exact quantile (the histogram's resolution); the bucket counts equal the rows';
+    returns data; serve's latency buckets agree with the rows of `ddscope latency` on the run's own
+    captures (the oracle, binned with the same bounds) within 2 samples or 1 %; the latency panels'
+    p50 and p99 over the run are what serve's buckets give and lie in the bucket of the rows' exact
+    quantile, widened by the ranks the counts differ by (the histogram's resolution);
   * every query in docs/queries/ runs through InfluxDB and returns data; ddscope_latency holds
     every delivered sample serve reported, each with the latency `ddscope latency` computed;
   * the Collector got one trace per delivered sample, with the trace id derived from (writer GUID,
@@ -389,22 +390,28 @@ scrape_configs:
             assert buckets and buckets[-1][0] == math.inf, (topic, layer, got)
             values = offline[(topic, layer)]
             mine = [(le, sum(1 for v in values if v <= le)) for le, _ in buckets]
-            for (le, c), (_, m) in zip(buckets, mine):
-                assert abs(c - m) <= max(2, 0.01 * len(values)), f"{topic} {layer} le={le}: serve {c}, ddscope latency {m}"
+            diff = max(abs(c - m) for (_, c), (_, m) in zip(buckets, mine))
+            assert diff <= max(2, 0.01 * len(values)), f"{topic} {layer}: serve's buckets {buckets}, ddscope latency's {mine}"
+            bounds = [0.0] + [le for le, _ in buckets]
+            ranked = sorted(values)
             for qq in (0.5, 0.99):
                 # The dashboard's expression with the whole run as its range.
                 e = f'histogram_quantile({qq}, sum by (le, topic, sender, receiver) (rate(ddscope_latency_seconds_bucket{{layer="{layer}",topic=~"{topic}"}}[{rng}])))'
                 res = [r for r in promql(prom_port, e, end) if r["metric"].get("sender") == "pc1" and r["metric"].get("receiver") == "pc2"]
                 assert res, f"{e}: no data"
                 pq = float(res[0]["value"][1])
-                want = histogram_quantile(qq, mine)
-                exact = exact_quantile(qq, values)
-                bounds = [0.0] + [le for le, _ in buckets]
-                lo = max(b for b in bounds if b < exact) if exact > 0 else 0.0
-                hi = min(b for b in bounds if b >= exact)
-                print(f"{topic} {layer} p{int(qq * 100)}: Prometheus {pq * 1e3:.3f} ms, offline histogram {want * 1e3:.3f} ms, exact {exact * 1e3:.3f} ms in ({lo * 1e3}, {hi * 1e3}] ms")
-                assert abs(pq - want) <= 0.05 * want + 1e-9, f"{topic} {layer} p{qq}: Prometheus {pq}, offline histogram {want}"
-                assert lo <= pq <= hi, f"{topic} {layer} p{qq}: Prometheus {pq} outside the exact quantile's bucket ({lo}, {hi}] ({exact})"
+                # The panel computes what serve's histogram holds (rate() scales every bucket alike) ...
+                own = histogram_quantile(qq, buckets)
+                assert abs(pq - own) <= 0.01 * own + 1e-12, f"{topic} {layer} p{qq}: the panel {pq}, serve's buckets {own}"
+                # ... and lies in the bucket of ddscope latency's exact quantile, widened by the samples the two counts
+                # differ by (diff ranks either side): the histogram's resolution.
+                r = max(0, math.ceil(qq * len(ranked)) - 1)
+                lo_v, hi_v = ranked[max(0, r - int(diff))], ranked[min(len(ranked) - 1, r + int(diff))]
+                lo = max([b for b in bounds if b < lo_v], default=0.0)
+                hi = min(b for b in bounds if b >= hi_v)
+                print(f"{topic} {layer} p{int(qq * 100)}: Prometheus {pq * 1e3:.4f} ms, offline histogram {histogram_quantile(qq, mine) * 1e3:.4f} ms, "
+                      f"exact {ranked[r] * 1e3:.4f} ms in ({lo * 1e3}, {hi * 1e3}] ms; bucket counts differ by {diff} of {len(values)}")
+                assert lo <= pq <= hi, f"{topic} {layer} p{qq}: Prometheus {pq} outside ({lo}, {hi}] around ddscope latency's {ranked[r]}"
         f = flows[(topic, "pc1", "pc2")]
         tot = promql(prom_port, f'max_over_time(ddscope_latency_samples_total{{topic="{topic}",sender="pc1",receiver="pc2",status="delivered"}}[{rng}])', end)
         assert tot and float(tot[0]["value"][1]) == f["delivered"], (topic, tot, f["delivered"])
