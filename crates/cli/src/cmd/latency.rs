@@ -232,11 +232,12 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     for (i, c) in run.captures.iter().enumerate() {
         let o = &run.outcomes[i];
         eprintln!(
-            "latency: {} = {}: {} frames, {} RTPS messages; {}",
+            "latency: {} = {}: {} frames, {} RTPS messages{}; {}",
             c.name,
             c.path.display(),
             o.summary.frames,
             o.decode.rtps_messages,
+            crate::closing::zenoh_counts(&o.decode.zenoh),
             o.decode.summary_line()
         );
         if let Some(e) = &o.summary.error {
