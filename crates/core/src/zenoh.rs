@@ -86,6 +86,8 @@ pub struct ZenohStats {
     pub batches: u64,
     /// Messages decoded, by name (`PUT`, `DECLARE_TOKEN`, `INIT_SYN`, `FRAGMENT`, …).
     pub messages: BTreeMap<&'static str, u64>,
+    /// PUTs whose payload is in shared memory (only a descriptor on the wire; size unknown).
+    pub shm_puts: u64,
     /// PUTs that carry an rmw_zenoh attachment: ROS 2 samples.
     pub ros_samples: u64,
     /// PUTs whose key expression is an rmw_zenoh data key but whose attachment is missing or not rmw_zenoh's.
@@ -726,8 +728,12 @@ impl ZenohDecoder {
         match nm {
             NetworkMsg::Push { body: PushBody::Put(p), .. } | NetworkMsg::Response { body: network::ResponseBody::Reply(PushBody::Put(p)), .. } => {
                 e.traffic_type = TrafficType::User;
-                e.sample_size = Some(p.payload_len.min(u32::MAX as u64) as u32);
-                e.payload_size = e.sample_size;
+                e.payload_size = Some(p.payload_len.min(u32::MAX as u64) as u32);
+                // In shared memory the sample's size is not on the wire.
+                e.sample_size = if p.shm_slices > 0 { None } else { e.payload_size };
+                if p.shm_slices > 0 {
+                    self.stats.shm_puts += 1;
+                }
                 let names = key.as_deref().and_then(|k| self.topic_names(k));
                 let att = p.attachment.and_then(rmw::parse_attachment);
                 match (att, matches!(nm, NetworkMsg::Push { .. })) {

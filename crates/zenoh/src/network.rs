@@ -95,9 +95,11 @@ pub struct Put<'a> {
     pub encoding: Option<u32>,
     pub source_info: Option<SourceInfo>,
     pub attachment: Option<&'a [u8]>,
-    /// The payload is a shared-memory descriptor, not the data.
+    /// The payload travels in shared memory: the wire carries descriptors.
     pub shm: bool,
-    /// Declared payload length.
+    /// Descriptors of shared-memory buffers among the payload's slices.
+    pub shm_slices: u32,
+    /// Declared payload length (with shared memory: the raw bytes on the wire only).
     pub payload_len: u64,
     /// The payload bytes present (all of them unless the message was cut).
     pub payload: &'a [u8],
@@ -167,6 +169,7 @@ pub enum NetworkMsg<'a> {
 impl NetworkMsg<'_> {
     pub fn name(&self) -> &'static str {
         match self {
+            NetworkMsg::Push { body: PushBody::Put(p), .. } if p.shm_slices > 0 => "PUT_SHM",
             NetworkMsg::Push { body: PushBody::Put(_), .. } => "PUT",
             NetworkMsg::Push { body: PushBody::Del { .. }, .. } => "DEL",
             NetworkMsg::Declare { body, .. } => body.name(),
@@ -343,8 +346,26 @@ fn push_body<'a>(r: &mut Reader<'a>, allow_cut: bool, what: &'static str) -> ZRe
             if let Some(e) = bad {
                 return Err(e);
             }
+            if shm {
+                // Shared memory: the payload is a list of slices, each raw bytes
+                // or a descriptor of a buffer in shared memory (zenoh-codec's
+                // `Zenoh080Sliced`): only the descriptors travel on the wire.
+                let n = r.vle_max(u16::MAX as u64, "Put shared-memory slices")?;
+                let (mut raw, mut shm_slices) = (0u64, 0u32);
+                for _ in 0..n {
+                    match r.u8("Put slice kind")? {
+                        0 => raw += r.zslice("Put raw slice")?.len() as u64,
+                        1 => {
+                            r.zslice("Put shared-memory descriptor")?;
+                            shm_slices += 1;
+                        }
+                        _ => return malformed("Put slice kind", "neither raw (0) nor shared memory (1)"),
+                    }
+                }
+                return Ok(PushBody::Put(Put { timestamp, encoding, source_info, attachment, shm, shm_slices, payload_len: raw, payload: &[] }));
+            }
             let (payload_len, payload) = payload(r, allow_cut, "Put payload")?;
-            Ok(PushBody::Put(Put { timestamp, encoding, source_info, attachment, shm, payload_len, payload }))
+            Ok(PushBody::Put(Put { timestamp, encoding, source_info, attachment, shm, shm_slices: 0, payload_len, payload }))
         }
         Z_DEL => {
             let timestamp = if has(h, 0x20) { Some(timestamp(r)?) } else { None };
