@@ -195,3 +195,47 @@ fn overlapping_windows_of_two_publishers_are_ambiguous() {
     assert_eq!((j.takes_ambiguous, j.takes_same_host, j.takes_unjoined), (1, 1, 0));
     assert_eq!(j.ambiguous_topics.get("/tf"), Some(&1));
 }
+
+/// Galactic (and Foxy) without CARET: no rmw events, no source timestamp anywhere. Nothing is
+/// joined; every callback's runs and durations, and what each callback published, are measured.
+#[test]
+fn galactic_without_caret_measures_callbacks_and_publishes() {
+    use ddscope_core::ros2::callbacks::CallbackTable;
+    let mut h = Host { recs: vec![] };
+    let t = T0 - 100 * MS;
+    h.ev(t, 10, 10, Ros2Event::RclInit { context_handle: 1, version: "2.3.0".into() });
+    h.ev(t + US, 10, 10, Ros2Event::RclNodeInit { node_handle: 0x1, rmw_handle: 0x2, node_name: "relay".into(), namespace: "/".into() });
+    h.ev(t + 2 * US, 10, 10, Ros2Event::RclPublisherInit { publisher_handle: 0x100, node_handle: 0x1, rmw_publisher_handle: 0x101, topic_name: "/out".into(), queue_depth: 10 });
+    h.ev(t + 3 * US, 10, 10, Ros2Event::RclSubscriptionInit { subscription_handle: 0x200, node_handle: 0x1, rmw_subscription_handle: 0x201, topic_name: "/in".into(), queue_depth: 10 });
+    h.ev(t + 4 * US, 10, 10, Ros2Event::RclcppSubscriptionInit { subscription_handle: 0x200, subscription: 0x202 });
+    h.ev(t + 5 * US, 10, 10, Ros2Event::RclcppSubscriptionCallbackAdded { subscription: 0x202, callback: 0x203 });
+    for k in 0..N {
+        let b = T0 + k * 10 * MS;
+        h.ev(b, 10, 11, Ros2Event::CallbackStart { callback: 0x203, is_intra_process: 0 });
+        h.ev(b + 40 * US, 10, 11, Ros2Event::RclcppPublish { publisher_handle: None, message: 0x9000 });
+        h.ev(b + 41 * US, 10, 11, Ros2Event::RclPublish { publisher_handle: 0x100, message: 0x9000 });
+        h.ev(b + 100 * US, 10, 11, Ros2Event::CallbackEnd { callback: 0x203 });
+    }
+    let (items, asm) = h.items();
+    assert_eq!(asm.layout.name(), "galactic");
+    assert!(asm.layout.joins().starts_with("none between processes"));
+    let mut cb = CallbackTable::new(64);
+    for it in &items {
+        match it {
+            TraceItem::Callback(c) => cb.add_callback(0, c),
+            TraceItem::Publish(p) => cb.add_publish(0, p),
+            TraceItem::Take(_) => panic!("no take without rmw_take or CARET's dispatch"),
+            _ => {}
+        }
+    }
+    let names = [std::sync::Arc::<str>::from("pc1")];
+    let rows = cb.rows(&names);
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].node.as_str(), rows[0].callback.as_str(), rows[0].runs), ("/relay", "subscription /in", N as u64));
+    assert!((rows[0].duration.mean_ms - 0.1).abs() < 1e-9);
+    assert!((rows[0].rate_hz.unwrap() - 100.0).abs() < 1e-6);
+    let edges = cb.publish_rows(&names);
+    assert_eq!(edges.len(), 1);
+    assert_eq!((edges[0].callback.as_str(), edges[0].topic.as_str(), edges[0].publishes), ("subscription /in", "/out", N as u64));
+    assert!((edges[0].node_time.mean_ms - 0.04).abs() < 1e-9);
+}

@@ -213,7 +213,9 @@ fn check(distro: &str) {
         TraceInput { host: "pc2".into(), path: dir.join("pc2.lttng") },
     ];
     let (r, rows, _) = run(caps, traces, None);
-    let join = if distro == "jazzy" { Join::SourceTs } else { Join::PublishOrder };
+    // Humble: the sample's INFO_TS lies in the publish's window (rmw_publish … the thread's next
+    // event), which decides before the publish order.
+    let join = if distro == "jazzy" { Join::SourceTs } else { Join::PublishTime };
     assert_eq!(r.traces.len(), 2);
     assert_eq!(r.traces[0].layout, if distro == "jazzy" { "jazzy+" } else { "humble/iron" });
     // Wire rows pc1 -> pc2, every sample joined to its publish and to pc2's take.
@@ -244,23 +246,11 @@ fn check(distro: &str) {
         let realtime_t1 = t1(k);
         assert_eq!(row.source_ts_to_wire_ns, Some(realtime_t1 - sts));
     }
-    // Same-host deliveries at pc1 (the copy at pc2 was claimed by the wire): joined trace to trace.
-    let local: Vec<&LatencyRow> = rows.iter().filter(|r| r.status == "same_host").collect();
-    assert_eq!(local.len(), N, "same-host rows");
-    for row in &local {
-        assert_eq!((&*row.sender, &*row.receiver), ("pc1", "pc1"));
-        let k = e.raw.iter().position(|x| Some(x.3) == row.source_ts_ns).expect("a publish of this source timestamp");
-        let (rclcpp, rmw, _, _) = e.raw[k];
-        let (take, cbs, cbe) = e.take[k];
-        let ros = row.ros.as_deref().expect("ros columns");
-        assert_eq!(ros.ros_publish_ns, Some(rmw - rclcpp));
-        assert_eq!(ros.dds_local_ns, Some(take - rmw));
-        assert_eq!(ros.executor_ns, Some(cbs - take));
-        assert_eq!(ros.callback_ns, Some(cbe - cbs));
-        assert_eq!(ros.ros_e2e_ns, Some(cbs - rclcpp));
-        assert_eq!(ros.ros_publish_ns.unwrap() + ros.dds_local_ns.unwrap() + ros.executor_ns.unwrap(), ros.ros_e2e_ns.unwrap());
-        assert_eq!(row.sn, k as i64 + 1, "the wire sample's sequence number");
-    }
+    // pc1's own takes: pc2's trace is a copy of pc1's, so each of these samples has two traced
+    // publishes with the same source timestamp (pc1's and its copy at pc2), indistinguishable: ddscope
+    // counts them as ambiguous instead of guessing (same-host joins: tests/test_ros2_join.py and
+    // ros2_real_layouts.rs).
+    assert_eq!(rows.iter().filter(|r| r.status == "same_host" || r.status == "traced").count(), 0);
     let j = r.correlator.join_stats().expect("join stats");
     if distro == "jazzy" {
         assert_eq!(j.joined_source_ts, N as u64);
@@ -268,19 +258,17 @@ fn check(distro: &str) {
         assert_eq!(r.traces[0].drift.count, 2 * N as u64);
         assert!(r.traces[0].drift_line().is_some());
     } else {
-        assert_eq!(j.joined_publish_order, N as u64);
+        assert_eq!(j.joined_publish_time, N as u64);
         assert_eq!(r.traces[0].drift.count, 0);
     }
     assert_eq!(j.takes_joined_wire, N as u64);
-    assert_eq!(j.takes_same_host, N as u64);
+    assert_eq!((j.takes_same_host, j.takes_ambiguous), (0, N as u64));
     // The flow summaries carry the layers.
     let flows = r.correlator.summaries();
     let f = flows.iter().find(|f| f.receiver == "pc2" && f.topic == "/raw_image").expect("flow");
     for l in ["ros_publish", "dds_send", "message", "dds_receive", "executor", "callback", "ros_e2e", "source_ts_to_wire"] {
         assert_eq!(f.layers.iter().find(|(n, _)| n == l).map(|(_, s)| s.count), Some(N as u64), "layer {l}");
     }
-    let f = flows.iter().find(|f| f.receiver == "pc1" && f.sender == "pc1").expect("same-host flow");
-    assert_eq!(f.layers.iter().find(|(n, _)| n == "dds_local").map(|(_, s)| s.count), Some(N as u64));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -290,6 +278,6 @@ fn jazzy_joins_by_source_timestamp_and_layers_add_up() {
 }
 
 #[test]
-fn humble_joins_by_publish_order_and_layers_add_up() {
+fn humble_joins_by_publish_window_and_layers_add_up() {
     check("humble");
 }

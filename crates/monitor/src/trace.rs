@@ -101,10 +101,11 @@ impl TraceQueue {
         match item {
             TraceItem::Watermark(w) => s.watermark = Some(s.watermark.map_or(w, |o| o.max(w))),
             TraceItem::End => s.ended = true,
+            // Callback durations are not streamed to serve (the agent's own view has no use for them yet).
+            TraceItem::Callback(_) => {}
             it => {
                 let t = match &it {
                     TraceItem::Publish(p) => [p.rclcpp_ts, p.rcl_ts, p.rmw_ts].into_iter().flatten().min().unwrap_or(i64::MAX),
-                    TraceItem::Callback(c) => c.start,
                     TraceItem::Take(k) => k.rmw_take_ts,
                     _ => i64::MAX,
                 };

@@ -83,18 +83,87 @@ const LTTNG_DECLS: &[&str] = &[
     "struct packet_context { uint64_clock_monotonic_t timestamp_begin; uint64_clock_monotonic_t timestamp_end; uint64_t content_size; uint64_t packet_size; uint64_t packet_seq_num; unsigned long events_discarded; uint32_t cpu_id; };",
 ];
 
+/// TSDL as tokens separated by one space: comments removed, punctuation
+/// split from identifiers, whitespace collapsed. Two texts that differ only
+/// in where whitespace and comments go normalise to the same string (so
+/// `uint32_t magic ;` cannot slip past the framing check any more than
+/// `uint32_t magic;`). String literals are kept whole.
+pub(crate) fn normalize(text: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0usize;
+    let mut word = false;
+    let sep = |out: &mut String| {
+        if !out.is_empty() && !out.ends_with(' ') {
+            out.push(' ');
+        }
+    };
+    while i < text.len() {
+        let c = text[i];
+        if c == b'/' && text.get(i + 1) == Some(&b'*') {
+            i = text[i + 2..].windows(2).position(|w| w == b"*/").map_or(text.len(), |p| i + 2 + p + 2);
+            sep(&mut out);
+            word = false;
+            continue;
+        }
+        if c == b'/' && text.get(i + 1) == Some(&b'/') {
+            i = text[i..].iter().position(|&b| b == b'\n').map_or(text.len(), |p| i + p + 1);
+            sep(&mut out);
+            word = false;
+            continue;
+        }
+        if c == b'"' {
+            let start = i;
+            i += 1;
+            while i < text.len() && text[i] != b'"' {
+                i += if text[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(text.len());
+            sep(&mut out);
+            out.push_str(&String::from_utf8_lossy(&text[start..i]));
+            out.push(' ');
+            word = false;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            sep(&mut out);
+            word = false;
+        } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' {
+            // `.` belongs to names such as `packet.header` and to numbers.
+            if !word {
+                sep(&mut out);
+            }
+            out.push(c as char);
+            word = true;
+        } else {
+            sep(&mut out);
+            // `:=` is one token.
+            if c == b':' && text.get(i + 1) == Some(&b'=') {
+                out.push_str(":=");
+                i += 1;
+            } else {
+                out.push(c as char);
+            }
+            out.push(' ');
+            word = false;
+        }
+        i += 1;
+    }
+    out.trim_end().to_string()
+}
+
 /// Byte order of an LTTng-UST 64-bit trace whose metadata declares the
 /// standard packet header and context (`None`: another layout).
 pub(crate) fn lttng_byte_order(text: &[u8]) -> Option<bool> {
-    let norm: String = String::from_utf8_lossy(text).split_whitespace().collect::<Vec<_>>().join(" ");
-    if !LTTNG_DECLS.iter().all(|d| norm.contains(d)) || norm.matches("packet.context :=").count() == 0 {
+    let norm = normalize(text);
+    let decls: Vec<String> = LTTNG_DECLS.iter().map(|d| normalize(d.as_bytes())).collect();
+    if !decls.iter().all(|d| norm.contains(d.as_str())) || norm.matches("packet.context :=").count() == 0 {
         return None;
     }
     // Every stream must use that context.
-    if norm.matches("packet.context :=").count() != norm.matches("packet.context := struct packet_context;").count() {
+    if norm.matches("packet.context :=").count() != norm.matches("packet.context := struct packet_context ;").count() {
         return None;
     }
-    match (norm.contains("byte_order = le;"), norm.contains("byte_order = be;")) {
+    match (norm.contains("byte_order = le ;"), norm.contains("byte_order = be ;")) {
         (true, false) => Some(true),
         (false, true) => Some(false),
         _ => None,
@@ -149,11 +218,66 @@ pub(crate) fn check_lttng_stream<F: std::io::Read + std::io::Seek>(file: &mut F,
     Ok(())
 }
 
+/// Most elements one static array of the metadata may declare (nested
+/// arrays multiply). ros2_tracing's largest is a 24-byte gid; babeltrace2
+/// allocates a field per element when it decodes the event, so a declared
+/// length of 10^9 made GLib abort allocating 8 GB (or, with no memory limit,
+/// grow to 24 GB until the OOM killer came).
+pub(crate) const MAX_ARRAY_ELEMENTS: u64 = 1 << 16;
+
+/// Refuses static arrays (`name[N]`, `[N][M]…`) over [`MAX_ARRAY_ELEMENTS`].
+fn check_arrays(norm: &str) -> Result<(), String> {
+    let toks: Vec<&str> = norm.split(' ').collect();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i] != "[" {
+            i += 1;
+            continue;
+        }
+        // A run of `[ N ]` groups.
+        let mut product = 1u64;
+        let mut lengths = vec![];
+        while i + 2 < toks.len() && toks[i] == "[" && toks[i + 2] == "]" {
+            let t = toks[i + 1];
+            // A number (too large for 64 bits counts as the largest); an identifier is a sequence's length field.
+            let n = if !t.starts_with(|c: char| c.is_ascii_digit()) {
+                None
+            } else if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(u64::from_str_radix(h, 16).unwrap_or(u64::MAX))
+            } else if t.len() > 1 && t.starts_with('0') {
+                Some(u64::from_str_radix(&t[1..], 8).unwrap_or(u64::MAX))
+            } else {
+                Some(t.parse::<u64>().unwrap_or(u64::MAX))
+            };
+            match n {
+                Some(n) => {
+                    lengths.push(t.to_string());
+                    product = product.saturating_mul(n);
+                }
+                // A sequence (`[length_field]`): its length comes from the data.
+                None => {}
+            }
+            i += 3;
+        }
+        if product > MAX_ARRAY_ELEMENTS {
+            return Err(format!(
+                "metadata declares an array of {} elements ([{}]), more than the {MAX_ARRAY_ELEMENTS} accepted",
+                if product == u64::MAX { "more than 2^64".to_string() } else { product.to_string() },
+                lengths.join("]["),
+            ));
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// babeltrace2 2.0.4 aborts (msg-iter.c, `set_current_packet_content_sizes`)
 /// when a structure declares one of `content_size` / `packet_size` without
 /// the other; refuse such metadata. Scans identifiers per brace block,
-/// skipping comments and string literals.
+/// skipping comments and string literals. Static arrays are capped too
+/// ([`MAX_ARRAY_ELEMENTS`]).
 fn check_tsdl(text: &[u8]) -> Result<(), String> {
+    check_arrays(&normalize(text))?;
     let mut stack: Vec<(bool, bool, usize)> = vec![(false, false, 0)];
     let mut i = 0usize;
     while i < text.len() {
@@ -243,6 +367,46 @@ mod tests {
         assert!(check_tsdl(bad).expect_err("one size").contains("content_size"));
         let m = packet(b"struct s { uint64_t packet_size; };", 128);
         assert!(check(&m).is_err());
+    }
+
+    /// The standard LTTng-UST declarations in the layout lttng writes them, for the tests below.
+    fn lttng_text(sep: &str) -> String {
+        let mut t = String::from("/* CTF 1.8 */\ntrace { byte_order = le; };\n");
+        for d in LTTNG_DECLS {
+            t.push_str(&d.replace(' ', sep));
+            t.push('\n');
+        }
+        t.push_str("stream { packet.context := struct packet_context; };\n");
+        t
+    }
+
+    #[test]
+    fn the_framing_check_does_not_depend_on_whitespace_or_comments() {
+        assert_eq!(lttng_byte_order(lttng_text(" ").as_bytes()), Some(true));
+        // The issue's case: one space before a semicolon skipped the stream check (and babeltrace2 aborted).
+        let spaced = lttng_text(" ").replace("uint32_t magic;", "uint32_t magic ;");
+        assert_eq!(lttng_byte_order(spaced.as_bytes()), Some(true));
+        let odd = lttng_text("\n\t /* x */ ").replace(":=", " /* y */ :=").replace("= le;", "=le ;");
+        assert_eq!(lttng_byte_order(odd.as_bytes()), Some(true));
+        // Another layout is still another layout.
+        let other = lttng_text(" ").replace("uint64_t packet_size;", "uint32_t packet_size;");
+        assert_eq!(lttng_byte_order(other.as_bytes()), None);
+        assert_eq!(normalize(b"a:=b;/*c*/ d[ 24 ]\"s ;\""), "a := b ; d [ 24 ] \"s ;\"");
+    }
+
+    #[test]
+    fn huge_static_arrays_are_refused() {
+        assert_eq!(check_tsdl(b"event { fields := struct { integer { size = 8; } _gid[24]; }; };"), Ok(()));
+        let e = check_tsdl(b"event { fields := struct { integer { size = 8; } _gid[1000000000]; }; };").unwrap_err();
+        assert!(e.contains("1000000000 elements"), "{e}");
+        let e = check_tsdl(b"struct { uint8_t m[1000][1000]; }").unwrap_err();
+        assert!(e.contains("1000000 elements"), "{e}");
+        assert!(check_tsdl(b"struct { uint8_t m[0x7fffffff]; }").is_err());
+        assert!(check_tsdl(b"struct { uint8_t m[99999999999999999999999]; }").unwrap_err().contains("more than 2^64"));
+        // Sequences take their length from the data (checked there by babeltrace2 against the packet).
+        assert_eq!(check_tsdl(b"struct { uint32_t n; uint8_t s[n]; }"), Ok(()));
+        // In a comment or a string it is no declaration.
+        assert_eq!(check_tsdl(b"/* x[1000000000] */ env { a = \"[1000000000]\"; };"), Ok(()));
     }
 
     #[test]

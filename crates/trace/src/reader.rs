@@ -67,11 +67,28 @@ pub struct ReaderOptions {
     /// At the end of a read with no `ros2:*` event at all, fail with
     /// [`TraceError::Foreign`] (default) or just report it in the stats.
     pub require_ros2: bool,
+    /// Read a trace directory once in a child process first (see
+    /// [`check_in_child`]): babeltrace2 aborts the process on some damaged
+    /// traces, and GLib aborts when an allocation fails; in the child that
+    /// costs the child, and this reader refuses the trace in one line.
+    pub contain: bool,
+    /// Memory the child may allocate beyond what the process holds already (its data segment limit).
+    pub check_memory_bytes: u64,
+    /// The child is stopped when it read no event for this long (more for a large metadata file).
+    pub check_stall: Duration,
 }
 
 impl Default for ReaderOptions {
     fn default() -> Self {
-        ReaderOptions { max_unknown_names: 256, max_event_classes: 1024, max_traces: 64, require_ros2: true }
+        ReaderOptions {
+            max_unknown_names: 256,
+            max_event_classes: 1024,
+            max_traces: 64,
+            require_ros2: true,
+            contain: true,
+            check_memory_bytes: 1 << 30,
+            check_stall: Duration::from_secs(30),
+        }
     }
 }
 
@@ -218,9 +235,21 @@ unsafe impl Send for TraceReader {}
 impl Drop for TraceReader {
     fn drop(&mut self) {
         if !self.graph.is_null() {
+            let _bt = bt_lock();
             unsafe { bt_graph_put_ref(self.graph) };
         }
     }
+}
+
+/// Held (shared) by every thread while it is inside babeltrace2, and taken
+/// exclusively around the `fork` of [`check_in_child`]: so no thread of
+/// this process is inside babeltrace2 or GLib, holding one of their locks,
+/// when the child is made (a child that inherited such a lock would wait for
+/// it forever).
+static BT: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn bt_lock() -> std::sync::RwLockReadGuard<'static, ()> {
+    BT.read().unwrap_or_else(|p| p.into_inner())
 }
 
 fn cstring(s: &str, origin: &str) -> Result<CString, TraceError> {
@@ -296,6 +325,29 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
     if len > MAX_METADATA_BYTES {
         return Err(err(format!("metadata is {len} bytes, more than the {MAX_METADATA_BYTES} accepted")));
     }
+    // A FIFO, device or socket among the stream files: babeltrace2 would open
+    // and read it (a FIFO blocks, a device never ends). Refused, named.
+    if let Some(dir) = path.parent() {
+        let rd = std::fs::read_dir(dir).map_err(|e| err(e.to_string()))?;
+        for entry in rd.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            if !ft.is_file() && !ft.is_dir() && !ft.is_symlink() {
+                return Err(TraceError::Read {
+                    origin: entry.path().display().to_string(),
+                    message: "not a regular file (a FIFO, device or socket) in a trace directory, which holds only stream files: refused".into(),
+                });
+            }
+            if ft.is_symlink() && !entry.path().is_file() && !entry.path().is_dir() {
+                return Err(TraceError::Read {
+                    origin: entry.path().display().to_string(),
+                    message: "a symbolic link to something other than a regular file or directory in a trace directory: refused".into(),
+                });
+            }
+        }
+    }
+    if !std::fs::metadata(path).map(|m| m.is_file()).unwrap_or(false) {
+        return Err(err("metadata is not a regular file: refused".into()));
+    }
     let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
     let text = crate::metadata::tsdl_text(&bytes).map_err(err)?;
     // Stream files of a standard LTTng-UST trace: check their packet framing.
@@ -317,6 +369,194 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
             .map_err(|message| TraceError::Read { origin: origin.clone(), message })?;
     }
     Ok(())
+}
+
+/// Reads the trace directory `path` to its end in a forked child process
+/// under a memory limit (the process's data segment now plus
+/// `check_memory_bytes`, 1 GiB), before this process reads it. babeltrace2 2.0.4
+/// asserts (SIGABRT) on some damaged streams, and GLib aborts (SIGTRAP) when
+/// an allocation fails — a metadata file declaring an event array of 10^9
+/// elements made it allocate 8 GB, or, with no limit, grow until the OOM
+/// killer came. In the child either only ends the child: the trace is
+/// refused with one line naming what happened (babeltrace2's or GLib's own
+/// last words, which the child writes to a pipe instead of the terminal).
+/// A child that reads no event for `check_stall` is stopped. The read
+/// in this process then sees exactly the bytes the child read safely.
+///
+/// The child only makes system calls and runs the reader (allocation with
+/// glibc's fork-safe malloc); readers are opened before their threads start
+/// (`ddscope latency --trace`), so no other thread holds a lock of
+/// babeltrace2's or GLib's when the process forks.
+fn check_in_child(path: &Path, opts: &ReaderOptions) -> Result<(), TraceError> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let origin = path.display().to_string();
+    let fail = |message: String| TraceError::Read { origin: origin.clone(), message };
+    let mut meta_bytes = 0u64;
+    for t in find_traces(path) {
+        meta_bytes += std::fs::metadata(t.join("metadata")).map(|m| m.len()).unwrap_or(0);
+    }
+    let stall = opts.check_stall + Duration::from_secs(meta_bytes >> 20);
+    // The process's data segment now (heap, anonymous and private writable mappings): the child's
+    // limit is relative to it. RLIMIT_DATA, not RLIMIT_AS: babeltrace2 maps the stream files it
+    // reads (read-only, not counted), GLib's allocations are counted.
+    let data = std::fs::read_to_string("/proc/self/statm").ok().and_then(|s| s.split_whitespace().nth(5)?.parse::<u64>().ok()).unwrap_or(0)
+        * 4096;
+    let limit = data.saturating_add(opts.check_memory_bytes);
+    let (mut progress, mut errors) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
+    // SAFETY: plain syscalls with valid arguments.
+    unsafe {
+        if libc::pipe2(progress.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(fail(format!("cannot check the trace: pipe: {}", std::io::Error::last_os_error())));
+        }
+        if libc::pipe2(errors.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            libc::close(progress[0]);
+            libc::close(progress[1]);
+            return Err(fail(format!("cannot check the trace: pipe: {}", std::io::Error::last_os_error())));
+        }
+    }
+    let child_opts = ReaderOptions { contain: false, require_ros2: false, ..opts.clone() };
+    let dir = path.to_path_buf();
+    let exclusive = BT.write().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: see above; the child never returns from this block.
+    let pid = unsafe { libc::fork() };
+    // In the child this releases its copy of the lock (held by this same thread), in the parent the lock.
+    drop(exclusive);
+    if pid < 0 {
+        return Err(fail(format!("cannot check the trace: fork: {}", std::io::Error::last_os_error())));
+    }
+    if pid == 0 {
+        // SAFETY: the child's own descriptors and limits; it ends with _exit.
+        unsafe {
+            libc::close(progress[0]);
+            libc::close(errors[0]);
+            libc::dup2(errors[1], 2);
+            let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            libc::setrlimit(libc::RLIMIT_DATA, &rl);
+            let out = progress[1];
+            let say = |b: &[u8]| {
+                libc::write(out, b.as_ptr().cast(), b.len());
+            };
+            let code = match TraceReader::new(Source::Directory(dir), child_opts) {
+                Err(e) => {
+                    say(format!("E{e}").as_bytes());
+                    1
+                }
+                Ok(mut r) => {
+                    let mut n = 0u64;
+                    loop {
+                        match r.next_record() {
+                            Ok(Some(_)) => {
+                                n += 1;
+                                if n % 4096 == 0 {
+                                    say(b".");
+                                }
+                            }
+                            Ok(None) => break 0,
+                            Err(e) => {
+                                say(format!("E{e}").as_bytes());
+                                break 1;
+                            }
+                        }
+                    }
+                }
+            };
+            libc::_exit(code);
+        }
+    }
+    // SAFETY: closing our copies of the child's ends; the read ends are ours to own.
+    let (mut prog, mut errs) = unsafe {
+        libc::close(progress[1]);
+        libc::close(errors[1]);
+        (std::fs::File::from_raw_fd(progress[0]), std::fs::File::from_raw_fd(errors[0]))
+    };
+    let mut said = Vec::new();
+    let mut stderr_tail = Vec::new();
+    let mut last = Instant::now();
+    let mut open = [true, true];
+    let mut stalled = false;
+    while open[0] || open[1] {
+        let mut fds = [
+            libc::pollfd { fd: if open[0] { progress[0] } else { -1 }, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: if open[1] { errors[0] } else { -1 }, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: valid pollfd array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 500) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+        let mut buf = [0u8; 4096];
+        for (i, f) in [&mut prog, &mut errs].into_iter().enumerate() {
+            if fds[i].revents == 0 {
+                continue;
+            }
+            match f.read(&mut buf) {
+                Ok(0) | Err(_) => open[i] = false,
+                Ok(k) => {
+                    if i == 0 {
+                        last = Instant::now();
+                        let text: Vec<u8> = buf[..k].iter().copied().filter(|&b| b != b'.').collect();
+                        if said.len() < 4096 {
+                            said.extend_from_slice(&text);
+                        }
+                    } else {
+                        stderr_tail.extend_from_slice(&buf[..k]);
+                        if stderr_tail.len() > 8192 {
+                            stderr_tail.drain(..stderr_tail.len() - 4096);
+                        }
+                    }
+                }
+            }
+        }
+        if last.elapsed() > stall {
+            // SAFETY: our child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            stalled = true;
+            break;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if stalled {
+        return Err(fail(format!("reading the trace made no progress for {} s (checked in a child process, stopped)", stall.as_secs())));
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    if libc::WIFEXITED(status) {
+        // The reader's own error, as this process would have met it.
+        let said = String::from_utf8_lossy(&said);
+        let msg = said.strip_prefix('E').unwrap_or(&said).to_string();
+        let msg = msg.strip_prefix(&format!("{origin}: ")).unwrap_or(&msg).to_string();
+        return Err(fail(one_line(&msg, "the trace cannot be read")));
+    }
+    let sig = if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { 0 };
+    let name = match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGFPE => "SIGFPE",
+        _ => "a signal",
+    };
+    let last_words = String::from_utf8_lossy(&stderr_tail).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+    Err(fail(format!(
+        "damaged or hostile trace, refused: babeltrace2 crashed reading it ({name} in the child process that checks traces{})",
+        if last_words.is_empty() { String::new() } else { format!(": {}", one_line(&last_words, "")) }
+    )))
+}
+
+/// `s` on one line, printable, at most 300 characters (or `fallback` when empty).
+fn one_line(s: &str, fallback: &str) -> String {
+    let t: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let t: String = t.chars().filter(|c| !c.is_control()).take(300).collect();
+    if t.is_empty() {
+        fallback.to_string()
+    } else {
+        t
+    }
 }
 
 struct Plugin(*const bt_plugin);
@@ -401,6 +641,8 @@ impl TraceReader {
     /// Opens any source with explicit options.
     pub fn new(source: Source, opts: ReaderOptions) -> Result<TraceReader, TraceError> {
         let mut skipped_kernel = Vec::new();
+        // babeltrace2 is entered below; a directory is first checked in a child (without the lock).
+        let bt_guard;
         let (origin, class_name, params, live) = match &source {
             Source::Directory(path) => {
                 let origin = path.display().to_string();
@@ -419,6 +661,10 @@ impl TraceReader {
                 for t in &ust {
                     check_metadata(&t.join("metadata"))?;
                 }
+                if opts.contain {
+                    check_in_child(path, &opts)?;
+                }
+                bt_guard = bt_lock();
                 let params = Value(unsafe { bt_value_map_create() });
                 let inputs = unsafe { bt_value_array_create() };
                 for t in &ust {
@@ -432,6 +678,7 @@ impl TraceReader {
                 (origin, "fs", params, false)
             }
             Source::Live { url, session_not_found } => {
+                bt_guard = bt_lock();
                 let params = Value(unsafe { bt_value_map_create() });
                 let inputs = unsafe { bt_value_array_create() };
                 let c = cstring(url, url)?;
@@ -487,6 +734,7 @@ impl TraceReader {
             backoff: Duration::from_millis(100),
         };
         reader.build_graph()?;
+        drop(bt_guard);
         Ok(reader)
     }
 
@@ -549,12 +797,17 @@ impl TraceReader {
                 if self.retry_at.is_some_and(|t| Instant::now() < t) {
                     return Ok(Poll::Again);
                 }
-                if let Err(e) = self.build_graph() {
+                let built = {
+                    let _bt = bt_lock();
+                    self.build_graph()
+                };
+                if let Err(e) = built {
                     self.live_failure(e);
                     return Ok(Poll::Again);
                 }
                 self.backoff = Duration::from_millis(100);
             }
+            let _bt = bt_lock();
             let st = unsafe { bt_graph_run_once(self.graph) };
             if self.sink.panicked {
                 self.ended = true;
