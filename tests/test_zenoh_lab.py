@@ -176,3 +176,92 @@ def test_no_tshark_zenoh_dissector():
     assert cp.returncode == 0
     names = [l.split("\t")[2].lower() for l in cp.stdout.splitlines() if l.count("\t") >= 2]
     assert "zenoh" not in names, "tshark now has a Zenoh dissector: compare ddscope against it in test_zenoh_lab.py"
+
+
+class RouterNamespaces:
+    """Three namespaces, publisher `<tag>a` — router `<tag>r` — subscriber `<tag>b`, two veth pairs; deleted on exit."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.ns = {k: f"{tag}{k}" for k in "arb"}
+        # (namespace, device, address): the four ends, in the order a sample crosses them.
+        self.ends = [("a", f"{tag}va", "10.204.1.1"), ("r", f"{tag}ra", "10.204.1.2"),
+                     ("r", f"{tag}rb", "10.204.2.2"), ("b", f"{tag}vb", "10.204.2.1")]
+
+    def __enter__(self):
+        for ns in self.ns.values():
+            sh("ip", "netns", "add", ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        e = self.ends
+        sh("ip", "link", "add", e[0][1], "netns", self.ns["a"], "type", "veth", "peer", "name", e[1][1], "netns", self.ns["r"])
+        sh("ip", "link", "add", e[2][1], "netns", self.ns["r"], "type", "veth", "peer", "name", e[3][1], "netns", self.ns["b"])
+        for k, dev, ip in e:
+            sh("ip", "-n", self.ns[k], "addr", "add", f"{ip}/24", "dev", dev)
+            sh("ip", "-n", self.ns[k], "link", "set", dev, "up")
+        return self
+
+    def __exit__(self, *exc):
+        for ns in self.ns.values():
+            sh("ip", "netns", "del", ns, check=False)
+
+
+def test_zenoh_router_hop(ddscope, tmp_path, needs_root, processes):
+    """Publisher and subscriber as clients of a Zenoh router in the middle (rmw_zenoh's default
+    layout, with the router in its own namespace), captured on all four ends: the sample is found
+    at each, in order, and the router hop (complete on the router's inbound link → first byte on
+    its outbound link) is measured per sample. The router re-frames the message in another
+    session with its own key-expression declarations; the sample is matched by rmw_zenoh's
+    (gid, sequence number) all the same."""
+    require_tool("tcpdump")
+    count, sizes = 20, ["64", "20000"]
+    with RouterNamespaces(f"zr{os.getpid() % 100000}") as n:
+        pcaps = []
+        for k, dev, _ in n.ends:
+            pcaps.append(tmp_path / f"{dev[len(n.tag):]}.pcap")
+            capture(n.ns[k], dev, pcaps[-1], processes)
+        node = lambda k, *args: [str(x) for x in ["ip", "netns", "exec", n.ns[k], "python3", NODE, *args, "--no-shm"]]
+        ready = tmp_path / "router.ready"
+        processes.append(subprocess.Popen(node("r", "router", "--mode", "router", "--listen", "tcp/0.0.0.0:7447", "--ready", ready,
+                                               "--duration", "30"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 20
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        sready = tmp_path / "sub.ready"
+        sub = subprocess.Popen(node("b", "sub", "--mode", "client", "--node", "listener", "--connect", "tcp/10.204.2.2:7447",
+                                    "--count", count, "--truth", tmp_path / "sub.jsonl", "--ready", sready, "--duration", "30"),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        processes.append(sub)
+        while not sready.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        assert ready.exists() and sready.exists(), "the router or the subscriber did not start"
+        pub = subprocess.run(node("a", "pub", "--mode", "client", "--node", "talker", "--connect", "tcp/10.204.1.2:7447",
+                                  "--count", count, "--period", "0.01", "--size", sizes[0], "--size", sizes[1],
+                                  "--truth", tmp_path / "pub.jsonl", "--wait", "1.5"), capture_output=True, text=True, timeout=120)
+        assert pub.returncode == 0, pub.stdout + pub.stderr
+        out, _ = sub.communicate(timeout=60)
+        assert sub.returncode == 0, out
+        time.sleep(0.3)
+        for p in processes[:4]:
+            p.send_signal(signal.SIGINT)
+            p.wait(10)
+    published = {r["sn"]: r for r in read_jsonl(tmp_path / "pub.jsonl") if r["event"] == "publish"}
+    received = {r["sn"]: r for r in read_jsonl(tmp_path / "sub.jsonl") if r["event"] == "receive"}
+    assert len(published) == count and len(received) == count
+
+    rows_path = tmp_path / "rows.jsonl"
+    cp = ddscope("latency", *pcaps, "--rows", rows_path, "--format", "json")
+    rows = [json.loads(l) for l in rows_path.read_text().splitlines() if l.strip()]
+    rows = [r for r in rows if r["level"] == "message" and r["topic_name"] == "/chatter"]
+    names = [p.stem for p in pcaps]  # va, ra, rb, vb
+    per = {(r["receiver"], r["sn"]): r for r in rows if r["sender"] == names[0]}
+    hops = []
+    for sn, p in published.items():
+        at = [per.get((name, sn)) for name in names[1:]]
+        assert all(r is not None and r["status"] == "delivered" for r in at), (sn, at, cp.stderr)
+        assert all(r["source_ts_ns"] == p["publish_ns"] for r in at)
+        sent = at[0]["sender_first_ts_ns"]
+        router_in_done, router_out_first, sub_done = at[0]["receiver_last_ts_ns"], at[1]["receiver_first_ts_ns"], at[2]["receiver_last_ts_ns"]
+        assert p["publish_ns"] <= sent <= router_in_done <= router_out_first <= sub_done <= received[sn]["receive_ns"], (sn, at)
+        hops.append(router_out_first - router_in_done)
+    hops.sort()
+    print(f"router hop (complete in → first byte out): p50 {hops[len(hops) // 2] / 1e3:.1f} µs, max {hops[-1] / 1e3:.1f} µs")
