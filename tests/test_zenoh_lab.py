@@ -253,6 +253,11 @@ def test_zenoh_router_hop(ddscope, tmp_path, needs_root, processes):
     rows = [json.loads(l) for l in rows_path.read_text().splitlines() if l.strip()]
     rows = [r for r in rows if r["level"] == "message" and r["topic_name"] == "/chatter"]
     names = [p.stem for p in pcaps]  # va, ra, rb, vb
+    # The publisher's node, from its liveliness token, at every capture point (the router
+    # forwards tokens to the subscriber's graph cache, as rmw_zenoh's routers do).
+    for pc in pcaps:
+        t = [x for x in json.loads(ddscope("topics", pc, "--format", "json").stdout)["topics"] if x["topic_name"] == "/chatter"]
+        assert len(t) == 1 and t[0]["writer_nodes"] == ["/talker"] and t[0]["samples"] == count, (pc, t)
     per = {(r["receiver"], r["sn"]): r for r in rows if r["sender"] == names[0]}
     hops = []
     for sn, p in published.items():

@@ -97,6 +97,11 @@ def main() -> int:
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
 
+    # rmw_zenoh's graph cache subscribes to every liveliness token of its domain (with history),
+    # so routers forward every entity's token to every context.
+    graph = None
+    if args.role != "router":
+        graph = session.liveliness().declare_subscriber(f"@ros2_lv/{args.domain}/**", lambda s: None, history=True)
     node_tok = session.liveliness().declare_token(token_key(args.domain, zid, 0, 0, "NN", args.node))
     key = data_key(args.domain, args.topic)
     if args.role == "pub":
@@ -149,6 +154,8 @@ def main() -> int:
             open(args.ready, "w").close()
         time.sleep(args.duration)
     node_tok.undeclare()
+    if graph is not None:
+        graph.undeclare()
     session.close()
     if out:
         out.close()
