@@ -146,8 +146,8 @@ impl DecodeStats {
         }
         let not_dds = group(&[
             (self.non_ip_frames, "non-IP frames".into()),
-            (self.non_udp_packets, "packets neither UDP nor Zenoh over TCP".into()),
-            (self.non_rtps_datagrams, "UDP datagrams neither RTPS nor Zenoh".into()),
+            (self.non_udp_packets, "non-UDP packets".into()),
+            (self.non_rtps_datagrams, "non-RTPS datagrams".into()),
             (self.zenoh.scouting_datagrams, "Zenoh scouting datagrams".into()),
             (self.rtps_other_version, "RTPS datagrams of another major version".into()),
             (self.unsupported_link_frames, "frames of an unsupported link type".into()),
