@@ -104,7 +104,7 @@ impl Default for StreamCaps {
 /// The caps of `latency --explain` / `--budget` (incidents and their verdicts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExplainCaps {
-    /// Samples kept to be judged (about 300 bytes each); later ones are counted, not judged.
+    /// Samples kept to be judged (about 450 bytes each); later ones are counted, not judged.
     pub max_samples: usize,
     /// Flows (topic, sender, receiver) kept; samples of further flows are counted, not judged.
     pub max_flows: usize,
