@@ -203,3 +203,18 @@ def test_clean_run_has_few_incidents_and_fail_on_incidents(runs, ddscope):
     assert "worst incidents:" in cp.stdout
     cp = ddscope("latency", runs["clean"], "--fail-on-incidents", check=False)
     assert cp.returncode != 0 and "needs a budget" in cp.stderr, cp.stderr
+
+
+def test_report_shows_the_incidents(runs, ddscope, tmp_path, artifacts):
+    """`report --budget` carries the same verdicts as `latency --explain`, drawn in headless Chromium."""
+    from conftest import browser_inspect
+    html = tmp_path / "loss.html"
+    cp = ddscope("report", runs["loss"], "--budget", "/image=5ms", "--html", html)
+    line = next(l for l in cp.stderr.splitlines() if "incidents:" in l)
+    x = explain(ddscope, runs["loss"], "--budget", "/image=5ms")
+    assert x["summary"] in line, (line, x["summary"])
+    seen = browser_inspect(html.as_uri(), artifacts / "report-incidents.png", 1500, ["Incidents — loss", "Worst incidents", "repair"])
+    assert not seen["errors"], seen["errors"]
+    assert all(seen["found"].values()), seen["found"]
+    timeline = [c for c in seen["charts"] if "incidents" in (c.get("section") or "").lower() or "incidents" in (c.get("title") or "").lower()]
+    assert timeline and all(c["points"] > 0 for c in timeline), seen["charts"]
