@@ -62,6 +62,8 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
     else if ((!strcmp(k, "readers") || !strcmp(k, "writers")) && !parse_u64(v, &u) && u <= 100000) sp->expect = (int)u;
     else if (!strcmp(k, "ratio") && kind == SPEC_RELAY && !parse_f64(v, &d) && d > 0 && d <= 1) sp->ratio = d;
     else if (!strcmp(k, "delay_ns") && kind == SPEC_RELAY && !parse_u64(v, &u)) sp->delay_ns = (int64_t)u;
+    else if (!strcmp(k, "slow_every") && kind == SPEC_RELAY && !parse_u64(v, &u)) sp->slow_every = u;
+    else if (!strcmp(k, "slow_ns") && kind == SPEC_RELAY && !parse_u64(v, &u)) sp->slow_ns = (int64_t)u;
     else if (!strcmp(k, "domain") && kind == SPEC_RELAY && !parse_u64(v, &u) && u <= 232) sp->domain = (int)u;
     else if (!strcmp(k, "compute") && kind == SPEC_RELAY && (!strcmp(v, "sleep") || !strcmp(v, "spin"))) sp->spin = !strcmp(v, "spin");
     else { fprintf(stderr, "error: %s %s: bad or unknown key %s=%s\n", what, text, k, v); goto fail; }
@@ -194,6 +196,11 @@ void sleep_until_realtime(int64_t t_ns, volatile int *stop) {
       if (stop && *stop) return;
     }
   }
+}
+
+int64_t relay_compute_ns(const node_spec *sp, int64_t sn) {
+  if (sp->slow_every > 0 && sn > 0 && (uint64_t)sn % sp->slow_every == 0) return sp->slow_ns;
+  return sp->delay_ns;
 }
 
 void compute_for(int64_t d_ns, int spin) {

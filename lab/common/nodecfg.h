@@ -55,6 +55,8 @@ typedef struct {
   double ratio;             /* forward this fraction of input samples (credit counter) */
   int64_t delay_ns;         /* compute time before the output is published */
   int spin;                 /* compute by busy-waiting instead of sleeping */
+  uint64_t slow_every;      /* input samples with sn % slow_every == 0 compute slow_ns instead (0: none) */
+  int64_t slow_ns;
   int domain;               /* relay: DDS domain of the output (-1: the node's --domain) */
   /* built message */
   rosmsg msg;
@@ -97,6 +99,8 @@ int64_t current_tid(void);
 void sleep_until_realtime(int64_t t_ns, volatile int *stop);
 /* Computes for d ns: sleeping (default) or spinning on the CPU. */
 void compute_for(int64_t d_ns, int spin);
+/* The compute time of a relay for the input sample numbered sn (the injected slow samples, docs/lab.md). */
+int64_t relay_compute_ns(const node_spec *sp, int64_t sn);
 
 /* Ground truth: one JSON line per published or received sample. */
 typedef struct {

@@ -211,7 +211,7 @@ static void on_sample(inlet *in, const rawsample *s, const dds_sample_info_t *in
     o->credit += o->spec->ratio;
     if (o->credit >= 1.0 - 1e-9) {
       o->credit -= 1.0;
-      compute_for(o->spec->delay_ns, o->spec->spin);
+      compute_for(relay_compute_ns(o->spec, s->sn), o->spec->spin);
       publish_one(o, guid, s->sn);
     }
   }

@@ -201,7 +201,7 @@ struct Inlet : public DataReaderListener {
       o->credit += o->spec->ratio;
       if (o->credit >= 1.0 - 1e-9) {
         o->credit -= 1.0;
-        compute_for(o->spec->delay_ns, o->spec->spin);
+        compute_for(relay_compute_ns(o->spec, sn), o->spec->spin);
         o->publish_one(guid, sn);
       }
     }

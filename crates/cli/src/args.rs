@@ -78,6 +78,47 @@ pub fn offset(s: &str) -> Result<Offset, String> {
     Ok(Offset { name: name.to_string(), ns })
 }
 
+/// `TOPIC=DURATION`: a latency budget for the topics matching TOPIC (a glob).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetArg {
+    pub topic: String,
+    pub ns: i64,
+}
+
+pub fn budget(s: &str) -> Result<BudgetArg, String> {
+    let (topic, dur) = s.rsplit_once('=').ok_or_else(|| format!("{s:?}: write TOPIC=DURATION, e.g. /image=20ms"))?;
+    if topic.is_empty() {
+        return Err(format!("{s:?}: the topic is missing"));
+    }
+    let ns = duration_ns(dur).map_err(|e| format!("{s:?}: {e}"))?;
+    if ns == 0 {
+        return Err(format!("{s:?}: a budget must be longer than 0"));
+    }
+    ddscope_core::latency::explain::Budget::new(topic, ns)?;
+    Ok(BudgetArg { topic: topic.to_string(), ns })
+}
+
+/// Budgets from a file: one `TOPIC = DURATION` per line (`#` comments, blank lines).
+pub fn budget_file(path: &std::path::Path) -> Result<Vec<BudgetArg>, String> {
+    const MAX_BYTES: u64 = 1 << 20;
+    let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+    if len > MAX_BYTES {
+        return Err(format!("{}: {len} bytes; a budget file holds at most {MAX_BYTES}", path.display()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = vec![];
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (t, d) = line.rsplit_once('=').ok_or_else(|| format!("{}:{}: write TOPIC = DURATION, e.g. /image = 20ms", path.display(), n + 1))?;
+        let t = t.trim().trim_matches('"');
+        out.push(budget(&format!("{t}={}", d.trim().trim_matches('"'))).map_err(|e| format!("{}:{}: {}", path.display(), n + 1, ddscope_traffic::text::excerpt(&e, 200)))?);
+    }
+    Ok(out)
+}
+
 /// `NAME=DIR`: another run to compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedRun {

@@ -101,6 +101,22 @@ impl Default for StreamCaps {
     }
 }
 
+/// The caps of `latency --explain` / `--budget` (incidents and their verdicts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExplainCaps {
+    /// Samples kept to be judged (about 450 bytes each); later ones are counted, not judged.
+    pub max_samples: usize,
+    /// Flows (topic, sender, receiver) kept; samples of further flows are counted, not judged.
+    pub max_flows: usize,
+}
+
+impl Default for ExplainCaps {
+    fn default() -> Self {
+        let o = crate::latency::explain::ExplainOptions::default();
+        ExplainCaps { max_samples: o.max_samples, max_flows: o.max_flows }
+    }
+}
+
 /// Every cap of the decode → samples → topics → correlation path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -114,6 +130,8 @@ pub struct Limits {
     pub trace: TraceCaps,
     /// Caps of `serve`'s stream decoder (names agents send).
     pub stream: StreamCaps,
+    /// Caps of the incident analysis (`latency --explain`).
+    pub explain: ExplainCaps,
 }
 
 /// How a key's value is written.
@@ -233,6 +251,8 @@ limits! {
     "stream"."max_topic_bytes" => stream.max_topic_bytes: Size, "serve: memory of those names, and of the writers' entries naming them";
     "stream"."max_writers" => stream.max_writers: Count, "serve: writers whose topic is remembered for their DATA_FRAG sightings";
     "stream"."max_name_bytes" => stream.max_name_bytes: Size, "serve: longest topic, type, node or device name kept (longer ones cut, marked and counted)";
+    "explain"."max_samples" => explain.max_samples: Count, "latency --explain/--budget: samples kept to be judged (later ones counted, not judged)";
+    "explain"."max_flows" => explain.max_flows: Count, "latency --explain/--budget: flows (topic, sender, receiver) judged (samples of further flows counted, not judged)";
 }
 
 fn sections() -> Vec<&'static str> {

@@ -365,6 +365,14 @@ pub struct Relay {
     pub compute: Nanos,
     #[serde(default)]
     pub compute_mode: ComputeMode,
+    /// A fault to inject at known samples: every input sample whose sequence
+    /// number is a multiple of `slow_every` computes `slow_compute` instead
+    /// of `compute` (0: never). The callback overruns and what arrives
+    /// meanwhile waits in the executor (docs/latency.md, "Why was it late").
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub slow_every: u64,
+    #[serde(default)]
+    pub slow_compute: Nanos,
     /// Publish the output in this DDS domain (a bridge: the input is received in
     /// the node's domain); default the node's domain. Cyclone DDS nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -470,6 +478,9 @@ fn default_reliabilities() -> Vec<Reliability> {
 }
 fn default_depth() -> u32 {
     10
+}
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 fn one() -> u32 {
     1
@@ -693,6 +704,9 @@ impl Scenario {
                 check_flow(&r.output).map_err(|e| anyhow!("nodes[{i}] ({}).relay[{j}]: {e}", n.name))?;
                 if !valid_topic(&r.input) {
                     bail!("nodes[{i}] ({}).relay[{j}].input {:?}: not a ROS 2 topic name", n.name, r.input);
+                }
+                if r.slow_compute.0 > 10_000_000_000 {
+                    bail!("nodes[{i}] ({}).relay[{j}].slow_compute {}: at most 10s", n.name, r.slow_compute);
                 }
                 if r.compute.0 > 10_000_000_000 {
                     bail!("nodes[{i}] ({}).relay[{j}].compute {}: at most 10s", n.name, r.compute);

@@ -180,8 +180,9 @@ pub fn node_args_with(facts: &ScenarioFacts, sc: &Scenario, node: &Node, truth: 
             Some(d) if d != sc.node_domain(node) => format!(",domain={d}"),
             _ => String::new(),
         };
+        let slow = if r.slow_every > 0 { format!(",slow_every={},slow_ns={}", r.slow_every, r.slow_compute.0) } else { String::new() };
         a.push(format!(
-            "input={},topic={},type={},bytes={},ratio={},delay_ns={},compute={},reliability={},depth={},readers={}{domain}",
+            "input={},topic={},type={},bytes={},ratio={},delay_ns={},compute={},reliability={},depth={},readers={}{domain}{slow}",
             r.input,
             r.output.topic,
             r.output.type_name,

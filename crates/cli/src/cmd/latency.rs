@@ -3,7 +3,7 @@
 //! retransmission, jitter, clock offsets.
 
 use super::limit_args::LimitArgs;
-use crate::args::{self, Offset, PathArg, Period, TraceArg};
+use crate::args::{self, BudgetArg, Offset, PathArg, Period, TraceArg};
 use crate::common::{self, OutFormat, TopicFilter};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -56,7 +56,9 @@ Examples:
   ddscope latency pc1.pcapng pc2.pcapng --format csv -o rows.csv
   ddscope latency pc1.pcapng pc2.pcapng --trace pc1=s1-pc1 --trace pc2=s1-pc2
   ddscope latency lab-out/run1 --path auto
-  ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv")]
+  ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv
+  ddscope latency lab-out/run1 --budget /image=12ms --explain   # why samples were late
+  ddscope latency lab-out/run1 --budget-file budgets.txt --fail-on-incidents")]
 pub struct LatencyArgs {
     /// Capture files or lab run directories (two or more capture points); none with --trace: traces alone
     #[arg(required_unless_present = "traces")]
@@ -106,6 +108,18 @@ pub struct LatencyArgs {
     /// Also print the per-reader table (reader fairness): each reader's latency, by UDP destination on the wire and by reader node in the ground truth (json always has it)
     #[arg(long)]
     pub readers: bool,
+    /// Latency budget of the topics matching TOPIC (a glob), end to end as measured (ROS 2 traces, else ground truth, else the wire); repeatable. Samples over it are incidents
+    #[arg(long = "budget", value_name = "TOPIC=DURATION", value_parser = args::budget)]
+    pub budgets: Vec<BudgetArg>,
+    /// Budgets from a file, one `TOPIC = DURATION` per line
+    #[arg(long, value_name = "FILE")]
+    pub budget_file: Option<PathBuf>,
+    /// Find the incidents (over budget, lost, late, outliers, negative layers) and say for each which layer took the excess and which cause the evidence supports
+    #[arg(long)]
+    pub explain: bool,
+    /// Exit with status 1 when a budget is broken (a sample over it, or lost), with a one-line summary; needs --budget or --budget-file
+    #[arg(long)]
+    pub fail_on_incidents: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -180,11 +194,27 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         writers.push(Rows::open(f, w, chain_path.is_some())?);
     }
     let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window, a.level);
-    super::limit_args::apply(&a.limits.resolve()?, &mut opts);
+    let limits = a.limits.resolve()?;
+    super::limit_args::apply(&limits, &mut opts);
     opts.chain_rows = chain_path.is_some() && !writers.is_empty();
     opts.path = chain_path.clone();
+    let mut budgets: Vec<BudgetArg> = a.budgets.clone();
+    if let Some(f) = &a.budget_file {
+        budgets.extend(args::budget_file(f).map_err(|e| anyhow::anyhow!("--budget-file {e}"))?);
+    }
+    if a.fail_on_incidents && budgets.is_empty() {
+        bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
+    }
+    let mut explainer = (a.explain || !budgets.is_empty()).then(|| {
+        ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
+            budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
+            max_samples: limits.explain.max_samples,
+            max_flows: limits.explain.max_flows,
+            ..Default::default()
+        })
+    });
     let mut io_err: Option<std::io::Error> = None;
-    let cell = std::cell::RefCell::new((&mut writers, &mut io_err));
+    let cell = std::cell::RefCell::new((&mut writers, &mut io_err, &mut explainer));
     let run = common::run_session(
         "latency",
         captures,
@@ -198,7 +228,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                 return;
             }
             let mut g = cell.borrow_mut();
-            let (ws, err) = &mut *g;
+            let (ws, err, ex) = &mut *g;
+            if let Some(ex) = ex.as_mut() {
+                ex.add(&r);
+            }
             for w in ws.iter_mut() {
                 if let Rows::Samples(w) = w {
                     if let Err(e) = w.write(&r) {
@@ -209,7 +242,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         },
         &mut |r| {
             let mut g = cell.borrow_mut();
-            let (ws, err) = &mut *g;
+            let (ws, err, _) = &mut *g;
             for w in ws.iter_mut() {
                 if let Rows::Chain(w) = w {
                     if let Err(e) = w.write(&r) {
@@ -282,8 +315,19 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         .into_iter()
         .filter(|r| flows.iter().any(|f| f.topic == r.topic && f.sender == r.sender && f.receiver == r.receiver))
         .collect();
+    let explanation = explainer.map(|e| e.finish());
+    if let Some(x) = &explanation {
+        eprintln!("latency: incidents: {}", x.summary_line());
+    }
+    let status = match &explanation {
+        Some(x) if a.fail_on_incidents && x.budget_broken > 0 => {
+            eprintln!("latency: FAIL: {} samples broke their budget ({})", x.budget_broken, x.summary_line());
+            1
+        }
+        _ => 0,
+    };
     if row_format {
-        return Ok(0);
+        return Ok(status);
     }
     let (mut out, output) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
     if a.format == OutFormat::Json {
@@ -307,13 +351,17 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "chains": run.correlator.chains().map(|c| json!({"paths": c.paths(), "chain": c.summary(), "stats": c.stats})),
             "correlation": run.correlator.stats,
             "warnings": run.correlator.warnings(),
+            "incidents": explanation.as_ref().map(|x| json!({
+                "summary": x.summary_line(), "samples": x.samples, "samples_not_kept": x.samples_not_kept,
+                "budget_broken": x.budget_broken, "by_cause": x.by_cause, "by_kind": x.by_kind, "incidents": x.incidents,
+            })),
         });
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
         out.flush()?;
         drop(out);
         output.commit()?;
-        return Ok(0);
+        return Ok(status);
     }
     let mut out = out;
     match (&a.path, run.correlator.chains()) {
@@ -417,10 +465,62 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         writeln!(out)?;
         write_reader_table(&mut out, &reader_rows)?;
     }
+    if let (true, Some(x)) = (a.explain, &explanation) {
+        writeln!(out)?;
+        write_explanation(&mut out, x)?;
+    }
     out.flush()?;
     drop(out);
     output.commit()?;
-    Ok(0)
+    Ok(status)
+}
+
+/// `--explain`: incidents grouped by cause, then the worst ones with their evidence.
+pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain::Explanation) -> std::io::Result<()> {
+    use ddscope_core::latency::explain::Kind;
+    writeln!(out, "incidents: {}", x.summary_line())?;
+    if x.incidents.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "{:18}  {:>9}  {:>11}  {:>6}  {:>10}  {:>8}  {}", "cause", "incidents", "over_budget", "lost", "excess_ms", "share_%", "layer")?;
+    for c in &x.by_cause {
+        writeln!(
+            out,
+            "{:18}  {:>9}  {:>11}  {:>6}  {:>10.3}  {:>8.1}  {}",
+            c.cause.name(),
+            c.incidents,
+            c.over_budget,
+            c.lost,
+            c.excess_ms,
+            c.share_of_excess_pct,
+            c.layer.map_or("-", |l| l.name())
+        )?;
+    }
+    writeln!(out, "(share_%: of the latency above each flow's median, summed over incidents; layer: where most of the cause's incidents took their excess)")?;
+    writeln!(out, "worst incidents:")?;
+    for i in x.worst(10) {
+        let kinds: Vec<&str> = i.kinds.iter().map(|k| ddscope_core::latency::explain::kind_name(*k)).collect();
+        let v = match (i.e2e_ns, i.typical_e2e_ns) {
+            _ if i.kinds.contains(&Kind::Lost) => "lost".to_string(),
+            (Some(v), Some(t)) => format!("{} {:.3} ms (median {:.3} ms)", i.e2e_measure, v as f64 / 1e6, t as f64 / 1e6),
+            (Some(v), None) => format!("{} {:.3} ms", i.e2e_measure, v as f64 / 1e6),
+            _ => "-".into(),
+        };
+        let budget = i.budget_ns.map_or(String::new(), |b| format!(", budget {:.3} ms", b as f64 / 1e6));
+        writeln!(
+            out,
+            "  {} {}->{} writer {} sn {}: {v}{budget} [{}] -> {}: {}",
+            ddscope_traffic::text::escape_controls(&i.topic),
+            ddscope_traffic::text::escape_controls(&i.sender),
+            ddscope_traffic::text::escape_controls(&i.receiver),
+            i.writer_id,
+            i.sn,
+            kinds.join(", "),
+            i.cause.name(),
+            ddscope_traffic::text::escape_controls(&i.evidence)
+        )?;
+    }
+    Ok(())
 }
 
 /// The per-reader table: one line per reader of a flow, latency and how far behind the

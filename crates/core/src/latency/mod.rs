@@ -19,6 +19,7 @@
 //! [`CorrelationStats`]: forged writers cannot make it grow without bound.
 
 pub mod app;
+pub mod explain;
 pub mod files;
 pub mod offset;
 pub mod readers;

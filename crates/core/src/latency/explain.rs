@@ -1,0 +1,789 @@
+//! "Why was this message late?": incidents and their verdicts (issue 27).
+//!
+//! Every per-sample row of a run (message level) is kept in a compact form
+//! (bounded, `max_samples`; what is over the cap is counted). At the end each
+//! flow (topic, sender, receiver) gets its typical value per layer (the
+//! median of its delivered samples), and every sample that is an *incident*
+//! — over its topic's budget, lost or incomplete, late against its period,
+//! an outlier of its own flow, or with a layer that cannot be negative
+//! measured negative — is attributed:
+//!
+//! * the **layer** that took the excess: the layer whose value is furthest
+//!   above that layer's typical value, of the decomposition the sample has
+//!   (ROS 2 layers from traces, else the application's stacks from ground
+//!   truth, else the wire alone: first fragment out → first in, then the
+//!   rest of the sample);
+//! * the **cause** the evidence supports, or `unknown`: never a cause without
+//!   the evidence printed beside it. See docs/latency.md ("Why was it late").
+
+use super::LatencyRow;
+use ddscope_wire::Guid;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A latency budget for the topics matching a glob (`/image`, `/camera/*`).
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub pattern: String,
+    pub ns: i64,
+    matcher: globset::GlobMatcher,
+}
+
+impl Budget {
+    pub fn new(pattern: &str, ns: i64) -> Result<Budget, String> {
+        if ns <= 0 {
+            return Err(format!("budget of {pattern}: must be more than 0"));
+        }
+        let g = globset::Glob::new(pattern).map_err(|e| format!("budget topic pattern {pattern:?}: {e}"))?;
+        Ok(Budget { pattern: pattern.to_string(), ns, matcher: g.compile_matcher() })
+    }
+    fn matches(&self, topic: &str) -> bool {
+        self.pattern == topic || self.matcher.is_match(topic)
+    }
+}
+
+/// What makes a sample an incident and what is kept.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    /// Per-topic budgets (the first matching one applies).
+    pub budgets: Vec<Budget>,
+    /// Samples kept for the analysis; beyond it samples are counted, not judged.
+    pub max_samples: usize,
+    /// Flows (topic, sender, receiver) kept; samples of further flows are counted.
+    pub max_flows: usize,
+    /// An outlier: more than `outlier_factor` × the flow's median above it, and at least `outlier_floor_ns` above.
+    pub outlier_factor: f64,
+    pub outlier_floor_ns: i64,
+    /// A layer this far below zero is impossible on correct clocks.
+    pub negative_tolerance_ns: i64,
+    /// Worst examples printed.
+    pub examples: usize,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> Self {
+        ExplainOptions {
+            budgets: vec![],
+            max_samples: 1_000_000,
+            max_flows: 16_384,
+            outlier_factor: 3.0,
+            outlier_floor_ns: 2_000_000,
+            negative_tolerance_ns: 50_000,
+            examples: 10,
+        }
+    }
+}
+
+/// The layers a sample's end-to-end latency is split into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    SenderStack,
+    RosPublish,
+    DdsSend,
+    /// First DATA/DATA_FRAG out at the sender → first in at the receiver.
+    WireFirst,
+    /// First in at the receiver → the sample complete there (further fragments, repairs).
+    WireRest,
+    DdsLocal,
+    DdsRemote,
+    DdsReceive,
+    ReceiverStack,
+    Executor,
+}
+const NL: usize = 10;
+const LAYERS: [Layer; NL] = [
+    Layer::SenderStack,
+    Layer::RosPublish,
+    Layer::DdsSend,
+    Layer::WireFirst,
+    Layer::WireRest,
+    Layer::DdsLocal,
+    Layer::DdsRemote,
+    Layer::DdsReceive,
+    Layer::ReceiverStack,
+    Layer::Executor,
+];
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::SenderStack => "sender_stack",
+            Layer::RosPublish => "ros_publish",
+            Layer::DdsSend => "dds_send",
+            Layer::WireFirst => "wire_first",
+            Layer::WireRest => "wire_rest",
+            Layer::DdsLocal => "dds_local",
+            Layer::DdsRemote => "dds_remote",
+            Layer::DdsReceive => "dds_receive",
+            Layer::ReceiverStack => "receiver_stack",
+            Layer::Executor => "executor",
+        }
+    }
+    fn wire(self) -> bool {
+        matches!(self, Layer::WireFirst | Layer::WireRest)
+    }
+    fn sender(self) -> bool {
+        matches!(self, Layer::SenderStack | Layer::RosPublish | Layer::DdsSend)
+    }
+    fn receiver(self) -> bool {
+        matches!(self, Layer::DdsReceive | Layer::ReceiverStack | Layer::Executor)
+    }
+}
+
+/// Why a sample is an incident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// End to end over its topic's budget.
+    OverBudget,
+    /// Never complete at the receiver (lost, or fragments missing).
+    Lost,
+    /// Late against its publication period (seed 003's in time / late).
+    Late,
+    /// Far above its own flow's median.
+    Outlier,
+    /// A layer measured negative: impossible on correct clocks.
+    Impossible,
+}
+
+/// The verdict's cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Fragments or samples retransmitted (NACK/ACKNACK → repair) and the wire took the excess.
+    Repair,
+    /// Never completed at the receiver.
+    Loss,
+    /// A previous sample of the same writer was still arriving at the receiver when this one was sent.
+    HeadOfLine,
+    /// The writer sent a burst just before this sample.
+    SenderBurst,
+    /// The receiving node's previous callback of the same subscription was still running (took longer than it typically does).
+    CallbackOverrun,
+    /// The receiving node's executor was busy with another callback when the sample arrived.
+    ExecutorBusy,
+    /// A layer is negative: the capture points' (or hosts') clocks disagree by at least that much.
+    ClockOffset,
+    /// The evidence does not decide.
+    Unknown,
+}
+
+impl Cause {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Repair => "repair",
+            Cause::Loss => "loss",
+            Cause::HeadOfLine => "head_of_line",
+            Cause::SenderBurst => "sender_burst",
+            Cause::CallbackOverrun => "callback_overrun",
+            Cause::ExecutorBusy => "executor_busy",
+            Cause::ClockOffset => "clock_offset",
+            Cause::Unknown => "unknown",
+        }
+    }
+}
+
+/// One sample as kept for the analysis.
+#[derive(Debug, Clone)]
+struct Sample {
+    flow: u32,
+    writer: Guid,
+    sn: i64,
+    status: &'static str,
+    late: bool,
+    /// End to end and what it measures (ros_e2e, application, wire).
+    e2e: Option<i64>,
+    e2e_kind: &'static str,
+    layers: [Option<i64>; NL],
+    /// Other values that can be negative only on wrong clocks.
+    extra_checks: [Option<i64>; 2],
+    sender_first: i64,
+    receiver_last: Option<i64>,
+    /// When the sample was ready to be taken: complete at the receiver's capture point, or (trace to trace) its rmw_publish.
+    ready: Option<i64>,
+    retransmitted: u32,
+    duplicates: u32,
+    repaired: bool,
+    frags: Option<u32>,
+    take: Option<i64>,
+    callback: Option<(i64, i64)>,
+    receiver_node: Option<Arc<str>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowKey {
+    pub topic: String,
+    pub sender: Arc<str>,
+    pub receiver: Arc<str>,
+}
+
+/// One incident and its verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Incident {
+    pub topic: String,
+    pub sender: Arc<str>,
+    pub receiver: Arc<str>,
+    pub writer_id: String,
+    pub sn: i64,
+    pub kinds: Vec<Kind>,
+    pub sender_first_ts_ns: i64,
+    /// End to end (what `e2e_measure` says) and the flow's typical (median) one.
+    pub e2e_ns: Option<i64>,
+    pub e2e_measure: &'static str,
+    pub typical_e2e_ns: Option<i64>,
+    pub budget_ns: Option<i64>,
+    /// The layer that took the excess and by how much (over that layer's typical value).
+    pub layer: Option<Layer>,
+    pub layer_ns: Option<i64>,
+    pub layer_typical_ns: Option<i64>,
+    pub cause: Cause,
+    pub evidence: String,
+}
+
+impl Incident {
+    /// The latency above the flow's typical end to end (0 for lost samples and where unknown).
+    pub fn excess_ns(&self) -> i64 {
+        match (self.e2e_ns, self.typical_e2e_ns) {
+            (Some(v), Some(t)) => (v - t).max(0),
+            _ => 0,
+        }
+    }
+}
+
+/// Per cause: how many incidents and their share of the total excess.
+#[derive(Debug, Clone, Serialize)]
+pub struct CauseRow {
+    pub cause: Cause,
+    pub incidents: u64,
+    pub over_budget: u64,
+    pub lost: u64,
+    pub excess_ms: f64,
+    pub share_of_excess_pct: f64,
+    /// The layer most incidents of this cause were attributed to.
+    pub layer: Option<Layer>,
+}
+
+/// The analysis' result.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Explanation {
+    pub samples: u64,
+    pub samples_not_kept: u64,
+    pub flows_not_kept: u64,
+    pub incidents: Vec<Incident>,
+    pub by_cause: Vec<CauseRow>,
+    pub by_kind: Vec<(Kind, u64)>,
+    /// Incidents that break a budget (over it, or lost on a budgeted topic).
+    pub budget_broken: u64,
+    pub budgets: Vec<(String, i64)>,
+}
+
+/// Collects rows, then judges them.
+pub struct Explainer {
+    opts: ExplainOptions,
+    flows: Vec<FlowKey>,
+    flow_ids: HashMap<(String, Arc<str>, Arc<str>), u32>,
+    samples: Vec<Sample>,
+    seen: u64,
+    not_kept: u64,
+    flows_not_kept: u64,
+}
+
+fn median(v: &mut [i64]) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let m = v.len() / 2;
+    let (_, x, _) = v.select_nth_unstable(m);
+    Some(*x)
+}
+
+impl Explainer {
+    pub fn new(opts: ExplainOptions) -> Explainer {
+        Explainer { opts, flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
+    }
+
+    /// Takes one per-sample row (submessage rows are ignored).
+    pub fn add(&mut self, r: &LatencyRow) {
+        if r.level != super::Level::Message {
+            return;
+        }
+        self.seen += 1;
+        if self.samples.len() >= self.opts.max_samples {
+            self.not_kept += 1;
+            return;
+        }
+        let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
+        let key = (topic, r.sender.clone(), r.receiver.clone());
+        let flow = match self.flow_ids.get(&key) {
+            Some(f) => *f,
+            None => {
+                if self.flows.len() >= self.opts.max_flows {
+                    self.flows_not_kept += 1;
+                    self.not_kept += 1;
+                    return;
+                }
+                let id = self.flows.len() as u32;
+                self.flows.push(FlowKey { topic: key.0.clone(), sender: key.1.clone(), receiver: key.2.clone() });
+                self.flow_ids.insert(key, id);
+                id
+            }
+        };
+        let ros = r.ros.as_deref();
+        let mut layers = [None; NL];
+        let (e2e, e2e_kind) = if let Some(e) = ros.and_then(|c| c.ros_e2e_ns) {
+            let c = ros.unwrap();
+            layers[1] = c.ros_publish_ns;
+            layers[2] = c.dds_send_ns;
+            layers[5] = c.dds_local_ns;
+            layers[6] = c.dds_remote_ns;
+            layers[7] = c.dds_receive_ns;
+            layers[9] = c.executor_ns;
+            if c.dds_local_ns.is_none() && c.dds_remote_ns.is_none() {
+                (layers[3], layers[4]) = wire_split(r);
+            }
+            (Some(e), "ros_e2e")
+        } else if let Some(e) = r.app_latency_ns {
+            layers[0] = r.sender_stack_ns;
+            (layers[3], layers[4]) = wire_split(r);
+            layers[8] = r.receiver_stack_ns;
+            (Some(e), "application")
+        } else {
+            (layers[3], layers[4]) = wire_split(r);
+            (r.latency_ns, "wire")
+        };
+        let status = match r.status {
+            "delivered" | "same_host" | "traced" => "delivered",
+            s => s,
+        };
+        self.samples.push(Sample {
+            flow,
+            writer: r.writer_id,
+            sn: r.sn,
+            status,
+            late: r.timing == Some("late"),
+            e2e,
+            e2e_kind,
+            layers,
+            extra_checks: [r.latency_ns, r.last_last_ns],
+            sender_first: r.sender_first_ts_ns,
+            receiver_last: r.receiver_last_ts_ns,
+            ready: r.receiver_last_ts_ns.or_else(|| ros.filter(|c| c.dds_local_ns.is_some() || c.dds_remote_ns.is_some()).and_then(|c| c.rmw_publish_ts_ns)),
+            retransmitted: r.sender_retransmitted_frags,
+            duplicates: r.receiver_duplicate_frags,
+            repaired: r.repaired,
+            frags: r.frags_expected,
+            take: ros.and_then(|c| c.rmw_take_ts_ns),
+            callback: ros.and_then(|c| Some((c.callback_start_ts_ns?, c.callback_end_ts_ns?))),
+            receiver_node: ros.and_then(|c| c.receiver_node.clone()),
+        });
+    }
+
+    fn budget(&self, topic: &str) -> Option<i64> {
+        self.opts.budgets.iter().find(|b| b.matches(topic)).map(|b| b.ns)
+    }
+
+    /// Judges every kept sample.
+    pub fn finish(mut self) -> Explanation {
+        let nf = self.flows.len();
+        // Typical values per flow: medians over delivered samples.
+        let mut typical_e2e: Vec<Option<i64>> = vec![None; nf];
+        let mut typical: Vec<[Option<i64>; NL]> = vec![[None; NL]; nf];
+        let mut typical_cb: Vec<Option<i64>> = vec![None; nf];
+        let mut period: Vec<Option<i64>> = vec![None; nf];
+        {
+            let mut by_flow: Vec<Vec<usize>> = vec![vec![]; nf];
+            for (i, s) in self.samples.iter().enumerate() {
+                by_flow[s.flow as usize].push(i);
+            }
+            let mut buf = vec![];
+            for (f, idx) in by_flow.iter().enumerate() {
+                let ok = || idx.iter().map(|&i| &self.samples[i]).filter(|s| s.status == "delivered");
+                buf.clear();
+                buf.extend(ok().filter_map(|s| s.e2e));
+                typical_e2e[f] = median(&mut buf);
+                for l in 0..NL {
+                    buf.clear();
+                    buf.extend(ok().filter_map(|s| s.layers[l]));
+                    typical[f][l] = median(&mut buf);
+                }
+                buf.clear();
+                buf.extend(ok().filter_map(|s| s.callback.map(|(a, b)| b - a)));
+                typical_cb[f] = median(&mut buf);
+                // Publication period: median interval between the flow's first sightings.
+                let mut t: Vec<i64> = idx.iter().map(|&i| self.samples[i].sender_first).collect();
+                t.sort_unstable();
+                buf.clear();
+                buf.extend(t.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0));
+                period[f] = median(&mut buf);
+            }
+        }
+        // Per receiving node: its callbacks (start, end, sample index) in start order, for the executor's evidence.
+        let mut node_callbacks: HashMap<(Arc<str>, Arc<str>), Vec<(i64, i64, usize)>> = HashMap::new();
+        for (i, s) in self.samples.iter().enumerate() {
+            if let (Some(n), Some((a, b))) = (&s.receiver_node, s.callback) {
+                node_callbacks.entry((self.flows[s.flow as usize].receiver.clone(), n.clone())).or_default().push((a, b, i));
+            }
+        }
+        for v in node_callbacks.values_mut() {
+            v.sort_unstable();
+        }
+        // Per writer and receiver: samples in send order, for head-of-line and bursts.
+        let mut by_writer: HashMap<(Guid, Arc<str>), Vec<(i64, usize)>> = HashMap::new();
+        for (i, s) in self.samples.iter().enumerate() {
+            by_writer.entry((s.writer, self.flows[s.flow as usize].receiver.clone())).or_default().push((s.sender_first, i));
+        }
+        for v in by_writer.values_mut() {
+            v.sort_unstable();
+        }
+        let mut incidents = vec![];
+        let mut budget_broken = 0u64;
+        for (i, s) in self.samples.iter().enumerate() {
+            let f = s.flow as usize;
+            let fk = &self.flows[f];
+            let budget = self.budget(&fk.topic);
+            let mut kinds = vec![];
+            let negative = s
+                .layers
+                .iter()
+                .enumerate()
+                .filter_map(|(l, v)| v.map(|v| (LAYERS[l].name(), v)))
+                .chain(s.extra_checks.iter().zip(["message", "last_last"]).filter_map(|(v, n)| v.map(|v| (n, v))))
+                .filter(|(_, v)| *v < -self.opts.negative_tolerance_ns)
+                .min_by_key(|(_, v)| *v);
+            if s.status != "delivered" {
+                kinds.push(Kind::Lost);
+            }
+            if let (Some(b), Some(e)) = (budget, s.e2e) {
+                if e > b {
+                    kinds.push(Kind::OverBudget);
+                }
+            }
+            if s.late {
+                kinds.push(Kind::Late);
+            }
+            if let (Some(e), Some(t)) = (s.e2e, typical_e2e[f]) {
+                if e - t > ((t.max(0) as f64 * self.opts.outlier_factor) as i64).max(self.opts.outlier_floor_ns) {
+                    kinds.push(Kind::Outlier);
+                }
+            }
+            if negative.is_some() {
+                kinds.push(Kind::Impossible);
+            }
+            if kinds.is_empty() {
+                continue;
+            }
+            if budget.is_some() && (kinds.contains(&Kind::OverBudget) || kinds.contains(&Kind::Lost)) {
+                budget_broken += 1;
+            }
+            // The layer with the largest excess over its typical value.
+            let mut layer: Option<(Layer, i64, i64)> = None;
+            for l in 0..NL {
+                if let (Some(v), Some(t)) = (s.layers[l], typical[f][l]) {
+                    if layer.map_or(true, |(_, lv, lt)| v - t > lv - lt) {
+                        layer = Some((LAYERS[l], v, t));
+                    }
+                }
+            }
+            let layer = layer.filter(|(_, v, t)| v > t);
+            let ms = |ns: i64| format!("{:.3} ms", ns as f64 / 1e6);
+            let (cause, evidence) = if let Some((n, v)) = negative {
+                (Cause::ClockOffset, format!("{n} = {}: negative, so the receiver's clock is behind the sender's by at least that much (check --offset / --estimate-offset)", ms(v)))
+            } else if s.status != "delivered" {
+                let why = if s.status == "lost" { "no frame of it reached the receiver's capture point".to_string() } else { format!("incomplete at the receiver ({} fragments expected)", s.frags.unwrap_or(1)) };
+                let rt = if s.retransmitted > 0 { format!("; the writer retransmitted {} fragment(s) of it", s.retransmitted) } else { String::new() };
+                (Cause::Loss, format!("{why}{rt}"))
+            } else {
+                match layer {
+                    Some((l, v, t)) if l.wire() && (s.repaired || s.retransmitted > 0) => (
+                        Cause::Repair,
+                        format!(
+                            "{} DATA/DATA_FRAG retransmitted by the writer, {} duplicate(s) at the receiver; {} took {} (typical {})",
+                            s.retransmitted,
+                            s.duplicates,
+                            l.name(),
+                            ms(v),
+                            ms(t)
+                        ),
+                    ),
+                    Some((l, v, t)) if l.wire() => {
+                        // Head of line: the writer's previous sample was still arriving at the receiver when this one went out.
+                        let w = &by_writer[&(s.writer, fk.receiver.clone())];
+                        let pos = w.binary_search(&(s.sender_first, i)).unwrap_or(0);
+                        let prev = pos.checked_sub(1).map(|p| &self.samples[w[p].1]);
+                        match prev.and_then(|p| Some((p, p.receiver_last?))) {
+                            Some((p, last)) if last > s.sender_first + typical[f][3].unwrap_or(0) => (
+                                Cause::HeadOfLine,
+                                format!(
+                                    "the writer's previous sample sn {} was complete at the receiver only {} after this one was sent{}; {} took {} (typical {})",
+                                    p.sn,
+                                    ms(last - s.sender_first),
+                                    if p.repaired || p.retransmitted > 0 { " (it was being repaired)" } else { "" },
+                                    l.name(),
+                                    ms(v),
+                                    ms(t)
+                                ),
+                            ),
+                            _ => (Cause::Unknown, format!("{} took {} (typical {}); no repair and no earlier sample of the writer in the way", l.name(), ms(v), ms(t))),
+                        }
+                    }
+                    Some((l, v, t)) if l.sender() => {
+                        let w = &by_writer[&(s.writer, fk.receiver.clone())];
+                        let pos = w.binary_search(&(s.sender_first, i)).unwrap_or(0);
+                        let p = period[f].unwrap_or(0);
+                        let burst = w[..pos].iter().rev().take_while(|(t0, _)| p > 0 && s.sender_first - t0 < p / 2).count();
+                        if burst > 0 {
+                            (Cause::SenderBurst, format!("the writer sent {burst} other sample(s) in the {} before this one (period {}); {} took {} (typical {})", ms(p / 2), ms(p), l.name(), ms(v), ms(t)))
+                        } else {
+                            (Cause::Unknown, format!("{} took {} (typical {}); no burst of the writer before it", l.name(), ms(v), ms(t)))
+                        }
+                    }
+                    Some((l, v, t)) if l.receiver() => {
+                        let ready = s.ready;
+                        // Held by in-order delivery: the writer's previous sample was complete at the receiver only after this one.
+                        let w = &by_writer[&(s.writer, fk.receiver.clone())];
+                        let pos = w.binary_search(&(s.sender_first, i)).unwrap_or(0);
+                        let prev = pos.checked_sub(1).map(|p| &self.samples[w[p].1]);
+                        let held = match (prev, ready) {
+                            (Some(p), Some(a)) => p.ready.filter(|pr| *pr > a + (v - t) / 2).map(|pr| (p, pr)),
+                            _ => None,
+                        };
+                        // Executor: the callback of the receiving node that overlapped [ready, take] the most.
+                        let busy = match (&s.receiver_node, ready, s.take) {
+                            (Some(n), Some(a), Some(take)) => node_callbacks.get(&(fk.receiver.clone(), n.clone())).and_then(|cbs| {
+                                cbs.iter()
+                                    .filter(|(_, _, j)| *j != i)
+                                    .map(|&(cs, ce, j)| (ce.min(take) - cs.max(a), cs, ce, j))
+                                    .filter(|(o, ..)| *o > 0)
+                                    .max_by_key(|(o, ..)| *o)
+                            }),
+                            _ => None,
+                        };
+                        match (held, busy) {
+                            (Some((p, pr)), _) => (
+                                Cause::HeadOfLine,
+                                format!(
+                                    "in-order delivery held it: the writer's previous sample sn {} was complete at the receiver {} after this one{}; {} took {} (typical {})",
+                                    p.sn,
+                                    ms(pr - ready.unwrap_or(pr)),
+                                    if p.repaired || p.retransmitted > 0 { " (it was being repaired)" } else { "" },
+                                    l.name(),
+                                    ms(v),
+                                    ms(t)
+                                ),
+                            ),
+                            (None, Some((overlap, cs, ce, j))) if 2 * overlap >= v - t => {
+                                let o = &self.samples[j];
+                                let of = o.flow as usize;
+                                let took = ce - cs;
+                                let usual = typical_cb[of].unwrap_or(0);
+                                let what = format!("{} sn {}", self.flows[of].topic, o.sn);
+                                let cause = if of == f { Cause::CallbackOverrun } else { Cause::ExecutorBusy };
+                                let whose = if of == f { "the previous callback of this subscription" } else { "the node's callback" };
+                                (
+                                    cause,
+                                    format!(
+                                        "{whose} ({what}) ran {} (typical {}) and kept the executor {} of the time between the sample's arrival and its take; {} took {} (typical {})",
+                                        ms(took),
+                                        ms(usual),
+                                        ms(overlap),
+                                        l.name(),
+                                        ms(v),
+                                        ms(t)
+                                    ),
+                                )
+                            }
+                            _ => (Cause::Unknown, format!("{} took {} (typical {}); no earlier sample in the way and no callback of the node running (or no trace)", l.name(), ms(v), ms(t))),
+                        }
+                    }
+                    Some((l, v, t)) => (Cause::Unknown, format!("{} took {} (typical {})", l.name(), ms(v), ms(t))),
+                    None => (Cause::Unknown, "no layer above its typical value".to_string()),
+                }
+            };
+            incidents.push(Incident {
+                topic: fk.topic.clone(),
+                sender: fk.sender.clone(),
+                receiver: fk.receiver.clone(),
+                writer_id: s.writer.to_string(),
+                sn: s.sn,
+                kinds,
+                sender_first_ts_ns: s.sender_first,
+                e2e_ns: s.e2e,
+                e2e_measure: s.e2e_kind,
+                typical_e2e_ns: typical_e2e[f],
+                budget_ns: budget,
+                layer: layer.map(|x| x.0),
+                layer_ns: layer.map(|x| x.1),
+                layer_typical_ns: layer.map(|x| x.2),
+                cause,
+                evidence,
+            });
+        }
+        let total_excess: i64 = incidents.iter().map(|i| i.excess_ns()).sum();
+        let mut causes: HashMap<Cause, (CauseRow, HashMap<Option<Layer>, u64>)> = HashMap::new();
+        let mut kinds: HashMap<Kind, u64> = HashMap::new();
+        for inc in &incidents {
+            for k in &inc.kinds {
+                *kinds.entry(*k).or_default() += 1;
+            }
+            let e = causes.entry(inc.cause).or_insert_with(|| {
+                (CauseRow { cause: inc.cause, incidents: 0, over_budget: 0, lost: 0, excess_ms: 0.0, share_of_excess_pct: 0.0, layer: None }, HashMap::new())
+            });
+            e.0.incidents += 1;
+            e.0.over_budget += inc.kinds.contains(&Kind::OverBudget) as u64;
+            e.0.lost += inc.kinds.contains(&Kind::Lost) as u64;
+            e.0.excess_ms += inc.excess_ns() as f64 / 1e6;
+            *e.1.entry(inc.layer).or_default() += 1;
+        }
+        let mut by_cause: Vec<CauseRow> = causes
+            .into_values()
+            .map(|(mut r, layers)| {
+                r.share_of_excess_pct = if total_excess > 0 { 100.0 * r.excess_ms * 1e6 / total_excess as f64 } else { 0.0 };
+                r.layer = layers.into_iter().max_by_key(|(l, n)| (*n, std::cmp::Reverse(*l))).and_then(|x| x.0);
+                r
+            })
+            .collect();
+        by_cause.sort_by(|a, b| b.incidents.cmp(&a.incidents).then(a.cause.cmp(&b.cause)));
+        let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
+        by_kind.sort();
+        let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.ns)).collect();
+        Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets }
+    }
+}
+
+/// The wire of a row split at the first fragment's arrival.
+fn wire_split(r: &LatencyRow) -> (Option<i64>, Option<i64>) {
+    match (r.first_first_ns, r.latency_ns) {
+        (Some(ff), Some(l)) => (Some(ff), Some(l - ff)),
+        (ff, _) => (ff, None),
+    }
+}
+
+impl Explanation {
+    /// The worst incidents by excess (lost ones after those with a value).
+    pub fn worst(&self, n: usize) -> Vec<&Incident> {
+        let mut v: Vec<&Incident> = self.incidents.iter().collect();
+        v.sort_by_key(|i| (std::cmp::Reverse(i.kinds.contains(&Kind::OverBudget)), std::cmp::Reverse(i.excess_ns()), i.sn));
+        v.truncate(n);
+        v
+    }
+
+    /// One line: how many incidents, of what kinds.
+    pub fn summary_line(&self) -> String {
+        let kinds: Vec<String> = self.by_kind.iter().map(|(k, n)| format!("{n} {}", kind_name(*k))).collect();
+        let budgets: Vec<String> = self.budgets.iter().map(|(p, ns)| format!("{p}={}", fmt_ms(*ns))).collect();
+        let mut s = format!(
+            "{} incidents in {} samples{}{}",
+            self.incidents.len(),
+            self.samples,
+            if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
+            if budgets.is_empty() { String::new() } else { format!("; budgets {}: {} broken", budgets.join(" "), self.budget_broken) }
+        );
+        if self.samples_not_kept > 0 {
+            s.push_str(&format!("; {} samples not judged (over the cap of kept samples or flows)", self.samples_not_kept));
+        }
+        s
+    }
+}
+
+pub fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::OverBudget => "over budget",
+        Kind::Lost => "lost",
+        Kind::Late => "late",
+        Kind::Outlier => "outliers",
+        Kind::Impossible => "with a negative layer",
+    }
+}
+
+fn fmt_ms(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms.fract() == 0.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The rules on hand-made rows; the verdicts on real faults are scored in
+    //! tests/test_explain.py (injected loss, slow callbacks, a wrong offset).
+    use super::*;
+    use crate::discovery::TopicNames;
+    use crate::latency::Level;
+
+    fn row(sn: i64, t0: i64, wire_first: i64, wire: i64) -> LatencyRow {
+        let topic = Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"));
+        let mut r = LatencyRow::new(Level::Message, Some(topic), Guid::default(), sn, "pc1".into(), "pc2".into(), "delivered", t0);
+        r.first_first_ns = Some(wire_first);
+        r.latency_ns = Some(wire);
+        r.receiver_last_ts_ns = Some(t0 + wire);
+        r
+    }
+
+    fn run(rows: &[LatencyRow], budgets: Vec<Budget>) -> Explanation {
+        let mut e = Explainer::new(ExplainOptions { budgets, ..Default::default() });
+        for r in rows {
+            e.add(r);
+        }
+        e.finish()
+    }
+
+    #[test]
+    fn repair_head_of_line_and_clean_samples() {
+        let period = 50_000_000;
+        let mut rows: Vec<LatencyRow> = (1..=40).map(|sn| row(sn, sn * period, 10_000, 300_000)).collect();
+        // sn 10: a fragment repaired 60 ms later; sn 11 sent before 10 completed (a burst) sits behind it on the wire.
+        rows[9].latency_ns = Some(60_000_000);
+        rows[9].receiver_last_ts_ns = Some(10 * period + 60_000_000);
+        rows[9].sender_retransmitted_frags = 2;
+        rows[10].sender_first_ts_ns = 10 * period + 1_000_000;
+        rows[10].first_first_ns = Some(59_500_000);
+        rows[10].latency_ns = Some(59_800_000);
+        rows[10].receiver_last_ts_ns = Some(rows[10].sender_first_ts_ns + 59_800_000);
+        let x = run(&rows, vec![Budget::new("/image", 5_000_000).unwrap()]);
+        let by: HashMap<i64, &Incident> = x.incidents.iter().map(|i| (i.sn, i)).collect();
+        assert_eq!(x.incidents.len(), 2, "{:?}", x.incidents);
+        assert_eq!(by[&10].cause, Cause::Repair);
+        assert_eq!(by[&10].layer, Some(Layer::WireRest));
+        assert!(by[&10].evidence.starts_with("2 DATA/DATA_FRAG retransmitted"), "{}", by[&10].evidence);
+        assert_eq!(by[&11].cause, Cause::HeadOfLine, "{}", by[&11].evidence);
+        assert_eq!(by[&11].layer, Some(Layer::WireFirst));
+        assert_eq!(x.budget_broken, 2);
+        assert!(by[&10].kinds.contains(&Kind::OverBudget) && by[&10].kinds.contains(&Kind::Outlier));
+    }
+
+    #[test]
+    fn negative_layers_are_clock_offsets_and_lost_samples_loss() {
+        let mut rows: Vec<LatencyRow> = (1..=20).map(|sn| row(sn, sn * 10_000_000, 10_000, 300_000)).collect();
+        rows[3].latency_ns = Some(-2_000_000);
+        rows[3].first_first_ns = Some(-2_100_000);
+        rows[7].status = "lost";
+        rows[7].latency_ns = None;
+        rows[7].first_first_ns = None;
+        let x = run(&rows, vec![]);
+        let by: HashMap<i64, &Incident> = x.incidents.iter().map(|i| (i.sn, i)).collect();
+        assert_eq!(by[&4].cause, Cause::ClockOffset);
+        assert!(by[&4].kinds == vec![Kind::Impossible], "{:?}", by[&4].kinds);
+        assert_eq!(by[&8].cause, Cause::Loss);
+        assert_eq!(x.budget_broken, 0, "no budget given: nothing broken");
+        assert_eq!(x.incidents.len(), 2);
+    }
+
+    #[test]
+    fn budgets_match_globs_and_caps_are_counted() {
+        let b = Budget::new("/camera/*", 1).unwrap();
+        assert!(b.matches("/camera/left") && !b.matches("/lidar"));
+        assert!(Budget::new("/x", 0).is_err());
+        let rows: Vec<LatencyRow> = (1..=10).map(|sn| row(sn, sn * 1000, 1, 2)).collect();
+        let mut e = Explainer::new(ExplainOptions { max_samples: 4, ..Default::default() });
+        for r in &rows {
+            e.add(r);
+        }
+        let x = e.finish();
+        assert_eq!((x.samples, x.samples_not_kept), (10, 6));
+        assert!(x.summary_line().contains("6 samples not judged"), "{}", x.summary_line());
+    }
+}

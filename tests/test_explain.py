@@ -1,0 +1,220 @@
+"""`ddscope latency --explain` ("why was this message late?", tracker issue 27)
+scored against faults injected at known samples.
+
+Each lab run injects one cause; what each sample went through is known
+from sources that are not ddscope's analysis:
+  * loss (examples/lab/explain-loss.toml, the lab's eBPF loss on the switch
+    port towards pc2): tshark on both capture points — a DATA_FRAG datagram
+    (IP source, IP id) that pc1 sent and pc2 never reassembled was dropped
+    on the link; the sequence numbers it carried were hit. Their repair
+    makes them late (expected verdict `repair`), and the next sample of the
+    writer waits for them in the reader (reliable in-order delivery:
+    expected `head_of_line`);
+  * a slow callback (examples/lab/explain-slow-callback.toml): the node's own
+    ground truth (HOST.truth.jsonl: callback_start/end of every sample as the
+    node stamped them) gives each 70 ms callback's interval; the /image
+    sample taken right after it waited for its own subscription's callback
+    (expected `callback_overrun`), the /scan samples published before it
+    ended and taken after it began waited for another callback of the same
+    executor (expected `executor_busy`);
+  * a wrong clock offset (`--offset pc2=+20ms` on the clean run): every
+    sample's wire layer turns negative (expected `clock_offset`);
+  * the clean run (explain-loss.toml without its loss): no fault, so every
+    incident there is the machine's own noise, and it is counted.
+A sample is an *injected incident* when the truth says the fault delayed
+it by more than the outlier floor (2 ms). Per class: >= 90 % of the injected
+incidents get the injected cause, <= 5 % a wrong cause (the rest: unknown).
+Needs root (network namespaces); CI runs as root.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO, have_root
+
+LOSS = REPO / "examples" / "lab" / "explain-loss.toml"
+SLOW = REPO / "examples" / "lab" / "explain-slow-callback.toml"
+FLOOR_NS = 2_000_000  # ExplainOptions::outlier_floor_ns
+
+
+def lab(ddscope, scenario: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    assert have_root(), "the lab tests need root (network namespaces); CI runs as root"
+    cp = ddscope("lab", "run", scenario, "--tracing", "jazzy", "--out", out, check=False, timeout=600)
+    assert cp.returncode == 0, f"lab run failed ({cp.returncode}):\n{cp.stdout}\n{cp.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(ddscope, tmp_path_factory):
+    base = tmp_path_factory.mktemp("explain")
+    clean_toml = base / "explain-clean.toml"
+    text = LOSS.read_text()
+    clean = re.sub(r"^\[network\.loss\]\n(?:(?!\[)[^\n]*\n)*", "", text, flags=re.M).replace('name = "explain-loss"', 'name = "explain-clean"')
+    assert "probability" not in clean
+    clean_toml.write_text(clean)
+    return {
+        "loss": lab(ddscope, LOSS, base / "loss"),
+        "slow": lab(ddscope, SLOW, base / "slow"),
+        "clean": lab(ddscope, clean_toml, base / "clean"),
+    }
+
+
+def explain(ddscope, run: pathlib.Path, *extra) -> dict:
+    cp = ddscope("latency", run, "--explain", "--format", "json", *extra)
+    return json.loads(cp.stdout)["incidents"]
+
+
+def truth(run: pathlib.Path, event: str) -> list[dict]:
+    out = []
+    for f in sorted(run.glob("*.truth.jsonl")):
+        out += [r for r in map(json.loads, f.read_text().splitlines()) if r.get("event") == event]
+    return out
+
+
+def tshark_datagrams(pcap: pathlib.Path) -> dict:
+    """(ip.src, ip.dst, ip.id) -> the writerSN of the DATA_FRAG datagrams tshark reassembled. Cyclone DDS
+    puts the fragments of one sample per datagram, after INFO_TS/INFO_DST and before a HEARTBEAT(_FRAG)
+    whose sequence numbers tshark lists in the same field: the DATA_FRAG's is the first."""
+    cp = subprocess.run(["tshark", "-r", str(pcap), "-Y", "rtps.sm.id == 0x16", "-T", "fields",
+                         "-e", "ip.src", "-e", "ip.dst", "-e", "ip.id", "-e", "rtps.sm.id", "-e", "rtps.sm.seqNumber"],
+                        capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    out = {}
+    for line in cp.stdout.splitlines():
+        src, dst, ipid, ids, sns = line.split("\t")
+        first = next(i for i in ids.split(",") if i not in ("0x09", "0x0e"))
+        if first == "0x16":
+            out[(src, dst, ipid)] = int(sns.split(",")[0])
+    return out
+
+
+def score(name: str, expected: dict, incidents: dict, delayed: set, required: tuple) -> None:
+    """expected: sample key -> injected cause; delayed: keys the truth says the fault delayed past the floor."""
+    matrix = collections.Counter()
+    missed = []
+    for k in sorted(delayed):
+        got = incidents.get(k)
+        if got is None:
+            missed.append(k)
+            matrix[(expected[k], "(no incident)")] += 1
+        else:
+            matrix[(expected[k], got["cause"])] += 1
+    print(f"\n{name}: confusion (injected cause, verdict) -> count")
+    for (want, got), n in sorted(matrix.items()):
+        print(f"  {want:18} {got:18} {n}")
+    for cause in sorted(set(expected[k] for k in delayed) | set(required)):
+        total = sum(n for (w, _), n in matrix.items() if w == cause)
+        right = matrix[(cause, cause)]
+        wrong = sum(n for (w, g), n in matrix.items() if w == cause and g not in (cause, "unknown"))
+        assert total >= 3 or cause not in required, f"{name}: only {total} injected {cause} incidents; the injection did not take"
+        assert right >= 0.9 * total, f"{name}: {cause}: {right} of {total} right; {dict(matrix)}"
+        assert wrong <= 0.05 * total, f"{name}: {cause}: {wrong} of {total} attributed to a wrong cause; {dict(matrix)}"
+
+
+def test_loss_is_explained_as_repair_and_head_of_line(runs, ddscope):
+    run = runs["loss"]
+    sent = tshark_datagrams(run / "pc1.pcapng")
+    got = tshark_datagrams(run / "pc2.pcapng")
+    hit = {sn for key, sn in sent.items() if key not in got}
+    assert hit, "the eBPF loss dropped no DATA_FRAG datagram"
+    pub = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "publish") if r["topic"] == "/image"}
+    rcv = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "receive") if r["topic"] == "/image"}
+    delay = {k: rcv[k] - pub[k] for k in rcv if k in pub}
+    base = sorted(delay.values())[len(delay) // 2]
+    expected, delayed = {}, set()
+    for (w, sn), d in delay.items():
+        if sn in hit:
+            expected[(w, sn)] = "repair"
+        elif (w, sn - 1) in rcv and sn - 1 in hit and rcv[(w, sn - 1)] > pub[(w, sn)] + FLOOR_NS:
+            # The previous sample, hit, was delivered only after this one was published (and had arrived).
+            expected[(w, sn)] = "head_of_line"
+        else:
+            continue
+        if d - base > FLOOR_NS + 1_000_000:
+            delayed.add((w, sn))
+    x = explain(ddscope, run, "--budget", "/image=5ms")
+    incidents = {(i["writer_id"], i["sn"]): i for i in x["incidents"] if i["topic"] == "/image"}
+    score("loss", expected, incidents, delayed, ("repair",))
+    # Every repair verdict carries its evidence: the retransmissions.
+    for i in x["incidents"]:
+        if i["cause"] == "repair":
+            assert re.match(r"[1-9]\d* DATA/DATA_FRAG retransmitted", i["evidence"]), i
+            assert i["layer"] in ("wire_first", "wire_rest"), i
+    assert any(c["cause"] == "repair" and c["share_of_excess_pct"] > 50 for c in x["by_cause"]), x["by_cause"]
+
+
+def test_slow_callbacks_are_explained_as_overrun_and_busy_executor(runs, ddscope):
+    run = runs["slow"]
+    rcv = [r for r in truth(run, "receive") if r["node"] == "fusion"]
+    slow = [(r["callback_start_ns"], r["callback_end_ns"]) for r in rcv if r["topic"] == "/image" and r["seq"] % 10 == 0]
+    assert len(slow) >= 10 and all(e - s > 60_000_000 for s, e in slow), slow[:3]
+    pub = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "publish")}
+    expected, delayed = {}, set()
+    for r in rcv:
+        k = (r["writer_guid"], r["seq"])
+        take = r["rmw_take_ns"]
+        for s, e in slow:
+            if s < take and pub[k] < e and not (r["topic"] == "/image" and r["seq"] % 10 == 0):
+                expected[k] = "callback_overrun" if r["topic"] == "/image" else "executor_busy"
+                if take - pub[k] > FLOOR_NS + 1_000_000:
+                    delayed.add(k)
+    x = explain(ddscope, run)
+    incidents = {(i["writer_id"], i["sn"]): i for i in x["incidents"] if i["receiver"] == "pc2"}
+    score("slow callback", expected, incidents, delayed, ("callback_overrun", "executor_busy"))
+    for i in x["incidents"]:
+        if i["cause"] in ("callback_overrun", "executor_busy"):
+            assert i["layer"] in ("dds_receive", "executor"), i
+            assert "/image sn " in i["evidence"], i
+
+
+def test_wrong_clock_offset_is_explained_as_clock_offset(runs, ddscope):
+    x = explain(ddscope, runs["clean"], "--offset", "pc2=+20ms")
+    causes = collections.Counter(i["cause"] for i in x["incidents"])
+    n = sum(1 for _ in truth(runs["clean"], "receive"))
+    assert causes["clock_offset"] >= 0.9 * n, (causes, n)
+    assert sum(v for c, v in causes.items() if c not in ("clock_offset", "unknown")) <= 0.05 * n, causes
+    i = next(i for i in x["incidents"] if i["cause"] == "clock_offset")
+    assert "negative" in i["evidence"] and "offset" in i["evidence"], i
+
+
+def test_clean_run_has_few_incidents_and_fail_on_incidents(runs, ddscope):
+    x = explain(ddscope, runs["clean"], "--budget", "/image=12ms")
+    print(f"\nclean run: {x['summary']}")
+    assert x["samples"] > 100
+    # Without a fault, what remains is this machine's scheduling noise (outliers of a few ms): few, and
+    # never given a cause (no evidence for one).
+    assert len(x["incidents"]) <= 0.1 * x["samples"], x["summary"]
+    assert all(i["cause"] == "unknown" for i in x["incidents"]), [(i["cause"], i["evidence"]) for i in x["incidents"]]
+    # 30 ms: this 2-core machine, loaded, leaves a receiving process unscheduled for tens of ms now
+    # and then (the clean run's own outliers); the repairs of the loss run take 50-100 ms.
+    cp = ddscope("latency", runs["clean"], "--budget", "/image=30ms", "--fail-on-incidents", check=False)
+    assert cp.returncode == 0, cp.stderr
+    cp = ddscope("latency", runs["loss"], "--budget", "/image=30ms", "--fail-on-incidents", "--explain", check=False)
+    assert cp.returncode == 1, cp.stderr
+    fail = [l for l in cp.stderr.splitlines() if "FAIL:" in l]
+    assert len(fail) == 1 and "broke their budget" in fail[0], cp.stderr
+    assert re.search(r"^repair\s+\d+", cp.stdout, re.M), cp.stdout
+    assert "worst incidents:" in cp.stdout
+    cp = ddscope("latency", runs["clean"], "--fail-on-incidents", check=False)
+    assert cp.returncode != 0 and "needs a budget" in cp.stderr, cp.stderr
+
+
+def test_report_shows_the_incidents(runs, ddscope, tmp_path, artifacts):
+    """`report --budget` carries the same verdicts as `latency --explain`, drawn in headless Chromium."""
+    from conftest import browser_inspect
+    html = tmp_path / "loss.html"
+    cp = ddscope("report", runs["loss"], "--budget", "/image=5ms", "--html", html)
+    line = next(l for l in cp.stderr.splitlines() if "incidents:" in l)
+    x = explain(ddscope, runs["loss"], "--budget", "/image=5ms")
+    assert x["summary"] in line, (line, x["summary"])
+    seen = browser_inspect(html.as_uri(), artifacts / "report-incidents.png", 1500, ["Incidents — loss", "Worst incidents", "repair"])
+    assert not seen["errors"], seen["errors"]
+    assert all(seen["found"].values()), seen["found"]
+    timeline = [c for c in seen["charts"] if "incidents" in (c.get("section") or "").lower() or "incidents" in (c.get("title") or "").lower()]
+    assert timeline and all(c["points"] > 0 for c in timeline), seen["charts"]
