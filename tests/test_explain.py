@@ -113,6 +113,8 @@ def score(name: str, expected: dict, incidents: dict, delayed: set, required: tu
         right = matrix[(cause, cause)]
         wrong = sum(n for (w, g), n in matrix.items() if w == cause and g not in (cause, "unknown"))
         assert total >= 3 or cause not in required, f"{name}: only {total} injected {cause} incidents; the injection did not take"
+        if total < 3:
+            continue  # a by-product class seen once or twice: shown in the matrix, too few to score
         assert right >= 0.9 * total, f"{name}: {cause}: {right} of {total} right; {dict(matrix)}"
         assert wrong <= 0.05 * total, f"{name}: {cause}: {wrong} of {total} attributed to a wrong cause; {dict(matrix)}"
 
