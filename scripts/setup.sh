@@ -50,6 +50,13 @@ else
   step pip "Python test packages (${PYTHON_MODULES[*]})" pip_install "${PYTHON_MODULES[@]}"
 fi
 
+# The Zenoh lab (lab/zenoh/rmw_node.py, tests/test_zenoh_lab.py): real Zenoh from PyPI, pinned.
+if have_modules zenoh xxhash; then
+  skip "Zenoh for the lab (eclipse-zenoh, xxhash)" "already installed"
+else
+  step pip "Zenoh for the lab (eclipse-zenoh, xxhash)" pip_install "eclipse-zenoh==1.6.2" "xxhash"
+fi
+
 # The browser tests drive Debian's Chromium with playwright-core (no browser download).
 if command -v node >/dev/null && command -v npm >/dev/null; then
   skip "node and npm" "already installed"

@@ -113,6 +113,8 @@ def score(name: str, expected: dict, incidents: dict, delayed: set, required: tu
         right = matrix[(cause, cause)]
         wrong = sum(n for (w, g), n in matrix.items() if w == cause and g not in (cause, "unknown"))
         assert total >= 3 or cause not in required, f"{name}: only {total} injected {cause} incidents; the injection did not take"
+        if total < 3:
+            continue  # a by-product class seen once or twice: shown in the matrix, too few to score
         assert right >= 0.9 * total, f"{name}: {cause}: {right} of {total} right; {dict(matrix)}"
         assert wrong <= 0.05 * total, f"{name}: {cause}: {wrong} of {total} attributed to a wrong cause; {dict(matrix)}"
 
@@ -203,3 +205,18 @@ def test_clean_run_has_few_incidents_and_fail_on_incidents(runs, ddscope):
     assert "worst incidents:" in cp.stdout
     cp = ddscope("latency", runs["clean"], "--fail-on-incidents", check=False)
     assert cp.returncode != 0 and "needs a budget" in cp.stderr, cp.stderr
+
+
+def test_report_shows_the_incidents(runs, ddscope, tmp_path, artifacts):
+    """`report --budget` carries the same verdicts as `latency --explain`, drawn in headless Chromium."""
+    from conftest import browser_inspect
+    html = tmp_path / "loss.html"
+    cp = ddscope("report", runs["loss"], "--budget", "/image=5ms", "--html", html)
+    line = next(l for l in cp.stderr.splitlines() if "incidents:" in l)
+    x = explain(ddscope, runs["loss"], "--budget", "/image=5ms")
+    assert x["summary"] in line, (line, x["summary"])
+    seen = browser_inspect(html.as_uri(), artifacts / "report-incidents.png", 1500, ["Incidents — loss", "Worst incidents", "repair"])
+    assert not seen["errors"], seen["errors"]
+    assert all(seen["found"].values()), seen["found"]
+    timeline = [c for c in seen["charts"] if "incidents" in (c.get("section") or "").lower() or "incidents" in (c.get("title") or "").lower()]
+    assert timeline and all(c["points"] > 0 for c in timeline), seen["charts"]

@@ -130,6 +130,29 @@
     main.append(s);
   }
 
+  // Incidents (as `ddscope latency --explain`): per cause, the worst ones with their evidence, and when they happened.
+  for (const r of D.runs) {
+    const x = r.incidents;
+    if (!x) continue;
+    const s = el("section", { class: "incidents", id: "incidents-" + r.name, "data-run": r.name }, el("h2", {}, "Incidents — " + r.name));
+    s.append(el("p", {}, x.summary));
+    if (x.by_cause.length) {
+      const t = el("table", {}, el("tr", {}, ...["cause", "incidents", "over budget", "lost", "excess (ms)", "share of excess", "layer"].map((h, i) => el("th", { class: i ? "" : "l" }, h))));
+      for (const c of x.by_cause) t.append(el("tr", {}, el("td", { class: "l" }, c.cause), el("td", {}, c.incidents), el("td", {}, c.over_budget), el("td", {}, c.lost),
+        el("td", {}, num(c.excess_ms)), el("td", {}, num(c.share_of_excess_pct, 1) + " %"), el("td", {}, c.layer || "")));
+      s.append(el("p", { class: "muted" }, "An incident: over its topic's budget, lost, late against its period, an outlier of its flow, or with a negative layer. Layer: where the excess over the flow's typical (median) value was taken; cause: what the evidence supports (docs/latency.md, \"Why was it late\")."), t);
+      const g = el("div", { class: "grid" });
+      s.append(g);
+      chart(g, C.line, { title: r.name + ": incidents over time, by cause", xLabel: "time since start (s)", yLabel: "latency above the flow's median (ms)", yFromZero: true, series: x.timeline });
+      const w = el("table", {}, el("tr", {}, ...["t (s)", "topic", "sender → receiver", "sn", "what", "end to end (ms)", "median (ms)", "layer", "cause", "evidence"].map((h, i) => el("th", { class: i > 0 && i < 3 || i > 6 ? "l" : "" }, h))));
+      for (const i of x.worst) w.append(el("tr", {}, el("td", {}, num(i.t_s, 3)), el("td", { class: "l" }, i.topic), el("td", { class: "l" }, i.sender + " → " + i.receiver), el("td", {}, i.sn),
+        el("td", {}, i.kinds.join(", ")), el("td", {}, i.e2e_ms == null ? "" : num(i.e2e_ms) + " " + i.measure), el("td", {}, i.typical_ms == null ? "" : num(i.typical_ms)),
+        el("td", { class: "l" }, i.layer || ""), el("td", { class: "l" }, i.cause), el("td", { class: "l" }, i.evidence)));
+      s.append(el("h3", {}, "Worst incidents"), w);
+    }
+    main.append(s);
+  }
+
   // Callbacks (traces): durations per callback, and what each callback published.
   for (const r of D.runs) {
     if (!r.callbacks || !r.callbacks.length) continue;

@@ -10,11 +10,12 @@ const SHOWN_DIAGNOSTICS: usize = 5;
 pub fn print_summary(verb: &str, path: &Path, summary: &CaptureSummary, dec: &Decoder, result: &str) {
     let s = &dec.stats;
     eprintln!(
-        "{verb}: {}: {} frames, {} RTPS messages, {} submessages; {result}",
+        "{verb}: {}: {} frames, {} RTPS messages, {} submessages{}; {result}",
         path.display(),
         summary.frames,
         s.rtps_messages,
-        s.submessages
+        s.submessages,
+        zenoh_counts(&s.zenoh)
     );
     if let Some(err) = &summary.error {
         eprintln!("{verb}: {}: {err} (everything before it was analysed)", path.display());
@@ -34,4 +35,13 @@ pub fn print_summary(verb: &str, path: &Path, summary: &CaptureSummary, dec: &De
     if dec.diagnostics.len() > SHOWN_DIAGNOSTICS && more > 0 {
         eprintln!("{verb}: {}: … and {more} more problems", path.display());
     }
+}
+
+/// ", N Zenoh batches (M messages, K ROS 2 samples)" when the capture had Zenoh.
+pub fn zenoh_counts(z: &ddscope_core::zenoh::ZenohStats) -> String {
+    if z.batches == 0 {
+        return String::new();
+    }
+    let msgs: u64 = z.messages.values().sum();
+    format!(", {} Zenoh batches ({msgs} messages, {} ROS 2 samples)", z.batches, z.ros_samples)
 }

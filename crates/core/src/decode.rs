@@ -12,7 +12,7 @@ use crate::ros_graph::{self, RosGraphError, RosGraphLimits, RosNode};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
-use ddscope_wire::{udp, EntityId, Guid, GuidPrefix, WireError};
+use ddscope_wire::{tcp, udp, EntityId, Guid, GuidPrefix, WireError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -36,6 +36,8 @@ pub struct DecoderConfig {
     pub ros_graph: RosGraphLimits,
     /// Problems kept with their frame number for the report (all are counted).
     pub max_diagnostics: usize,
+    /// Caps of the Zenoh tables (streams, key expressions, fragments, tokens).
+    pub zenoh: crate::zenoh::ZenohLimits,
 }
 
 impl Default for DecoderConfig {
@@ -48,6 +50,7 @@ impl Default for DecoderConfig {
             discovery: DiscoveryLimits::default(),
             ros_graph: RosGraphLimits::default(),
             max_diagnostics: 50,
+            zenoh: crate::zenoh::ZenohLimits::default(),
         }
     }
 }
@@ -65,9 +68,9 @@ pub struct DecodeStats {
     pub bad_headers: u64,
     /// Frames that are not IPv4/IPv6 (ARP, LLDP, PTP over Ethernet…).
     pub non_ip_frames: u64,
-    /// IP packets that are not UDP (TCP, ICMP, IGMP…).
+    /// IP packets that are neither UDP nor TCP of a Zenoh session (other TCP, ICMP, IGMP…).
     pub non_udp_packets: u64,
-    /// UDP datagrams that are not RTPS 2.x (by content).
+    /// UDP datagrams that are neither RTPS 2.x nor Zenoh (by content and port).
     pub non_rtps_datagrams: u64,
     /// Datagrams with the RTPS magic but another major version.
     pub rtps_other_version: u64,
@@ -93,6 +96,8 @@ pub struct DecodeStats {
     /// `ros_discovery_info` samples refused for announcing more nodes or gids than the caps.
     pub ros_discovery_over_limits: u64,
     pub ip: ReassemblyStats,
+    /// Zenoh: what was decoded, skipped and evicted (see [`crate::zenoh`]).
+    pub zenoh: crate::zenoh::ZenohStats,
     /// Sizes of the discovery tables and what they evicted.
     pub discovery: DiscoveryStats,
     /// The capture file's own problems (a corrupt or truncated end, packet
@@ -129,6 +134,7 @@ impl DecodeStats {
             + self.ip.datagrams_incomplete_at_end
             + self.ip.oversized_fragments
             + self.ip.datagrams_too_fragmented
+            + self.zenoh.skipped_total()
     }
 
     /// One line: what was skipped or malformed, non-zero counters only, in three
@@ -142,6 +148,7 @@ impl DecodeStats {
             (self.non_ip_frames, "non-IP frames".into()),
             (self.non_udp_packets, "non-UDP packets".into()),
             (self.non_rtps_datagrams, "non-RTPS datagrams".into()),
+            (self.zenoh.scouting_datagrams, "Zenoh scouting datagrams".into()),
             (self.rtps_other_version, "RTPS datagrams of another major version".into()),
             (self.unsupported_link_frames, "frames of an unsupported link type".into()),
         ]);
@@ -169,6 +176,8 @@ impl DecodeStats {
             (self.ip.overlapping_fragments, "overlapping IP fragments".into()),
             (self.ip.datagrams_too_fragmented, "IP datagrams dropped with too many holes".into()),
         ]);
+        let mut problems = problems;
+        problems.extend(self.zenoh.problems());
         let mut parts: Vec<String> = vec![];
         for (label, g) in [("not DDS, skipped", not_dds), ("not decoded", not_decoded), ("malformed or cut", problems)] {
             if !g.is_empty() {
@@ -181,10 +190,9 @@ impl DecodeStats {
             (false, None) => parts.join("; "),
             (false, Some(c)) => format!("{} (and the capture file: {c})", parts.join("; ")),
         };
-        let line = match self.discovery.eviction_line() {
-            Some(ev) => format!("{line}; evicted (caps): {ev}"),
-            None => line,
-        };
+        let mut evictions: Vec<String> = self.discovery.eviction_line().into_iter().collect();
+        evictions.extend(self.zenoh.evictions());
+        let line = if evictions.is_empty() { line } else { format!("{line}; evicted (caps): {}", evictions.join(", ")) };
         match self.discovery.truncation_line() {
             Some(cut) => format!("{line}; {cut}"),
             None => line,
@@ -248,6 +256,8 @@ pub struct Decoder {
     /// The last writer and reader looked up in the ROS graph, and the graph
     /// generation the answers belong to: consecutive submessages mostly share them.
     node_cache: NodeCache,
+    /// Zenoh sessions (TCP streams, UDP flows) at this capture point.
+    pub zenoh: crate::zenoh::ZenohDecoder,
 }
 
 #[derive(Default)]
@@ -282,6 +292,7 @@ impl Decoder {
             diagnostics: Vec::new(),
             msg_events: Vec::with_capacity(64),
             node_cache: NodeCache::default(),
+            zenoh: crate::zenoh::ZenohDecoder::new(cfg.zenoh),
         }
     }
 
@@ -326,11 +337,15 @@ impl Decoder {
                 return;
             }
         };
+        let meta = FrameMeta { interface: pkt.interface, vlan: net.outer_vlan };
+        if ipp.protocol == tcp::PROTO_TCP && !ipp.is_fragment {
+            self.tcp(&ipp, pkt, meta, emit);
+            return;
+        }
         if ipp.protocol != PROTO_UDP {
             self.stats.non_udp_packets += 1;
             return;
         }
-        let meta = FrameMeta { interface: pkt.interface, vlan: net.outer_vlan };
         if ipp.is_fragment {
             // A fragment cut by the snap length still counts by its declared
             // length (header-only capture): timing and fragment counts stay exact.
@@ -394,6 +409,13 @@ impl Decoder {
             }
         };
         if !rtps::is_rtps(payload) {
+            let (s, d) = (SocketAddr::new(src, sport), SocketAddr::new(dst, dport));
+            if !(payload.len() >= 4 && &payload[..4] == rtps::MAGIC)
+                && self.zenoh.udp(&self.capture, pkt.frame, first_ts, last_ts, meta.interface, meta.vlan, s, d, payload, missing > 0, emit)
+            {
+                self.sync_zenoh();
+                return;
+            }
             if payload.len() >= 5 && &payload[..4] == rtps::MAGIC {
                 self.stats.rtps_other_version += 1;
             } else {
@@ -418,6 +440,36 @@ impl Decoder {
             e
         };
         self.rtps(payload, base, missing > 0, emit);
+    }
+
+    /// A TCP segment: Zenoh if its stream is one (by port or by its session
+    /// start), else counted with the packets that are not decoded.
+    fn tcp(&mut self, ipp: &ip::IpPacket<'_>, pkt: &Packet<'_>, meta: FrameMeta, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        let seg = match tcp::parse(ipp.payload) {
+            Ok(s) => s,
+            Err(_) if ipp.missing > 0 => {
+                self.stats.non_udp_packets += 1;
+                return;
+            }
+            Err(e) => {
+                self.stats.bad_headers += 1;
+                self.diag(pkt.frame, || format!("TCP header: {e}"));
+                return;
+            }
+        };
+        let (s, d) = (SocketAddr::new(ipp.src, seg.src_port), SocketAddr::new(ipp.dst, seg.dst_port));
+        if !self.zenoh.tcp(&self.capture, pkt.frame, pkt.ts_ns, meta.interface, meta.vlan, s, d, &seg, ipp.missing, emit) {
+            self.stats.non_udp_packets += 1;
+        }
+        self.sync_zenoh();
+    }
+
+    /// Copies the Zenoh decoder's counters and problems into the capture's.
+    fn sync_zenoh(&mut self) {
+        for (frame, msg) in std::mem::take(&mut self.zenoh.problems) {
+            self.diag(frame, || msg);
+        }
+        self.stats.zenoh.clone_from(&self.zenoh.stats);
     }
 
     fn rtps(&mut self, msg: &[u8], base: SubmsgEvent, snapped: bool, emit: &mut dyn FnMut(&SubmsgEvent)) {
@@ -865,6 +917,8 @@ impl Decoder {
         self.stats.discovery_fragments_dropped += self.discovery_frags.len() as u64;
         self.discovery_frags.clear();
         self.stats.discovery = self.discovery.stats();
+        self.zenoh.finish();
+        self.sync_zenoh();
     }
 }
 

@@ -101,6 +101,23 @@ pub struct SubmsgEvent {
     pub key_hash: Option<[u8; 16]>,
     /// On SEDP DATA (or the DATA_FRAG that completes an SEDP sample): what it announces.
     pub endpoint: Option<Arc<EndpointInfo>>,
+    /// Events decoded from Zenoh: the Zenoh message and its key expression
+    /// (None for RTPS). See [`crate::zenoh`].
+    pub zenoh: Option<Box<ZenohInfo>>,
+}
+
+/// The Zenoh side of an event decoded from Zenoh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZenohInfo {
+    /// The Zenoh message: `PUT`, `DECLARE_TOKEN`, `INIT_SYN`, `FRAGMENT`, …
+    pub msg: &'static str,
+    /// The message's key expression, resolved through the session's declarations.
+    pub key_expr: Option<Arc<str>>,
+    /// The sending session's Zenoh id, when its handshake was captured.
+    pub zid: Option<Arc<str>>,
+    /// Capture time of the frame that carried the message's first byte (on
+    /// TCP, a segment; on UDP, the first IP fragment of the first datagram).
+    pub first_byte_ts_ns: i64,
 }
 
 impl SubmsgEvent {
@@ -151,7 +168,15 @@ impl SubmsgEvent {
             status_info: None,
             key_hash: None,
             endpoint: None,
+            zenoh: None,
         }
+    }
+
+    /// When the event's message was first seen: the frame completing its
+    /// datagram (RTPS, as tshark times it), or the frame carrying its first
+    /// byte (Zenoh, whose messages span TCP segments).
+    pub fn first_seen_ts_ns(&self) -> i64 {
+        self.zenoh.as_ref().map_or(self.ts_ns, |z| z.first_byte_ts_ns)
     }
 
     /// DATA or DATA_FRAG.
@@ -232,6 +257,10 @@ crate::record!(SubmsgEvent, r, {
     endpoint_topic_raw: Str => r.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.topic_raw)),
     endpoint_type_raw: Str => r.endpoint.as_deref().map_or(Value::Null, |e| Value::S(&e.names.type_raw)),
     domain: U64 => r.domain().map_or(Value::Null, |d| Value::U(d as u64)),
+    protocol: Str => Value::S(if r.zenoh.is_some() { "zenoh" } else { "rtps" }),
+    zenoh_msg: Str => r.zenoh.as_deref().map_or(Value::Null, |z| Value::S(z.msg)),
+    key_expr: Str => r.zenoh.as_deref().and_then(|z| z.key_expr.as_deref()).map_or(Value::Null, Value::S),
+    zenoh_zid: Str => r.zenoh.as_deref().and_then(|z| z.zid.as_deref()).map_or(Value::Null, Value::S),
 });
 
 impl SubmsgEvent {
@@ -242,7 +271,8 @@ impl SubmsgEvent {
             .as_ref()
             .and_then(|t| t.domain)
             .or_else(|| self.endpoint.as_ref().and_then(|e| e.names.domain))
-            .or_else(|| crate::discovery::domain_of_destination(&self.dst))
+            // RTPS ports say the domain; Zenoh's do not (its key expressions do).
+            .or_else(|| if self.zenoh.is_some() { None } else { crate::discovery::domain_of_destination(&self.dst) })
     }
 }
 
@@ -254,7 +284,7 @@ mod tests {
     #[test]
     fn every_column_has_a_value_arm() {
         let e = SubmsgEvent::blank(Arc::from("x"));
-        assert_eq!(SubmsgEvent::columns().len(), 51);
+        assert_eq!(SubmsgEvent::columns().len(), 55);
         // The last column must be reachable (no silent Null for a listed column).
         let names: Vec<_> = SubmsgEvent::columns().iter().map(|c| c.name).collect();
         let unique: std::collections::HashSet<_> = names.iter().collect();

@@ -21,3 +21,4 @@ pub mod session;
 pub mod limits;
 pub mod names;
 pub mod flows;
+pub mod zenoh;

@@ -104,7 +104,7 @@ impl Default for StreamCaps {
 /// The caps of `latency --explain` / `--budget` (incidents and their verdicts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExplainCaps {
-    /// Samples kept to be judged (about 300 bytes each); later ones are counted, not judged.
+    /// Samples kept to be judged (about 450 bytes each); later ones are counted, not judged.
     pub max_samples: usize,
     /// Flows (topic, sender, receiver) kept; samples of further flows are counted, not judged.
     pub max_flows: usize,
@@ -218,6 +218,14 @@ limits! {
     "ros_graph"."max_participants" => decoder.ros_graph.max_participants: Count, "participants whose ROS nodes are remembered";
     "ros_graph"."max_entities" => decoder.ros_graph.max_entities: Count, "reader and writer gids mapped to their node";
     "ros_graph"."max_bytes" => decoder.ros_graph.max_bytes: Size, "memory of the participants' node lists";
+    "zenoh"."max_streams" => decoder.zenoh.max_streams: Count, "Zenoh TCP stream directions followed at once (least recently active dropped first)";
+    "zenoh"."max_stream_bytes" => decoder.zenoh.max_stream_bytes: Size, "memory of the Zenoh streams' partial batches";
+    "zenoh"."max_keyexprs" => decoder.zenoh.max_keyexprs: Count, "Zenoh key expressions declared by the sessions (least recently used forgotten first)";
+    "zenoh"."max_keyexpr_bytes" => decoder.zenoh.max_keyexpr_bytes: Size, "memory of the declared Zenoh key expressions";
+    "zenoh"."max_fragmented" => decoder.zenoh.max_fragmented: Count, "fragmented Zenoh messages joined at once (least recently active dropped first)";
+    "zenoh"."max_fragment_head" => decoder.zenoh.max_fragment_head: Size, "bytes kept of each fragmented Zenoh message (its head; the rest is counted)";
+    "zenoh"."max_tokens" => decoder.zenoh.max_tokens: Count, "rmw_zenoh liveliness tokens remembered (gid to node, topic, type, QoS)";
+    "zenoh"."max_sessions" => decoder.zenoh.max_sessions: Count, "Zenoh session directions whose Zenoh id and options are remembered";
     "samples"."max_open" => samples.max_samples: Count, "samples open at once (least recently active closed first, closed_by = evicted)";
     "samples"."max_destinations" => samples.max_destinations: Count, "destinations tracked per sample";
     "samples"."max_fragments" => samples.max_fragments: Count, "fragments of a sample tracked one by one";

@@ -172,7 +172,7 @@ impl SampleRecord {
             topic: e.topic.clone(),
             node: e.writer_node.clone(),
             traffic_type: e.traffic_type,
-            first_ts_ns: e.ts_ns,
+            first_ts_ns: e.first_seen_ts_ns(),
             first_ip_ts_ns: e.ip_first_ts_ns,
             last_ts_ns: e.ts_ns,
             complete: false,

@@ -100,6 +100,8 @@ struct WriterStats {
     vendors: Vec<u16>,
     /// Domain of the destination ports of its DATA (the fallback when discovery does not name it).
     port_domain: Option<u32>,
+    /// Its node as its events name it when discovery does not (rmw_zenoh: from the liveliness token).
+    node: Option<Arc<crate::ros_graph::RosNode>>,
     /// Bytes charged to the table's budget (0 until first charged).
     charged: usize,
 }
@@ -206,10 +208,13 @@ impl TopicsAnalysis {
             grew = true;
         }
         s.traffic_type.get_or_insert(e.traffic_type);
+        if s.node.is_none() && e.writer_node.is_some() {
+            s.node = e.writer_node.clone();
+        }
         match e.kind {
             SubmsgKind::Data | SubmsgKind::DataFrag => {
                 s.data_submsgs += 1;
-                if s.port_domain.is_none() {
+                if s.port_domain.is_none() && e.zenoh.is_none() {
                     s.port_domain = crate::discovery::domain_of_destination(&e.dst);
                 }
                 if let Some(p) = e.pcp {
@@ -346,7 +351,7 @@ impl TopicsAnalysis {
             let mut nodes: Vec<String> = vec![];
             for (g, s, _) in &members {
                 row.traffic_type = s.traffic_type.map(|t| t.as_str()).unwrap_or("user");
-                if let Some(n) = discovery.node_of(g) {
+                if let Some(n) = discovery.node_of(g).or(s.node.as_ref()) {
                     if !nodes.contains(&n.fq_name) {
                         nodes.push(n.fq_name.clone());
                     }

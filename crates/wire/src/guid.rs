@@ -176,6 +176,8 @@ pub fn vendor_name(id: u16) -> &'static str {
         0x0112 => "RustDDS",
         0x0113 => "Zhenrong DDS",
         0x0114 => "Dust DDS",
+        // Not an RTPS vendor: ddscope's marker for traffic decoded from Zenoh (ddscope_zenoh::VENDOR_MARKER).
+        0x5a00 => "Eclipse Zenoh (rmw_zenoh)",
         _ => "unknown vendor",
     }
 }

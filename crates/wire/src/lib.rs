@@ -26,6 +26,7 @@ pub mod link;
 pub mod locator;
 pub mod plist;
 pub mod rtps;
+pub mod tcp;
 pub mod udp;
 
 pub use emit::Emit;

@@ -127,6 +127,9 @@ pub enum SubmsgKind {
     Vendor(u8),
     /// An id below 0x80 that the standard does not define.
     Unknown(u8),
+    /// Not RTPS: a Zenoh message (its own name is in the event's Zenoh
+    /// fields). A Zenoh message that carries a ROS 2 sample is a `Data`.
+    Zenoh,
 }
 
 impl SubmsgKind {
@@ -179,6 +182,7 @@ impl SubmsgKind {
             SubmsgKind::SrtpsPostfix => Borrowed("SRTPS_POSTFIX"),
             SubmsgKind::Vendor(v) => std::borrow::Cow::Owned(format!("VENDOR(0x{v:02x})")),
             SubmsgKind::Unknown(v) => std::borrow::Cow::Owned(format!("UNKNOWN(0x{v:02x})")),
+            SubmsgKind::Zenoh => Borrowed("ZENOH"),
         }
     }
 
@@ -194,6 +198,9 @@ impl SubmsgKind {
         }
         if let Some(v) = hex_in("UNKNOWN(") {
             return Some(SubmsgKind::Unknown(v));
+        }
+        if u == "ZENOH" {
+            return Some(SubmsgKind::Zenoh);
         }
         (0u8..0x80).map(SubmsgKind::from_id).find(|k| k.name() == u.as_str())
     }

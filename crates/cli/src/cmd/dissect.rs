@@ -128,6 +128,8 @@ const TABLE_COLUMNS: &[&str] = &[
     "frame",
     "ts_ns",
     "kind",
+    "zenoh_msg",
+    "key_expr",
     "traffic_type",
     "writer_id",
     "sn",
@@ -213,7 +215,9 @@ pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     let counter = Some(progress.counter.clone());
     match a.records {
         Records::Submessages => {
-            let mut rows = Rows::<SubmsgEvent> { select, writer: RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?, error: None };
+            let mut rows = Rows::<SubmsgEvent> { select, writer: RecordWriter::new(a.format.into(), out, TABLE_COLUMNS)?
+                    .empty_reason("zenoh_msg", "no Zenoh traffic")
+                    .empty_reason("key_expr", "no Zenoh traffic"), error: None };
             let res = run_file(&a.capture, &name, limits.decoder, None, counter, &mut rows);
             progress.finish();
             let res = res.map_err(common::input_error)?;

@@ -56,7 +56,9 @@ Examples:
   ddscope latency pc1.pcapng pc2.pcapng --format csv -o rows.csv
   ddscope latency pc1.pcapng pc2.pcapng --trace pc1=s1-pc1 --trace pc2=s1-pc2
   ddscope latency lab-out/run1 --path auto
-  ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv")]
+  ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv
+  ddscope latency lab-out/run1 --budget /image=12ms --explain   # why samples were late
+  ddscope latency lab-out/run1 --budget-file budgets.txt --fail-on-incidents")]
 pub struct LatencyArgs {
     /// Capture files or lab run directories (two or more capture points); none with --trace: traces alone
     #[arg(required_unless_present = "traces")]
@@ -263,11 +265,12 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     for (i, c) in run.captures.iter().enumerate() {
         let o = &run.outcomes[i];
         eprintln!(
-            "latency: {} = {}: {} frames, {} RTPS messages; {}",
+            "latency: {} = {}: {} frames, {} RTPS messages{}; {}",
             c.name,
             c.path.display(),
             o.summary.frames,
             o.decode.rtps_messages,
+            crate::closing::zenoh_counts(&o.decode.zenoh),
             o.decode.summary_line()
         );
         if let Some(e) = &o.summary.error {

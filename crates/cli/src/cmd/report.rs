@@ -6,7 +6,7 @@
 //! and the chain given with --path stacked per hop.
 
 use super::limit_args::LimitArgs;
-use crate::args::{self, NamedRun, Offset, PathArg, TraceArg};
+use crate::args::{self, BudgetArg, NamedRun, Offset, PathArg, TraceArg};
 use crate::common::{self, capture_name, TopicFilter};
 use anyhow::{bail, Context};
 use clap::Args;
@@ -70,6 +70,9 @@ pub struct ReportArgs {
     /// A chain of topics to show end to end, stacked per hop (needs traces): /raw_image,/image,/actuator, or a CARET architecture file's path (architecture.yaml[:PATH_NAME])
     #[arg(long, value_name = "TOPICS|FILE.yaml[:PATH]", value_parser = args::path)]
     pub path: Option<PathArg>,
+    /// Latency budget of the topics matching TOPIC (as for `ddscope latency`); the incidents section shows what broke it
+    #[arg(long = "budget", value_name = "TOPIC=DURATION", value_parser = args::budget)]
+    pub budgets: Vec<BudgetArg>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -171,7 +174,15 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         },
         ..LatencyOptions::default()
     };
-    super::limit_args::apply(&a.limits.resolve()?, &mut opts);
+    let limits = a.limits.resolve()?;
+    super::limit_args::apply(&limits, &mut opts);
+    // Incidents and their verdicts (as `latency --explain`).
+    let explainer = std::cell::RefCell::new(ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
+        budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
+        max_samples: limits.explain.max_samples,
+        max_flows: limits.explain.max_flows,
+        ..Default::default()
+    }));
     let mut series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
     let mut ros_series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
     let mut first_row_ns = i64::MAX;
@@ -188,6 +199,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         if a.domain.is_some() && domain != a.domain {
             return;
         }
+        explainer.borrow_mut().add(&r);
         let key = (topic, domain, r.sender.to_string(), r.receiver.to_string());
         first_row_ns = first_row_ns.min(r.sender_first_ts_ns);
         if let Some(e) = r.ros.as_ref().and_then(|x| x.ros_e2e_ns) {
@@ -273,8 +285,29 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
         _ => None,
     };
+    let x = explainer.into_inner().finish();
+    // The timeline: every incident's time and excess, one series per cause (capped like the latency series).
+    let mut by: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for i in x.incidents.iter().take(MAX_POINTS * 4) {
+        by.entry(i.cause.name()).or_default().push(json!([rel(i.sender_first_ts_ns), i.excess_ns() as f64 / 1e6]));
+    }
+    let timeline: Vec<Value> = by.into_iter().map(|(c, p)| json!({"name": c, "points": p})).collect();
+    let incidents = json!({
+        "summary": x.summary_line(),
+        "budget_broken": x.budget_broken,
+        "by_cause": x.by_cause,
+        "worst": x.worst(25).into_iter().map(|i| json!({
+            "t_s": rel(i.sender_first_ts_ns), "topic": i.topic, "sender": i.sender, "receiver": i.receiver, "sn": i.sn,
+            "kinds": i.kinds.iter().map(|k| ddscope_core::latency::explain::kind_name(*k)).collect::<Vec<_>>(),
+            "e2e_ms": i.e2e_ns.map(|v| v as f64 / 1e6), "measure": i.e2e_measure, "typical_ms": i.typical_e2e_ns.map(|v| v as f64 / 1e6),
+            "layer": i.layer.map(|l| l.name()), "cause": i.cause.name(), "evidence": i.evidence,
+        })).collect::<Vec<_>>(),
+        "timeline": timeline,
+    });
+    eprintln!("report: run {name}: incidents: {}", x.summary_line());
     let doc = json!({
         "name": name,
+        "incidents": incidents,
         "udp_flows": udp_flows,
         "load": load,
         "chains": chains,

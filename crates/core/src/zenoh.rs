@@ -1,0 +1,993 @@
+//! Stateful decoding of Zenoh at one capture point: TCP streams put back in
+//! order and cut into batches, UDP datagrams taken as batches, fragmented
+//! messages joined, key expressions resolved through the sessions'
+//! declarations, rmw_zenoh's liveliness tokens remembered, and one
+//! [`SubmsgEvent`] per Zenoh message.
+//!
+//! A `PUT` on an rmw_zenoh data key expression whose attachment is rmw_zenoh's
+//! is a ROS 2 sample: it becomes a `DATA` event with `writer_id` = the
+//! attachment's 16-byte gid and `sn` = its sequence number, so samples,
+//! topics and cross-capture latency treat it exactly like an RTPS sample
+//! (writer GUID, sn). Its first-seen time is the capture time of the frame
+//! that carried the message's first byte (a TCP segment, or the first
+//! fragment), its completion the frame that carried its last byte.
+//!
+//! Every table here is keyed by values from the wire and capped, with the
+//! least recently used entry evicted first and every eviction counted in
+//! [`ZenohStats`]. Bytes that cannot be decoded are counted, never silent:
+//! a TCP gap (a segment missing from the capture) drops the direction's
+//! partial batch and waits for a segment that starts a batch again.
+
+use crate::bounded::BoundedMap;
+use crate::discovery::TopicNames;
+use crate::events::{SubmsgEvent, TrafficType, ZenohInfo};
+use crate::ros;
+use crate::ros_graph::RosNode;
+use ddscope_wire::link::VlanTag;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::tcp::Segment;
+use ddscope_wire::{EntityId, Guid, GuidPrefix};
+use ddscope_zenoh::codec::{mid, Reader, ZError};
+use ddscope_zenoh::network::{self, Declaration, NetworkMsg, PushBody, WireExpr};
+use ddscope_zenoh::transport::{self, FrameMsgs, TransportMsg};
+use ddscope_zenoh::{rmw, ZenohId};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Caps of the Zenoh tables (see docs/robustness.md and `ddscope limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct ZenohLimits {
+    /// TCP stream directions followed at once (least recently active dropped first).
+    pub max_streams: usize,
+    /// Memory of the partial batches of all streams.
+    pub max_stream_bytes: usize,
+    /// Key expressions declared by the sessions (least recently used forgotten first).
+    pub max_keyexprs: usize,
+    /// Memory of the declared key expressions.
+    pub max_keyexpr_bytes: usize,
+    /// Fragmented messages being joined at once (least recently active dropped first).
+    pub max_fragmented: usize,
+    /// Bytes kept of each fragmented message: its head (key expression,
+    /// attachment, the start of the payload); the rest is counted, not kept.
+    pub max_fragment_head: usize,
+    /// rmw_zenoh liveliness tokens remembered (gid → node, topic, type, QoS).
+    pub max_tokens: usize,
+    /// Zenoh sessions whose Zenoh ids are remembered.
+    pub max_sessions: usize,
+}
+
+impl Default for ZenohLimits {
+    fn default() -> Self {
+        ZenohLimits {
+            max_streams: 4096,
+            max_stream_bytes: 64 << 20,
+            max_keyexprs: 65536,
+            max_keyexpr_bytes: 16 << 20,
+            max_fragmented: 1024,
+            max_fragment_head: 64 << 10,
+            max_tokens: 65536,
+            max_sessions: 4096,
+        }
+    }
+}
+
+/// What was decoded, skipped and evicted. Every batch ends up decoded or in
+/// one of these counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ZenohStats {
+    /// TCP segments of streams taken as Zenoh.
+    pub tcp_segments: u64,
+    /// UDP datagrams taken as Zenoh batches.
+    pub udp_datagrams: u64,
+    /// Multicast scouting datagrams (port 7446): counted, not decoded.
+    pub scouting_datagrams: u64,
+    pub batches: u64,
+    /// Messages decoded, by name (`PUT`, `DECLARE_TOKEN`, `INIT_SYN`, `FRAGMENT`, …).
+    pub messages: BTreeMap<&'static str, u64>,
+    /// PUTs whose payload is in shared memory (only a descriptor on the wire; size unknown).
+    pub shm_puts: u64,
+    /// PUTs that carry an rmw_zenoh attachment: ROS 2 samples.
+    pub ros_samples: u64,
+    /// PUTs whose key expression is an rmw_zenoh data key but whose attachment is missing or not rmw_zenoh's.
+    pub ros_puts_without_attachment: u64,
+    /// Messages whose key expression refers to a declaration not seen (capture started late, or evicted).
+    pub unresolved_keyexprs: u64,
+    /// Batches that did not decode to the end (the rest of the batch is skipped).
+    pub malformed_batches: u64,
+    /// Batches cut short (snap length, or the stream was lost mid-batch).
+    pub truncated_batches: u64,
+    /// InitSyn/InitAck/Join of a protocol version other than 1.x (0x09): the session is not decoded.
+    pub other_version_sessions: u64,
+    /// Batches of a session that negotiated compression or authentication: not decoded.
+    pub undecodable_batches: u64,
+    /// Bytes a TCP stream skipped: gaps in the capture, or bytes before a batch boundary was found.
+    pub tcp_bytes_skipped: u64,
+    /// Gaps (segments missing from the capture) in TCP streams.
+    pub tcp_gaps: u64,
+    /// Retransmitted TCP bytes (already seen, not decoded twice).
+    pub tcp_retransmitted_bytes: u64,
+    /// Partial batches left when a stream closed or the capture ended.
+    pub tcp_incomplete_batches: u64,
+    /// Fragmented messages abandoned (a fragment missing, a new first fragment, or never finished).
+    pub fragmented_dropped: u64,
+    /// Fragmented messages longer than the kept head (decoded from the head; the length counted).
+    pub fragmented_over_head: u64,
+    pub streams_evicted: u64,
+    pub keyexprs_evicted: u64,
+    pub fragmented_evicted: u64,
+    pub tokens_evicted: u64,
+    pub sessions_evicted: u64,
+    /// rmw_zenoh liveliness tokens read (nodes, publishers, subscriptions, services, clients).
+    pub ros_tokens: u64,
+    /// `@ros2_lv` tokens that are not rmw_zenoh's layout.
+    pub bad_ros_tokens: u64,
+}
+
+impl ZenohStats {
+    pub fn is_empty(&self) -> bool {
+        self.batches == 0 && self.scouting_datagrams == 0 && self.tcp_bytes_skipped == 0
+    }
+
+    /// Everything skipped or malformed.
+    pub fn skipped_total(&self) -> u64 {
+        self.malformed_batches
+            + self.truncated_batches
+            + self.undecodable_batches
+            + self.tcp_gaps
+            + self.tcp_incomplete_batches
+            + self.fragmented_dropped
+            + self.unresolved_keyexprs
+            + self.bad_ros_tokens
+            + self.ros_puts_without_attachment
+    }
+
+    /// The non-zero problem counters, for the summary line.
+    pub fn problems(&self) -> Vec<String> {
+        [
+            (self.malformed_batches, "malformed Zenoh batches"),
+            (self.truncated_batches, "truncated Zenoh batches"),
+            (self.undecodable_batches, "Zenoh batches of compressed/authenticated sessions"),
+            (self.other_version_sessions, "Zenoh sessions of another protocol version"),
+            (self.tcp_gaps, "gaps in Zenoh TCP streams"),
+            (self.tcp_bytes_skipped, "Zenoh TCP bytes skipped"),
+            (self.tcp_incomplete_batches, "Zenoh batches incomplete at stream end"),
+            (self.fragmented_dropped, "fragmented Zenoh messages dropped"),
+            (self.unresolved_keyexprs, "Zenoh key expressions not resolved"),
+            (self.ros_puts_without_attachment, "rmw_zenoh PUTs without an rmw_zenoh attachment"),
+            (self.bad_ros_tokens, "malformed @ros2_lv tokens"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect()
+    }
+
+    /// Evictions, for the summary line.
+    pub fn evictions(&self) -> Vec<String> {
+        [
+            (self.streams_evicted, "Zenoh TCP streams"),
+            (self.keyexprs_evicted, "Zenoh key expressions"),
+            (self.fragmented_evicted, "fragmented Zenoh messages"),
+            (self.tokens_evicted, "rmw_zenoh tokens"),
+            (self.sessions_evicted, "Zenoh sessions"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect()
+    }
+}
+
+/// One direction of a TCP connection or UDP flow: (sender, receiver).
+type Dir = (SocketAddr, SocketAddr);
+
+fn reverse(d: Dir) -> Dir {
+    (d.1, d.0)
+}
+
+/// A TCP stream direction being cut into batches.
+struct Stream {
+    next_seq: Option<u32>,
+    /// Bytes after the last complete batch.
+    buf: Vec<u8>,
+    /// Where each segment's bytes start in `buf`, with its capture time and
+    /// frame: the first byte of a batch is timed by the segment that carried it.
+    marks: Vec<(usize, i64, u64)>,
+    /// At a batch boundary (else waiting for a segment that starts one).
+    synced: bool,
+}
+
+impl Stream {
+    fn weight(&self) -> usize {
+        self.buf.capacity() + self.marks.capacity() * 24 + 64
+    }
+}
+
+/// A fragmented message being joined.
+struct Joining {
+    next_sn: u64,
+    head: Vec<u8>,
+    total: u64,
+    first_ts: i64,
+    fragments: u32,
+}
+
+/// What an rmw_zenoh token says about the entity whose gid it hashes to.
+#[derive(Debug, Clone)]
+pub struct ZenohEntity {
+    pub node: Arc<RosNode>,
+    pub token: Arc<rmw::Token>,
+}
+
+/// A session's negotiated options that change how its batches read.
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionInfo {
+    zid: Option<ZenohId>,
+    /// Compression or authentication negotiated, or another protocol version.
+    undecodable: bool,
+}
+
+/// Where a batch came from.
+#[derive(Clone, Copy)]
+struct BatchCtx<'c> {
+    capture: &'c Arc<str>,
+    frame: u64,
+    ts_ns: i64,
+    first_ts_ns: i64,
+    interface: u32,
+    vlan: Option<VlanTag>,
+    dir: Dir,
+    len: usize,
+}
+
+pub struct ZenohDecoder {
+    cfg: ZenohLimits,
+    /// Ports whose TCP streams and UDP datagrams are taken as Zenoh without
+    /// seeing their session start (others are recognised by an InitSyn).
+    ports: Vec<u16>,
+    streams: BoundedMap<Dir, Stream>,
+    /// Directions known to carry Zenoh (an Init seen, or a Zenoh port), with the sender's session facts.
+    sessions: BoundedMap<Dir, SessionInfo>,
+    keyexprs: BoundedMap<(Dir, u16), Arc<str>>,
+    joining: BoundedMap<(Dir, bool, u8), Joining>,
+    tokens: BoundedMap<[u8; 16], ZenohEntity>,
+    topic_names: BoundedMap<Arc<str>, Option<Arc<TopicNames>>>,
+    pub stats: ZenohStats,
+    /// Problems with their frame number (the caller keeps a bounded list).
+    pub problems: Vec<(u64, String)>,
+}
+
+impl ZenohDecoder {
+    pub fn new(cfg: ZenohLimits) -> Self {
+        ZenohDecoder {
+            cfg,
+            ports: vec![ddscope_zenoh::DEFAULT_PORT],
+            streams: BoundedMap::new(cfg.max_streams).with_max_weight(cfg.max_stream_bytes),
+            sessions: BoundedMap::new(cfg.max_sessions),
+            keyexprs: BoundedMap::new(cfg.max_keyexprs).with_max_weight(cfg.max_keyexpr_bytes),
+            joining: BoundedMap::new(cfg.max_fragmented),
+            tokens: BoundedMap::new(cfg.max_tokens),
+            topic_names: BoundedMap::new(4096),
+            stats: ZenohStats::default(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// The rmw_zenoh entity a gid belongs to, once its token was seen.
+    pub fn entity(&self, gid: &[u8; 16]) -> Option<&ZenohEntity> {
+        self.tokens.get(gid)
+    }
+
+    fn problem(&mut self, frame: u64, msg: impl FnOnce() -> String) {
+        if self.problems.len() < 64 {
+            self.problems.push((frame, msg()));
+        }
+    }
+
+    fn known(&self, dir: Dir) -> bool {
+        self.ports.contains(&dir.0.port()) || self.ports.contains(&dir.1.port()) || self.sessions.contains_key(&dir) || self.sessions.contains_key(&reverse(dir))
+    }
+
+    /// Whether `payload` (a UDP datagram, or a TCP segment after the 2-byte
+    /// length) starts with an InitSyn of Zenoh 1.x: a session starting.
+    fn starts_session(b: &[u8]) -> bool {
+        b.len() >= 4 && mid(b[0]) == transport::INIT && b[0] & transport::FLAG_A == 0 && b[1] == transport::VERSION_1X
+    }
+
+    /// A UDP datagram that is not RTPS: true if taken as Zenoh (decoded or counted here).
+    #[allow(clippy::too_many_arguments)]
+    pub fn udp(
+        &mut self,
+        capture: &Arc<str>,
+        frame: u64,
+        first_ts_ns: i64,
+        ts_ns: i64,
+        interface: u32,
+        vlan: Option<VlanTag>,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+        snapped: bool,
+        emit: &mut dyn FnMut(&SubmsgEvent),
+    ) -> bool {
+        if dst.port() == ddscope_zenoh::SCOUTING_PORT {
+            self.stats.scouting_datagrams += 1;
+            return true;
+        }
+        let dir = (src, dst);
+        if !self.known(dir) && !Self::starts_session(payload) {
+            return false;
+        }
+        self.stats.udp_datagrams += 1;
+        let ctx = BatchCtx { capture, frame, ts_ns, first_ts_ns, interface, vlan, dir, len: payload.len() };
+        self.batch(&ctx, payload, snapped, emit);
+        true
+    }
+
+    /// A TCP segment: true if its stream is taken as Zenoh.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tcp(
+        &mut self,
+        capture: &Arc<str>,
+        frame: u64,
+        ts_ns: i64,
+        interface: u32,
+        vlan: Option<VlanTag>,
+        src: SocketAddr,
+        dst: SocketAddr,
+        seg: &Segment<'_>,
+        missing: usize,
+        emit: &mut dyn FnMut(&SubmsgEvent),
+    ) -> bool {
+        let dir = (src, dst);
+        let starts = seg.payload.len() > 2 && Self::starts_session(&seg.payload[2..]);
+        if !self.streams.contains_key(&dir) && !self.known(dir) && !starts && !seg.syn() {
+            return false;
+        }
+        if seg.syn() && !self.known(dir) {
+            // A connection to a port that is not a Zenoh port: follow it only
+            // if its first bytes turn out to be an InitSyn (below).
+            return false;
+        }
+        self.stats.tcp_segments += 1;
+        let stats = &mut self.stats;
+        let slot = self.streams.get_or_insert_slot(
+            dir,
+            || Stream { next_seq: None, buf: Vec::new(), marks: Vec::new(), synced: false },
+            &mut |_, s: Stream| {
+                stats.streams_evicted += 1;
+                if !s.buf.is_empty() {
+                    stats.tcp_incomplete_batches += 1;
+                }
+            },
+        );
+        let mut s = match self.streams.remove_at(slot) {
+            Some((_, s)) => s,
+            None => return true,
+        };
+        if seg.syn() {
+            s.next_seq = Some(seg.seq.wrapping_add(1));
+            s.buf.clear();
+            s.marks.clear();
+            s.synced = true;
+        }
+        let mut p = seg.payload;
+        if !p.is_empty() {
+            let next = *s.next_seq.get_or_insert(seg.seq);
+            let diff = seg.seq.wrapping_sub(next) as i32;
+            if diff < 0 {
+                // Bytes already seen (a retransmission, or overlapping segments).
+                let dup = (-(diff as i64)) as usize;
+                let skip = dup.min(p.len());
+                self.stats.tcp_retransmitted_bytes += skip as u64;
+                p = &p[skip..];
+            } else if diff > 0 {
+                self.stats.tcp_gaps += 1;
+                self.stats.tcp_bytes_skipped += diff as u64 + s.buf.len() as u64;
+                self.problem(frame, || format!("Zenoh TCP stream {src} → {dst}: {diff} bytes missing from the capture before this segment"));
+                s.buf.clear();
+                s.marks.clear();
+                s.synced = false;
+            }
+            if !p.is_empty() {
+                let start_seq = seg.seq.wrapping_add((seg.payload.len() - p.len()) as u32);
+                s.next_seq = Some(start_seq.wrapping_add(p.len() as u32).wrapping_add(missing as u32));
+                if !s.synced && s.buf.is_empty() {
+                    // Joined mid-stream or after a gap: wait for a segment that starts a batch.
+                    if plausible_batch_start(p) {
+                        s.synced = true;
+                    } else {
+                        self.stats.tcp_bytes_skipped += p.len() as u64;
+                    }
+                }
+                if s.synced {
+                    s.marks.push((s.buf.len(), ts_ns, frame));
+                    s.buf.extend_from_slice(p);
+                    self.cut_batches(&mut s, capture, frame, ts_ns, interface, vlan, dir, emit);
+                }
+                if missing > 0 {
+                    // The segment was cut by the snap length: the rest of the stream is out of step.
+                    self.stats.tcp_gaps += 1;
+                    self.stats.tcp_bytes_skipped += missing as u64 + s.buf.len() as u64;
+                    if !s.buf.is_empty() {
+                        self.stats.truncated_batches += 1;
+                    }
+                    s.buf.clear();
+                    s.marks.clear();
+                    s.synced = false;
+                }
+            }
+        }
+        if seg.fin() || seg.rst() {
+            if !s.buf.is_empty() {
+                self.stats.tcp_incomplete_batches += 1;
+            }
+            return true;
+        }
+        let w = s.weight();
+        let stats = &mut self.stats;
+        let slot = self.streams.get_or_insert_slot(dir, || s, &mut |_, gone: Stream| {
+            stats.streams_evicted += 1;
+            if !gone.buf.is_empty() {
+                stats.tcp_incomplete_batches += 1;
+            }
+        });
+        self.streams.set_weight_at(slot, w, &mut |_, gone: Stream| {
+            stats.streams_evicted += 1;
+            if !gone.buf.is_empty() {
+                stats.tcp_incomplete_batches += 1;
+            }
+        });
+        true
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cut_batches(
+        &mut self,
+        s: &mut Stream,
+        capture: &Arc<str>,
+        frame: u64,
+        ts_ns: i64,
+        interface: u32,
+        vlan: Option<VlanTag>,
+        dir: Dir,
+        emit: &mut dyn FnMut(&SubmsgEvent),
+    ) {
+        let mut off = 0usize;
+        while s.buf.len() - off >= 2 {
+            let n = u16::from_le_bytes([s.buf[off], s.buf[off + 1]]) as usize;
+            if n == 0 {
+                self.stats.malformed_batches += 1;
+                self.problem(frame, || format!("Zenoh TCP stream {} → {}: batch of length 0; waiting for the next segment that starts a batch", dir.0, dir.1));
+                self.stats.tcp_bytes_skipped += (s.buf.len() - off) as u64;
+                s.synced = false;
+                off = s.buf.len();
+                break;
+            }
+            if s.buf.len() - off < 2 + n {
+                break;
+            }
+            // The batch's first byte: the last segment that starts at or before it.
+            let first_ts = s.marks.iter().rev().find(|m| m.0 <= off).map_or(ts_ns, |m| m.1);
+            let batch = std::mem::take(&mut s.buf);
+            let ctx = BatchCtx { capture, frame, ts_ns, first_ts_ns: first_ts, interface, vlan, dir, len: n };
+            self.batch(&ctx, &batch[off + 2..off + 2 + n], false, emit);
+            s.buf = batch;
+            off += 2 + n;
+        }
+        if off > 0 {
+            s.buf.drain(..off.min(s.buf.len()));
+            let keep_from = s.marks.iter().rposition(|m| m.0 <= off).unwrap_or(0);
+            s.marks.drain(..keep_from);
+            for m in &mut s.marks {
+                m.0 = m.0.saturating_sub(off);
+            }
+            if s.buf.is_empty() {
+                s.marks.clear();
+            }
+        }
+        if s.buf.capacity() > (1 << 18) && s.buf.len() < (1 << 16) {
+            s.buf.shrink_to(1 << 17);
+        }
+    }
+
+    fn base_event(&self, ctx: &BatchCtx<'_>, index: usize, msg: &'static str, first_ts_ns: i64) -> SubmsgEvent {
+        let mut e = SubmsgEvent::blank(ctx.capture.clone());
+        e.frame = ctx.frame;
+        e.ts_ns = ctx.ts_ns;
+        e.interface = ctx.interface;
+        e.src = ctx.dir.0;
+        e.dst = ctx.dir.1;
+        e.vlan_id = ctx.vlan.map(|v| v.vid);
+        e.pcp = ctx.vlan.map(|v| v.pcp);
+        e.ip_frags = 1;
+        e.ip_first_ts_ns = first_ts_ns;
+        e.ip_last_ts_ns = ctx.ts_ns;
+        e.rtps_len = ctx.len as u32;
+        e.vendor_id = ddscope_zenoh::VENDOR_MARKER;
+        e.submsg_index = index.min(u16::MAX as usize) as u16;
+        e.kind = SubmsgKind::Zenoh;
+        e.traffic_type = TrafficType::Builtin;
+        let zid = self.sessions.get(&ctx.dir).and_then(|s| s.zid).map(|z| Arc::from(z.to_string()));
+        e.zenoh = Some(Box::new(ZenohInfo { msg, key_expr: None, zid, first_byte_ts_ns: first_ts_ns }));
+        e
+    }
+
+    fn count(&mut self, name: &'static str) {
+        *self.stats.messages.entry(name).or_default() += 1;
+    }
+
+    /// One batch: its transport messages in order.
+    fn batch(&mut self, ctx: &BatchCtx<'_>, b: &[u8], snapped: bool, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        self.stats.batches += 1;
+        if self.sessions.get(&ctx.dir).is_some_and(|s| s.undecodable) {
+            self.stats.undecodable_batches += 1;
+            return;
+        }
+        let mut r = Reader::new(b);
+        let mut index = 0usize;
+        while !r.is_empty() {
+            let start = r.pos();
+            let m = match transport::read(&mut r) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.batch_error(ctx, start, e, snapped);
+                    return;
+                }
+            };
+            self.count(m.name());
+            match m {
+                TransportMsg::Frame(f) => {
+                    let mut msgs = FrameMsgs::new(&mut r);
+                    let mut failed = None;
+                    let mut decoded = vec![];
+                    for item in &mut msgs {
+                        match item {
+                            Ok((_, nm)) => decoded.push(nm),
+                            Err(e) => failed = Some(e),
+                        }
+                    }
+                    let _ = f;
+                    for nm in decoded {
+                        self.network(ctx, index, &nm, ctx.first_ts_ns, emit);
+                        index += 1;
+                    }
+                    if let Some(e) = failed {
+                        self.batch_error(ctx, r.pos(), e, snapped);
+                        return;
+                    }
+                }
+                TransportMsg::Fragment(f) => {
+                    self.fragment(ctx, index, &f, emit);
+                    index += 1;
+                }
+                TransportMsg::Network(nm) => {
+                    self.network(ctx, index, &nm, ctx.first_ts_ns, emit);
+                    index += 1;
+                }
+                TransportMsg::Init(i) => {
+                    if i.version != transport::VERSION_1X || i.unknown_mandatory_exts > 0 || i.compression || i.auth {
+                        if i.version != transport::VERSION_1X {
+                            self.stats.other_version_sessions += 1;
+                        }
+                        self.problem(ctx.frame, || {
+                            format!(
+                                "Zenoh session {} → {}: version 0x{:02x}{}{}: its batches are counted, not decoded",
+                                ctx.dir.0,
+                                ctx.dir.1,
+                                i.version,
+                                if i.compression { ", compression" } else { "" },
+                                if i.auth { ", authentication" } else { "" }
+                            )
+                        });
+                    }
+                    let undecodable = i.version != transport::VERSION_1X || i.compression || i.auth;
+                    let info = SessionInfo { zid: Some(i.zid), undecodable };
+                    let stats = &mut self.stats;
+                    self.sessions.insert(ctx.dir, info, &mut |_, _| stats.sessions_evicted += 1);
+                    if i.ack && undecodable {
+                        // Both directions of a session share its options.
+                        let other = reverse(ctx.dir);
+                        let o = self.sessions.get(&other).copied().unwrap_or_default();
+                        self.sessions.insert(other, SessionInfo { undecodable: true, ..o }, &mut |_, _| stats.sessions_evicted += 1);
+                    }
+                    let e = self.base_event(ctx, index, m.name(), ctx.first_ts_ns);
+                    emit(&e);
+                    index += 1;
+                }
+                TransportMsg::Join(j) => {
+                    if j.version != transport::VERSION_1X {
+                        self.stats.other_version_sessions += 1;
+                    }
+                    let stats = &mut self.stats;
+                    self.sessions.insert(ctx.dir, SessionInfo { zid: Some(j.zid), undecodable: j.version != transport::VERSION_1X }, &mut |_, _| {
+                        stats.sessions_evicted += 1
+                    });
+                    let e = self.base_event(ctx, index, m.name(), ctx.first_ts_ns);
+                    emit(&e);
+                    index += 1;
+                }
+                TransportMsg::Open(_) | TransportMsg::Close { .. } | TransportMsg::KeepAlive | TransportMsg::Oam { .. } => {
+                    let e = self.base_event(ctx, index, m.name(), ctx.first_ts_ns);
+                    emit(&e);
+                    index += 1;
+                }
+            }
+        }
+    }
+
+    fn batch_error(&mut self, ctx: &BatchCtx<'_>, at: usize, e: ZError, snapped: bool) {
+        if e.is_truncated() {
+            self.stats.truncated_batches += 1;
+            if snapped {
+                return;
+            }
+        } else {
+            self.stats.malformed_batches += 1;
+        }
+        self.problem(ctx.frame, || format!("Zenoh batch {} → {} at byte {at}: {e}; the rest of the batch is skipped", ctx.dir.0, ctx.dir.1));
+    }
+
+    fn fragment(&mut self, ctx: &BatchCtx<'_>, index: usize, f: &transport::Fragment<'_>, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        let key = (ctx.dir, f.reliable, f.priority);
+        let cap = self.cfg.max_fragment_head;
+        let continues = match self.joining.get(&key) {
+            Some(j) => j.next_sn == f.sn && !f.first,
+            None => false,
+        };
+        if !continues {
+            if self.joining.remove(&key).is_some() {
+                self.stats.fragmented_dropped += 1;
+            }
+        }
+        if f.drop {
+            // The sender gave up on this message.
+            self.joining.remove(&key);
+            self.stats.fragmented_dropped += 1;
+            return;
+        }
+        let stats = &mut self.stats;
+        let mut on_evict2 = |_, _: Joining| {
+            stats.fragmented_evicted += 1;
+            stats.fragmented_dropped += 1;
+        };
+        let j = self.joining.get_or_insert_with(
+            key,
+            || Joining { next_sn: f.sn, head: Vec::new(), total: 0, first_ts: ctx.first_ts_ns, fragments: 0 },
+            &mut on_evict2,
+        );
+        let room = cap.saturating_sub(j.head.len());
+        j.head.extend_from_slice(&f.payload[..room.min(f.payload.len())]);
+        j.total += f.payload.len() as u64;
+        j.fragments += 1;
+        j.next_sn = f.sn.wrapping_add(1);
+        if f.more {
+            return;
+        }
+        let Some(j) = self.joining.remove(&key) else { return };
+        let cut = j.total > j.head.len() as u64;
+        if cut {
+            self.stats.fragmented_over_head += 1;
+        }
+        let mut r = Reader::new(&j.head);
+        match network::read(&mut r, cut) {
+            Ok(nm) => self.network(ctx, index, &nm, j.first_ts, emit),
+            Err(e) => {
+                if e.is_truncated() {
+                    self.stats.truncated_batches += 1;
+                } else {
+                    self.stats.malformed_batches += 1;
+                }
+                self.problem(ctx.frame, || {
+                    format!("Zenoh message of {} fragments {} → {}: {e}", j.fragments, ctx.dir.0, ctx.dir.1)
+                });
+            }
+        }
+    }
+
+    /// Resolves a wire expression sent in direction `dir` to its key expression.
+    fn resolve(&mut self, dir: Dir, w: &WireExpr<'_>) -> Option<String> {
+        let suffix = std::str::from_utf8(w.suffix).ok()?;
+        if w.scope == 0 {
+            return Some(suffix.to_string());
+        }
+        let declarer = if w.sender_mapping { dir } else { reverse(dir) };
+        match self.keyexprs.get_touch(&(declarer, w.scope)) {
+            Some(base) => Some(format!("{base}{suffix}")),
+            None => {
+                self.stats.unresolved_keyexprs += 1;
+                None
+            }
+        }
+    }
+
+    fn topic_names(&mut self, key: &str) -> Option<Arc<TopicNames>> {
+        if let Some(t) = self.topic_names.get_touch(&Arc::from(key)) {
+            return t.clone();
+        }
+        let names = rmw::parse_data_key(key).map(|k| {
+            Arc::new(TopicNames {
+                topic_raw: key.to_string(),
+                type_raw: k.type_raw.to_string(),
+                topic_name: k.topic.clone(),
+                type_name: ros::demangle_type(k.type_raw),
+                domain: Some(k.domain),
+            })
+        });
+        self.topic_names.insert(Arc::from(key), names.clone(), &mut |_, _| {});
+        names
+    }
+
+    fn network(&mut self, ctx: &BatchCtx<'_>, index: usize, nm: &NetworkMsg<'_>, first_ts: i64, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        let name = nm.name();
+        self.count(name);
+        let mut e = self.base_event(ctx, index, name, first_ts);
+        let key = nm.wire().and_then(|w| self.resolve(ctx.dir, &w));
+        match nm {
+            NetworkMsg::Push { body: PushBody::Put(p), .. } | NetworkMsg::Response { body: network::ResponseBody::Reply(PushBody::Put(p)), .. } => {
+                e.traffic_type = TrafficType::User;
+                e.payload_size = Some(p.payload_len.min(u32::MAX as u64) as u32);
+                // In shared memory the sample's size is not on the wire.
+                e.sample_size = if p.shm_slices > 0 { None } else { e.payload_size };
+                if p.shm_slices > 0 {
+                    self.stats.shm_puts += 1;
+                }
+                let names = key.as_deref().and_then(|k| self.topic_names(k));
+                let att = p.attachment.and_then(rmw::parse_attachment);
+                match (att, matches!(nm, NetworkMsg::Push { .. })) {
+                    (Some(a), true) => {
+                        self.stats.ros_samples += 1;
+                        e.kind = SubmsgKind::Data;
+                        let g = Guid::new(
+                            GuidPrefix(a.gid[..12].try_into().expect("12 bytes")),
+                            EntityId(a.gid[12..].try_into().expect("4 bytes")),
+                        );
+                        e.writer_id = Some(g);
+                        e.sn = Some(a.sequence_number);
+                        e.source_ts_ns = Some(a.source_timestamp);
+                        e.writer_node = self.tokens.get(&a.gid).map(|t| t.node.clone());
+                    }
+                    _ => {
+                        if names.is_some() {
+                            self.stats.ros_puts_without_attachment += 1;
+                        }
+                    }
+                }
+                e.topic = names;
+            }
+            NetworkMsg::Declare { body, .. } => {
+                e.traffic_type = TrafficType::Discovery;
+                match body {
+                    Declaration::KeyExpr { id, .. } => {
+                        if let Some(k) = key.as_deref() {
+                            let stats = &mut self.stats;
+                            let weight = k.len() + 64;
+                            let slot = self.keyexprs.get_or_insert_slot((ctx.dir, *id), || Arc::from(k), &mut |_, _| stats.keyexprs_evicted += 1);
+                            if let Some(v) = self.keyexprs.value_at(slot) {
+                                *v = Arc::from(k);
+                            }
+                            self.keyexprs.set_weight_at(slot, weight, &mut |_, _| stats.keyexprs_evicted += 1);
+                        }
+                    }
+                    Declaration::UndeclareKeyExpr { id } => {
+                        self.keyexprs.remove(&(ctx.dir, *id));
+                    }
+                    Declaration::Token { .. } => {
+                        if let Some(k) = key.as_deref().filter(|k| k.starts_with(rmw::ADMIN_SPACE)) {
+                            match rmw::parse_token(k) {
+                                Some(t) => {
+                                    self.stats.ros_tokens += 1;
+                                    let node = Arc::new(RosNode::new(&t.namespace, &t.node));
+                                    let gid = t.gid;
+                                    let stats = &mut self.stats;
+                                    self.tokens.insert(gid, ZenohEntity { node, token: Arc::new(t) }, &mut |_, _| stats.tokens_evicted += 1);
+                                }
+                                None => {
+                                    self.stats.bad_ros_tokens += 1;
+                                    self.problem(ctx.frame, || format!("liveliness token {k:?} is not rmw_zenoh's layout"));
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            NetworkMsg::Interest { .. } => e.traffic_type = TrafficType::Discovery,
+            NetworkMsg::Push { body: PushBody::Del { .. }, .. } | NetworkMsg::Request { .. } | NetworkMsg::Response { .. } => {
+                e.traffic_type = TrafficType::User;
+            }
+            NetworkMsg::ResponseFinal { .. } | NetworkMsg::Oam { .. } => {}
+        }
+        if let Some(z) = e.zenoh.as_deref_mut() {
+            z.key_expr = key.map(Arc::from);
+        }
+        emit(&e);
+    }
+
+    /// End of the capture: partial batches and messages still open are counted.
+    pub fn finish(&mut self) {
+        for (_, s) in self.streams.drain_lru() {
+            if !s.buf.is_empty() {
+                self.stats.tcp_incomplete_batches += 1;
+            }
+        }
+        let open = self.joining.drain_lru().len() as u64;
+        self.stats.fragmented_dropped += open;
+    }
+}
+
+/// Whether a stream segment could start a batch: a 16-bit length and a
+/// transport (or low-latency network) header of a known id after it.
+fn plausible_batch_start(p: &[u8]) -> bool {
+    p.len() >= 3 && u16::from_le_bytes([p[0], p[1]]) > 0 && transport::plausible_header(p[2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_zenoh::emit;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn addr(last: u8, port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)), port)
+    }
+
+    const KEY: &str = "0/chatter/std_msgs::msg::dds_::String_/RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+
+    fn seg(seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+        ddscope_wire::tcp::emit(40000, 7447, seq, 0, flags, payload)
+    }
+
+    struct Run {
+        d: ZenohDecoder,
+        events: Vec<SubmsgEvent>,
+        frame: u64,
+    }
+
+    impl Run {
+        fn new() -> Self {
+            Run { d: ZenohDecoder::new(ZenohLimits::default()), events: vec![], frame: 0 }
+        }
+        fn tcp(&mut self, ts: i64, bytes: &[u8]) -> bool {
+            self.frame += 1;
+            let s = ddscope_wire::tcp::parse(bytes).unwrap();
+            let cap: Arc<str> = Arc::from("c");
+            let ev = &mut self.events;
+            self.d.tcp(&cap, self.frame, ts, 0, None, addr(1, 40000), addr(2, 7447), &s, 0, &mut |e| ev.push(e.clone()))
+        }
+    }
+
+    /// A batch with a Frame holding a declared key expression, then a Push on it (M=1).
+    fn declare_and_put(sn: i64, gid: &[u8; 16], payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![];
+        emit::frame_header(&mut b, true, 1);
+        emit::declare_keyexpr(&mut b, 5, KEY);
+        emit::push_put_scoped(&mut b, 5, "", true, Some(&rmw::attachment(sn, 1_000 + sn, gid)), payload);
+        emit::stream_batch(&b)
+    }
+
+    #[test]
+    fn batch_split_over_segments_is_timed_by_its_first_byte() {
+        // Oracle: the byte layout zenoh 1.x writes (emit.rs, checked against
+        // real zenoh processes in tests/test_zenoh_lab.py); here the timing rule.
+        let gid = [3u8; 16];
+        let stream = declare_and_put(7, &gid, &[0xaa; 300]);
+        let mut r = Run::new();
+        assert!(r.tcp(100, &seg(1000, ddscope_wire::tcp::SYN, &[])));
+        assert!(r.tcp(200, &seg(1001, ddscope_wire::tcp::ACK, &stream[..50])));
+        assert!(r.events.is_empty());
+        assert!(r.tcp(300, &seg(1051, ddscope_wire::tcp::ACK, &stream[50..])));
+        let data: Vec<_> = r.events.iter().filter(|e| e.kind == SubmsgKind::Data).collect();
+        assert_eq!(data.len(), 1);
+        let e = data[0];
+        assert_eq!((e.sn, e.source_ts_ns, e.ts_ns, e.first_seen_ts_ns()), (Some(7), Some(1007), 300, 200));
+        assert_eq!(e.writer_id.unwrap().prefix.0, [3u8; 12]);
+        assert_eq!(e.topic.as_ref().unwrap().topic_name, "/chatter");
+        assert_eq!(e.topic.as_ref().unwrap().type_name, "std_msgs/msg/String");
+        assert_eq!(e.sample_size, Some(300));
+        assert_eq!(r.d.stats.ros_samples, 1);
+        assert_eq!(r.d.stats.messages.get("DECLARE_KEYEXPR"), Some(&1));
+    }
+
+    #[test]
+    fn retransmission_is_not_decoded_twice_and_a_gap_resyncs() {
+        let gid = [4u8; 16];
+        let one = declare_and_put(1, &gid, b"x");
+        let two = declare_and_put(2, &gid, b"y");
+        let mut r = Run::new();
+        r.tcp(1, &seg(1000, ddscope_wire::tcp::SYN, &[]));
+        r.tcp(2, &seg(1001, 0, &one));
+        r.tcp(3, &seg(1001, 0, &one)); // retransmitted
+        assert_eq!(r.d.stats.tcp_retransmitted_bytes, one.len() as u64);
+        // A segment lost from the capture, then one that starts a batch.
+        let after = 1001 + one.len() as u32 + 40;
+        r.tcp(4, &seg(after, 0, &two));
+        assert_eq!(r.d.stats.tcp_gaps, 1);
+        let sns: Vec<_> = r.events.iter().filter(|e| e.kind == SubmsgKind::Data).map(|e| e.sn.unwrap()).collect();
+        assert_eq!(sns, vec![1, 2]);
+    }
+
+    #[test]
+    fn receiver_mapping_and_fragments() {
+        // The subscriber declares the key expression (direction B → A); the
+        // publisher's Push (A → B, M=0) refers to it; the message comes in fragments.
+        let mut d = ZenohDecoder::new(ZenohLimits::default());
+        let cap: Arc<str> = Arc::from("c");
+        let (a, b) = (addr(1, 50000), addr(2, 7447));
+        let mut evs = vec![];
+        let mut decl = vec![];
+        emit::frame_header(&mut decl, true, 1);
+        emit::declare_keyexpr(&mut decl, 1, KEY);
+        d.udp(&cap, 1, 10, 10, 0, None, b, a, &decl, false, &mut |e| evs.push(e.clone()));
+        let mut msg = vec![];
+        emit::push_put_scoped(&mut msg, 1, "", false, Some(&rmw::attachment(9, 99, &[1; 16])), &[7u8; 5000]);
+        let chunks: Vec<&[u8]> = msg.chunks(1500).collect();
+        for (i, c) in chunks.iter().enumerate() {
+            let mut f = vec![];
+            emit::fragment(&mut f, true, i + 1 < chunks.len(), 40 + i as u64, c);
+            d.udp(&cap, 2 + i as u64, 20 + i as i64, 20 + i as i64, 0, None, a, b, &f, false, &mut |e| evs.push(e.clone()));
+        }
+        let data: Vec<_> = evs.iter().filter(|e| e.kind == SubmsgKind::Data).collect();
+        assert_eq!(data.len(), 1);
+        assert_eq!((data[0].sn, data[0].first_seen_ts_ns(), data[0].ts_ns), (Some(9), 20, 20 + chunks.len() as i64 - 1));
+        assert_eq!(data[0].zenoh.as_ref().unwrap().key_expr.as_deref(), Some(KEY));
+        assert_eq!(data[0].sample_size, Some(5000));
+        // A missing fragment: the message is dropped and counted.
+        for (i, c) in chunks.iter().enumerate().filter(|(i, _)| *i != 1) {
+            let mut f = vec![];
+            emit::fragment(&mut f, true, i + 1 < chunks.len(), 90 + i as u64, c);
+            d.udp(&cap, 20, 30, 30, 0, None, a, b, &f, false, &mut |e| evs.push(e.clone()));
+        }
+        assert!(d.stats.fragmented_dropped >= 1);
+        assert_eq!(evs.iter().filter(|e| e.kind == SubmsgKind::Data).count(), 1);
+    }
+
+    #[test]
+    fn tables_stay_within_their_caps() {
+        let cfg = ZenohLimits { max_streams: 4, max_keyexprs: 8, max_fragmented: 2, max_fragment_head: 128, ..ZenohLimits::default() };
+        let mut d = ZenohDecoder::new(cfg);
+        let cap: Arc<str> = Arc::from("c");
+        let mut n = 0;
+        for i in 0..50u16 {
+            let src = addr(1, 10000 + i);
+            // a stream that never ends: half a batch each
+            let s = ddscope_wire::tcp::emit(10000 + i, 7447, 1, 0, 0, &[0xff, 0x7f, 0x05, 0x01]);
+            let s = ddscope_wire::tcp::parse(&s).unwrap();
+            d.tcp(&cap, i as u64, 1, 0, None, src, addr(2, 7447), &s, 0, &mut |_| n += 1);
+            let mut b = vec![];
+            emit::frame_header(&mut b, true, 1);
+            emit::declare_keyexpr(&mut b, i, "a/b");
+            d.udp(&cap, 1, 1, 1, 0, None, addr(3, 7447), addr(4, 9), &b, false, &mut |_| n += 1);
+            let mut f = vec![];
+            emit::fragment(&mut f, i % 2 == 0, true, 1, &[0u8; 1000]);
+            d.udp(&cap, 1, 1, 1, 0, None, addr(5, 20000 + i), addr(6, 7447), &f, false, &mut |_| n += 1);
+        }
+        assert!(d.streams.len() <= 4 && d.keyexprs.len() <= 8 && d.joining.len() <= 2);
+        assert_eq!(d.stats.streams_evicted, 46);
+        assert_eq!(d.stats.keyexprs_evicted, 42);
+        assert_eq!(d.stats.fragmented_evicted, 48);
+        assert!(d.joining.values().all(|j| j.head.len() <= 128));
+    }
+
+    #[test]
+    fn garbage_never_panics_and_is_counted() {
+        let mut d = ZenohDecoder::new(ZenohLimits::default());
+        let cap: Arc<str> = Arc::from("c");
+        let mut x: u32 = 12345;
+        for i in 0..2000 {
+            let len = (i % 97) as usize;
+            let b: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            d.udp(&cap, i, 1, 1, 0, None, addr(1, 7447), addr(2, 1), &b, false, &mut |_| {});
+        }
+        assert!(d.stats.malformed_batches + d.stats.truncated_batches > 0);
+    }
+}
