@@ -252,6 +252,13 @@ def test_unfinished_grpc_bodies_count_against_the_receive_budget(serve):
     others wait for room and are answered UNAVAILABLE (retried by a Collector)."""
     s = serve("--receive-budget", "64MiB", grpc=True)
     conns = [otlp.H2(s.grpc, timeout=30) for _ in range(10)]
+    # Let serve take every connection (each reserves its flow-control window from the receive budget)
+    # before any stream reserves room for a 16 MiB message: under load the last connections were
+    # otherwise accepted after the first streams had filled the budget, and closed.
+    time.sleep(0.5)
+    for c in conns:
+        c.poll(0.2)
+    assert not any(c.closed for c in conns), "serve closed a connection before any stream was started"
     chunk = b"\x00" * (1 << 20)
     prefix = otlp.grpc_message(b"")[:1] + (16 << 20).to_bytes(4, "big")
     streams = []
