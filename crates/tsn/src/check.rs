@@ -70,6 +70,10 @@ pub struct PcpRow {
     pub frames: u64,
     pub correct: u64,
     pub untagged: u64,
+    /// Of the untagged or wrongly tagged frames, those sent to a unicast
+    /// address: a mapping by multicast address (one network partition per
+    /// PCP) does not reach a writer's repairs to one reader, nor unicast readers.
+    pub violations_to_unicast: u64,
     /// Frames per wrong PCP value.
     pub wrong: BTreeMap<u8, u64>,
     /// Frame numbers of the first violations.
@@ -141,6 +145,14 @@ impl CheckReport {
             }
             for (p, n) in &r.wrong {
                 bad.push(format!("{n} with PCP {p}"));
+            }
+            if r.violations_to_unicast > 0 {
+                let all = r.untagged + r.wrong.values().sum::<u64>();
+                bad.push(if r.violations_to_unicast == all {
+                    "all to unicast addresses".to_string()
+                } else {
+                    format!("{} of them to unicast addresses", r.violations_to_unicast)
+                });
             }
             let detail = if r.frames == 0 {
                 "no frames of the topic in this capture".to_string()
@@ -333,9 +345,14 @@ impl Analysis for WirePass<'_> {
             frames: 0,
             correct: 0,
             untagged: 0,
+            violations_to_unicast: 0,
             wrong: BTreeMap::new(),
             examples: vec![],
         });
+        let to_unicast = match e.dst {
+            std::net::SocketAddr::V4(a) => !a.ip().is_multicast(),
+            std::net::SocketAddr::V6(a) => !a.ip().is_multicast(),
+        };
         for f in &frames {
             row.frames += 1;
             match f.pcp {
@@ -345,6 +362,7 @@ impl Analysis for WirePass<'_> {
                         None => row.untagged += 1,
                         Some(p) => *row.wrong.entry(p).or_default() += 1,
                     }
+                    row.violations_to_unicast += to_unicast as u64;
                     if row.examples.len() < MAX_EXAMPLES {
                         row.examples.push(f.frame);
                     }
@@ -452,6 +470,7 @@ pub fn check(sc: &Scenario, captures: Vec<CaptureInput>, truth: &[PathBuf], o: &
                 frames: 0,
                 correct: 0,
                 untagged: 0,
+                violations_to_unicast: 0,
                 wrong: BTreeMap::new(),
                 examples: vec![],
             });
