@@ -28,7 +28,8 @@
 use crate::bounded::BoundedMap;
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
 use crate::latency::stats::{Dist, DistSummary};
-use crate::pipeline::{Analysis, CapturePoint};
+use crate::pipeline::merge::BATCH;
+use crate::pipeline::{Analysis, CapturePoint, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
 use crate::record::{opt_i, Record, Value};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_wire::ip::{self, PROTO_UDP};
@@ -39,7 +40,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
 /// At most this many capture points take part in one flow analysis.
@@ -939,17 +939,55 @@ pub enum FlowError {
     Stopped(PathBuf),
 }
 
-enum Msg {
-    /// Sightings, the watermark, the capture's first frame time.
-    Seen(Vec<Sighting>, i64, i64),
-    Done(Box<(CaptureSummary, TapStats)>),
+/// What a capture's thread hands the merge.
+enum FlowItem {
+    /// The capture's first frame time (once, before its first sighting).
+    Start(i64),
+    Seen(Sighting),
+    /// The capture has been read up to this time (its own clock).
+    Watermark(i64),
+    End,
 }
 
-/// A capture's thread reports how far it got at least this often (capture time).
-const WATERMARK_EVERY_NS: i64 = 10_000_000;
+impl Marked for FlowItem {
+    fn mark(&self) -> Mark {
+        match self {
+            FlowItem::Watermark(t) => Mark::Watermark(*t),
+            FlowItem::End => Mark::End,
+            _ => Mark::None,
+        }
+    }
+}
 
-/// Sightings per batch handed from a capture's thread to the matcher.
-const BATCH: usize = 2048;
+type FlowOutcome = Box<(CaptureSummary, TapStats)>;
+
+/// The flow matcher fed by the merge.
+struct MatchFlows<'a> {
+    m: FlowMatcher,
+    out: &'a mut dyn FnMut(FlowPacketRow),
+    outcomes: Vec<Option<(CaptureSummary, TapStats)>>,
+}
+
+impl Merger<FlowItem, FlowOutcome> for MatchFlows<'_> {
+    fn item(&mut self, c: usize, it: FlowItem) {
+        match it {
+            FlowItem::Start(t) => self.m.start(c, t),
+            FlowItem::Seen(s) => self.m.sighting(c, &s),
+            FlowItem::Watermark(t) => self.m.watermark(c, t, self.out),
+            FlowItem::End => {}
+        }
+    }
+
+    fn done(&mut self, c: usize, o: Option<FlowOutcome>) {
+        if let Some(o) = o {
+            if let Some(t) = o.1.last_ts_ns {
+                self.m.stop(c, t);
+            }
+            self.outcomes[c] = Some(*o);
+        }
+        self.m.end(c, self.out);
+    }
+}
 
 /// Reads `inputs` (one thread each, merged by watermark: the capture furthest
 /// behind goes next), matching their UDP datagrams; rows go to `out` as
@@ -980,73 +1018,46 @@ pub fn run_files(
     for (i, input) in inputs.iter().enumerate() {
         sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
     }
-    let mut receivers = vec![];
-    let mut handles = vec![];
+    let mut merge: Merge<FlowItem, FlowOutcome> = Merge::new();
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
-        let (tx, rx) = sync_channel::<Msg>(8);
-        receivers.push(rx);
-        handles.push(std::thread::spawn(move || {
+        merge.spawn(input.offset_ns, move |send| {
             let mut tap = FlowTap::new(&cfg);
             // The tap reads frames itself; the capture point's decoder also
             // runs (its counters are not used here).
             let mut point = CapturePoint::new(&input.name, crate::decode::DecoderConfig::default(), None);
+            // a batch goes when full, at the end, or when the capture has moved on by a watermark interval
             let mut sent_wm = i64::MIN;
+            let mut started = false;
             loop {
                 let ended = !matches!(point.step(&mut src, &mut tap), Ok(p) if p != crate::source::Poll::Ended);
                 if ended {
                     point.finish(&mut tap);
                 }
                 if ended || tap.pending() >= BATCH || tap.watermark().saturating_sub(sent_wm) >= WATERMARK_EVERY_NS {
-                    let wm = if ended { i64::MAX } else { tap.watermark() };
                     sent_wm = tap.watermark();
-                    if tx.send(Msg::Seen(tap.take(), wm, tap.first_ts())).is_err() {
-                        return;
+                    let mut items = Vec::with_capacity(tap.pending() + 2);
+                    if !started && tap.first_ts() != i64::MIN {
+                        started = true;
+                        items.push(FlowItem::Start(tap.first_ts()));
+                    }
+                    items.extend(tap.take().into_iter().map(FlowItem::Seen));
+                    items.push(if ended { FlowItem::End } else { FlowItem::Watermark(tap.watermark()) });
+                    if !send(items) {
+                        break;
                     }
                 }
                 if ended {
                     break;
                 }
             }
-            let _ = tx.send(Msg::Done(Box::new((src.into_summary(), tap.stats.clone()))));
-        }));
+            Box::new((src.into_summary(), tap.stats.clone()))
+        });
     }
     let names: Vec<Arc<str>> = inputs.iter().map(|i| Arc::from(i.name.as_str())).collect();
-    let mut m = FlowMatcher::new(cfg, names, inputs.iter().map(|i| i.offset_ns).collect());
-    let n = inputs.len();
-    let mut wm = vec![i64::MIN; n];
-    let mut done = vec![false; n];
-    let mut outcomes: Vec<Option<(CaptureSummary, TapStats)>> = (0..n).map(|_| None).collect();
-    while let Some(c) = (0..n).filter(|&c| !done[c]).min_by_key(|&c| wm[c].saturating_sub(inputs[c].offset_ns)) {
-        match receivers[c].recv() {
-            Ok(Msg::Seen(batch, ts, first)) => {
-                if first != i64::MIN {
-                    m.start(c, first);
-                }
-                for s in &batch {
-                    m.sighting(c, s);
-                }
-                wm[c] = wm[c].max(ts);
-                if ts != i64::MAX {
-                    m.watermark(c, ts, out);
-                }
-            }
-            Ok(Msg::Done(o)) => {
-                if let Some(t) = o.1.last_ts_ns {
-                    m.stop(c, t);
-                }
-                outcomes[c] = Some(*o);
-                done[c] = true;
-                m.end(c, out);
-            }
-            Err(_) => {
-                done[c] = true;
-                m.end(c, out);
-            }
-        }
-    }
-    for h in handles {
-        let _ = h.join();
-    }
+    let m = FlowMatcher::new(cfg, names, inputs.iter().map(|i| i.offset_ns).collect());
+    let mut into = MatchFlows { m, out, outcomes: (0..inputs.len()).map(|_| None).collect() };
+    merge.run(&mut into);
+    let MatchFlows { mut m, out, outcomes } = into;
     m.finish(out);
     let mut result = vec![];
     for (i, o) in outcomes.into_iter().enumerate() {

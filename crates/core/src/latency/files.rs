@@ -5,14 +5,14 @@
 use super::offset::{self, KeyTimes, OffsetEstimate};
 use super::{Correlator, Item, LatencyRow};
 use crate::decode::{DecodeStats, DecoderConfig};
-use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed};
+use crate::pipeline::merge::BATCH;
+use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Mark, Marked, Merge, Merger};
 use crate::samples::SampleConfig;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_trace::TraceReader;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]
@@ -30,14 +30,6 @@ pub struct CaptureOutcome {
     pub diagnostics: Vec<crate::decode::Diagnostic>,
     pub bandwidth: Vec<BandwidthBin>,
     pub samples: crate::samples::SampleStats,
-}
-
-/// Items per batch handed from a decoding thread to the correlator.
-const BATCH: usize = 2048;
-
-enum Msg {
-    Items(Vec<Item>),
-    Done(Result<CaptureOutcome, CaptureError>),
 }
 
 /// How the capture files are decoded for correlation.
@@ -62,14 +54,24 @@ pub fn correlate_files(
     correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_| {}).map(|(c, _)| c)
 }
 
-enum TraceMsg {
-    Items(Vec<TraceItem>),
-    Done(Box<TraceOutcome>),
+/// An item of either kind of input, as the merge carries it.
+enum In {
+    Capture(Item),
+    Trace(TraceItem),
 }
 
-enum Input {
-    Capture(Receiver<Msg>),
-    Trace(Receiver<TraceMsg>),
+impl Marked for In {
+    fn mark(&self) -> Mark {
+        match self {
+            In::Capture(i) => i.mark(),
+            In::Trace(i) => i.mark(),
+        }
+    }
+}
+
+enum Out {
+    Capture(Result<CaptureOutcome, CaptureError>),
+    Trace(Box<TraceOutcome>),
 }
 
 /// Runs the correlation over capture files and traces: one thread per
@@ -90,15 +92,12 @@ pub fn correlate_inputs(
     for (i, input) in inputs.iter().enumerate() {
         sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
     }
-    let mut receivers: Vec<Input> = vec![];
-    let mut handles = vec![];
+    let mut merge: Merge<In, Out> = Merge::new();
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
-        let (tx, rx) = sync_channel::<Msg>(8);
-        receivers.push(Input::Capture(rx));
-        handles.push(std::thread::spawn(move || {
+        merge.spawn(0, move |send| {
             let mut point = CapturePoint::new(&input.name, decoding.decoder, Some(decoding.samples));
             let mut feed = CorrelationFeed::new(BATCH, |items| {
-                let _ = tx.send(Msg::Items(items));
+                send(items.into_iter().map(In::Capture).collect());
             });
             let mut bandwidth = Bandwidth::default();
             // A file source ends on read errors (kept in its summary); it never fails a poll.
@@ -106,103 +105,87 @@ pub fn correlate_inputs(
             drop(feed);
             let summary = src.into_summary();
             point.decoder.stats.note_capture(&summary);
-            let outcome = CaptureOutcome {
+            Out::Capture(Ok(CaptureOutcome {
                 name: input.name.clone(),
                 summary,
                 decode: point.decoder.stats.clone(),
                 diagnostics: std::mem::take(&mut point.decoder.diagnostics),
                 bandwidth: bandwidth.bins,
                 samples: point.tracker.map(|t| t.stats).unwrap_or_default(),
-            };
-            let _ = tx.send(Msg::Done(Ok(outcome)));
-        }));
+            }))
+        });
     }
     let n = inputs.len();
     let trace_inputs: Vec<TraceInput> = traces.iter().map(|(t, _)| t.clone()).collect();
     for (input, reader) in traces {
-        let (tx, rx) = sync_channel::<TraceMsg>(8);
-        receivers.push(Input::Trace(rx));
         let open = if decoding.window_ns > 0 { decoding.window_ns } else { decoding.assemble.max_open_ns };
         let cfg = AssembleConfig { max_open_ns: open, ..decoding.assemble };
-        handles.push(std::thread::spawn(move || {
+        merge.spawn(0, move |send| {
             let outcome = crate::ros2::source::run(&input, reader, cfg, BATCH, &mut |items| {
-                let _ = tx.send(TraceMsg::Items(items));
+                send(items.into_iter().map(In::Trace).collect());
             });
-            let _ = tx.send(TraceMsg::Done(Box::new(outcome)));
-        }));
+            Out::Trace(Box::new(outcome))
+        });
     }
-    let m = receivers.len();
-    let mut wm = vec![i64::MIN; m];
-    let mut ended = vec![false; m];
-    let mut done = vec![false; m];
-    let mut outcomes: Vec<Option<Result<CaptureOutcome, CaptureError>>> = (0..n).map(|_| None).collect();
-    let mut trace_outcomes: Vec<Option<TraceOutcome>> = (0..m - n).map(|_| None).collect();
-    loop {
-        // The input furthest behind goes next.
-        let Some(c) = (0..m).filter(|&c| !done[c]).min_by_key(|&c| (ended[c], wm[c])) else { break };
-        match &receivers[c] {
-            Input::Capture(rx) => match rx.recv() {
-                Ok(Msg::Items(items)) => {
-                    for it in items {
-                        match &it {
-                            Item::Watermark(t) => wm[c] = *t,
-                            Item::End => ended[c] = true,
-                            _ => {}
-                        }
-                        correlator.push(c, it, out);
-                    }
-                }
-                Ok(Msg::Done(r)) => {
-                    outcomes[c] = Some(r);
-                    done[c] = true;
-                }
-                Err(_) => {
-                    outcomes[c] = Some(Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }));
-                    done[c] = true;
-                }
-            },
-            Input::Trace(rx) => match rx.recv() {
-                Ok(TraceMsg::Items(items)) => {
-                    for it in items {
-                        match &it {
-                            TraceItem::Watermark(t) => wm[c] = *t,
-                            TraceItem::End => ended[c] = true,
-                            _ => {}
-                        }
-                        correlator.push_trace(c - n, it, out);
-                    }
-                }
-                Ok(TraceMsg::Done(o)) => {
-                    trace_outcomes[c - n] = Some(*o);
-                    done[c] = true;
-                }
-                Err(_) => {
-                    let t = &trace_inputs[c - n];
-                    trace_outcomes[c - n] = Some(TraceOutcome::failed(t, "trace reader thread stopped".into()));
-                    correlator.push_trace(c - n, TraceItem::End, out);
-                    done[c] = true;
-                }
-            },
-        }
-        for r in correlator.take_chain_rows() {
-            chain_out(r);
-        }
-    }
-    for h in handles {
-        let _ = h.join();
-    }
+    let mut into = Correlate {
+        n,
+        correlator,
+        out,
+        chain_out,
+        outcomes: (0..n).map(|_| None).collect(),
+        trace_outcomes: (0..trace_inputs.len()).map(|_| None).collect(),
+        trace_inputs,
+    };
+    merge.run(&mut into);
+    let Correlate { correlator, out, chain_out, outcomes, trace_outcomes, .. } = into;
     correlator.finish(out);
     for r in correlator.take_chain_rows() {
         chain_out(r);
     }
-    let captures = outcomes
-        .into_iter()
-        .enumerate()
-        .map(|(c, o)| {
-            o.unwrap_or_else(|| Err(CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() }))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let stopped = |c: usize| CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() };
+    let captures = outcomes.into_iter().enumerate().map(|(c, o)| o.unwrap_or_else(|| Err(stopped(c)))).collect::<Result<Vec<_>, _>>()?;
     Ok((captures, trace_outcomes.into_iter().flatten().collect()))
+}
+
+/// The correlator fed by the merge: inputs `0..n` are captures, the rest traces.
+struct Correlate<'a> {
+    n: usize,
+    correlator: &'a mut Correlator,
+    out: &'a mut dyn FnMut(LatencyRow),
+    chain_out: &'a mut dyn FnMut(ChainRow),
+    outcomes: Vec<Option<Result<CaptureOutcome, CaptureError>>>,
+    trace_outcomes: Vec<Option<TraceOutcome>>,
+    trace_inputs: Vec<TraceInput>,
+}
+
+impl Merger<In, Out> for Correlate<'_> {
+    fn item(&mut self, c: usize, it: In) {
+        match it {
+            In::Capture(it) => self.correlator.push(c, it, self.out),
+            In::Trace(it) => self.correlator.push_trace(c - self.n, it, self.out),
+        }
+    }
+
+    fn after_batch(&mut self) {
+        for r in self.correlator.take_chain_rows() {
+            (self.chain_out)(r);
+        }
+    }
+
+    fn done(&mut self, c: usize, o: Option<Out>) {
+        let n = self.n;
+        match o {
+            Some(Out::Capture(r)) => self.outcomes[c] = Some(r),
+            Some(Out::Trace(t)) => self.trace_outcomes[c - n] = Some(*t),
+            // the capture's outcome stays None: an error naming the file
+            None if c < n => {}
+            None => {
+                let t = &self.trace_inputs[c - n];
+                self.trace_outcomes[c - n] = Some(TraceOutcome::failed(t, "trace reader thread stopped".into()));
+                self.correlator.push_trace(c - n, TraceItem::End, self.out);
+            }
+        }
+    }
 }
 
 /// Offset-estimation keys from the first `span_ns` of a capture: every

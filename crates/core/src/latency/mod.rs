@@ -81,6 +81,16 @@ pub enum Item {
     End,
 }
 
+impl crate::pipeline::Marked for Item {
+    fn mark(&self) -> crate::pipeline::Mark {
+        match self {
+            Item::Watermark(t) => crate::pipeline::Mark::Watermark(*t),
+            Item::End => crate::pipeline::Mark::End,
+            _ => crate::pipeline::Mark::None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {

@@ -3,7 +3,7 @@
 //! got), in capture order and in batches — for `latency` (one thread per
 //! capture file) and for the agent (batches sent to `serve`) alike.
 
-use super::Analysis;
+use super::{Analysis, Batcher};
 use crate::events::SubmsgEvent;
 use crate::latency::{FragSighting, Item};
 use crate::samples::SampleRecord;
@@ -15,40 +15,30 @@ pub const IDLE_WATERMARK_EVERY_NS: i64 = 100_000_000;
 
 /// Collects correlation items and hands full batches to `deliver`.
 pub struct CorrelationFeed<F: FnMut(Vec<Item>)> {
-    batch: Vec<Item>,
-    batch_size: usize,
-    last_watermark: i64,
-    deliver: F,
+    batcher: Batcher<Item, F>,
 }
 
 impl<F: FnMut(Vec<Item>)> CorrelationFeed<F> {
     pub fn new(batch_size: usize, deliver: F) -> Self {
-        CorrelationFeed { batch: Vec::with_capacity(batch_size), batch_size: batch_size.max(1), last_watermark: i64::MIN, deliver }
+        CorrelationFeed { batcher: Batcher::new(batch_size, deliver) }
     }
 
     /// Hands over what is collected, even if the batch is not full.
     pub fn flush(&mut self) {
-        if !self.batch.is_empty() {
-            let b = std::mem::replace(&mut self.batch, Vec::with_capacity(self.batch_size));
-            (self.deliver)(b);
-        }
+        self.batcher.flush()
     }
 
     /// Items collected and not yet delivered.
     pub fn pending(&self) -> usize {
-        self.batch.len()
+        self.batcher.pending()
     }
 
     fn push(&mut self, item: Item) {
-        self.batch.push(item);
-        if self.batch.len() >= self.batch_size {
-            self.flush();
-        }
+        self.batcher.push(item)
     }
 
     fn watermark(&mut self, t: i64, every: i64) {
-        if t.saturating_sub(self.last_watermark) >= every {
-            self.last_watermark = t;
+        if self.batcher.watermark_due(t, every) {
             self.push(Item::Watermark(t));
         }
     }

@@ -183,6 +183,16 @@ pub enum TraceItem {
     End,
 }
 
+impl crate::pipeline::Marked for TraceItem {
+    fn mark(&self) -> crate::pipeline::Mark {
+        match self {
+            TraceItem::Watermark(t) => crate::pipeline::Mark::Watermark(*t),
+            TraceItem::End => crate::pipeline::Mark::End,
+            _ => crate::pipeline::Mark::None,
+        }
+    }
+}
+
 /// Caps of the assembler's tables.
 #[derive(Debug, Clone, Copy)]
 pub struct AssembleConfig {
@@ -481,8 +491,8 @@ impl ThreadState {
     }
 }
 
-/// Watermarks are emitted at most this often (trace time).
-const WATERMARK_EVERY_NS: i64 = 10_000_000;
+// Watermarks are emitted at most this often (trace time), as for captures.
+use crate::pipeline::WATERMARK_EVERY_NS;
 /// Entries of the pointer tables (intra-process messages and ring-buffer slots).
 const MAX_LINKS: usize = 1 << 16;
 /// Unresolved publishers and subscriptions listed.

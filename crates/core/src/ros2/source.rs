@@ -4,6 +4,7 @@
 
 use super::assemble::{AssembleConfig, AssembleStats, Assembler, LayoutSeen, TraceItem, UnresolvedEntity};
 use crate::latency::stats::DistSummary;
+use crate::pipeline::Batcher;
 use ddscope_trace::TraceReader;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -85,16 +86,12 @@ pub fn open(input: &TraceInput) -> Result<TraceReader, ddscope_trace::TraceError
 /// Reads `reader` to its end, handing batches of `batch` items to `deliver`.
 pub fn run(input: &TraceInput, mut reader: TraceReader, cfg: AssembleConfig, batch: usize, deliver: &mut dyn FnMut(Vec<TraceItem>)) -> TraceOutcome {
     let mut asm = Assembler::new(cfg);
-    let mut buf: Vec<TraceItem> = Vec::with_capacity(batch);
+    // the assembler places the watermarks itself (it knows which publishes are still open)
+    let mut buf = Batcher::new(batch, deliver);
     let mut error = None;
     loop {
         match reader.next_record() {
-            Ok(Some(rec)) => {
-                asm.push(&rec, &mut |it| buf.push(it));
-                if buf.len() >= batch {
-                    deliver(std::mem::replace(&mut buf, Vec::with_capacity(batch)));
-                }
-            }
+            Ok(Some(rec)) => asm.push(&rec, &mut |it| buf.push(it)),
             Ok(None) => break,
             Err(e) => {
                 error = Some(e.to_string());
@@ -103,7 +100,7 @@ pub fn run(input: &TraceInput, mut reader: TraceReader, cfg: AssembleConfig, bat
         }
     }
     asm.finish(&mut |it| buf.push(it));
-    deliver(buf);
+    buf.flush();
     let st = reader.stats();
     TraceOutcome {
         host: input.host.clone(),
