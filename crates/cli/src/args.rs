@@ -3,13 +3,8 @@
 //! no other module sees option strings. Bounds are checked here with a
 //! one-line reason.
 
+use ddscope_core::window::Window;
 use ddscope_traffic::units::{parse_signed_nanos, Nanos};
-
-/// Shortest and longest correlation window: below 1 ms no sample completes
-/// in time; above an hour, state would be held for longer than any capture
-/// a window is meant for.
-pub const MIN_WINDOW_NS: i64 = 1_000_000;
-pub const MAX_WINDOW_NS: i64 = 3_600_000_000_000;
 
 /// A non-negative duration in nanoseconds that fits an `i64`.
 pub fn duration_ns(s: &str) -> Result<i64, String> {
@@ -17,13 +12,14 @@ pub fn duration_ns(s: &str) -> Result<i64, String> {
     i64::try_from(n.0).map_err(|_| format!("{s:?}: too large (at most {} s)", i64::MAX / 1_000_000_000))
 }
 
-/// A correlation window: 1 ms to 1 h.
-pub fn window_ns(s: &str) -> Result<i64, String> {
-    let v = duration_ns(s)?;
-    if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&v) {
-        return Err(format!("{s:?}: the window must lie between 1ms and 1h"));
-    }
-    Ok(v)
+/// The correlation window, one option for every command that judges samples
+/// or packets (`latency`, `report`, `flows`, `serve`, `agent`): its bounds,
+/// default and derived intervals are `ddscope_core::window::Window`'s.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct WindowArg {
+    /// How long after it was sent a sample (flows: a packet) is judged, and called lost if it has not arrived; 1ms to 1h
+    #[arg(long = "window", value_name = "DURATION", default_value_t = Window::DEFAULT)]
+    pub window: Window,
 }
 
 /// A duration that must be positive (timeouts, run lengths).
@@ -195,15 +191,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn windows_are_bounded_with_clear_reasons() {
-        assert_eq!(window_ns("5s"), Ok(5_000_000_000));
-        assert_eq!(window_ns("1ms"), Ok(1_000_000));
-        assert!(window_ns("0s").unwrap_err().contains("between 1ms and 1h"));
-        assert!(window_ns("100000000000s").unwrap_err().contains("too large"));
-        assert!(window_ns("8000000000s").unwrap_err().contains("between 1ms and 1h"));
-        assert!(window_ns("1e300s").is_err());
-        assert!(window_ns("99999999999999999999s").unwrap_err().contains("too large"));
-        assert!(window_ns("5 parsecs").is_err());
+    fn the_window_option_is_bounded_with_clear_reasons() {
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            w: WindowArg,
+        }
+        use clap::Parser;
+        assert_eq!(Cmd::try_parse_from(["x"]).unwrap().w.window, Window::DEFAULT);
+        assert_eq!(Cmd::try_parse_from(["x", "--window", "250ms"]).unwrap().w.window.ns(), 250_000_000);
+        for (bad, why) in [("0s", "between 1ms and 1h"), ("8000000000s", "between 1ms and 1h"), ("99999999999999999999s", "too large"), ("100000000000s", "too large"), ("1e300s", ""), ("5 parsecs", "")] {
+            let e = Cmd::try_parse_from(["x", "--window", bad]).err().unwrap_or_else(|| panic!("{bad} accepted")).to_string();
+            assert!(e.contains("--window") && e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

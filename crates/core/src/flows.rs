@@ -65,7 +65,7 @@ pub struct FlowConfig {
 impl Default for FlowConfig {
     fn default() -> Self {
         FlowConfig {
-            window_ns: 5_000_000_000,
+            window_ns: crate::window::Window::DEFAULT.ns(),
             include_rtps: false,
             max_flows: 4096,
             max_pending: 1 << 20,

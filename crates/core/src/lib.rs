@@ -22,3 +22,4 @@ pub mod limits;
 pub mod names;
 pub mod flows;
 pub mod zenoh;
+pub mod window;

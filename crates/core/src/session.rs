@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// How long after a sample was first seen it is judged, by default.
-pub const DEFAULT_WINDOW_NS: i64 = 5_000_000_000;
+pub const DEFAULT_WINDOW_NS: i64 = crate::window::Window::DEFAULT.ns();
 /// How much of the first capture `estimate_offset` reads.
 pub const OFFSET_ESTIMATE_SPAN_NS: i64 = 30_000_000_000;
 /// At most this many submessages per capture go into the offset estimate.
@@ -29,7 +29,7 @@ pub const OFFSET_ESTIMATE_MAX_KEYS: usize = 500_000;
 /// reaches the correlator before the window judges the sample. The same rule
 /// serves files (`latency`, `report`) and agents (whose records `serve` judges).
 pub fn correlation_samples(window_ns: i64) -> SampleConfig {
-    SampleConfig { timeout_ns: (window_ns / 5 * 2).max(1), ..SampleConfig::default() }
+    SampleConfig { timeout_ns: crate::window::sample_timeout_ns(window_ns), ..SampleConfig::default() }
 }
 
 /// A session's options, already typed.

@@ -12,7 +12,7 @@ use crate::trace::{TraceCounters, TraceFollower};
 use crate::view::LiveTopics;
 use ddscope_core::latency::Item;
 use ddscope_core::pipeline::{CapturePoint, CorrelationFeed, DomainFilter};
-use ddscope_core::session::{correlation_samples, DEFAULT_WINDOW_NS};
+use ddscope_core::window::Window;
 use ddscope_core::source::PacketSource;
 use std::cell::RefCell;
 use ddscope_export::system::SystemSource;
@@ -76,6 +76,9 @@ pub struct AgentConfig {
     /// Only this DDS domain's submessages and samples reach the view, the
     /// exporters and the central stream (frames and watermarks all do).
     pub domain: Option<u32>,
+    /// The correlation window of the `serve` this agent feeds: an incomplete
+    /// sample's record is closed after [`Window::sample_timeout_ns`] of it.
+    pub window: Window,
 }
 
 /// What the agent did, for its closing lines.
@@ -121,7 +124,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     on_note: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(AgentReport, Option<Exporters>)> {
-    let samples = cfg.limits.samples_with_timeout(correlation_samples(DEFAULT_WINDOW_NS).timeout_ns);
+    let samples = cfg.limits.samples_with_timeout(cfg.window.sample_timeout_ns());
     let mut point = CapturePoint::new(&cfg.name, cfg.limits.decoder, Some(samples));
     let mut view = LiveTopics::new(cfg.limits.topics);
     view.domain = cfg.domain;

@@ -123,7 +123,7 @@ impl ServeConfig {
         ServeConfig {
             listen,
             token: None,
-            window_ns: 5_000_000_000,
+            window_ns: ddscope_core::window::Window::DEFAULT.ns(),
             idle: Duration::from_secs(10),
             limits: HttpLimits::default(),
             caps: StateCaps::default(),

@@ -312,6 +312,7 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
             duration: Some(Duration::from_secs(2)),
             trace: Some(f),
             domain: None,
+            window: ddscope_core::window::Window::DEFAULT,
             limits: Default::default(),
         };
         agents.push(std::thread::spawn(move || agent::run(cfg, cap, None, Arc::new(AtomicBool::new(false)), &mut |n| eprintln!("agent: {n}")).expect("agent").0));

@@ -350,6 +350,7 @@ fn node_names_from_the_wire_reach_api_state_and_prometheus() {
         duration: Some(Duration::from_millis(1500)),
         trace: None,
         domain: None,
+        window: ddscope_core::window::Window::DEFAULT,
         limits: Default::default(),
     };
     let cap = Replay { reader: CaptureReader::open(&file, None).expect("open"), ended: false, frames: 0 };

@@ -46,6 +46,9 @@ pub struct AgentArgs {
     /// URL of the central `ddscope serve`
     #[arg(long)]
     pub send_to: Option<String>,
+    // The same --window as the `serve` this agent feeds (docs/online.md): a sample still incomplete after 2/5 of it is sent as incomplete
+    #[command(flatten)]
+    pub window: crate::args::WindowArg,
     /// Scale-out: send the correlation feed as OTLP/HTTP to an OpenTelemetry Collector (its base URL,
     /// e.g. http://collector:4318) that routes it to `serve` shards (docs/scale-out.md); with --send-to too, both get it
     #[arg(long, value_name = "URL", conflicts_with = "trace_live")]
@@ -174,6 +177,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         limits,
         trace,
         domain: a.domain,
+        window: a.window.window,
     };
     let name = a.name.clone();
     let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;

@@ -46,9 +46,8 @@ pub struct FlowsArgs {
     /// Clock offset t_o of a capture point (Bosk et al. Eq. 9), subtracted from its timestamps: pc2=+37s
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
-    /// How long after its first sighting a packet is judged (and called lost if it did not arrive); 1ms to 1h
-    #[arg(long, default_value = "5s", value_parser = args::window_ns)]
-    pub window: i64,
+    #[command(flatten)]
+    pub window: args::WindowArg,
     /// Also measure RTPS datagrams (by default only non-RTPS UDP)
     #[arg(long)]
     pub all: bool,
@@ -119,7 +118,7 @@ pub fn run(a: FlowsArgs) -> anyhow::Result<i32> {
         writers.push(RecordWriter::new(f.into(), w, &[])?);
     }
     let limits = a.limits.resolve()?;
-    let cfg = FlowConfig { window_ns: a.window, include_rtps: a.all, reassembly: limits.decoder.reassembly, ..limits.flows };
+    let cfg = FlowConfig { window_ns: a.window.window.ns(), include_rtps: a.all, reassembly: limits.decoder.reassembly, ..limits.flows };
     let mut io_err: Option<std::io::Error> = None;
     let (m, outcomes) = analyse(&inputs, cfg, &mut |r| {
         for w in writers.iter_mut() {

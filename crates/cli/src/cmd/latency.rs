@@ -81,9 +81,8 @@ pub struct LatencyArgs {
     /// Publication period for in time / late: auto (median interval per writer) or a duration
     #[arg(long, default_value = "auto", value_parser = args::period)]
     pub period: Period,
-    /// How long after a sample was sent it is judged (and called lost if not complete); 1ms to 1h
-    #[arg(long, default_value = "5s", value_parser = args::window_ns)]
-    pub window: i64,
+    #[command(flatten)]
+    pub window: args::WindowArg,
     /// Ground-truth files (lab JSONL) besides those found in run directories
     #[arg(long = "truth")]
     pub truth: Vec<PathBuf>,
@@ -193,7 +192,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         outputs.push(o);
         writers.push(Rows::open(f, w, chain_path.is_some())?);
     }
-    let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window, a.level);
+    let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window.window.ns(), a.level);
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
     opts.chain_rows = chain_path.is_some() && !writers.is_empty();

@@ -61,9 +61,8 @@ pub struct ReportArgs {
     /// Estimate clock offsets from two-way traffic in every run
     #[arg(long)]
     pub estimate_offset: bool,
-    /// How long after a sample was sent it is judged, as for `ddscope latency`; 1ms to 1h
-    #[arg(long, default_value = "5s", value_parser = args::window_ns)]
-    pub window: i64,
+    #[command(flatten)]
+    pub window: args::WindowArg,
     /// ros2_tracing (or CARET) trace of a host of the main run: HOST=DIR, or DIR alone without captures (run directories' HOST.lttng/ are found automatically)
     #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
     pub traces: Vec<TraceArg>,
@@ -167,7 +166,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let mut opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         estimate_offset: a.estimate_offset,
-        window_ns: a.window,
+        window_ns: a.window.window.ns(),
         path: match &a.path {
             Some(PathArg::Topics(t)) => Some(t.clone()),
             _ => None,
@@ -279,7 +278,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let udp_flows = if run.captures.is_empty() {
         Value::Null
     } else {
-        super::flows::report_section(inputs, &a.offsets, a.window, &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?
+        super::flows::report_section(inputs, &a.offsets, a.window.window.ns(), &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?
     };
     let load = match inputs {
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),

@@ -1,6 +1,7 @@
 //! `ddscope serve`: the central view over all agents.
 
 use clap::Args;
+use crate::args;
 use anyhow::Context as _;
 use ddscope_monitor::http::Server;
 use ddscope_monitor::serve::{HttpLimits, ServeConfig, StateCaps};
@@ -48,9 +49,8 @@ pub struct ServeArgs {
     /// Token agents and browsers must present (Authorization: Bearer …, or ?token=…)
     #[arg(long, env = "DDSCOPE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// How long after a sample was sent it is judged (and called lost); 1ms to 1h
-    #[arg(long, default_value = "5s", value_parser = duration_between(Duration::from_millis(1), Duration::from_secs(3600)))]
-    pub window: Duration,
+    #[command(flatten)]
+    pub window: args::WindowArg,
     /// An agent silent this long no longer holds back judgement; 1s to 1h
     #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
     pub idle: Duration,
@@ -226,7 +226,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     let cfg = ServeConfig {
         listen: a.listen,
         token: a.token.clone(),
-        window_ns: a.window.as_nanos() as i64,
+        window_ns: a.window.window.ns(),
         idle: a.idle,
         limits,
         caps,

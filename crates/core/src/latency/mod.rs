@@ -338,7 +338,7 @@ impl Default for CorrelatorConfig {
         CorrelatorConfig {
             captures: vec![],
             offsets_ns: vec![],
-            window_ns: 5_000_000_000,
+            window_ns: crate::window::Window::DEFAULT.ns(),
             period_ns: None,
             message_rows: true,
             submessage_rows: true,

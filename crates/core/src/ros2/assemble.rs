@@ -206,7 +206,7 @@ pub struct AssembleConfig {
 
 impl Default for AssembleConfig {
     fn default() -> Self {
-        AssembleConfig { max_threads: 1 << 14, max_publishers: 1 << 16, max_open_ns: 5_000_000_000 }
+        AssembleConfig { max_threads: 1 << 14, max_publishers: 1 << 16, max_open_ns: crate::window::Window::DEFAULT.ns() }
     }
 }
 

@@ -119,7 +119,7 @@ pub struct ChainConfig {
 
 impl Default for ChainConfig {
     fn default() -> Self {
-        ChainConfig { path: None, window_ns: 5_000_000_000, max_hops: 1 << 18, max_paths: 1024, rows: false }
+        ChainConfig { path: None, window_ns: crate::window::Window::DEFAULT.ns(), max_hops: 1 << 18, max_paths: 1024, rows: false }
     }
 }
 
@@ -216,7 +216,7 @@ impl ChainTracker {
         let take_ts = h.take_ts;
         let ev = &mut self.stats.hops_evicted;
         self.hops.insert(id, h, &mut |_, _| *ev += 1);
-        self.due.push_back((id, take_ts.saturating_add(self.cfg.window_ns.saturating_mul(3))));
+        self.due.push_back((id, take_ts.saturating_add(crate::window::chain_wait_ns(self.cfg.window_ns))));
         if self.due.len() > self.cfg.max_hops {
             self.due.pop_front();
         }
@@ -229,7 +229,7 @@ impl ChainTracker {
                 self.evaluate(id);
             }
         }
-        let keep = lw.saturating_sub(self.cfg.window_ns.saturating_mul(6));
+        let keep = lw.saturating_sub(crate::window::chain_keep_ns(self.cfg.window_ns));
         while self.hops.peek_lru().is_some_and(|(_, h)| h.take_ts <= keep) {
             self.hops.pop_lru();
         }

@@ -162,7 +162,7 @@ pub struct JoinConfig {
 
 impl Default for JoinConfig {
     fn default() -> Self {
-        JoinConfig { window_ns: 5_000_000_000, max_publishes: 1 << 18, max_takes: 1 << 18 }
+        JoinConfig { window_ns: crate::window::Window::DEFAULT.ns(), max_publishes: 1 << 18, max_takes: 1 << 18 }
     }
 }
 
