@@ -118,7 +118,7 @@ fn sample_in_flight_at_the_end_is_incomplete_and_nothing_else() {
         c.push(1, Item::Sample(r), &mut |x| rows.push(x));
     }
     c.finish(&mut |x| rows.push(x));
-    let status = |sn: i64| rows.iter().find(|r| r.sn == sn).unwrap().status;
+    let status = |sn: i64| rows.iter().find(|r| r.sn == sn).unwrap().status.as_str();
     assert_eq!((status(1), status(2), status(3)), ("incomplete", "lost", "delivered"));
     let f = &c.summaries()[0];
     assert_eq!((f.samples, f.delivered, f.lost, f.incomplete), (3, 1, 1, 1));
@@ -251,7 +251,7 @@ proptest! {
         }
         c.finish(&mut |x| rows.push(x));
         for r in &rows {
-            prop_assert!(["delivered", "lost", "incomplete"].contains(&r.status));
+            prop_assert!(["delivered", "lost", "incomplete"].contains(&r.status.as_str()));
             let Some(&(_, s_first, s_last, r_first, r_last, fate)) = expect.iter().find(|e| e.0 == r.sn) else { continue };
             if &*r.sender != "pc1" {
                 continue;

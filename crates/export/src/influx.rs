@@ -521,7 +521,7 @@ impl LineEncoder {
                 Level::Message => "message",
                 Level::Submessage => "submessage",
             })
-            .tag("status", r.status);
+            .tag("status", r.status.as_str());
         let ts = self.times.get(l.series_hash(), r.sender_first_ts_ns);
         l.string_fmt("writer_id", r.writer_id)
             .int("sn", r.sn)
@@ -545,7 +545,7 @@ impl LineEncoder {
             .opt_int("sender_stack_ns", r.sender_stack_ns)
             .opt_int("receiver_stack_ns", r.receiver_stack_ns);
         if let Some(t) = r.timing {
-            l.string("timing", t);
+            l.string("timing", t.as_str());
         }
         if let Some(c) = r.ros.as_deref() {
             // The ROS 2 layer (docs/latency.md): the trace instants and the layers between them.

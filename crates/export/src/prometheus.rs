@@ -537,10 +537,10 @@ impl Inner {
             }
         }
         if row.level == ddscope_core::latency::Level::Message {
-            if let Some(i) = STATUSES.iter().position(|s| s.as_str() == row.status) {
+            if let Some(i) = STATUSES.iter().position(|s| *s == row.status) {
                 f.status[i] += 1;
             }
-            if let Some(i) = TIMINGS.iter().position(|t| Some(t.as_str()) == row.timing) {
+            if let Some(i) = TIMINGS.iter().position(|t| Some(*t) == row.timing) {
                 f.timing[i] += 1;
             }
             if row.repaired {
@@ -1292,7 +1292,7 @@ mod tests {
             first_first_ns: lat,
             last_last_ns: lat,
             repaired: status == "delivered" && lat == Some(3_000_000),
-            ..LatencyRow::new(level, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 1, Arc::from("pc1"), Arc::from("pc2"), status, 0)
+            ..LatencyRow::new(level, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 1, Arc::from("pc1"), Arc::from("pc2"), status.parse().expect("a status"), 0)
         }
     }
 
@@ -1328,9 +1328,9 @@ mod tests {
         LatencyRow {
             latency_ns: Some(lat),
             jitter_ns: Some(-250_000),
-            timing: Some(if lat > 5_000_000 { "late" } else { "in_time" }),
+            timing: Some(if lat > 5_000_000 { ddscope_core::latency::Timing::Late } else { ddscope_core::latency::Timing::InTime }),
             ros: Some(Box::new(RosColumns { ros_publish_ns: Some(3_000), dds_send_ns: Some(40_000), executor_ns: Some(7_000), callback_ns: Some(-1), ..RosColumns::default() })),
-            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), sn, Arc::from("pc1"), Arc::from("pc2"), status, 0)
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), sn, Arc::from("pc1"), Arc::from("pc2"), status.parse().expect("a status"), 0)
         }
     }
 
@@ -1342,7 +1342,7 @@ mod tests {
         let r = Registry::new(cfg).unwrap();
         r.on_latency(&ros_row(1, 2_000_000, "delivered"));
         r.on_latency(&ros_row(2, 6_000_000, "delivered"));
-        r.on_latency(&LatencyRow { ros: ros_row(3, 0, "same_host").ros, ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 3, Arc::from("pc1"), Arc::from("pc2"), "same_host", 0) });
+        r.on_latency(&LatencyRow { ros: ros_row(3, 0, "same_host").ros, ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), Guid::default(), 3, Arc::from("pc1"), Arc::from("pc2"), ddscope_core::latency::Status::SameHost, 0) });
         let f = promtext::parse(&r.render_current()).unwrap();
         let l = |extra: &[(&'static str, &'static str)]| {
             let mut v = vec![("topic", "/image"), ("sender", "pc1"), ("receiver", "pc2")];

@@ -91,8 +91,8 @@ impl TraceSampling {
     fn keeps(&self, topic: &str, r: &LatencyRow) -> bool {
         self.all
             || self.every.is_some_and(|n| r.sn > 0 && r.sn as u64 % n == 0)
-            || (self.lost && (r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str()))
-            || (self.late && r.timing == Some(Timing::Late.as_str()))
+            || (self.lost && (r.status == Status::Lost || r.status == Status::Incomplete))
+            || (self.late && r.timing == Some(Timing::Late))
             || (self.over_budget && self.budgets.row_over(topic, r))
     }
 }
@@ -273,7 +273,7 @@ impl SampleTracer {
         let before = out.len();
         let (trace, key) = trace_of(r);
         let ros = r.ros.as_deref();
-        let wire = r.status == Status::Delivered.as_str() || r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str();
+        let wire = r.status == Status::Delivered || r.status == Status::Lost || r.status == Status::Incomplete;
         let rclcpp = ros.and_then(|c| c.rclcpp_publish_ts_ns);
         let rmw = ros.and_then(|c| c.rmw_publish_ts_ns);
         let first_wire = r.sender_first_ts_ns;
@@ -328,7 +328,7 @@ impl SampleTracer {
         let take = ros.and_then(|c| c.rmw_take_ts_ns);
         let cbs = ros.and_then(|c| c.callback_start_ts_ns);
         let cbe = ros.and_then(|c| c.callback_end_ts_ns);
-        let complete = r.receiver_last_ts_ns.filter(|_| r.status == Status::Delivered.as_str());
+        let complete = r.receiver_last_ts_ns.filter(|_| r.status == Status::Delivered);
         let start = if wire { first_wire } else { rmw.or(rclcpp).unwrap_or(first_wire) };
         let end = [cbe, cbs, take, complete, r.receiver_first_ts_ns].into_iter().flatten().max().unwrap_or(start);
         let recv_name = format!("receive {topic}");
@@ -336,22 +336,22 @@ impl SampleTracer {
         let mut a = common("receive");
         a.push(kv_str("ddscope.sender", &sender));
         a.push(kv_str("ddscope.receiver", &receiver));
-        a.push(kv_str("ddscope.status", r.status));
+        a.push(kv_str("ddscope.status", r.status.as_str()));
         if let Some(n) = ros.and_then(|c| c.receiver_node.as_deref()) {
             a.push(kv_str("ros.node", n));
         }
         if let Some(t) = r.timing {
-            a.push(kv_str("ddscope.timing", t));
+            a.push(kv_str("ddscope.timing", t.as_str()));
         }
         let recv = make(SpanArgs { trace: &trace, name: recv_name, host: &receiver, parent: Some(publish_id), kind: SpanKind::Consumer, start, end }, a);
-        out.push((receiver.clone(), if r.status == Status::Lost.as_str() || r.status == Status::Incomplete.as_str() { error(recv, r.status) } else { recv }));
+        out.push((receiver.clone(), if r.status == Status::Lost || r.status == Status::Incomplete { error(recv, r.status.as_str()) } else { recv }));
         let child = |name: &str, start: i64, end: i64, extra: Vec<KeyValue>| -> Span {
             let mut a = common(name);
             a.extend(extra);
             make(SpanArgs { trace: &trace, name: name.to_string(), host: &receiver, parent: Some(recv_id), kind: SpanKind::Internal, start, end }, a)
         };
         if wire {
-            let mut extra = vec![kv_str("ddscope.status", r.status)];
+            let mut extra = vec![kv_str("ddscope.status", r.status.as_str())];
             for (k, v) in [("ddscope.first_first_ns", r.first_first_ns), ("ddscope.last_last_ns", r.last_last_ns), ("ddscope.jitter_ns", r.jitter_ns)] {
                 if let Some(v) = v {
                     extra.push(kv_int(k, v));
@@ -370,7 +370,7 @@ impl SampleTracer {
                 out.push((receiver.clone(), child("dds_receive", c, t, vec![])));
             }
         } else if let (Some(m), Some(t)) = (rmw, take) {
-            let name = if r.status == Status::SameHost.as_str() { "dds_local" } else { "dds_remote" };
+            let name = if r.status == Status::SameHost { "dds_local" } else { "dds_remote" };
             out.push((receiver.clone(), child(name, m, t, vec![])));
         }
         if let (Some(t), Some(c)) = (take, cbs) {
@@ -400,7 +400,7 @@ impl SampleTracer {
         };
         let sn = h.sn.unwrap_or(0);
         let (trace, key) = if sn > 0 { (sample_trace_id(&w, sn), (w, sn)) } else {
-            let row = LatencyRow { source_ts_ns: Some(h.source_ts), ..LatencyRow::new(Level::Message, None, w, 0, h.sender.clone(), h.receiver.clone(), "traced", h.source_ts) };
+            let row = LatencyRow { source_ts_ns: Some(h.source_ts), ..LatencyRow::new(Level::Message, None, w, 0, h.sender.clone(), h.receiver.clone(), Status::Traced, h.source_ts) };
             trace_of(&row)
         };
         let topic = h.topic.as_deref().unwrap_or("?");
@@ -477,7 +477,7 @@ mod tests {
             latency_ns: Some(1_000),
             source_ts_ns: Some(900),
             source_ts_to_wire_ns: Some(100),
-            timing: Some("in_time"),
+            timing: Some(ddscope_core::latency::Timing::InTime),
             ros: Some(Box::new(RosColumns {
                 rclcpp_publish_ts_ns: Some(800),
                 rmw_publish_ts_ns: Some(850),
@@ -492,7 +492,7 @@ mod tests {
                 ros_e2e_ns: Some(1_350),
                 ..RosColumns::default()
             })),
-            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), w(), sn, Arc::from("pc1"), Arc::from(receiver), "delivered", 1_000)
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), w(), sn, Arc::from("pc1"), Arc::from(receiver), ddscope_core::latency::Status::Delivered, 1_000)
         }
     }
 
@@ -557,8 +557,8 @@ mod tests {
         for sn in 1..=30 {
             t.on_row(&delivered(sn, "pc2"), &mut out);
         }
-        let mut lost = LatencyRow::new(Level::Message, None, w(), 31, Arc::from("pc1"), Arc::from("pc2"), "lost", 5_000);
-        lost.timing = Some("lost");
+        let mut lost = LatencyRow::new(Level::Message, None, w(), 31, Arc::from("pc1"), Arc::from("pc2"), ddscope_core::latency::Status::Lost, 5_000);
+        lost.timing = Some(ddscope_core::latency::Timing::Lost);
         t.on_row(&lost, &mut out);
         let st = t.stats.pairs();
         assert_eq!((st[0].1, st[1].1, st[2].1), (4, 4, 27), "{st:?}");
@@ -607,14 +607,14 @@ mod tests {
         };
         let a = LatencyRow {
             ros: ros(100, 110, 150, 160, 300),
-            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/raw_image", "T"))), wa, 5, Arc::from("pc1"), Arc::from("pc1"), "same_host", 110)
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/raw_image", "T"))), wa, 5, Arc::from("pc1"), Arc::from("pc1"), ddscope_core::latency::Status::SameHost, 110)
         };
         let b = LatencyRow {
             receiver_first_ts_ns: Some(380),
             receiver_last_ts_ns: Some(400),
             latency_ns: Some(100),
             ros: ros(250, 260, 450, 460, 500),
-            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), wb, 5, Arc::from("pc1"), Arc::from("pc2"), "delivered", 300)
+            ..LatencyRow::new(Level::Message, Some(Arc::new(TopicNames::new("rt/image", "T"))), wb, 5, Arc::from("pc1"), Arc::from("pc2"), ddscope_core::latency::Status::Delivered, 300)
         };
         let hop = |i: u32, w: Guid, topic: &str, receiver: &str, node: Option<&str>, p: i64, cs: i64| ChainRow {
             chain: Arc::from("/raw_image,/image"),

@@ -220,7 +220,7 @@ fn documented_queries_match_the_rust_correlator_and_the_construction() {
     for r in rows.iter().filter(|r| r.level == Level::Message) {
         rust_msg += 1;
         let db = db_msg[&(r.writer_id.to_string(), r.sn)];
-        match r.status {
+        match r.status.as_str() {
             "delivered" => assert_eq!(db, r.latency_ns, "writer {} sn {}", r.writer_id, r.sn),
             "lost" => assert_eq!(db, None, "lost sample {} must have no latency", r.sn),
             other => panic!("unexpected status {other}"),

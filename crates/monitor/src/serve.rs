@@ -324,7 +324,7 @@ impl SeriesStore {
     }
 
     fn on_row(&mut self, r: LatencyRow) {
-        if r.level == Level::Message && r.status == "lost" {
+        if r.level == Level::Message && r.status == ddscope_core::latency::Status::Lost {
             while self.lost_order.len() >= MAX_LOST_KEYS {
                 if let Some(k) = self.lost_order.pop_front() {
                     self.lost.remove(&k);
@@ -1007,7 +1007,7 @@ mod tests {
                 1,
                 Arc::from(sender),
                 Arc::from("rx"),
-                "delivered",
+                ddscope_core::latency::Status::Delivered,
                 t,
             )
         }

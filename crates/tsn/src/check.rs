@@ -24,7 +24,7 @@ use crate::scenario::{FlowKind, Scenario};
 use crate::sr::{SrClass, TABLE1_HOPS};
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::files::CaptureInput;
-use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::latency::{Level, LatencyRow, Status};
 use ddscope_core::pipeline::{run_file, Analysis};
 use ddscope_core::session::{self, LatencyOptions, SessionError};
 use ddscope_core::source::Packet;
@@ -513,7 +513,11 @@ pub fn check(sc: &Scenario, captures: Vec<CaptureInput>, truth: &[PathBuf], o: &
             if t.class.is_none() {
                 return;
             }
-            let lat = if r.status == "delivered" { r.latency_ns } else if r.status == "lost" || r.status == "incomplete" { None } else { return };
+            let lat = match r.status {
+                Status::Delivered => r.latency_ns,
+                Status::Lost | Status::Incomplete => None,
+                Status::SameHost | Status::Traced => return,
+            };
             flows.entry((t.name.clone(), r.writer_id.to_string(), r.receiver.to_string())).or_default().push((r.sn, lat));
         };
         session::run_latency(captures.clone(), truth, &lo, &[], &mut on_note, &mut on_row)?;

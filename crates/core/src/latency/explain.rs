@@ -16,7 +16,7 @@
 //! * the **cause** the evidence supports, or `unknown`: never a cause without
 //!   the evidence printed beside it. See docs/latency.md ("Why was it late").
 
-use super::LatencyRow;
+use super::{LatencyRow, Status, Timing};
 use ddscope_wire::Guid;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -191,7 +191,8 @@ struct Sample {
     flow: u32,
     writer: Guid,
     sn: i64,
-    status: &'static str,
+    /// Delivered (on the wire or traced), lost or incomplete.
+    status: Status,
     late: bool,
     /// End to end and what it measures (ros_e2e, application, wire).
     e2e: Option<i64>,
@@ -354,7 +355,7 @@ impl Explainer {
             (r.latency_ns, "wire")
         };
         let status = match r.status {
-            "delivered" | "same_host" | "traced" => "delivered",
+            Status::Delivered | Status::SameHost | Status::Traced => Status::Delivered,
             s => s,
         };
         self.samples.push(Sample {
@@ -362,7 +363,7 @@ impl Explainer {
             writer: r.writer_id,
             sn: r.sn,
             status,
-            late: r.timing == Some("late"),
+            late: r.timing == Some(Timing::Late),
             e2e,
             e2e_kind,
             layers,
@@ -399,7 +400,7 @@ impl Explainer {
             }
             let mut buf = vec![];
             for (f, idx) in by_flow.iter().enumerate() {
-                let ok = || idx.iter().map(|&i| &self.samples[i]).filter(|s| s.status == "delivered");
+                let ok = || idx.iter().map(|&i| &self.samples[i]).filter(|s| s.status == Status::Delivered);
                 buf.clear();
                 buf.extend(ok().filter_map(|s| s.e2e));
                 typical_e2e[f] = median(&mut buf);
@@ -452,7 +453,7 @@ impl Explainer {
                 .chain(s.extra_checks.iter().zip(["message", "last_last"]).filter_map(|(v, n)| v.map(|v| (n, v))))
                 .filter(|(_, v)| *v < -self.opts.negative_tolerance_ns)
                 .min_by_key(|(_, v)| *v);
-            if s.status != "delivered" {
+            if s.status != Status::Delivered {
                 kinds.push(Kind::Lost);
             }
             if let (Some(b), Some(e)) = (budget, s.e2e) {
@@ -490,8 +491,8 @@ impl Explainer {
             let ms = |ns: i64| format!("{:.3} ms", ns as f64 / 1e6);
             let (cause, evidence) = if let Some((n, v)) = negative {
                 (Cause::ClockOffset, format!("{n} = {}: negative, so the receiver's clock is behind the sender's by at least that much (check --offset / --estimate-offset)", ms(v)))
-            } else if s.status != "delivered" {
-                let why = if s.status == "lost" { "no frame of it reached the receiver's capture point".to_string() } else { format!("incomplete at the receiver ({} fragments expected)", s.frags.unwrap_or(1)) };
+            } else if s.status != Status::Delivered {
+                let why = if s.status == Status::Lost { "no frame of it reached the receiver's capture point".to_string() } else { format!("incomplete at the receiver ({} fragments expected)", s.frags.unwrap_or(1)) };
                 let rt = if s.retransmitted > 0 { format!("; the writer retransmitted {} fragment(s) of it", s.retransmitted) } else { String::new() };
                 (Cause::Loss, format!("{why}{rt}"))
             } else {
@@ -716,7 +717,7 @@ mod tests {
 
     fn row(sn: i64, t0: i64, wire_first: i64, wire: i64) -> LatencyRow {
         let topic = Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"));
-        let mut r = LatencyRow::new(Level::Message, Some(topic), Guid::default(), sn, "pc1".into(), "pc2".into(), "delivered", t0);
+        let mut r = LatencyRow::new(Level::Message, Some(topic), Guid::default(), sn, "pc1".into(), "pc2".into(), Status::Delivered, t0);
         r.first_first_ns = Some(wire_first);
         r.latency_ns = Some(wire);
         r.receiver_last_ts_ns = Some(t0 + wire);
@@ -760,7 +761,7 @@ mod tests {
         let mut rows: Vec<LatencyRow> = (1..=20).map(|sn| row(sn, sn * 10_000_000, 10_000, 300_000)).collect();
         rows[3].latency_ns = Some(-2_000_000);
         rows[3].first_first_ns = Some(-2_100_000);
-        rows[7].status = "lost";
+        rows[7].status = Status::Lost;
         rows[7].latency_ns = None;
         rows[7].first_first_ns = None;
         let x = run(&rows, vec![]);

@@ -136,6 +136,25 @@ impl Status {
     }
 }
 
+impl std::str::FromStr for Status {
+    type Err = String;
+
+    /// A status by its name in outputs: `delivered`, `incomplete`, `lost`, `same_host`, `traced`.
+    fn from_str(s: &str) -> Result<Status, String> {
+        [Status::Delivered, Status::Incomplete, Status::Lost, Status::SameHost, Status::Traced]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("{s:?}: not a status (delivered, incomplete, lost, same_host, traced)"))
+    }
+}
+
+/// A row's status compares with its name as written in outputs (`"lost"`).
+impl PartialEq<&str> for Status {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// In time / late against the publication period (Kouril et al.); lost samples are `Lost`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,6 +171,13 @@ impl Timing {
             Timing::Late => "late",
             Timing::Lost => "lost",
         }
+    }
+}
+
+/// A row's timing compares with its name as written in outputs (`"late"`).
+impl PartialEq<&str> for Timing {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -520,8 +546,8 @@ pub struct LatencyRow {
     pub receiver: Arc<str>,
     pub sample_size: Option<u32>,
     pub frags_expected: Option<u32>,
-    /// delivered, lost (never seen at the receiver) or incomplete.
-    pub status: &'static str,
+    /// What became of the sample at this receiver.
+    pub status: Status,
     pub sender_first_ts_ns: i64,
     pub sender_first_ip_ts_ns: i64,
     pub sender_last_ts_ns: Option<i64>,
@@ -534,8 +560,8 @@ pub struct LatencyRow {
     pub sender_retransmitted_frags: u32,
     pub receiver_duplicate_frags: u32,
     pub repaired: bool,
-    /// in_time, late or lost against the publication period.
-    pub timing: Option<&'static str>,
+    /// In time, late or lost against the publication period.
+    pub timing: Option<Timing>,
     pub period_ns: Option<i64>,
     pub app_publish_ts_ns: Option<i64>,
     pub app_receive_ts_ns: Option<i64>,
@@ -591,7 +617,7 @@ impl LatencyRow {
         sn: i64,
         sender: Arc<str>,
         receiver: Arc<str>,
-        status: &'static str,
+        status: Status,
         sender_first_ts_ns: i64,
     ) -> LatencyRow {
         LatencyRow {
@@ -990,7 +1016,7 @@ impl Correlator {
                         sn.unwrap_or(0),
                         host_name.clone(),
                         receiver_name,
-                        status.as_str(),
+                        status,
                         rmw.or(rclcpp).unwrap_or(tk.rec.rmw_take_ts),
                     )
                 });
@@ -1442,13 +1468,13 @@ impl Correlator {
                 sender_last_ts_ns: Some(snd.last_ts),
                 sender_retransmitted_frags: snd.retransmitted_frags,
                 repaired,
-                timing: Some(Timing::Lost.as_str()),
+                timing: Some(Timing::Lost),
                 period_ns: period,
                 app_publish_ts_ns: publish.map(|p| p.t_ns),
                 sender_stack_ns: publish.map(|p| snd.first_ts.saturating_sub(p.t_ns)),
                 source_ts_ns: sts,
                 source_ts_to_wire_ns: src_to_wire,
-                ..LatencyRow::new(Level::Message, topic.clone(), writer, sn, sender_name.clone(), self.names[r].clone(), Status::Lost.as_str(), snd.first_ts)
+                ..LatencyRow::new(Level::Message, topic.clone(), writer, sn, sender_name.clone(), self.names[r].clone(), Status::Lost, snd.first_ts)
             };
             if let Some(s) = row.sender_stack_ns {
                 flow.layer(Layer::SenderStack, s);
@@ -1462,7 +1488,7 @@ impl Correlator {
                     let lat = rs.last_ts.saturating_sub(snd.first_ts);
                     let first_first = rs.first_ts.saturating_sub(snd.first_ts);
                     let last_last = rs.last_ts.saturating_sub(snd.last_ts);
-                    row.status = Status::Delivered.as_str();
+                    row.status = Status::Delivered;
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                     row.receiver_last_ts_ns = Some(rs.last_ts);
                     row.latency_ns = Some(lat);
@@ -1493,8 +1519,8 @@ impl Correlator {
                     // The row uses the period known so far; the summary classifies
                     // every sample against the final period (see summaries()).
                     row.timing = match period {
-                        Some(per) if lat <= per => Some(Timing::InTime.as_str()),
-                        Some(_) => Some(Timing::Late.as_str()),
+                        Some(per) if lat <= per => Some(Timing::InTime),
+                        Some(_) => Some(Timing::Late),
                         None => None,
                     };
                     if let Some(rcv) = app.receive_on(writer, sn, &self.names[r]) {
@@ -1514,7 +1540,7 @@ impl Correlator {
                     // while the sample was in flight): incomplete, not lost —
                     // every sample ends in exactly one state.
                     flow.incomplete += 1;
-                    row.status = Status::Incomplete.as_str();
+                    row.status = Status::Incomplete;
                     row.receiver_first_ts_ns = Some(rs.first_ts);
                 }
                 None => {
@@ -1532,7 +1558,7 @@ impl Correlator {
                 let cbs = take.as_ref().and_then(|t| t.rec.callback_start_ts);
                 let cbe = take.as_ref().and_then(|t| t.rec.callback_end_ts);
                 let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
-                let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered.as_str());
+                let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered);
                 let cols = RosColumns {
                     dds_remote_ns: None,
                     join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
@@ -1662,7 +1688,7 @@ impl Correlator {
                         sn,
                         self.names[sender].clone(),
                         self.names[r].clone(),
-                        Status::Delivered.as_str(),
+                        Status::Delivered,
                         s_first_ip,
                     )
                 });
@@ -1905,7 +1931,7 @@ impl Record for LatencyRow {
             8 => Value::S(&self.receiver),
             9 => self.sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
             10 => self.frags_expected.map_or(Value::Null, |v| Value::U(v as u64)),
-            11 => Value::S(self.status),
+            11 => Value::S(self.status.as_str()),
             12 => Value::I(self.sender_first_ts_ns),
             13 => Value::I(self.sender_first_ip_ts_ns),
             14 => oi(self.sender_last_ts_ns),
@@ -1918,7 +1944,7 @@ impl Record for LatencyRow {
             21 => Value::U(self.sender_retransmitted_frags as u64),
             22 => Value::U(self.receiver_duplicate_frags as u64),
             23 => Value::B(self.repaired),
-            24 => self.timing.map_or(Value::Null, Value::S),
+            24 => self.timing.map_or(Value::Null, |t| Value::S(t.as_str())),
             25 => oi(self.period_ns),
             26 => oi(self.app_publish_ts_ns),
             27 => oi(self.app_receive_ts_ns),
