@@ -968,13 +968,15 @@ struct MatchFlows<'a> {
     outcomes: Vec<Option<(CaptureSummary, TapStats)>>,
 }
 
-impl Merger<FlowItem, FlowOutcome> for MatchFlows<'_> {
-    fn item(&mut self, c: usize, it: FlowItem) {
-        match it {
-            FlowItem::Start(t) => self.m.start(c, t),
-            FlowItem::Seen(s) => self.m.sighting(c, &s),
-            FlowItem::Watermark(t) => self.m.watermark(c, t, self.out),
-            FlowItem::End => {}
+impl Merger<Vec<FlowItem>, FlowOutcome> for MatchFlows<'_> {
+    fn batch(&mut self, c: usize, b: Vec<FlowItem>) {
+        for it in b {
+            match it {
+                FlowItem::Start(t) => self.m.start(c, t),
+                FlowItem::Seen(s) => self.m.sighting(c, &s),
+                FlowItem::Watermark(t) => self.m.watermark(c, t, self.out),
+                FlowItem::End => {}
+            }
         }
     }
 
@@ -1018,7 +1020,7 @@ pub fn run_files(
     for (i, input) in inputs.iter().enumerate() {
         sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
     }
-    let mut merge: Merge<FlowItem, FlowOutcome> = Merge::new();
+    let mut merge: Merge<Vec<FlowItem>, FlowOutcome> = Merge::new();
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
         merge.spawn(input.offset_ns, move |send| {
             let mut tap = FlowTap::new(&cfg);

@@ -6,7 +6,7 @@ use super::offset::{self, KeyTimes, OffsetEstimate};
 use super::{Correlator, Item, LatencyRow};
 use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::merge::BATCH;
-use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Mark, Marked, Merge, Merger};
+use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Merge, Merger, Progress};
 use crate::samples::SampleConfig;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
@@ -54,17 +54,17 @@ pub fn correlate_files(
     correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_| {}).map(|(c, _)| c)
 }
 
-/// An item of either kind of input, as the merge carries it.
+/// A batch of either kind of input, as the merge carries it.
 enum In {
-    Capture(Item),
-    Trace(TraceItem),
+    Capture(Vec<Item>),
+    Trace(Vec<TraceItem>),
 }
 
-impl Marked for In {
-    fn mark(&self) -> Mark {
+impl Progress for In {
+    fn progress(&self) -> (Option<i64>, bool) {
         match self {
-            In::Capture(i) => i.mark(),
-            In::Trace(i) => i.mark(),
+            In::Capture(b) => b.progress(),
+            In::Trace(b) => b.progress(),
         }
     }
 }
@@ -97,7 +97,7 @@ pub fn correlate_inputs(
         merge.spawn(0, move |send| {
             let mut point = CapturePoint::new(&input.name, decoding.decoder, Some(decoding.samples));
             let mut feed = CorrelationFeed::new(BATCH, |items| {
-                send(items.into_iter().map(In::Capture).collect());
+                send(In::Capture(items));
             });
             let mut bandwidth = Bandwidth::default();
             // A file source ends on read errors (kept in its summary); it never fails a poll.
@@ -122,7 +122,7 @@ pub fn correlate_inputs(
         let cfg = AssembleConfig { max_open_ns: open, ..decoding.assemble };
         merge.spawn(0, move |send| {
             let outcome = crate::ros2::source::run(&input, reader, cfg, BATCH, &mut |items| {
-                send(items.into_iter().map(In::Trace).collect());
+                send(In::Trace(items));
             });
             Out::Trace(Box::new(outcome))
         });
@@ -159,14 +159,19 @@ struct Correlate<'a> {
 }
 
 impl Merger<In, Out> for Correlate<'_> {
-    fn item(&mut self, c: usize, it: In) {
-        match it {
-            In::Capture(it) => self.correlator.push(c, it, self.out),
-            In::Trace(it) => self.correlator.push_trace(c - self.n, it, self.out),
+    fn batch(&mut self, c: usize, b: In) {
+        match b {
+            In::Capture(items) => {
+                for it in items {
+                    self.correlator.push(c, it, self.out);
+                }
+            }
+            In::Trace(items) => {
+                for it in items {
+                    self.correlator.push_trace(c - self.n, it, self.out);
+                }
+            }
         }
-    }
-
-    fn after_batch(&mut self) {
         for r in self.correlator.take_chain_rows() {
             (self.chain_out)(r);
         }

@@ -16,12 +16,10 @@ pub const BATCH: usize = 2048;
 const IN_FLIGHT: usize = 8;
 
 /// What the merged inputs feed: the correlator, the flow matcher.
-pub trait Merger<T, O> {
-    /// Input `i`'s next item: each input's items in its own order, the
+pub trait Merger<B, O> {
+    /// Input `i`'s next batch: each input's batches in its own order, the
     /// inputs interleaved by watermark.
-    fn item(&mut self, i: usize, item: T);
-    /// A batch has been handed over.
-    fn after_batch(&mut self) {}
+    fn batch(&mut self, i: usize, batch: B);
     /// Input `i`'s outcome, or None when its thread stopped without one.
     fn done(&mut self, i: usize, outcome: Option<O>);
 }
@@ -42,8 +40,29 @@ pub trait Marked {
     fn mark(&self) -> Mark;
 }
 
-enum Msg<T, O> {
-    Items(Vec<T>),
+/// How far a batch takes its input: its highest watermark, and whether it
+/// ends the input.
+pub trait Progress {
+    fn progress(&self) -> (Option<i64>, bool);
+}
+
+impl<T: Marked> Progress for Vec<T> {
+    fn progress(&self) -> (Option<i64>, bool) {
+        let mut wm = None;
+        let mut ended = false;
+        for it in self {
+            match it.mark() {
+                Mark::Watermark(t) => wm = Some(wm.map_or(t, |w: i64| w.max(t))),
+                Mark::End => ended = true,
+                Mark::None => {}
+            }
+        }
+        (wm, ended)
+    }
+}
+
+enum Msg<B, O> {
+    Batch(B),
     Done(O),
 }
 
@@ -66,20 +85,20 @@ impl<T, O> Default for Merge<T, O> {
     }
 }
 
-impl<T: Marked + Send + 'static, O: Send + 'static> Merge<T, O> {
+impl<T: Progress + Send + 'static, O: Send + 'static> Merge<T, O> {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Starts an input on a thread of its own: `read` reads it to its end,
-    /// handing batches to the sender it is given (which returns false once
+    /// handing batches (e.g. a `Vec` of [`Marked`] items) to the sender it is given (which returns false once
     /// the merge no longer listens: `read` should then stop), and returns
     /// the input's outcome. Inputs are numbered in the order they are added.
-    pub fn spawn(&mut self, lag_ns: i64, read: impl FnOnce(&mut dyn FnMut(Vec<T>) -> bool) -> O + Send + 'static) {
+    pub fn spawn(&mut self, lag_ns: i64, read: impl FnOnce(&mut dyn FnMut(T) -> bool) -> O + Send + 'static) {
         let (tx, rx) = sync_channel::<Msg<T, O>>(IN_FLIGHT);
         let handle = std::thread::spawn(move || {
             let send = |tx: &SyncSender<Msg<T, O>>, m| tx.send(m).is_ok();
-            let outcome = read(&mut |items| send(&tx, Msg::Items(items)));
+            let outcome = read(&mut |batch| send(&tx, Msg::Batch(batch)));
             let _ = tx.send(Msg::Done(outcome));
         });
         self.inputs.push(Input { rx, handle: Some(handle), lag_ns });
@@ -94,16 +113,13 @@ impl<T: Marked + Send + 'static, O: Send + 'static> Merge<T, O> {
         // The input furthest behind goes next (ended inputs last: only their outcome is left).
         while let Some(c) = (0..m).filter(|&c| !finished[c]).min_by_key(|&c| (ended[c], wm[c].saturating_sub(self.inputs[c].lag_ns))) {
             match self.inputs[c].rx.recv() {
-                Ok(Msg::Items(items)) => {
-                    for it in items {
-                        match it.mark() {
-                            Mark::Watermark(t) => wm[c] = wm[c].max(t),
-                            Mark::End => ended[c] = true,
-                            Mark::None => {}
-                        }
-                        into.item(c, it);
+                Ok(Msg::Batch(b)) => {
+                    let (w, end) = b.progress();
+                    if let Some(t) = w {
+                        wm[c] = wm[c].max(t);
                     }
-                    into.after_batch();
+                    ended[c] |= end;
+                    into.batch(c, b);
                 }
                 Ok(Msg::Done(o)) => {
                     finished[c] = true;
@@ -198,9 +214,9 @@ mod tests {
         done: Vec<(usize, Option<usize>)>,
     }
 
-    impl Merger<It, usize> for Record {
-        fn item(&mut self, i: usize, item: It) {
-            self.items.push((i, item));
+    impl Merger<Vec<It>, usize> for Record {
+        fn batch(&mut self, i: usize, batch: Vec<It>) {
+            self.items.extend(batch.into_iter().map(|it| (i, it)));
         }
         fn done(&mut self, i: usize, outcome: Option<usize>) {
             self.done.push((i, outcome));
@@ -246,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_stopped_thread_is_reported_without_outcome() {
-        let mut m: Merge<It, usize> = Merge::new();
+        let mut m: Merge<Vec<It>, usize> = Merge::new();
         m.spawn(0, input(vec![1, 2]));
         m.spawn(0, |_send| panic!("reader failed"));
         let mut r = Record::default();

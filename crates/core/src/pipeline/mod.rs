@@ -19,7 +19,7 @@ mod stages;
 
 pub use bandwidth::{Bandwidth, BandwidthBin, BANDWIDTH_BIN_NS};
 pub use feed::{CorrelationFeed, IDLE_WATERMARK_EVERY_NS, WATERMARK_EVERY_NS};
-pub use merge::{Batcher, Mark, Marked, Merge, Merger};
+pub use merge::{Batcher, Mark, Marked, Merge, Merger, Progress};
 pub use stages::{DomainFilter, FrameWriter};
 
 use crate::decode::{Decoder, DecoderConfig};
