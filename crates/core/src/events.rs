@@ -11,12 +11,13 @@ use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum TrafficType {
     /// SPDP and SEDP.
     Discovery,
-    /// Application topics.
+    /// Application topics (what a topic is unless its writers say otherwise).
+    #[default]
     User,
     /// Other builtin endpoints (participant messages / liveliness, type lookup, vendor entities).
     Builtin,

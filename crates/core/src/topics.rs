@@ -350,7 +350,7 @@ impl TopicsAnalysis {
             let mut vendors: Vec<u16> = vec![];
             let mut nodes: Vec<String> = vec![];
             for (g, s, _) in &members {
-                row.traffic_type = s.traffic_type.map(|t| t.as_str()).unwrap_or("user");
+                row.traffic_type = s.traffic_type.unwrap_or_default();
                 if let Some(n) = discovery.node_of(g).or(s.node.as_ref()) {
                     if !nodes.contains(&n.fq_name) {
                         nodes.push(n.fq_name.clone());
@@ -454,7 +454,7 @@ impl TopicsAnalysis {
                         capture: capture.to_string(),
                         names: Some(e.names.clone()),
                         domain: e.names.domain,
-                        traffic_type: tt.as_str(),
+                        traffic_type: tt,
                         writers,
                         readers,
                         reader_nodes: readers_of(&e.names),
@@ -494,7 +494,7 @@ pub struct TopicRow {
     pub writer_nodes: Vec<String>,
     /// ROS nodes owning readers of the topic (announced by SEDP and named by `ros_discovery_info`).
     pub reader_nodes: Vec<String>,
-    pub traffic_type: &'static str,
+    pub traffic_type: TrafficType,
     pub vendors: Vec<String>,
     pub reliability: Option<String>,
     pub durability: Option<String>,
@@ -530,7 +530,7 @@ crate::record!(TopicRow, r, {
     topic_raw: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.topic_raw)),
     type_raw: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.type_raw)),
     writer_id: Str => r.writer_id.map_or(Value::Null, Value::Guid),
-    traffic_type: Str => Value::S(r.traffic_type),
+    traffic_type: Str => Value::S(r.traffic_type.as_str()),
     vendors: Str => Value::Strs(&r.vendors),
     reliability: Str => r.reliability.as_deref().map_or(Value::Null, Value::S),
     durability: Str => r.durability.as_deref().map_or(Value::Null, Value::S),

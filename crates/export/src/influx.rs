@@ -632,7 +632,7 @@ impl LineEncoder {
             Some(s)
         }
         let mut l = Line::new(&mut self.buf, "ddscope_topic");
-        l.tag("capture", &r.capture).tag("traffic_type", r.traffic_type);
+        l.tag("capture", &r.capture).tag("traffic_type", r.traffic_type.as_str());
         if let Some(n) = r.names.as_deref() {
             l.tag("topic_name", &n.topic_name).tag("type_name", &n.type_name);
         }
