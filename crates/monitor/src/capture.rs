@@ -730,52 +730,60 @@ impl PacketSource for LiveCapture {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddscope_wire::ip::{Ipv4Repr, PROTO_UDP};
+    use ddscope_wire::link::{emit_ethernet, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_QINQ, ETHERTYPE_VLAN};
+    use ddscope_wire::Emit;
+    use std::net::Ipv4Addr;
 
-    /// An Ethernet frame with `tags` (TPID, TCI) and an IPv4 packet of `ihl`
-    /// 32-bit words, protocol UDP, the given flags/offset word and payload.
-    fn frame(tags: &[(u16, u16)], ihl: u8, ident: u16, flags_off: u16, payload: &[u8]) -> Vec<u8> {
-        let mut f = vec![0u8; 12];
-        for (tpid, tci) in tags {
-            f.extend_from_slice(&tpid.to_be_bytes());
-            f.extend_from_slice(&tci.to_be_bytes());
+    fn ip(protocol: u8, more_fragments: bool, frag_offset: u16, payload_len: u16) -> Ipv4Repr {
+        Ipv4Repr {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(239, 255, 0, 1),
+            protocol,
+            ident: 0x1234,
+            dont_fragment: false,
+            more_fragments,
+            frag_offset,
+            ttl: 64,
+            dscp_ecn: 0,
+            payload_len,
         }
-        f.extend_from_slice(&[0x08, 0x00]);
-        let hl = ihl as usize * 4;
-        let mut ip = vec![0u8; hl];
-        ip[0] = 0x40 | ihl;
-        ip[2..4].copy_from_slice(&((hl + payload.len()) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&ident.to_be_bytes());
-        ip[6..8].copy_from_slice(&flags_off.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        ip[16..20].copy_from_slice(&[239, 255, 0, 1]);
-        f.extend_from_slice(&ip);
+    }
+
+    fn frame(tags: &[VlanTag], h: Ipv4Repr, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![];
+        emit_ethernet(&mut f, [1; 6], [2; 6], tags, ETHERTYPE_IPV4).unwrap();
+        h.emit_vec(&mut f).unwrap();
         f.extend_from_slice(payload);
         f
     }
 
-    /// Oracle: the fields as the frames were built.
+    /// Oracle: the fields the frames were built with.
     #[test]
     fn fragments_are_read_through_the_wire_parser() {
         let key = (0x0a00_0001, 0xefff_0001, 0x1234);
+        let c_tag = VlanTag { tpid: ETHERTYPE_VLAN, pcp: 5, dei: false, vid: 10 };
+        let s_tag = VlanTag { tpid: ETHERTYPE_QINQ, pcp: 3, dei: false, vid: 100 };
         // first fragment, one 802.1Q tag: the UDP length (3008) comes from its header
         let udp = [0x1c, 0xe8, 0x1c, 0xe9, 0x0b, 0xc0, 0, 0, 1, 2, 3, 4];
-        let first = frame(&[(0x8100, 0xa00a)], 5, 0x1234, 0x2000, &udp);
+        let first = frame(&[c_tag], ip(PROTO_UDP, true, 0, 12), &udp);
         assert_eq!(ipv4_fragment(LinkType::Ethernet, &first), Some((key, 0, 12, Some(3008))));
         // header only (as the in-kernel filter reports left-out fragments): no UDP length
         assert_eq!(ipv4_fragment(LinkType::Ethernet, &first[..38]), Some((key, 0, 12, None)));
-        // a later fragment, untagged: offset 1480, declared payload length by the total length
-        let later = frame(&[], 5, 0x1234, 0x2000 | 185, &[0; 24]);
-        assert_eq!(ipv4_fragment(LinkType::Ethernet, &later[..34]), Some((key, 1480, 24, None)));
-        // IP options (ihl 6) and 802.1ad + 802.1Q: read past both
-        let opts = frame(&[(0x88a8, 0x6064), (0x8100, 0xa00a)], 6, 0x1234, 185, &[0; 8]);
+        // a later fragment behind 802.1ad + 802.1Q (the old parser stopped at one tag)
+        let later = frame(&[s_tag, c_tag], ip(PROTO_UDP, true, 1480, 24), &[0; 24]);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &later[..42]), Some((key, 1480, 24, None)));
+        // IP options (IHL 6: the old parser refused them): the declared payload excludes them
+        let opts: Vec<u8> = [
+            &[0u8; 12][..],
+            &[0x08, 0x00, 0x46, 0, 0, 32, 0x12, 0x34, 0x00, 0xb9, 64, 17, 0, 0, 10, 0, 0, 1, 239, 255, 0, 1, 1, 1, 1, 1],
+            &[0; 8],
+        ]
+        .concat();
         assert_eq!(ipv4_fragment(LinkType::Ethernet, &opts), Some((key, 1480, 8, None)));
-        // not fragments, not UDP, or cut: none
-        assert_eq!(ipv4_fragment(LinkType::Ethernet, &frame(&[], 5, 1, 0x4000, &udp)), None);
-        let mut tcp = later.clone();
-        tcp[23] = 6;
-        assert_eq!(ipv4_fragment(LinkType::Ethernet, &tcp), None);
-        assert_eq!(ipv4_fragment(LinkType::Ethernet, &later[..30]), None);
+        // not a fragment, not UDP, or a cut header: none
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &frame(&[], ip(PROTO_UDP, false, 0, 12), &udp)), None);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &frame(&[], ip(6, true, 0, 12), &udp)), None);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &first[..30]), None);
     }
 }
