@@ -312,6 +312,8 @@ pub struct Decoder {
     node_cache: NodeCache,
     /// Zenoh sessions (TCP streams, UDP flows) at this capture point.
     pub zenoh: crate::zenoh::ZenohDecoder,
+    /// Whether the sink of the frame being decoded takes datagrams.
+    datagrams: bool,
 }
 
 #[derive(Default)]
@@ -347,6 +349,7 @@ impl Decoder {
             msg_events: Vec::with_capacity(64),
             node_cache: NodeCache::default(),
             zenoh: crate::zenoh::ZenohDecoder::new(cfg.zenoh),
+            datagrams: false,
         }
     }
 
@@ -362,13 +365,15 @@ impl Decoder {
 
     /// Decodes one captured frame; calls `emit` for every submessage it completes.
     pub fn packet(&mut self, pkt: &Packet<'_>, emit: &mut dyn FnMut(&SubmsgEvent)) {
-        self.packet_to(pkt, &mut EventsOnly(emit))
+        self.packet_to(pkt, false, &mut EventsOnly(emit))
     }
 
     /// Decodes one captured frame into `sink`: every UDP datagram it
-    /// completes, then every submessage of it.
-    pub fn packet_to(&mut self, pkt: &Packet<'_>, sink: &mut dyn DecodeSink) {
+    /// completes (when `datagrams`: some analysis takes them), then every
+    /// submessage of it.
+    pub fn packet_to(&mut self, pkt: &Packet<'_>, datagrams: bool, sink: &mut dyn DecodeSink) {
         self.stats.frames += 1;
+        self.datagrams = datagrams;
         if let ddscope_wire::link::LinkType::Other(_) = pkt.link {
             self.stats.unsupported_link_frames += 1;
             return;
@@ -458,19 +463,21 @@ impl Decoder {
         missing: usize,
         sink: &mut dyn DecodeSink,
     ) {
-        sink.datagram(&Datagram {
-            src,
-            dst,
-            ip_id,
-            udp: datagram,
-            missing,
-            frame: pkt.frame,
-            ts_ns: pkt.ts_ns,
-            first_ts_ns: first_ts,
-            last_ts_ns: last_ts,
-            fragments: ip_frags,
-            frames,
-        });
+        if self.datagrams {
+            sink.datagram(&Datagram {
+                src,
+                dst,
+                ip_id,
+                udp: datagram,
+                missing,
+                frame: pkt.frame,
+                ts_ns: pkt.ts_ns,
+                first_ts_ns: first_ts,
+                last_ts_ns: last_ts,
+                fragments: ip_frags,
+                frames,
+            });
+        }
         let (sport, dport, payload) = if missing > 0 {
             // Snapped: take what the capture holds.
             self.stats.snapped_datagrams += 1;

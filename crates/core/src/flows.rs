@@ -266,6 +266,10 @@ impl Analysis for FlowTap {
         self.sight(d);
     }
 
+    fn wants_datagrams(&self) -> bool {
+        true
+    }
+
     fn end(&mut self) {
         self.stats.last_ts_ns = (self.last_ts != i64::MIN).then_some(self.last_ts);
     }

@@ -287,6 +287,10 @@ impl Analysis for WirePass<'_> {
         self.unlisted = (d.fragments as u64).saturating_sub(d.frames.len() as u64);
     }
 
+    fn wants_datagrams(&self) -> bool {
+        true
+    }
+
     fn event(&mut self, e: &SubmsgEvent) {
         if e.traffic_type != TrafficType::User || !matches!(e.kind, SubmsgKind::Data | SubmsgKind::DataFrag) {
             return;

@@ -42,7 +42,13 @@ pub trait Analysis {
     fn frame(&mut self, _p: &Packet<'_>) {}
     /// Every UDP datagram the decoder completes (whole, or reassembled from
     /// IP fragments; RTPS or not), with its frames, before its submessages.
+    /// Only called when [`wants_datagrams`](Self::wants_datagrams) says so.
     fn datagram(&mut self, _d: &Datagram<'_>) {}
+    /// True when `datagram` is implemented: the decoder builds datagrams
+    /// only for analyses that ask (implement both).
+    fn wants_datagrams(&self) -> bool {
+        false
+    }
     /// Every RTPS submessage.
     fn event(&mut self, _e: &SubmsgEvent) {}
     /// Every closed sample record (and supplement record).
@@ -59,6 +65,9 @@ impl<A: Analysis + ?Sized> Analysis for &mut A {
     }
     fn datagram(&mut self, d: &Datagram<'_>) {
         (**self).datagram(d)
+    }
+    fn wants_datagrams(&self) -> bool {
+        (**self).wants_datagrams()
     }
     fn event(&mut self, e: &SubmsgEvent) {
         (**self).event(e)
@@ -80,6 +89,9 @@ impl<A: Analysis + ?Sized> Analysis for Box<A> {
     }
     fn datagram(&mut self, d: &Datagram<'_>) {
         (**self).datagram(d)
+    }
+    fn wants_datagrams(&self) -> bool {
+        (**self).wants_datagrams()
     }
     fn event(&mut self, e: &SubmsgEvent) {
         (**self).event(e)
@@ -105,6 +117,9 @@ impl<A: Analysis> Analysis for Option<A> {
         if let Some(a) = self {
             a.datagram(d)
         }
+    }
+    fn wants_datagrams(&self) -> bool {
+        self.as_ref().is_some_and(|a| a.wants_datagrams())
     }
     fn event(&mut self, e: &SubmsgEvent) {
         if let Some(a) = self {
@@ -135,6 +150,9 @@ impl<A: Analysis + ?Sized> Analysis for Vec<Box<A>> {
     fn datagram(&mut self, d: &Datagram<'_>) {
         self.iter_mut().for_each(|a| a.datagram(d))
     }
+    fn wants_datagrams(&self) -> bool {
+        self.iter().any(|a| a.wants_datagrams())
+    }
     fn event(&mut self, e: &SubmsgEvent) {
         self.iter_mut().for_each(|a| a.event(e))
     }
@@ -154,6 +172,7 @@ macro_rules! tuple_analysis {
         impl<$($name: Analysis),+> Analysis for ($($name,)+) {
             fn frame(&mut self, p: &Packet<'_>) { $(self.$idx.frame(p);)+ }
             fn datagram(&mut self, d: &Datagram<'_>) { $(self.$idx.datagram(d);)+ }
+            fn wants_datagrams(&self) -> bool { false $(|| self.$idx.wants_datagrams())+ }
             fn event(&mut self, e: &SubmsgEvent) { $(self.$idx.event(e);)+ }
             fn sample(&mut self, r: &SampleRecord) { $(self.$idx.sample(r);)+ }
             fn idle(&mut self, now_ns: i64) { $(self.$idx.idle(now_ns);)+ }
@@ -203,7 +222,8 @@ impl CapturePoint {
     #[inline]
     pub fn push<A: Analysis + ?Sized>(&mut self, p: &Packet<'_>, a: &mut A) {
         a.frame(p);
-        self.decoder.packet_to(p, &mut PointSink { a, tracker: &mut self.tracker });
+        let datagrams = a.wants_datagrams();
+        self.decoder.packet_to(p, datagrams, &mut PointSink { a, tracker: &mut self.tracker });
     }
 
     /// Time moved on to `now_ns` without frames (live): samples whose

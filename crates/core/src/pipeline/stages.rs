@@ -72,6 +72,9 @@ impl<A: Analysis> Analysis for DomainFilter<A> {
     fn datagram(&mut self, d: &super::Datagram<'_>) {
         self.inner.datagram(d)
     }
+    fn wants_datagrams(&self) -> bool {
+        self.inner.wants_datagrams()
+    }
     fn event(&mut self, e: &SubmsgEvent) {
         if self.domain.is_none() || e.domain() == self.domain {
             self.inner.event(e)
