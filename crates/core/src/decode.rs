@@ -10,12 +10,12 @@ use crate::events::{SubmsgEvent, TrafficType};
 use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
 use crate::ros_graph::{self, RosGraphError, RosGraphLimits, RosNode};
 use ddscope_wire::ip::{self, PROTO_UDP};
-use ddscope_wire::link::{self, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use ddscope_wire::link::{self, LinkType, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::rtps::{self, Submessage, SubmessageIter, SubmsgKind};
 use ddscope_wire::{tcp, udp, EntityId, Guid, GuidPrefix, WireError};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy)]
@@ -207,11 +207,65 @@ pub struct Diagnostic {
     pub message: String,
 }
 
-/// Link-layer facts carried through IP reassembly.
+/// One frame of a UDP datagram as the capture saw it (carried through IP
+/// reassembly for each fragment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramFrame {
+    pub frame: u64,
+    pub ts_ns: i64,
+    /// The frame's length on the wire.
+    pub wire_len: u32,
+    pub interface: u32,
+    pub link: LinkType,
+    /// The frame's outermost VLAN tag (None: untagged).
+    pub vlan: Option<VlanTag>,
+}
+
+/// One UDP datagram as the decoder completed it: a whole IP packet, or one
+/// put back together from its IP fragments. Every UDP datagram is handed
+/// over (RTPS, Zenoh or anything else), before the submessages it carries,
+/// with its UDP header not yet checked.
 #[derive(Debug, Clone, Copy)]
-struct FrameMeta {
-    interface: u32,
-    vlan: Option<VlanTag>,
+pub struct Datagram<'a> {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// IPv4 identification or IPv6 fragment identification (0 for an
+    /// unfragmented IPv6 packet).
+    pub ip_id: u32,
+    /// The UDP header and payload as captured.
+    pub udp: &'a [u8],
+    /// Bytes of the datagram the capture does not hold (snap length).
+    pub missing: usize,
+    /// The frame that completed the datagram (its submessages carry this
+    /// frame number) and its capture time.
+    pub frame: u64,
+    pub ts_ns: i64,
+    /// Capture times of its first and last IP fragment (`ts_ns` when whole).
+    pub first_ts_ns: i64,
+    pub last_ts_ns: i64,
+    /// IP fragments it came in (1 when whole; duplicates not counted).
+    pub fragments: u16,
+    /// Its frames in capture order: the first
+    /// [`MAX_LISTED_FRAGMENTS`](crate::ipfrag::MAX_LISTED_FRAGMENTS) of them
+    /// (`fragments` counts them all).
+    pub frames: &'a [DatagramFrame],
+}
+
+/// Where the decoder puts what it completes.
+pub trait DecodeSink {
+    /// A UDP datagram, before the submessages it carries.
+    fn datagram(&mut self, _d: &Datagram<'_>) {}
+    /// A submessage (RTPS, or a Zenoh message as a [`SubmsgEvent`]).
+    fn event(&mut self, e: &SubmsgEvent);
+}
+
+/// A sink of events only.
+struct EventsOnly<'a>(&'a mut dyn FnMut(&SubmsgEvent));
+
+impl DecodeSink for EventsOnly<'_> {
+    fn event(&mut self, e: &SubmsgEvent) {
+        (self.0)(e)
+    }
 }
 
 /// A discovery sample arriving as DATA_FRAG, put back together. Buffers
@@ -245,7 +299,7 @@ struct MessageContext {
 pub struct Decoder {
     capture: Arc<str>,
     cfg: DecoderConfig,
-    ipfrag: Reassembler<FrameMeta>,
+    ipfrag: Reassembler<DatagramFrame>,
     pub discovery: Discovery,
     /// Touched on every fragment: the least recently active set goes first.
     discovery_frags: BoundedMap<(Guid, i64), DiscoveryFrags>,
@@ -258,6 +312,8 @@ pub struct Decoder {
     node_cache: NodeCache,
     /// Zenoh sessions (TCP streams, UDP flows) at this capture point.
     pub zenoh: crate::zenoh::ZenohDecoder,
+    /// Whether the sink of the frame being decoded takes datagrams.
+    datagrams: bool,
 }
 
 #[derive(Default)]
@@ -293,6 +349,7 @@ impl Decoder {
             msg_events: Vec::with_capacity(64),
             node_cache: NodeCache::default(),
             zenoh: crate::zenoh::ZenohDecoder::new(cfg.zenoh),
+            datagrams: false,
         }
     }
 
@@ -308,7 +365,15 @@ impl Decoder {
 
     /// Decodes one captured frame; calls `emit` for every submessage it completes.
     pub fn packet(&mut self, pkt: &Packet<'_>, emit: &mut dyn FnMut(&SubmsgEvent)) {
+        self.packet_to(pkt, false, &mut EventsOnly(emit))
+    }
+
+    /// Decodes one captured frame into `sink`: every UDP datagram it
+    /// completes (when `datagrams`: some analysis takes them), then every
+    /// submessage of it.
+    pub fn packet_to(&mut self, pkt: &Packet<'_>, datagrams: bool, sink: &mut dyn DecodeSink) {
         self.stats.frames += 1;
+        self.datagrams = datagrams;
         if let ddscope_wire::link::LinkType::Other(_) = pkt.link {
             self.stats.unsupported_link_frames += 1;
             return;
@@ -337,9 +402,16 @@ impl Decoder {
                 return;
             }
         };
-        let meta = FrameMeta { interface: pkt.interface, vlan: net.outer_vlan };
+        let meta = DatagramFrame {
+            frame: pkt.frame,
+            ts_ns: pkt.ts_ns,
+            wire_len: pkt.orig_len,
+            interface: pkt.interface,
+            link: pkt.link,
+            vlan: net.outer_vlan,
+        };
         if ipp.protocol == tcp::PROTO_TCP && !ipp.is_fragment {
-            self.tcp(&ipp, pkt, meta, emit);
+            self.tcp(&ipp, pkt, meta, sink);
             return;
         }
         if ipp.protocol != PROTO_UDP {
@@ -365,12 +437,13 @@ impl Decoder {
                 let src = ipp.src;
                 let dst = ipp.dst;
                 let missing = d.total_len as usize - d.data.len();
-                self.udp(&d.data, src, dst, ipp.ident, d.fragments, d.first_ts_ns, d.last_ts_ns, pkt, d.meta, missing, emit);
+                self.udp(&d.data, src, dst, ipp.ident, d.fragments, d.first_ts_ns, d.last_ts_ns, pkt, d.meta, &d.frames, missing, sink);
                 self.ipfrag.recycle(d.data);
+                self.ipfrag.recycle_frames(d.frames);
             }
             self.stats.ip = self.ipfrag.stats;
         } else {
-            self.udp(ipp.payload, ipp.src, ipp.dst, ipp.ident, 1, pkt.ts_ns, pkt.ts_ns, pkt, meta, ipp.missing, emit);
+            self.udp(ipp.payload, ipp.src, ipp.dst, ipp.ident, 1, pkt.ts_ns, pkt.ts_ns, pkt, meta, std::slice::from_ref(&meta), ipp.missing, sink);
         }
     }
 
@@ -385,10 +458,26 @@ impl Decoder {
         first_ts: i64,
         last_ts: i64,
         pkt: &Packet<'_>,
-        meta: FrameMeta,
+        meta: DatagramFrame,
+        frames: &[DatagramFrame],
         missing: usize,
-        emit: &mut dyn FnMut(&SubmsgEvent),
+        sink: &mut dyn DecodeSink,
     ) {
+        if self.datagrams {
+            sink.datagram(&Datagram {
+                src,
+                dst,
+                ip_id,
+                udp: datagram,
+                missing,
+                frame: pkt.frame,
+                ts_ns: pkt.ts_ns,
+                first_ts_ns: first_ts,
+                last_ts_ns: last_ts,
+                fragments: ip_frags,
+                frames,
+            });
+        }
         let (sport, dport, payload) = if missing > 0 {
             // Snapped: take what the capture holds.
             self.stats.snapped_datagrams += 1;
@@ -411,7 +500,7 @@ impl Decoder {
         if !rtps::is_rtps(payload) {
             let (s, d) = (SocketAddr::new(src, sport), SocketAddr::new(dst, dport));
             if !(payload.len() >= 4 && &payload[..4] == rtps::MAGIC)
-                && self.zenoh.udp(&self.capture, pkt.frame, first_ts, last_ts, meta.interface, meta.vlan, s, d, payload, missing > 0, emit)
+                && self.zenoh.udp(&self.capture, pkt.frame, first_ts, last_ts, meta.interface, meta.vlan, s, d, payload, missing > 0, &mut |e| sink.event(e))
             {
                 self.sync_zenoh();
                 return;
@@ -439,12 +528,12 @@ impl Decoder {
             e.rtps_len = (payload.len() + missing) as u32;
             e
         };
-        self.rtps(payload, base, missing > 0, emit);
+        self.rtps(payload, base, missing > 0, sink);
     }
 
     /// A TCP segment: Zenoh if its stream is one (by port or by its session
     /// start), else counted with the packets that are not decoded.
-    fn tcp(&mut self, ipp: &ip::IpPacket<'_>, pkt: &Packet<'_>, meta: FrameMeta, emit: &mut dyn FnMut(&SubmsgEvent)) {
+    fn tcp(&mut self, ipp: &ip::IpPacket<'_>, pkt: &Packet<'_>, meta: DatagramFrame, sink: &mut dyn DecodeSink) {
         let seg = match tcp::parse(ipp.payload) {
             Ok(s) => s,
             Err(_) if ipp.missing > 0 => {
@@ -458,7 +547,7 @@ impl Decoder {
             }
         };
         let (s, d) = (SocketAddr::new(ipp.src, seg.src_port), SocketAddr::new(ipp.dst, seg.dst_port));
-        if !self.zenoh.tcp(&self.capture, pkt.frame, pkt.ts_ns, meta.interface, meta.vlan, s, d, &seg, ipp.missing, emit) {
+        if !self.zenoh.tcp(&self.capture, pkt.frame, pkt.ts_ns, meta.interface, meta.vlan, s, d, &seg, ipp.missing, &mut |e| sink.event(e)) {
             self.stats.non_udp_packets += 1;
         }
         self.sync_zenoh();
@@ -472,7 +561,7 @@ impl Decoder {
         self.stats.zenoh.clone_from(&self.zenoh.stats);
     }
 
-    fn rtps(&mut self, msg: &[u8], base: SubmsgEvent, snapped: bool, emit: &mut dyn FnMut(&SubmsgEvent)) {
+    fn rtps(&mut self, msg: &[u8], base: SubmsgEvent, snapped: bool, sink: &mut dyn DecodeSink) {
         let header = match rtps::parse_header(msg) {
             Ok(h) => h,
             Err(e) => {
@@ -557,7 +646,7 @@ impl Decoder {
             }
         }
         for e in &self.msg_events {
-            emit(e);
+            sink.event(e);
         }
     }
 

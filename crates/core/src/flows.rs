@@ -1,8 +1,8 @@
 //! One-way delay, jitter, loss, duplicates and reordering of any UDP flow
 //! between capture points — Bosk et al.'s two-PCAP method (Sec. VI-C, Eq. 9–10).
 //!
-//! Every UDP datagram (IP fragments put back together with [`crate::ipfrag`])
-//! is identified by its content: the 5-tuple, the IP identification, the UDP
+//! Every UDP datagram (IP fragments put back together by the capture point's
+//! decoder, [`crate::pipeline::Analysis::datagram`]) is identified by its content: the 5-tuple, the IP identification, the UDP
 //! payload length and a CRC-32 of the UDP payload. The same datagram seen at
 //! two capture points is the same packet X, and
 //!
@@ -17,7 +17,7 @@
 //! X − 1 is the packet the sender sent just before X in the same flow; when it
 //! did not arrive, j(X) is not defined (as for the first packet).
 //!
-//! Per capture point a [`FlowTap`] (a pipeline [`Analysis`]) turns frames into
+//! Per capture point a [`FlowTap`] (a pipeline [`Analysis`]) turns datagrams into
 //! sightings; [`run_files`] reads the captures on one thread each, merged by
 //! watermark, into a [`FlowMatcher`], which judges each packet once every
 //! capture has passed its first sighting by the window: delivered (per
@@ -26,10 +26,10 @@
 //! counted.
 
 use crate::bounded::BoundedMap;
-use crate::ipfrag::{FragKey, Reassembler, ReassemblyLimits, ReassemblyStats};
+use crate::ipfrag::{ReassemblyLimits, ReassemblyStats};
 use crate::latency::stats::{Dist, DistSummary};
 use crate::pipeline::merge::BATCH;
-use crate::pipeline::{Analysis, CapturePoint, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
+use crate::pipeline::{Analysis, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
 use crate::record::{opt_i, Record, Value};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_wire::ip::{self, PROTO_UDP};
@@ -58,7 +58,7 @@ pub struct FlowConfig {
     pub max_pending: usize,
     /// Receive positions remembered per flow and capture point for reordering.
     pub max_reorder_span: usize,
-    /// IP reassembly of the taps.
+    /// IP reassembly of the capture points' decoders.
     pub reassembly: ReassemblyLimits,
 }
 
@@ -121,6 +121,8 @@ pub struct TapStats {
     pub bad_headers: u64,
     /// Datagrams whose UDP payload the capture cut (snap length): not measured.
     pub snapped: u64,
+    /// The capture point decoder's IP reassembly (set by the owner of the
+    /// tap at the end: [`run_files`]).
     pub ip: ReassemblyStats,
     /// Capture time of the last frame.
     pub last_ts_ns: Option<i64>,
@@ -155,13 +157,13 @@ impl TapStats {
     }
 }
 
-/// The pipeline stage of one capture point: frames → UDP datagrams →
-/// sightings, with its own IP reassembly. The owner drains
-/// [`FlowTap::take`] and reads [`FlowTap::watermark`] (the capture time of
-/// the last frame).
+/// The pipeline stage of one capture point: the decoder's UDP datagrams
+/// (whole or reassembled) → sightings; frames are only counted and
+/// classified by what is not measured. The owner drains [`FlowTap::take`],
+/// reads [`FlowTap::watermark`] (the capture time of the last frame) and
+/// copies the decoder's reassembly counters into `stats.ip`.
 pub struct FlowTap {
     include_rtps: bool,
-    ipfrag: Reassembler<()>,
     pub stats: TapStats,
     sightings: Vec<Sighting>,
     first_ts: i64,
@@ -172,7 +174,6 @@ impl FlowTap {
     pub fn new(cfg: &FlowConfig) -> Self {
         FlowTap {
             include_rtps: cfg.include_rtps,
-            ipfrag: Reassembler::new(cfg.reassembly),
             stats: TapStats::default(),
             sightings: Vec::new(),
             first_ts: i64::MIN,
@@ -200,14 +201,13 @@ impl FlowTap {
         self.last_ts
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn datagram(&mut self, src: std::net::IpAddr, dst: std::net::IpAddr, ident: u32, d: &[u8], missing: usize, ts: i64, first_ts: i64, frame: u64, frags: u16) {
+    fn sight(&mut self, d: &Datagram<'_>) {
         self.stats.udp_datagrams += 1;
-        if missing > 0 {
+        if d.missing > 0 {
             self.stats.snapped += 1;
             return;
         }
-        let u = match udp::parse(d) {
+        let u = match udp::parse(d.udp) {
             Ok(u) => u,
             Err(_) => {
                 self.stats.bad_headers += 1;
@@ -220,12 +220,12 @@ impl FlowTap {
         }
         self.stats.measured += 1;
         let key = PacketKey {
-            flow: FlowKey { src: SocketAddr::new(src, u.src_port), dst: SocketAddr::new(dst, u.dst_port) },
-            ip_id: ident,
+            flow: FlowKey { src: SocketAddr::new(d.src, u.src_port), dst: SocketAddr::new(d.dst, u.dst_port) },
+            ip_id: d.ip_id,
             len: u.payload.len() as u32,
             crc: crc32fast::hash(u.payload),
         };
-        self.sightings.push(Sighting { key, ts_ns: ts, first_ts_ns: first_ts, frame, ip_frags: frags });
+        self.sightings.push(Sighting { key, ts_ns: d.ts_ns, first_ts_ns: d.first_ts_ns, frame: d.frame, ip_frags: d.fragments });
     }
 }
 
@@ -258,26 +258,19 @@ impl Analysis for FlowTap {
         };
         if ipp.protocol != PROTO_UDP {
             self.stats.non_udp_packets += 1;
-            return;
         }
-        if ipp.is_fragment {
-            let key = FragKey { src: ipp.src, dst: ipp.dst, protocol: ipp.protocol, ident: ipp.ident };
-            let declared = ipp.payload.len() + ipp.missing;
-            let done = self.ipfrag.push_declared(key, ipp.frag_offset, ipp.more_fragments, ipp.payload, declared, p.ts_ns, p.frame, ());
-            self.stats.ip = self.ipfrag.stats;
-            if let Some(d) = done {
-                let missing = d.total_len as usize - d.data.len();
-                self.datagram(ipp.src, ipp.dst, ipp.ident, &d.data, missing, p.ts_ns, d.first_ts_ns, p.frame, d.fragments);
-                self.ipfrag.recycle(d.data);
-            }
-        } else {
-            self.datagram(ipp.src, ipp.dst, ipp.ident, ipp.payload, ipp.missing, p.ts_ns, p.ts_ns, p.frame, 1);
-        }
+        // UDP: the decoder hands the datagram over (whole or reassembled).
+    }
+
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        self.sight(d);
+    }
+
+    fn wants_datagrams(&self) -> bool {
+        true
     }
 
     fn end(&mut self) {
-        self.ipfrag.finish();
-        self.stats.ip = self.ipfrag.stats;
         self.stats.last_ts_ns = (self.last_ts != i64::MIN).then_some(self.last_ts);
     }
 }
@@ -1024,9 +1017,10 @@ pub fn run_files(
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
         merge.spawn(input.offset_ns, move |send| {
             let mut tap = FlowTap::new(&cfg);
-            // The tap reads frames itself; the capture point's decoder also
-            // runs (its counters are not used here).
-            let mut point = CapturePoint::new(&input.name, crate::decode::DecoderConfig::default(), None);
+            // The decoder reassembles IP datagrams for the tap (its other
+            // counters are not used here).
+            let dcfg = crate::decode::DecoderConfig { reassembly: cfg.reassembly, ..Default::default() };
+            let mut point = CapturePoint::new(&input.name, dcfg, None);
             // a batch goes when full, at the end, or when the capture has moved on by a watermark interval
             let mut sent_wm = i64::MIN;
             let mut started = false;
@@ -1034,6 +1028,7 @@ pub fn run_files(
                 let ended = !matches!(point.step(&mut src, &mut tap), Ok(p) if p != crate::source::Poll::Ended);
                 if ended {
                     point.finish(&mut tap);
+                    tap.stats.ip = point.decoder.stats.ip;
                 }
                 if ended || tap.pending() >= BATCH || tap.watermark().saturating_sub(sent_wm) >= WATERMARK_EVERY_NS {
                     sent_wm = tap.watermark();

@@ -77,6 +77,11 @@ pub struct Reassembled<M> {
     pub first_frame: u64,
     /// Metadata of the first-captured fragment (link layer, interface).
     pub meta: M,
+    /// Metadata of each fragment in capture order, the first
+    /// [`MAX_LISTED_FRAGMENTS`] of them (`fragments` counts them all;
+    /// duplicates are neither listed nor counted). Give it back with
+    /// [`Reassembler::recycle_frames`].
+    pub frames: Vec<M>,
 }
 
 struct Pending<M> {
@@ -93,7 +98,13 @@ struct Pending<M> {
     last_ts_ns: i64,
     first_frame: u64,
     meta: M,
+    /// Metadata of the fragments received, at most [`MAX_LISTED_FRAGMENTS`].
+    frames: Vec<M>,
 }
+
+/// Fragments of one datagram whose metadata is listed in [`Reassembled::frames`]:
+/// a 64 KB datagram at MTU 1500 has 45; more are counted, not listed.
+pub const MAX_LISTED_FRAGMENTS: usize = 64;
 
 /// Separate received pieces a datagram may have before it is dropped: a
 /// 64 KB datagram in 1480-byte fragments has 45, and reordering leaves far
@@ -107,7 +118,7 @@ const PENDING_OVERHEAD: usize = 192;
 
 impl<M> Pending<M> {
     fn cost(&self) -> usize {
-        self.data.capacity() + (self.have.capacity() + self.captured.capacity()) * 8 + PENDING_OVERHEAD
+        self.data.capacity() + (self.have.capacity() + self.captured.capacity()) * 8 + self.frames.capacity() * std::mem::size_of::<M>() + PENDING_OVERHEAD
     }
 }
 
@@ -116,7 +127,23 @@ pub struct Reassembler<M> {
     /// In arrival order of each datagram's first fragment (never touched), weighted by memory.
     pending: BoundedMap<FragKey, Pending<M>>,
     pool: Vec<Vec<u8>>,
+    /// Fragment lists given back, for reuse (at most 64).
+    frame_pool: Vec<Vec<M>>,
     pub stats: ReassemblyStats,
+}
+
+/// Keeps the buffers of a datagram that was dropped for reuse.
+fn keep<M>(pool: &mut Vec<Vec<u8>>, frame_pool: &mut Vec<Vec<M>>, gone: Pending<M>) {
+    if pool.len() < 64 {
+        let mut b = gone.data;
+        b.clear();
+        pool.push(b);
+    }
+    if frame_pool.len() < 64 {
+        let mut f = gone.frames;
+        f.clear();
+        frame_pool.push(f);
+    }
 }
 
 const MAX_DATAGRAM: u32 = 65535;
@@ -127,6 +154,7 @@ impl<M: Copy> Reassembler<M> {
             limits,
             pending: BoundedMap::new(limits.max_datagrams).with_max_weight(limits.max_bytes),
             pool: Vec::new(),
+            frame_pool: Vec::new(),
             stats: ReassemblyStats::default(),
         }
     }
@@ -137,6 +165,14 @@ impl<M: Copy> Reassembler<M> {
         if self.pool.len() < 64 && buf.capacity() <= MAX_DATAGRAM as usize + 1 {
             buf.clear();
             self.pool.push(buf);
+        }
+    }
+
+    /// Gives a finished datagram's fragment list back for reuse.
+    pub fn recycle_frames(&mut self, mut frames: Vec<M>) {
+        if self.frame_pool.len() < 64 && frames.capacity() <= MAX_LISTED_FRAGMENTS {
+            frames.clear();
+            self.frame_pool.push(frames);
         }
     }
 
@@ -182,7 +218,9 @@ impl<M: Copy> Reassembler<M> {
         let end = end as u32;
         // A recycled buffer for a new datagram (given back below if unused).
         let mut spare = self.pool.pop();
+        let mut spare_frames = self.frame_pool.pop();
         let pool = &mut self.pool;
+        let frame_pool = &mut self.frame_pool;
         let evicted = &mut self.stats.datagrams_evicted;
         // Kept in order of each datagram's first fragment: expiry and eviction take the oldest.
         let slot = self.pending.get_or_insert_keep_order(
@@ -198,18 +236,18 @@ impl<M: Copy> Reassembler<M> {
                 last_ts_ns: ts_ns,
                 first_frame: frame,
                 meta,
+                frames: spare_frames.take().unwrap_or_default(),
             },
             &mut |_, gone| {
                 *evicted += 1;
-                if pool.len() < 64 {
-                    let mut b = gone.data;
-                    b.clear();
-                    pool.push(b);
-                }
+                keep(pool, frame_pool, gone);
             },
         );
         if let Some(b) = spare {
             self.pool.push(b);
+        }
+        if let Some(f) = spare_frames {
+            self.frame_pool.push(f);
         }
         let p = self.pending.value_at(slot).expect("slot just returned");
         if !more {
@@ -239,11 +277,14 @@ impl<M: Copy> Reassembler<M> {
         insert_range(&mut p.have, offset, end);
         insert_range(&mut p.captured, offset, cap_end as u32);
         p.fragments = p.fragments.saturating_add(1);
+        if p.frames.len() < MAX_LISTED_FRAGMENTS {
+            p.frames.push(meta);
+        }
         p.last_ts_ns = p.last_ts_ns.max(ts_ns);
         p.first_ts_ns = p.first_ts_ns.min(ts_ns);
         if p.have.len() > MAX_RANGES || p.captured.len() > MAX_RANGES {
             if let Some((_, p)) = self.pending.remove_at(slot) {
-                self.recycle(p.data);
+                keep(&mut self.pool, &mut self.frame_pool, p);
             }
             self.stats.datagrams_too_fragmented += 1;
             return None;
@@ -252,14 +293,11 @@ impl<M: Copy> Reassembler<M> {
         if !complete {
             let cost = p.cost();
             let pool = &mut self.pool;
+            let frame_pool = &mut self.frame_pool;
             let evicted = &mut self.stats.datagrams_evicted;
             self.pending.set_weight_at(slot, cost, &mut |_, gone| {
                 *evicted += 1;
-                if pool.len() < 64 {
-                    let mut b = gone.data;
-                    b.clear();
-                    pool.push(b);
-                }
+                keep(pool, frame_pool, gone);
             });
             self.stats.peak_bytes = self.stats.peak_bytes.max(self.pending.weight() as u64);
             return None;
@@ -282,6 +320,7 @@ impl<M: Copy> Reassembler<M> {
             last_ts_ns: p.last_ts_ns,
             first_frame: p.first_frame,
             meta: p.meta,
+            frames: p.frames,
         })
     }
 
@@ -292,7 +331,7 @@ impl<M: Copy> Reassembler<M> {
             }
             if let Some((_, p)) = self.pending.pop_lru() {
                 self.stats.datagrams_timed_out += 1;
-                self.recycle(p.data);
+                keep(&mut self.pool, &mut self.frame_pool, p);
             }
         }
     }
@@ -343,6 +382,25 @@ mod tests {
         assert_eq!(d.data, payload);
         assert_eq!((d.fragments, d.first_ts_ns, d.last_ts_ns, d.first_frame), (3, 10, 30, 2));
         assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn fragments_are_listed_in_capture_order_up_to_the_cap() {
+        let mut r: Reassembler<u64> = Reassembler::new(ReassemblyLimits::default());
+        // frame numbers as metadata; frame 11 repeats frame 10 (a duplicate: not listed)
+        assert!(r.push(key(3), 8, true, &[0; 8], 1, 10, 10).is_none());
+        assert!(r.push(key(3), 8, true, &[0; 8], 2, 11, 11).is_none());
+        assert!(r.push(key(3), 0, true, &[0; 8], 3, 12, 12).is_none());
+        let d = r.push(key(3), 16, false, &[0; 8], 4, 13, 13).unwrap();
+        assert_eq!((d.fragments, d.frames.clone(), d.meta), (3, vec![10, 12, 13], 10));
+        r.recycle_frames(d.frames);
+        // 100 fragments: 64 listed, all counted
+        for i in 0..99u32 {
+            assert!(r.push(key(4), i * 8, true, &[0; 8], i as i64, i as u64, i as u64).is_none());
+        }
+        let d = r.push(key(4), 99 * 8, false, &[0; 8], 99, 99, 99).unwrap();
+        assert_eq!(d.fragments, 100);
+        assert_eq!(d.frames, (0..MAX_LISTED_FRAGMENTS as u64).collect::<Vec<_>>());
     }
 
     #[test]

@@ -146,28 +146,18 @@ const MAX_STARTED: usize = 4096;
 /// Left-out fragments waiting for their first fragment (45 per 64 KB datagram).
 const MAX_HELD: usize = 16384;
 
-/// An IPv4 fragment in an Ethernet frame: key, offset, payload length
-/// declared, and the UDP length when it is the first fragment.
-fn ipv4_fragment(f: &[u8]) -> Option<(DgramKey, u32, u32, Option<u32>)> {
-    let mut l3 = 14;
-    let mut et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
-    if et == 0x8100 {
-        et = u16::from_be_bytes([*f.get(16)?, *f.get(17)?]);
-        l3 = 18;
-    }
-    let ip = f.get(l3..l3 + 20)?;
-    if et != 0x0800 || ip[9] != 17 || ip[0] & 0x0f != 5 {
+/// An IPv4 fragment of a UDP datagram in a frame of link type `link`: key,
+/// offset, payload length declared (by the total length, after the header and
+/// its options), and the UDP length when it is the first fragment and the
+/// capture holds it. None for anything else, a cut header included.
+fn ipv4_fragment(link: LinkType, f: &[u8]) -> Option<(DgramKey, u32, u32, Option<u32>)> {
+    let p = ddscope_wire::ip::ipv4_in_frame(link, f).ok()??;
+    if p.header.protocol != ddscope_wire::ip::PROTO_UDP || !p.is_fragment() {
         return None;
     }
-    let frag = u16::from_be_bytes([ip[6], ip[7]]);
-    let off = (frag & 0x1fff) as u32 * 8;
-    if frag & 0x2000 == 0 && off == 0 {
-        return None;
-    }
-    let plen = (u16::from_be_bytes([ip[2], ip[3]]) as u32).checked_sub(20)?;
-    let key = (u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]), u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]), u16::from_be_bytes([ip[4], ip[5]]));
-    let udp_len = if off == 0 { f.get(l3 + 24..l3 + 26).map(|u| u16::from_be_bytes([u[0], u[1]]) as u32) } else { None };
-    Some((key, off, plen, udp_len))
+    let h = &p.header;
+    let key = (u32::from(h.src), u32::from(h.dst), h.ident);
+    Some((key, h.frag_offset as u32, h.payload_len as u32, p.udp_len().map(u32::from)))
 }
 
 /// RTPS's default port mapping sends discovery (metatraffic) to even UDP
@@ -493,7 +483,7 @@ impl LiveCapture {
     fn drain_left_out(&mut self, on_packet: &mut dyn FnMut(&Packet<'_>), delivered: &mut usize) {
         loop {
             let Some(lo) = self.kf.as_mut().and_then(|k| k.next_left_out()) else { break };
-            let Some((key, _, plen, _)) = ipv4_fragment(&lo.headers[..lo.hdr_len]) else {
+            let Some((key, _, plen, _)) = ipv4_fragment(self.link, &lo.headers[..lo.hdr_len]) else {
                 self.kf_user.orphaned += 1;
                 continue;
             };
@@ -523,7 +513,7 @@ impl LiveCapture {
                 self.held.push_back((k, lo));
                 continue;
             }
-            if let Some((_, _, plen, _)) = ipv4_fragment(&lo.headers[..lo.hdr_len]) {
+            if let Some((_, _, plen, _)) = ipv4_fragment(self.link, &lo.headers[..lo.hdr_len]) {
                 self.frame += 1;
                 on_packet(&left_out_packet(self.frame, self.last_ts, self.link, &lo));
                 *delivered += 1;
@@ -700,7 +690,7 @@ impl PacketSource for LiveCapture {
                         delivered += 1;
                         got = true;
                         if filtered {
-                            if let Some((key, _, plen, udp_len)) = ipv4_fragment(p.data) {
+                            if let Some((key, _, plen, udp_len)) = ipv4_fragment(self.link, p.data) {
                                 self.track(key, plen, udp_len);
                                 if udp_len.is_some() {
                                     first_of = Some(key);
@@ -734,5 +724,66 @@ impl PacketSource for LiveCapture {
 
     fn take_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_wire::ip::{Ipv4Repr, PROTO_UDP};
+    use ddscope_wire::link::{emit_ethernet, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_QINQ, ETHERTYPE_VLAN};
+    use ddscope_wire::Emit;
+    use std::net::Ipv4Addr;
+
+    fn ip(protocol: u8, more_fragments: bool, frag_offset: u16, payload_len: u16) -> Ipv4Repr {
+        Ipv4Repr {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(239, 255, 0, 1),
+            protocol,
+            ident: 0x1234,
+            dont_fragment: false,
+            more_fragments,
+            frag_offset,
+            ttl: 64,
+            dscp_ecn: 0,
+            payload_len,
+        }
+    }
+
+    fn frame(tags: &[VlanTag], h: Ipv4Repr, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![];
+        emit_ethernet(&mut f, [1; 6], [2; 6], tags, ETHERTYPE_IPV4).unwrap();
+        h.emit_vec(&mut f).unwrap();
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// Oracle: the fields the frames were built with.
+    #[test]
+    fn fragments_are_read_through_the_wire_parser() {
+        let key = (0x0a00_0001, 0xefff_0001, 0x1234);
+        let c_tag = VlanTag { tpid: ETHERTYPE_VLAN, pcp: 5, dei: false, vid: 10 };
+        let s_tag = VlanTag { tpid: ETHERTYPE_QINQ, pcp: 3, dei: false, vid: 100 };
+        // first fragment, one 802.1Q tag: the UDP length (3008) comes from its header
+        let udp = [0x1c, 0xe8, 0x1c, 0xe9, 0x0b, 0xc0, 0, 0, 1, 2, 3, 4];
+        let first = frame(&[c_tag], ip(PROTO_UDP, true, 0, 12), &udp);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &first), Some((key, 0, 12, Some(3008))));
+        // header only (as the in-kernel filter reports left-out fragments): no UDP length
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &first[..38]), Some((key, 0, 12, None)));
+        // a later fragment behind 802.1ad + 802.1Q (the old parser stopped at one tag)
+        let later = frame(&[s_tag, c_tag], ip(PROTO_UDP, true, 1480, 24), &[0; 24]);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &later[..42]), Some((key, 1480, 24, None)));
+        // IP options (IHL 6: the old parser refused them): the declared payload excludes them
+        let opts: Vec<u8> = [
+            &[0u8; 12][..],
+            &[0x08, 0x00, 0x46, 0, 0, 32, 0x12, 0x34, 0x00, 0xb9, 64, 17, 0, 0, 10, 0, 0, 1, 239, 255, 0, 1, 1, 1, 1, 1],
+            &[0; 8],
+        ]
+        .concat();
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &opts), Some((key, 1480, 8, None)));
+        // not a fragment, not UDP, or a cut header: none
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &frame(&[], ip(PROTO_UDP, false, 0, 12), &udp)), None);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &frame(&[], ip(6, true, 0, 12), &udp)), None);
+        assert_eq!(ipv4_fragment(LinkType::Ethernet, &first[..30]), None);
     }
 }

@@ -25,18 +25,18 @@ use crate::sr::{SrClass, TABLE1_HOPS};
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::files::CaptureInput;
 use ddscope_core::latency::{Level, LatencyRow, Status};
-use ddscope_core::pipeline::{run_file, Analysis};
+use ddscope_core::pipeline::{run_file, Analysis, Datagram};
 use ddscope_core::session::{self, LatencyOptions, SessionError};
 use ddscope_core::source::Packet;
+use ddscope_wire::link::LinkType;
 use ddscope_wire::rtps::SubmsgKind;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// IP datagrams whose fragments are kept while waiting for their last fragment.
-pub const MAX_PENDING_DATAGRAMS: usize = 4096;
-/// Fragments kept per datagram (a 64 KiB datagram at MTU 1500 has 45).
-pub const MAX_FRAGMENTS_PER_DATAGRAM: usize = 64;
+/// Fragments checked per datagram (a 64 KiB datagram at MTU 1500 has 45):
+/// those the decoder lists with each datagram; more are counted in a note.
+pub const MAX_FRAGMENTS_PER_DATAGRAM: usize = ddscope_core::ipfrag::MAX_LISTED_FRAGMENTS;
 /// Frames listed per violation kind in the report (all are counted).
 pub const MAX_EXAMPLES: usize = 5;
 
@@ -245,74 +245,50 @@ struct FrameSeen {
     pcp: Option<u8>,
 }
 
-/// The per-capture pass: frames (for their tags) and events (for their topics).
+/// The per-capture pass: datagrams (for the tags of their frames) and
+/// events (for their topics).
 struct WirePass<'a> {
     capture: String,
     topics: &'a [TopicCfg],
     sc: &'a Scenario,
     opts: &'a CheckOptions,
-    /// Fragments of datagrams not yet complete, by (src, dst, IP id).
-    pending: HashMap<(u32, u32, u16), Vec<FrameSeen>>,
-    order: VecDeque<(u32, u32, u16)>,
-    evicted: u64,
+    /// The frame that completed the last IPv4 datagram (its events carry it;
+    /// 0: none), its Ethernet frames, and its fragments not listed.
+    datagram_frame: u64,
+    frames: Vec<FrameSeen>,
+    unlisted: u64,
+    /// Fragments of the topics' datagrams beyond the listed ones: not checked.
     fragments_dropped: u64,
-    last: Option<FrameSeen>,
+    /// The frame being decoded: for submessages that come in no UDP datagram
+    /// (Zenoh over TCP), checked as their own frame.
+    segment: FrameSeen,
+    segment_on_ethernet: bool,
     last_counted: u64,
     pcp: BTreeMap<String, PcpRow>,
     gates: BTreeMap<(String, String), GateRow>,
 }
 
-/// (pcp or None, src, dst, ip id, is fragment) of an Ethernet frame with IPv4.
-fn frame_ip(data: &[u8]) -> Option<(Option<u8>, u32, u32, u16, bool)> {
-    let mut et = u16::from_be_bytes([*data.get(12)?, *data.get(13)?]);
-    let mut off = 14;
-    let mut pcp = None;
-    while et == 0x8100 || et == 0x88a8 {
-        let tci = u16::from_be_bytes([*data.get(off)?, *data.get(off + 1)?]);
-        pcp.get_or_insert((tci >> 13) as u8);
-        et = u16::from_be_bytes([*data.get(off + 2)?, *data.get(off + 3)?]);
-        off += 4;
-    }
-    if et != 0x0800 {
-        return None;
-    }
-    let ip = data.get(off..off + 20)?;
-    let id = u16::from_be_bytes([ip[4], ip[5]]);
-    let frag = u16::from_be_bytes([ip[6], ip[7]]);
-    let is_frag = frag & 0x2000 != 0 || frag & 0x1fff != 0;
-    let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
-    let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
-    Some((pcp, src, dst, id, is_frag))
-}
-
 impl Analysis for WirePass<'_> {
     fn frame(&mut self, p: &Packet<'_>) {
-        // Ethernet only (linktype 1): the PCP is in the frame.
-        if p.link.linktype() != 1 {
+        // Its PCP comes with its submessages (from the decoder's parse); no parsing here.
+        self.segment = FrameSeen { frame: p.frame, ts_ns: p.ts_ns, wire_bytes: p.orig_len, pcp: None };
+        self.segment_on_ethernet = p.link == LinkType::Ethernet;
+    }
+
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        self.frames.clear();
+        // IPv4 only; of its frames, the Ethernet ones (linktype 1: the PCP is in the frame).
+        self.datagram_frame = if d.src.is_ipv4() { d.frame } else { 0 };
+        if self.datagram_frame == 0 {
             return;
         }
-        let Some((pcp, src, dst, id, is_frag)) = frame_ip(p.data) else { return };
-        let seen = FrameSeen { frame: p.frame, ts_ns: p.ts_ns, wire_bytes: p.orig_len, pcp };
-        if !is_frag {
-            self.last = Some(seen);
-            return;
-        }
-        let key = (src, dst, id);
-        if !self.pending.contains_key(&key) {
-            if self.pending.len() >= MAX_PENDING_DATAGRAMS {
-                if let Some(old) = self.order.pop_front() {
-                    self.pending.remove(&old);
-                    self.evicted += 1;
-                }
-            }
-            self.order.push_back(key);
-        }
-        let v = self.pending.entry(key).or_default();
-        if v.len() < MAX_FRAGMENTS_PER_DATAGRAM {
-            v.push(seen);
-        } else {
-            self.fragments_dropped += 1;
-        }
+        let seen = d.frames.iter().filter(|f| f.link == LinkType::Ethernet);
+        self.frames.extend(seen.map(|f| FrameSeen { frame: f.frame, ts_ns: f.ts_ns, wire_bytes: f.wire_len, pcp: f.vlan.map(|v| v.pcp) }));
+        self.unlisted = (d.fragments as u64).saturating_sub(d.frames.len() as u64);
+    }
+
+    fn wants_datagrams(&self) -> bool {
+        true
     }
 
     fn event(&mut self, e: &SubmsgEvent) {
@@ -325,19 +301,21 @@ impl Analysis for WirePass<'_> {
             return; // another submessage of a datagram already counted
         }
         self.last_counted = e.frame;
-        let frames: Vec<FrameSeen> = if e.ip_frags > 1 {
-            let (SocketV4(src), SocketV4(dst)) = (v4(&e.src), v4(&e.dst)) else { return };
-            let key = (src, dst, e.ip_id as u16);
-            match self.pending.remove(&key) {
-                Some(v) => v,
-                None => return,
-            }
+        let segment;
+        let frames: &[FrameSeen] = if self.datagram_frame == e.frame {
+            // The datagram the decoder handed over just before its submessages.
+            self.fragments_dropped += self.unlisted;
+            &self.frames
+        } else if self.segment.frame == e.frame && self.segment_on_ethernet && e.src.is_ipv4() && e.ip_frags == 1 {
+            // No datagram (a TCP segment): the frame itself, with the PCP of its tag.
+            segment = [FrameSeen { pcp: e.pcp, ..self.segment }];
+            &segment
         } else {
-            match self.last {
-                Some(f) if f.frame == e.frame => vec![f],
-                _ => return,
-            }
+            return;
         };
+        if frames.is_empty() {
+            return;
+        }
         let row = self.pcp.entry(t.name.clone()).or_insert_with(|| PcpRow {
             capture: self.capture.clone(),
             topic: t.name.clone(),
@@ -353,7 +331,7 @@ impl Analysis for WirePass<'_> {
             std::net::SocketAddr::V4(a) => !a.ip().is_multicast(),
             std::net::SocketAddr::V6(a) => !a.ip().is_multicast(),
         };
-        for f in &frames {
+        for f in frames {
             row.frames += 1;
             match f.pcp {
                 Some(p) if p == t.pcp => row.correct += 1,
@@ -383,7 +361,7 @@ impl Analysis for WirePass<'_> {
                 outside: 0,
                 examples: vec![],
             });
-            for f in &frames {
+            for f in frames {
                 row.frames += 1;
                 // on the wire: the frame (with FCS), preamble and inter-frame gap
                 let tx_ps = (f.wire_bytes as u64 + 4 + 20) * 8 * 1_000_000_000_000 / (*rate).max(1);
@@ -395,19 +373,6 @@ impl Analysis for WirePass<'_> {
                 }
             }
         }
-    }
-}
-
-enum V4 {
-    SocketV4(u32),
-    Other,
-}
-use V4::SocketV4;
-
-fn v4(a: &std::net::SocketAddr) -> V4 {
-    match a {
-        std::net::SocketAddr::V4(s) => SocketV4(u32::from(*s.ip())),
-        _ => V4::Other,
     }
 }
 
@@ -442,21 +407,20 @@ pub fn check(sc: &Scenario, captures: Vec<CaptureInput>, truth: &[PathBuf], o: &
             topics: &topics,
             sc,
             opts: o,
-            pending: HashMap::new(),
-            order: VecDeque::new(),
-            evicted: 0,
+            datagram_frame: 0,
+            frames: Vec::new(),
+            unlisted: 0,
             fragments_dropped: 0,
-            last: None,
+            segment: FrameSeen { frame: 0, ts_ns: 0, wire_bytes: 0, pcp: None },
+            segment_on_ethernet: false,
             last_counted: 0,
             pcp: BTreeMap::new(),
             gates: BTreeMap::new(),
         };
         let res = run_file(&c.path, &c.name, o.latency.decoder, None, None, &mut pass)?;
-        if pass.evicted > 0 || pass.fragments_dropped > 0 {
-            notes.push(format!(
-                "{}: {} incomplete IP datagrams evicted (more than {MAX_PENDING_DATAGRAMS} pending), {} fragments beyond {MAX_FRAGMENTS_PER_DATAGRAM} per datagram not checked",
-                c.name, pass.evicted, pass.fragments_dropped
-            ));
+        // IP datagrams the decoder could not complete (evicted, timed out, …) are in its summary line below.
+        if pass.fragments_dropped > 0 {
+            notes.push(format!("{}: {} fragments beyond {MAX_FRAGMENTS_PER_DATAGRAM} per datagram not checked", c.name, pass.fragments_dropped));
         }
         let skipped = res.decoder.stats.skipped_total();
         if skipped > 0 {
@@ -609,19 +573,6 @@ mod tests {
 
     fn opts() -> CheckOptions {
         CheckOptions { clock_offset_ns: 0, gate_tolerance_ns: 0, judge: Judge::Max, latency: LatencyOptions::default() }
-    }
-
-    #[test]
-    fn tagged_frame_header() {
-        // dst, src, 802.1Q TCI PCP 5 VID 10, IPv4 with MF set, id 0x1234, 10.0.0.1 -> 239.255.10.5
-        let mut f = vec![0u8; 12];
-        f.extend_from_slice(&[0x81, 0x00, 0xa0, 0x0a, 0x08, 0x00]);
-        f.extend_from_slice(&[0x45, 0, 0, 20, 0x12, 0x34, 0x20, 0x00, 64, 17, 0, 0, 10, 0, 0, 1, 239, 255, 10, 5]);
-        assert_eq!(frame_ip(&f), Some((Some(5), 0x0a000001, 0xefff0a05, 0x1234, true)));
-        // untagged, not a fragment
-        let mut g = vec![0u8; 12];
-        g.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 20, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        assert_eq!(frame_ip(&g).map(|x| (x.0, x.4)), Some((None, false)));
     }
 
     #[test]

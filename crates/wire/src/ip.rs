@@ -4,6 +4,7 @@
 use crate::checksum;
 use crate::emit::Emit;
 use crate::error::{be16, slice, slice_mut, WireError};
+use crate::link::{self, LinkType, VlanTag, ETHERTYPE_IPV4};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const PROTO_UDP: u8 = 17;
@@ -152,6 +153,47 @@ pub fn parse_ipv4(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
         payload,
         missing: ip.payload_len as usize - payload.len(),
     })
+}
+
+/// The IPv4 packet one captured frame carries, as tools that look at single
+/// frames need it (no reassembly): the frame's outermost VLAN tag, the IPv4
+/// header and the bytes after it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv4InFrame<'a> {
+    /// The frame's outermost 802.1Q / 802.1ad tag (PCP, VID); None: untagged.
+    pub outer_vlan: Option<VlanTag>,
+    pub header: Ipv4Repr,
+    /// Bytes after the header (options skipped) up to the total length, as
+    /// far as the capture holds them.
+    pub payload: &'a [u8],
+}
+
+impl Ipv4InFrame<'_> {
+    /// True when the packet is one fragment of a larger datagram.
+    pub fn is_fragment(&self) -> bool {
+        self.header.more_fragments || self.header.frag_offset != 0
+    }
+
+    /// The UDP length field (header and payload of the whole datagram) of a
+    /// UDP packet or of a datagram's first fragment, when the capture holds it.
+    pub fn udp_len(&self) -> Option<u16> {
+        if self.header.protocol != PROTO_UDP || self.header.frag_offset != 0 {
+            return None;
+        }
+        be16(self.payload, 4, "UDP length").ok()
+    }
+}
+
+/// The IPv4 packet in `frame`, a frame of link type `link`: `Ok(None)` when
+/// the frame carries another network protocol, an error when its link or
+/// IPv4 header is cut short or invalid.
+pub fn ipv4_in_frame(link: LinkType, frame: &[u8]) -> Result<Option<Ipv4InFrame<'_>>, WireError> {
+    let net = link::parse(link, frame)?;
+    if net.ethertype != ETHERTYPE_IPV4 {
+        return Ok(None);
+    }
+    let (header, payload) = Ipv4Repr::parse(net.payload)?;
+    Ok(Some(Ipv4InFrame { outer_vlan: net.outer_vlan, header, payload }))
 }
 
 pub const EXT_HOP_BY_HOP: u8 = 0;
@@ -363,6 +405,54 @@ mod tests {
         assert_eq!(ip.frag_offset, 0x0500);
         assert!(ip.more_fragments && ip.is_fragment);
         assert_eq!(ip.payload, &[7, 7, 7, 7]);
+    }
+
+    /// `tsn check`'s frame header cases (formerly its own parser's test).
+    #[test]
+    fn tagged_frame_header() {
+        // dst, src, 802.1Q TCI PCP 5 VID 10, IPv4 with MF set, id 0x1234, 10.0.0.1 -> 239.255.10.5
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x81, 0x00, 0xa0, 0x0a, 0x08, 0x00]);
+        f.extend_from_slice(&[0x45, 0, 0, 20, 0x12, 0x34, 0x20, 0x00, 64, 17, 0, 0, 10, 0, 0, 1, 239, 255, 10, 5]);
+        let p = ipv4_in_frame(LinkType::Ethernet, &f).unwrap().unwrap();
+        assert_eq!(p.outer_vlan.map(|v| (v.pcp, v.vid)), Some((5, 10)));
+        assert_eq!((u32::from(p.header.src), u32::from(p.header.dst), p.header.ident), (0x0a000001, 0xefff0a05, 0x1234));
+        assert!(p.is_fragment());
+        // untagged, not a fragment
+        let mut g = vec![0u8; 12];
+        g.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 20, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        let p = ipv4_in_frame(LinkType::Ethernet, &g).unwrap().unwrap();
+        assert_eq!((p.outer_vlan, p.is_fragment()), (None, false));
+    }
+
+    #[test]
+    fn ipv4_in_frame_options_qinq_udp_len_and_others() {
+        // QinQ (outer PCP 3), IPv4 with 4 bytes of options, first fragment of a 3000-byte UDP datagram
+        let mut ip = ipv4(7, true, 0, PROTO_UDP, &[]);
+        ip[0] = 0x46;
+        ip.extend_from_slice(&[1, 1, 1, 1]); // options (NOPs)
+        ip.extend_from_slice(&[0x1c, 0xe8, 0x1c, 0xe9, 0x0b, 0xb8, 0, 0, 0xaa, 0xbb]);
+        let total = ip.len() as u16;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x88, 0xa8, 0x60, 0x64, 0x81, 0x00, 0xa0, 0x1e, 0x08, 0x00]);
+        f.extend_from_slice(&ip);
+        let p = ipv4_in_frame(LinkType::Ethernet, &f).unwrap().unwrap();
+        assert_eq!(p.outer_vlan.map(|v| (v.pcp, v.vid)), Some((3, 100)));
+        assert_eq!((p.header.payload_len, p.payload.len()), (10, 10));
+        assert_eq!(p.udp_len(), Some(3000));
+        assert!(p.is_fragment());
+        // header-only capture: the UDP length is not there
+        assert_eq!(ipv4_in_frame(LinkType::Ethernet, &f[..f.len() - 8]).unwrap().unwrap().udp_len(), None);
+        // a later fragment has no UDP header
+        let later = ipv4(7, false, 185, PROTO_UDP, &[0; 16]);
+        let p = ipv4_in_frame(LinkType::RawIp, &later).unwrap().unwrap();
+        assert_eq!((p.header.frag_offset, p.udp_len(), p.is_fragment()), (1480, None, true));
+        // ARP: not IPv4; a cut IPv4 header: an error
+        let mut arp = vec![0u8; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 0, 1]);
+        assert!(ipv4_in_frame(LinkType::Ethernet, &arp).unwrap().is_none());
+        assert!(ipv4_in_frame(LinkType::Ethernet, &f[..30]).is_err());
     }
 
     #[test]

@@ -6,8 +6,14 @@
 //! ```text
 //! source ──frames──► Decoder ──events──► SampleTracker ──samples──┐
 //!    │                  │                                         ▼
-//!    └──── frames ──────┴──────────── events ──────────────► Analysis (topics, rows, feed, exporters, …)
+//!    │                  ├──────────── events ──────────────► Analysis (topics, rows, feed, exporters, …)
+//!    └──── frames ──────┴─────────── datagrams ────────────►
 //! ```
+//!
+//! A datagram is every UDP datagram the decoder completes (whole, or put
+//! back together by its one IP reassembly), with each of its frames: an
+//! analysis that needs IP datagrams reads them here instead of parsing and
+//! reassembling frames itself.
 //!
 //! Analyses compose: a tuple `(A, B)` is an analysis that feeds both, and
 //! `Option<A>` one that may be absent, so the hot path stays monomorphised.
@@ -22,7 +28,8 @@ pub use feed::{CorrelationFeed, IDLE_WATERMARK_EVERY_NS, WATERMARK_EVERY_NS};
 pub use merge::{Batcher, Mark, Marked, Merge, Merger, Progress};
 pub use stages::{DomainFilter, FrameWriter};
 
-use crate::decode::{Decoder, DecoderConfig};
+use crate::decode::{DecodeSink, Decoder, DecoderConfig};
+pub use crate::decode::{Datagram, DatagramFrame};
 use crate::events::SubmsgEvent;
 use crate::samples::{SampleConfig, SampleRecord, SampleTracker};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet, PacketSource, Poll};
@@ -35,6 +42,15 @@ use std::sync::Arc;
 pub trait Analysis {
     /// Every frame, before it is decoded.
     fn frame(&mut self, _p: &Packet<'_>) {}
+    /// Every UDP datagram the decoder completes (whole, or reassembled from
+    /// IP fragments; RTPS or not), with its frames, before its submessages.
+    /// Only called when [`wants_datagrams`](Self::wants_datagrams) says so.
+    fn datagram(&mut self, _d: &Datagram<'_>) {}
+    /// True when `datagram` is implemented: the decoder builds datagrams
+    /// only for analyses that ask (implement both).
+    fn wants_datagrams(&self) -> bool {
+        false
+    }
     /// Every RTPS submessage.
     fn event(&mut self, _e: &SubmsgEvent) {}
     /// Every closed sample record (and supplement record).
@@ -48,6 +64,12 @@ pub trait Analysis {
 impl<A: Analysis + ?Sized> Analysis for &mut A {
     fn frame(&mut self, p: &Packet<'_>) {
         (**self).frame(p)
+    }
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        (**self).datagram(d)
+    }
+    fn wants_datagrams(&self) -> bool {
+        (**self).wants_datagrams()
     }
     fn event(&mut self, e: &SubmsgEvent) {
         (**self).event(e)
@@ -66,6 +88,12 @@ impl<A: Analysis + ?Sized> Analysis for &mut A {
 impl<A: Analysis + ?Sized> Analysis for Box<A> {
     fn frame(&mut self, p: &Packet<'_>) {
         (**self).frame(p)
+    }
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        (**self).datagram(d)
+    }
+    fn wants_datagrams(&self) -> bool {
+        (**self).wants_datagrams()
     }
     fn event(&mut self, e: &SubmsgEvent) {
         (**self).event(e)
@@ -86,6 +114,14 @@ impl<A: Analysis> Analysis for Option<A> {
         if let Some(a) = self {
             a.frame(p)
         }
+    }
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        if let Some(a) = self {
+            a.datagram(d)
+        }
+    }
+    fn wants_datagrams(&self) -> bool {
+        self.as_ref().is_some_and(|a| a.wants_datagrams())
     }
     fn event(&mut self, e: &SubmsgEvent) {
         if let Some(a) = self {
@@ -113,6 +149,12 @@ impl<A: Analysis + ?Sized> Analysis for Vec<Box<A>> {
     fn frame(&mut self, p: &Packet<'_>) {
         self.iter_mut().for_each(|a| a.frame(p))
     }
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        self.iter_mut().for_each(|a| a.datagram(d))
+    }
+    fn wants_datagrams(&self) -> bool {
+        self.iter().any(|a| a.wants_datagrams())
+    }
     fn event(&mut self, e: &SubmsgEvent) {
         self.iter_mut().for_each(|a| a.event(e))
     }
@@ -131,6 +173,8 @@ macro_rules! tuple_analysis {
     ($($name:ident . $idx:tt),+) => {
         impl<$($name: Analysis),+> Analysis for ($($name,)+) {
             fn frame(&mut self, p: &Packet<'_>) { $(self.$idx.frame(p);)+ }
+            fn datagram(&mut self, d: &Datagram<'_>) { $(self.$idx.datagram(d);)+ }
+            fn wants_datagrams(&self) -> bool { false $(|| self.$idx.wants_datagrams())+ }
             fn event(&mut self, e: &SubmsgEvent) { $(self.$idx.event(e);)+ }
             fn sample(&mut self, r: &SampleRecord) { $(self.$idx.sample(r);)+ }
             fn idle(&mut self, now_ns: i64) { $(self.$idx.idle(now_ns);)+ }
@@ -180,13 +224,8 @@ impl CapturePoint {
     #[inline]
     pub fn push<A: Analysis + ?Sized>(&mut self, p: &Packet<'_>, a: &mut A) {
         a.frame(p);
-        let tracker = &mut self.tracker;
-        self.decoder.packet(p, &mut |e| {
-            a.event(e);
-            if let Some(t) = tracker.as_mut() {
-                t.on_event(e, &mut |r| a.sample(&r));
-            }
-        });
+        let datagrams = a.wants_datagrams();
+        self.decoder.packet_to(p, datagrams, &mut PointSink { a, tracker: &mut self.tracker });
     }
 
     /// Time moved on to `now_ns` without frames (live): samples whose
@@ -235,6 +274,27 @@ impl CapturePoint {
             t.finish(&mut |r| a.sample(&r));
         }
         a.end();
+    }
+}
+
+/// What the decoder completes, into an analysis (and events through the tracker).
+struct PointSink<'a, A: ?Sized> {
+    a: &'a mut A,
+    tracker: &'a mut Option<SampleTracker>,
+}
+
+impl<A: Analysis + ?Sized> DecodeSink for PointSink<'_, A> {
+    #[inline]
+    fn datagram(&mut self, d: &Datagram<'_>) {
+        self.a.datagram(d)
+    }
+    #[inline]
+    fn event(&mut self, e: &SubmsgEvent) {
+        let PointSink { a, tracker } = self;
+        a.event(e);
+        if let Some(t) = tracker.as_mut() {
+            t.on_event(e, &mut |r| a.sample(&r));
+        }
     }
 }
 

@@ -47,7 +47,7 @@ impl<W: std::io::Write> Analysis for FrameWriter<W> {
 /// submessages whose domain ([`SubmsgEvent::domain`]: the writer's, else the
 /// announced endpoint's, else the destination port's) is another or unknown,
 /// and samples of another or an unknown domain, are left out and counted.
-/// Frames and idle ticks all pass: capture counters, `--write` files and
+/// Frames, datagrams and idle ticks all pass: capture counters, `--write` files and
 /// watermarks stay those of the whole capture.
 pub struct DomainFilter<A> {
     pub domain: Option<u32>,
@@ -68,6 +68,12 @@ impl<A> DomainFilter<A> {
 impl<A: Analysis> Analysis for DomainFilter<A> {
     fn frame(&mut self, p: &crate::source::Packet<'_>) {
         self.inner.frame(p)
+    }
+    fn datagram(&mut self, d: &super::Datagram<'_>) {
+        self.inner.datagram(d)
+    }
+    fn wants_datagrams(&self) -> bool {
+        self.inner.wants_datagrams()
     }
     fn event(&mut self, e: &SubmsgEvent) {
         if self.domain.is_none() || e.domain() == self.domain {
