@@ -210,3 +210,21 @@ def test_plan_on_shared_captures(ddscope, shared_captures):
             lines = cp.stderr.strip().splitlines()
             assert len(lines) == 1 and cap.name in lines[0], (cap, cp.stderr)
     assert planned >= 1
+
+
+def test_limits_reach_plan_and_what_they_cost_is_reported(ddscope):
+    # --limit reaches the decoder and sample tracker `tsn plan` reads with (issue 25: it used fixed
+    # defaults). On the bundled capture /drive (29 Hz) and /image (10 Hz, 2 057 fragments per sample)
+    # overlap in time, so one open sample at a time must close some early; plan says how many.
+    cap = REPO / "examples" / "captures" / "simple-robotic-cyclone" / "pc1.pcapng.gz"
+    plain = ddscope("tsn", "plan", cap, "--link-rate", "1G")
+    assert "skipped:" not in plain.stdout, plain.stdout
+    capped = ddscope("tsn", "plan", cap, "--link-rate", "1G", "--limit", "samples.max_open=1")
+    skipped = [l for l in capped.stdout.splitlines() if "skipped:" in l and "sample tracker" in l]
+    assert len(skipped) == 1 and "closed early: too many samples open at once" in skipped[0], capped.stdout
+    assert int(skipped[0].rsplit(":", 1)[1]) > 0, skipped[0]
+    # the measured table itself is the same: a sample closed early still counts its frames
+    table = lambda out: [l for l in out.split("Proposed")[0].splitlines()[1:] if "skipped:" not in l]
+    assert table(plain.stdout) == table(capped.stdout)
+    bad = ddscope("tsn", "plan", cap, "--link-rate", "1G", "--limit", "samples.no_such_key=1", check=False)
+    assert bad.returncode != 0 and "samples.no_such_key" in bad.stderr, bad.stderr

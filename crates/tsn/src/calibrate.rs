@@ -59,6 +59,9 @@ pub struct CalibrateOptions {
     pub link_rate_bps: Option<u64>,
     /// Writer socket buffer for the prediction (not measurable without gates).
     pub socket_buffer: Option<u64>,
+    /// Caps of the decoder and the sample tracker (`--limits`).
+    pub decoder: DecoderConfig,
+    pub samples: SampleConfig,
 }
 
 /// The DDS layout the run's captures show.
@@ -188,7 +191,7 @@ struct CaptureData {
     topic_of: HashMap<Guid, (String, u32)>,
 }
 
-fn read_capture(path: &Path, name: &str) -> Result<CaptureData, String> {
+fn read_capture(path: &Path, name: &str, decoder: DecoderConfig, sample_cfg: SampleConfig) -> Result<CaptureData, String> {
     let mut wire: HashMap<(Guid, i64), SampleWire> = HashMap::new();
     let mut samples = HashMap::new();
     let mut topic_of: HashMap<Guid, (String, u32)> = HashMap::new();
@@ -234,7 +237,7 @@ fn read_capture(path: &Path, name: &str) -> Result<CaptureData, String> {
             untracked_samples += 1;
         }
     };
-    let res = analyse_file(path, name, DecoderConfig::default(), SampleConfig::default(), None, &mut on_event, &mut on_sample)
+    let res = analyse_file(path, name, decoder, sample_cfg, None, &mut on_event, &mut on_sample)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if let Some(err) = res.summary.error.as_ref() {
         return Err(format!("{}: {err}", path.display()));
@@ -337,7 +340,7 @@ pub fn calibrate(dir: &Path, opt: &CalibrateOptions) -> Result<Calibration, Stri
     }
     let mut data: HashMap<String, CaptureData> = HashMap::new();
     for (host, p) in &caps {
-        data.insert(host.clone(), read_capture(p, host)?);
+        data.insert(host.clone(), read_capture(p, host, opt.decoder, opt.samples)?);
     }
     // Which writer: the topic asked for, else the one with the largest samples received on another host.
     let mut best: Option<(u32, Guid, String, String, String)> = None;

@@ -101,7 +101,7 @@ pub const MAX_SAMPLES_PER_WRITER: usize = 1 << 16;
 pub const MAX_DATAGRAMS_PER_SAMPLE: usize = 4096;
 
 /// Reads the captures (module docs).
-pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
+pub fn measure(captures: &[PathBuf], decoder: DecoderConfig, samples: SampleConfig) -> Result<Measurement, String> {
     if captures.is_empty() {
         return Err("no capture given".into());
     }
@@ -159,12 +159,19 @@ pub fn measure(captures: &[PathBuf]) -> Result<Measurement, String> {
             a.vlan |= r.pcp.is_some();
             a.capture = name.clone();
         };
-        let res = analyse_file(path, &name, DecoderConfig::default(), SampleConfig::default(), None, &mut on_event, &mut on_sample)
+        let res = analyse_file(path, &name, decoder, samples, None, &mut on_event, &mut on_sample)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(err) = &res.summary.error {
             return Err(format!("{}: {err}", path.display()));
         }
         m.captures.push(path.display().to_string());
+        // what the decoder's and the sample tracker's caps (`--limits`) gave up
+        if let Some(l) = res.samples.problem_line() {
+            *m.skipped.entry(format!("{name}: sample tracker: {l}")).or_default() += res.samples.evicted + res.samples.untracked_large_samples;
+        }
+        if res.decoder.stats.ip.datagrams_evicted > 0 {
+            *m.skipped.entry(format!("{name}: IP datagrams dropped from reassembly by its caps (ip_reassembly.*)")).or_default() += res.decoder.stats.ip.datagrams_evicted;
+        }
         for (n, why) in [
             (over_cap, format!("samples of writers past the first {MAX_WRITERS} in {name}")),
             (ev_writers_over, format!("submessages of writers past the first {MAX_WRITERS} in {name} (datagram counts)")),

@@ -116,6 +116,8 @@ struct CheckArgs {
     offsets: Vec<crate::args::Offset>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    #[command(flatten)]
+    limits: super::limit_args::LimitArgs,
 }
 
 fn signed_ns(s: &str) -> Result<i64, String> {
@@ -161,6 +163,8 @@ struct PlanArgs {
     out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    #[command(flatten)]
+    limits: super::limit_args::LimitArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -232,6 +236,9 @@ struct TasArgs {
     validate: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// Caps for reading the --calibrate run's captures
+    #[command(flatten)]
+    limits: super::limit_args::LimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -315,6 +322,7 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<i32> {
     let found = session::expand_run(&a.inputs, &[]).map_err(crate::common::session_error)?;
     let mut latency = session::LatencyOptions { offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(), ..Default::default() };
     latency.submessage_rows = false;
+    super::limit_args::apply(&a.limits.resolve()?, &mut latency);
     let opts = CheckOptions {
         clock_offset_ns: a.clock_offset,
         gate_tolerance_ns: a.gate_tolerance as u64,
@@ -447,7 +455,8 @@ struct NoGate {
 
 fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow::Result<i32> {
     use ddscope_tsn::calibrate::{self, CalibrateOptions};
-    let opt = CalibrateOptions { topic: a.topic.clone(), link_rate_bps: None, socket_buffer: a.socket_buffer.map(|b| b.0) };
+    let limits = a.limits.resolve()?;
+    let opt = CalibrateOptions { topic: a.topic.clone(), link_rate_bps: None, socket_buffer: a.socket_buffer.map(|b| b.0), decoder: limits.decoder, samples: limits.samples };
     let cal = calibrate::calibrate(dir, &opt).map_err(|e| anyhow!(e))?;
     let configs: Vec<(String, u64, f64)> = if a.table_4_6 {
         tas::TABLE_4_6.iter().map(|(n, c, o)| (n.to_string(), *c, *o)).collect()
@@ -489,7 +498,7 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
     let mut rep = rep;
     for other in &a.validate {
         // the other run's link and layout (as measured there); the host times of this calibration
-        let o = calibrate::calibrate(other, &CalibrateOptions { topic: Some(cal.topic.clone()), link_rate_bps: None, socket_buffer: opt.socket_buffer })
+        let o = calibrate::calibrate(other, &CalibrateOptions { topic: Some(cal.topic.clone()), link_rate_bps: None, ..opt.clone() })
             .map_err(|e| anyhow!(e))?;
         let frames = o.frames().map_err(|e| anyhow!(e))?;
         let (rate, sb) = (o.link_rate_bps, o.shaper_burst_bytes);
@@ -575,7 +584,8 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
     if a.duration.0 == 0 {
         bail!("--duration must be positive");
     }
-    let m = plan::measure(&a.captures).map_err(|e| anyhow!(e))?;
+    let limits = a.limits.resolve()?;
+    let m = plan::measure(&a.captures, limits.decoder, limits.samples).map_err(|e| anyhow!(e))?;
     let opt = PlanOptions {
         link_rate_bps: a.link_rate.0,
         max_cycle_ns: a.max_cycle.0,
