@@ -30,7 +30,7 @@ use crate::ipfrag::{ReassemblyLimits, ReassemblyStats};
 use crate::latency::stats::{Dist, DistSummary};
 use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
-use crate::record::{opt_i, Record, Value};
+use crate::record::{opt_i, Value};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
@@ -393,65 +393,34 @@ impl FlowStats {
     }
 }
 
-impl Record for FlowStats {
-    fn columns() -> &'static [crate::record::Column] {
-        use crate::record::{col, ColType::*};
-        const C: &[crate::record::Column] = &[
-            col("src", Str),
-            col("dst", Str),
-            col("sender", Str),
-            col("receiver", Str),
-            col("sent", U64),
-            col("delivered", U64),
-            col("lost", U64),
-            col("loss_pct", F64),
-            col("dups", U64),
-            col("reordered", U64),
-            col("unsent", U64),
-            col("delay_mean_us", F64),
-            col("delay_p50_us", F64),
-            col("delay_p99_us", F64),
-            col("delay_max_us", F64),
-            col("jitter_mean_us", F64),
-            col("abs_jitter_mean_us", F64),
-            col("abs_jitter_p50_us", F64),
-            col("abs_jitter_p99_us", F64),
-            col("abs_jitter_max_us", F64),
-            col("payload_mbps", F64),
-        ];
-        C
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        // Summaries are in ms; the table shows µs (Bosk et al. gives jitter in µs).
-        let f = |has: bool, v: f64| if has { Value::F(v * 1e3) } else { Value::Null };
-        let d = self.delay.count > 0;
-        let j = self.jitter.count > 0;
-        match c {
-            0 => Value::Addr(self.src),
-            1 => Value::Addr(self.dst),
-            2 => Value::S(&self.sender),
-            3 => Value::S(&self.receiver),
-            4 => Value::U(self.sent),
-            5 => Value::U(self.delivered),
-            6 => Value::U(self.lost),
-            7 => Value::F(self.loss_pct()),
-            8 => Value::U(self.duplicates),
-            9 => Value::U(self.reordered),
-            10 => Value::U(self.unsent),
-            11 => f(d, self.delay.mean_ms),
-            12 => f(d, self.delay.p50_ms),
-            13 => f(d, self.delay.p99_ms),
-            14 => f(d, self.delay.max_ms),
-            15 => f(j, self.jitter.mean_ms),
-            16 => f(j, self.jitter_abs.mean_ms),
-            17 => f(j, self.jitter_abs.p50_ms),
-            18 => f(j, self.jitter_abs.p99_ms),
-            19 => f(j, self.jitter_abs.max_ms),
-            20 => Value::F(self.payload_bps() / 1e6),
-            _ => Value::Null,
-        }
-    }
-}
+// Summaries are in ms; the table shows µs (Bosk et al. gives jitter in µs).
+crate::record!(FlowStats, r, let {
+    let f = |has: bool, v: f64| if has { Value::F(v * 1e3) } else { Value::Null };
+    let d = r.delay.count > 0;
+    let j = r.jitter.count > 0;
+}, {
+    src: Str => Value::Addr(r.src),
+    dst: Str => Value::Addr(r.dst),
+    sender: Str => Value::S(&r.sender),
+    receiver: Str => Value::S(&r.receiver),
+    sent: U64 => Value::U(r.sent),
+    delivered: U64 => Value::U(r.delivered),
+    lost: U64 => Value::U(r.lost),
+    loss_pct: F64 => Value::F(r.loss_pct()),
+    dups: U64 => Value::U(r.duplicates),
+    reordered: U64 => Value::U(r.reordered),
+    unsent: U64 => Value::U(r.unsent),
+    delay_mean_us: F64 => f(d, r.delay.mean_ms),
+    delay_p50_us: F64 => f(d, r.delay.p50_ms),
+    delay_p99_us: F64 => f(d, r.delay.p99_ms),
+    delay_max_us: F64 => f(d, r.delay.max_ms),
+    jitter_mean_us: F64 => f(j, r.jitter.mean_ms),
+    abs_jitter_mean_us: F64 => f(j, r.jitter_abs.mean_ms),
+    abs_jitter_p50_us: F64 => f(j, r.jitter_abs.p50_ms),
+    abs_jitter_p99_us: F64 => f(j, r.jitter_abs.p99_ms),
+    abs_jitter_max_us: F64 => f(j, r.jitter_abs.max_ms),
+    payload_mbps: F64 => Value::F(r.payload_bps() / 1e6),
+});
 
 /// What the matcher counted.
 #[derive(Debug, Clone, Default, Serialize)]

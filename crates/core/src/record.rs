@@ -253,9 +253,25 @@ pub trait Record {
 /// record_json(&MyRow { topic: "/chatter".into(), samples: 3 }, &mut json);
 /// assert_eq!(json, r#"{"topic_name":"/chatter","samples":3}"#);
 /// ```
+///
+/// Values that share a computation may name it first, in a `let { … }` block
+/// evaluated before the column's value (it sees the row as `$r`):
+///
+/// ```
+/// use ddscope_core::record::{Record, Value};
+/// struct Hop { ms: Option<f64>, n: u64 }
+/// ddscope_core::record!(Hop, r, let { let f = |v: f64| if r.n > 0 { Value::F(v) } else { Value::Null }; }, {
+///     mean_ms: F64 => r.ms.map_or(Value::Null, f),
+///     n: U64 => Value::U(r.n),
+/// });
+/// assert!(matches!(Hop { ms: Some(1.5), n: 0 }.value(0), Value::Null));
+/// ```
 #[macro_export]
 macro_rules! record {
     ($ty:ty, $r:ident, { $($name:ident : $ct:ident => $val:expr),* $(,)? }) => {
+        $crate::record!($ty, $r, let {}, { $($name : $ct => $val),* });
+    };
+    ($ty:ty, $r:ident, let { $($pre:stmt;)* }, { $($name:ident : $ct:ident => $val:expr),* $(,)? }) => {
         const _: () = {
             #[allow(non_camel_case_types)]
             #[derive(Clone, Copy)]
@@ -270,6 +286,7 @@ macro_rules! record {
                 #[inline]
                 fn value(&self, column: usize) -> $crate::record::Value<'_> {
                     let $r = self;
+                    $($pre)*
                     match ORDER.get(column) {
                         $(Some(Col::$name) => $val,)*
                         None => $crate::record::Value::Null,

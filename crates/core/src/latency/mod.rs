@@ -28,7 +28,7 @@ pub mod stats;
 use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::{opt_i, opt_u, Value};
 use crate::samples::SampleRecord;
 use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
 use crate::ros2::callbacks::CallbackTable;
@@ -1859,126 +1859,59 @@ pub struct FlowSummary {
     pub receiver_nodes: Vec<String>,
 }
 
-const ROW_COLUMNS: &[Column] = &[
-    col("level", Str),
-    col("topic_name", Str),
-    col("type_name", Str),
-    col("topic_raw", Str),
-    col("writer_id", Str),
-    col("sn", I64),
-    col("fragment_starting_num", U64),
-    col("sender", Str),
-    col("receiver", Str),
-    col("sample_size", U64),
-    col("frags_expected", U64),
-    col("status", Str),
-    col("sender_first_ts_ns", I64),
-    col("sender_first_ip_ts_ns", I64),
-    col("sender_last_ts_ns", I64),
-    col("receiver_first_ts_ns", I64),
-    col("receiver_last_ts_ns", I64),
-    col("latency_ns", I64),
-    col("first_first_ns", I64),
-    col("last_last_ns", I64),
-    col("jitter_ns", I64),
-    col("sender_retransmitted_frags", U64),
-    col("receiver_duplicate_frags", U64),
-    col("repaired", Bool),
-    col("timing", Str),
-    col("period_ns", I64),
-    col("app_publish_ts_ns", I64),
-    col("app_receive_ts_ns", I64),
-    col("app_latency_ns", I64),
-    col("sender_stack_ns", I64),
-    col("receiver_stack_ns", I64),
-    col("source_ts_ns", I64),
-    col("source_ts_to_wire_ns", I64),
-    col("join", Str),
-    col("sender_node", Str),
-    col("receiver_node", Str),
-    col("rclcpp_publish_ts_ns", I64),
-    col("rmw_publish_ts_ns", I64),
-    col("rmw_take_ts_ns", I64),
-    col("callback_start_ts_ns", I64),
-    col("callback_end_ts_ns", I64),
-    col("ros_publish_ns", I64),
-    col("dds_send_ns", I64),
-    col("dds_local_ns", I64),
-    col("dds_receive_ns", I64),
-    col("executor_ns", I64),
-    col("callback_ns", I64),
-    col("ros_e2e_ns", I64),
-    col("domain", U64),
-    col("dds_remote_ns", I64),
-];
-
-impl Record for LatencyRow {
-    fn columns() -> &'static [Column] {
-        ROW_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let t = self.topic.as_deref();
-        let oi = |v: Option<i64>| v.map_or(Value::Null, Value::I);
-        match c {
-            0 => Value::S(self.level.as_str()),
-            1 => t.map_or(Value::Null, |t| Value::S(&t.topic_name)),
-            2 => t.map_or(Value::Null, |t| Value::S(&t.type_name)),
-            3 => t.map_or(Value::Null, |t| Value::S(&t.topic_raw)),
-            4 => Value::Guid(self.writer_id),
-            5 => Value::I(self.sn),
-            6 => self.fragment_starting_num.map_or(Value::Null, |v| Value::U(v as u64)),
-            7 => Value::S(&self.sender),
-            8 => Value::S(&self.receiver),
-            9 => self.sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
-            10 => self.frags_expected.map_or(Value::Null, |v| Value::U(v as u64)),
-            11 => Value::S(self.status.as_str()),
-            12 => Value::I(self.sender_first_ts_ns),
-            13 => Value::I(self.sender_first_ip_ts_ns),
-            14 => oi(self.sender_last_ts_ns),
-            15 => oi(self.receiver_first_ts_ns),
-            16 => oi(self.receiver_last_ts_ns),
-            17 => oi(self.latency_ns),
-            18 => oi(self.first_first_ns),
-            19 => oi(self.last_last_ns),
-            20 => oi(self.jitter_ns),
-            21 => Value::U(self.sender_retransmitted_frags as u64),
-            22 => Value::U(self.receiver_duplicate_frags as u64),
-            23 => Value::B(self.repaired),
-            24 => self.timing.map_or(Value::Null, |t| Value::S(t.as_str())),
-            25 => oi(self.period_ns),
-            26 => oi(self.app_publish_ts_ns),
-            27 => oi(self.app_receive_ts_ns),
-            28 => oi(self.app_latency_ns),
-            29 => oi(self.sender_stack_ns),
-            30 => oi(self.receiver_stack_ns),
-            31 => oi(self.source_ts_ns),
-            32 => oi(self.source_ts_to_wire_ns),
-            33 => Value::S(self.join().as_str()),
-            48 => t.and_then(|t| t.domain).map_or(Value::Null, |d| Value::U(d as u64)),
-            c => match self.ros.as_deref() {
-                None => Value::Null,
-                Some(r) => match c {
-                    34 => r.sender_node.as_deref().map_or(Value::Null, Value::S),
-                    35 => r.receiver_node.as_deref().map_or(Value::Null, Value::S),
-                    36 => oi(r.rclcpp_publish_ts_ns),
-                    37 => oi(r.rmw_publish_ts_ns),
-                    38 => oi(r.rmw_take_ts_ns),
-                    39 => oi(r.callback_start_ts_ns),
-                    40 => oi(r.callback_end_ts_ns),
-                    41 => oi(r.ros_publish_ns),
-                    42 => oi(r.dds_send_ns),
-                    43 => oi(r.dds_local_ns),
-                    44 => oi(r.dds_receive_ns),
-                    45 => oi(r.executor_ns),
-                    46 => oi(r.callback_ns),
-                    47 => oi(r.ros_e2e_ns),
-                    49 => oi(r.dds_remote_ns),
-                    _ => Value::Null,
-                },
-            },
-        }
-    }
-}
+// The per-sample row's columns, in output order (docs/latency.md lists them).
+crate::record!(LatencyRow, r, {
+    level: Str => Value::S(r.level.as_str()),
+    topic_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
+    type_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
+    topic_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
+    writer_id: Str => Value::Guid(r.writer_id),
+    sn: I64 => Value::I(r.sn),
+    fragment_starting_num: U64 => opt_u(r.fragment_starting_num),
+    sender: Str => Value::S(&r.sender),
+    receiver: Str => Value::S(&r.receiver),
+    sample_size: U64 => opt_u(r.sample_size),
+    frags_expected: U64 => opt_u(r.frags_expected),
+    status: Str => Value::S(r.status.as_str()),
+    sender_first_ts_ns: I64 => Value::I(r.sender_first_ts_ns),
+    sender_first_ip_ts_ns: I64 => Value::I(r.sender_first_ip_ts_ns),
+    sender_last_ts_ns: I64 => opt_i(r.sender_last_ts_ns),
+    receiver_first_ts_ns: I64 => opt_i(r.receiver_first_ts_ns),
+    receiver_last_ts_ns: I64 => opt_i(r.receiver_last_ts_ns),
+    latency_ns: I64 => opt_i(r.latency_ns),
+    first_first_ns: I64 => opt_i(r.first_first_ns),
+    last_last_ns: I64 => opt_i(r.last_last_ns),
+    jitter_ns: I64 => opt_i(r.jitter_ns),
+    sender_retransmitted_frags: U64 => Value::U(r.sender_retransmitted_frags as u64),
+    receiver_duplicate_frags: U64 => Value::U(r.receiver_duplicate_frags as u64),
+    repaired: Bool => Value::B(r.repaired),
+    timing: Str => r.timing.map_or(Value::Null, |t| Value::S(t.as_str())),
+    period_ns: I64 => opt_i(r.period_ns),
+    app_publish_ts_ns: I64 => opt_i(r.app_publish_ts_ns),
+    app_receive_ts_ns: I64 => opt_i(r.app_receive_ts_ns),
+    app_latency_ns: I64 => opt_i(r.app_latency_ns),
+    sender_stack_ns: I64 => opt_i(r.sender_stack_ns),
+    receiver_stack_ns: I64 => opt_i(r.receiver_stack_ns),
+    source_ts_ns: I64 => opt_i(r.source_ts_ns),
+    source_ts_to_wire_ns: I64 => opt_i(r.source_ts_to_wire_ns),
+    join: Str => Value::S(r.join().as_str()),
+    sender_node: Str => r.ros.as_deref().and_then(|x| x.sender_node.as_deref()).map_or(Value::Null, Value::S),
+    receiver_node: Str => r.ros.as_deref().and_then(|x| x.receiver_node.as_deref()).map_or(Value::Null, Value::S),
+    rclcpp_publish_ts_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.rclcpp_publish_ts_ns)),
+    rmw_publish_ts_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.rmw_publish_ts_ns)),
+    rmw_take_ts_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.rmw_take_ts_ns)),
+    callback_start_ts_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.callback_start_ts_ns)),
+    callback_end_ts_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.callback_end_ts_ns)),
+    ros_publish_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.ros_publish_ns)),
+    dds_send_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.dds_send_ns)),
+    dds_local_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.dds_local_ns)),
+    dds_receive_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.dds_receive_ns)),
+    executor_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.executor_ns)),
+    callback_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.callback_ns)),
+    ros_e2e_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.ros_e2e_ns)),
+    domain: U64 => opt_u(r.topic.as_deref().and_then(|t| t.domain)),
+    dds_remote_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.dds_remote_ns)),
+});
 
 /// One line of the per-layer summary table.
 #[derive(Debug, Clone)]
@@ -1991,104 +1924,46 @@ pub struct LayerRow {
     pub s: DistSummary,
 }
 
-const LAYER_COLUMNS: &[Column] = &[
-    col("topic", Str),
-    col("sender", Str),
-    col("receiver", Str),
-    col("layer", Str),
-    col("count", U64),
-    col("mean_ms", F64),
-    col("std_ms", F64),
-    col("min_ms", F64),
-    col("p50_ms", F64),
-    col("p90_ms", F64),
-    col("p99_ms", F64),
-    col("max_ms", F64),
-    col("domain", U64),
-];
+crate::record!(LayerRow, r, {
+    topic: Str => Value::S(&r.topic),
+    sender: Str => Value::S(&r.sender),
+    receiver: Str => Value::S(&r.receiver),
+    layer: Str => Value::S(&r.layer),
+    count: U64 => Value::U(r.s.count),
+    mean_ms: F64 => Value::F(r.s.mean_ms),
+    std_ms: F64 => Value::F(r.s.std_ms),
+    min_ms: F64 => Value::F(r.s.min_ms),
+    p50_ms: F64 => Value::F(r.s.p50_ms),
+    p90_ms: F64 => Value::F(r.s.p90_ms),
+    p99_ms: F64 => Value::F(r.s.p99_ms),
+    max_ms: F64 => Value::F(r.s.max_ms),
+    domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
+});
 
-impl Record for LayerRow {
-    fn columns() -> &'static [Column] {
-        LAYER_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        match c {
-            0 => Value::S(&self.topic),
-            1 => Value::S(&self.sender),
-            2 => Value::S(&self.receiver),
-            3 => Value::S(&self.layer),
-            4 => Value::U(self.s.count),
-            5 => Value::F(self.s.mean_ms),
-            6 => Value::F(self.s.std_ms),
-            7 => Value::F(self.s.min_ms),
-            8 => Value::F(self.s.p50_ms),
-            9 => Value::F(self.s.p90_ms),
-            10 => Value::F(self.s.p99_ms),
-            11 => Value::F(self.s.max_ms),
-            12 => self.domain.map_or(Value::Null, |d| Value::U(d as u64)),
-            _ => Value::Null,
-        }
-    }
-}
-
-const FLOW_COLUMNS: &[Column] = &[
-    col("topic", Str),
-    col("domain", U64),
-    col("sender", Str),
-    col("receiver", Str),
-    col("sender_nodes", Str),
-    col("receiver_nodes", Str),
-    col("samples", U64),
-    col("delivered", U64),
-    col("lost", U64),
-    col("incomplete", U64),
-    col("retransmitted_samples", U64),
-    col("retransmitted_frags", U64),
-    col("retransmitted_bytes", U64),
-    col("clean_mean_ms", F64),
-    col("repaired_mean_ms", F64),
-    col("jitter_mean_ms", F64),
-    col("jitter_abs_mean_ms", F64),
-    col("jitter_abs_p99_ms", F64),
-    col("jitter_abs_max_ms", F64),
-    col("period_ms", F64),
-    col("in_time", U64),
-    col("late", U64),
-];
-
-impl Record for FlowSummary {
-    fn columns() -> &'static [Column] {
-        FLOW_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let f = |s: &DistSummary, v: f64| if s.count > 0 { Value::F(v) } else { Value::Null };
-        match c {
-            0 => Value::S(&self.topic),
-            1 => self.domain.map_or(Value::Null, |d| Value::U(d as u64)),
-            2 => Value::S(&self.sender),
-            3 => Value::S(&self.receiver),
-            4 => Value::Strs(&self.sender_nodes),
-            5 => Value::Strs(&self.receiver_nodes),
-            6 => Value::U(self.samples),
-            7 => Value::U(self.delivered),
-            8 => Value::U(self.lost),
-            9 => Value::U(self.incomplete),
-            10 => Value::U(self.retransmitted_samples),
-            11 => Value::U(self.retransmitted_frags),
-            12 => Value::U(self.retransmitted_bytes),
-            13 => f(&self.clean, self.clean.mean_ms),
-            14 => f(&self.repaired, self.repaired.mean_ms),
-            15 => f(&self.jitter, self.jitter.mean_ms),
-            16 => f(&self.jitter_abs, self.jitter_abs.mean_ms),
-            17 => f(&self.jitter_abs, self.jitter_abs.p99_ms),
-            18 => f(&self.jitter_abs, self.jitter_abs.max_ms),
-            19 => self.period_ms.map_or(Value::Null, Value::F),
-            20 => Value::U(self.in_time),
-            21 => Value::U(self.late),
-            _ => Value::Null,
-        }
-    }
-}
+crate::record!(FlowSummary, r, let { let f = |s: &DistSummary, v: f64| if s.count > 0 { Value::F(v) } else { Value::Null }; }, {
+    topic: Str => Value::S(&r.topic),
+    domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
+    sender: Str => Value::S(&r.sender),
+    receiver: Str => Value::S(&r.receiver),
+    sender_nodes: Str => Value::Strs(&r.sender_nodes),
+    receiver_nodes: Str => Value::Strs(&r.receiver_nodes),
+    samples: U64 => Value::U(r.samples),
+    delivered: U64 => Value::U(r.delivered),
+    lost: U64 => Value::U(r.lost),
+    incomplete: U64 => Value::U(r.incomplete),
+    retransmitted_samples: U64 => Value::U(r.retransmitted_samples),
+    retransmitted_frags: U64 => Value::U(r.retransmitted_frags),
+    retransmitted_bytes: U64 => Value::U(r.retransmitted_bytes),
+    clean_mean_ms: F64 => f(&r.clean, r.clean.mean_ms),
+    repaired_mean_ms: F64 => f(&r.repaired, r.repaired.mean_ms),
+    jitter_mean_ms: F64 => f(&r.jitter, r.jitter.mean_ms),
+    jitter_abs_mean_ms: F64 => f(&r.jitter_abs, r.jitter_abs.mean_ms),
+    jitter_abs_p99_ms: F64 => f(&r.jitter_abs, r.jitter_abs.p99_ms),
+    jitter_abs_max_ms: F64 => f(&r.jitter_abs, r.jitter_abs.max_ms),
+    period_ms: F64 => r.period_ms.map_or(Value::Null, Value::F),
+    in_time: U64 => Value::U(r.in_time),
+    late: U64 => Value::U(r.late),
+});
 
 /// One segment of a stacked latency bar (thesis Fig. 4.4: end-to-end split
 /// into the ROS 2, DDS and wire layers): the mean of one layer.

@@ -12,7 +12,7 @@
 use super::assemble::{CallbackKind, CallbackRec, PublishRec};
 use crate::bounded::BoundedMap;
 use crate::latency::stats::{Dist, DistSummary};
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::Value;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -169,40 +169,18 @@ pub struct CallbackRow {
     pub duration: DistSummary,
 }
 
-const CALLBACK_COLUMNS: &[Column] = &[
-    col("host", Str),
-    col("node", Str),
-    col("callback", Str),
-    col("runs", U64),
-    col("rate_hz", F64),
-    col("unfinished", U64),
-    col("mean_ms", F64),
-    col("p50_ms", F64),
-    col("p99_ms", F64),
-    col("max_ms", F64),
-];
-
-impl Record for CallbackRow {
-    fn columns() -> &'static [Column] {
-        CALLBACK_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let f = |v: f64| if self.duration.count > 0 { Value::F(v) } else { Value::Null };
-        match c {
-            0 => Value::S(&self.host),
-            1 => Value::S(&self.node),
-            2 => Value::S(&self.callback),
-            3 => Value::U(self.runs),
-            4 => self.rate_hz.map_or(Value::Null, Value::F),
-            5 => Value::U(self.unfinished),
-            6 => f(self.duration.mean_ms),
-            7 => f(self.duration.p50_ms),
-            8 => f(self.duration.p99_ms),
-            9 => f(self.duration.max_ms),
-            _ => Value::Null,
-        }
-    }
-}
+crate::record!(CallbackRow, r, let { let f = |v: f64| if r.duration.count > 0 { Value::F(v) } else { Value::Null }; }, {
+    host: Str => Value::S(&r.host),
+    node: Str => Value::S(&r.node),
+    callback: Str => Value::S(&r.callback),
+    runs: U64 => Value::U(r.runs),
+    rate_hz: F64 => r.rate_hz.map_or(Value::Null, Value::F),
+    unfinished: U64 => Value::U(r.unfinished),
+    mean_ms: F64 => f(r.duration.mean_ms),
+    p50_ms: F64 => f(r.duration.p50_ms),
+    p99_ms: F64 => f(r.duration.p99_ms),
+    max_ms: F64 => f(r.duration.max_ms),
+});
 
 /// Publishes of one topic made from one kind of callback of a node.
 #[derive(Debug, Clone, Serialize)]
@@ -218,33 +196,13 @@ pub struct PublishEdgeRow {
     pub node_time: DistSummary,
 }
 
-const EDGE_COLUMNS: &[Column] = &[
-    col("host", Str),
-    col("node", Str),
-    col("in_callback", Str),
-    col("publishes_topic", Str),
-    col("publishes", U64),
-    col("rate_hz", F64),
-    col("node_time_mean_ms", F64),
-    col("node_time_p99_ms", F64),
-];
-
-impl Record for PublishEdgeRow {
-    fn columns() -> &'static [Column] {
-        EDGE_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let f = |v: f64| if self.node_time.count > 0 { Value::F(v) } else { Value::Null };
-        match c {
-            0 => Value::S(&self.host),
-            1 => Value::S(&self.node),
-            2 => Value::S(&self.callback),
-            3 => Value::S(&self.topic),
-            4 => Value::U(self.publishes),
-            5 => self.rate_hz.map_or(Value::Null, Value::F),
-            6 => f(self.node_time.mean_ms),
-            7 => f(self.node_time.p99_ms),
-            _ => Value::Null,
-        }
-    }
-}
+crate::record!(PublishEdgeRow, r, let { let f = |v: f64| if r.node_time.count > 0 { Value::F(v) } else { Value::Null }; }, {
+    host: Str => Value::S(&r.host),
+    node: Str => Value::S(&r.node),
+    in_callback: Str => Value::S(&r.callback),
+    publishes_topic: Str => Value::S(&r.topic),
+    publishes: U64 => Value::U(r.publishes),
+    rate_hz: F64 => r.rate_hz.map_or(Value::Null, Value::F),
+    node_time_mean_ms: F64 => f(r.node_time.mean_ms),
+    node_time_p99_ms: F64 => f(r.node_time.p99_ms),
+});

@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 use crate::bounded::BoundedMap;
 use crate::latency::stats::{Dist, DistSummary};
 use crate::latency::Layer;
-use crate::record::{col, ColType::*, Column, Record, Value};
+use crate::record::Value;
 use ddscope_wire::Guid;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -395,78 +395,40 @@ pub struct ChainRow {
     pub chain_e2e_ns: Option<i64>,
 }
 
-const CHAIN_COLUMNS: &[Column] = &[
-    col("chain", Str),
-    col("instance", U64),
-    col("hop", U64),
-    col("topic_name", Str),
-    col("delivery", Str),
-    col("join", Str),
-    col("sender", Str),
-    col("receiver", Str),
-    col("sender_node", Str),
-    col("receiver_node", Str),
-    col("writer_id", Str),
-    col("sn", I64),
-    col("source_ts_ns", I64),
-    col("rclcpp_publish_ts_ns", I64),
-    col("callback_start_ts_ns", I64),
-    col("ros_publish_ns", I64),
-    col("dds_send_ns", I64),
-    col("message_ns", I64),
-    col("dds_receive_ns", I64),
-    col("dds_local_ns", I64),
-    col("dds_remote_ns", I64),
-    col("executor_ns", I64),
-    col("callback_ns", I64),
-    col("ros_e2e_ns", I64),
-    col("node_ns", I64),
-    col("chain_start_ts_ns", I64),
-    col("chain_e2e_ns", I64),
-];
-
-impl Record for ChainRow {
-    fn columns() -> &'static [Column] {
-        CHAIN_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        let oi = |v: Option<i64>| v.map_or(Value::Null, Value::I);
-        fn os(v: &Option<Arc<str>>) -> Value<'_> {
-            v.as_deref().map_or(Value::Null, Value::S)
-        }
-        let h = &self.h;
-        match c {
-            0 => Value::S(&self.chain),
-            1 => Value::U(self.instance),
-            2 => Value::U(self.hop as u64),
-            3 => os(&h.topic),
-            4 => Value::S(h.level.as_str()),
-            5 => Value::S(h.join.as_str()),
-            6 => Value::S(&h.sender),
-            7 => Value::S(&h.receiver),
-            8 => os(&h.sender_node),
-            9 => os(&h.receiver_node),
-            10 => h.writer.map_or(Value::Null, Value::Guid),
-            11 => oi(h.sn),
-            12 => Value::I(h.source_ts),
-            13 => oi(h.rclcpp_ts),
-            14 => oi(h.callback_start_ts),
-            15 => oi(h.layers.ros_publish),
-            16 => oi(h.layers.dds_send),
-            17 => oi(h.layers.message),
-            18 => oi(h.layers.dds_receive),
-            19 => oi(h.layers.dds_local),
-            20 => oi(h.layers.dds_remote),
-            21 => oi(h.layers.executor),
-            22 => oi(h.layers.callback),
-            23 => oi(h.layers.ros_e2e),
-            24 => oi(self.node_ns),
-            25 => oi(self.chain_start_ts_ns),
-            26 => oi(self.chain_e2e_ns),
-            _ => Value::Null,
-        }
-    }
+/// An optional shared string as a value.
+fn os(v: &Option<Arc<str>>) -> Value<'_> {
+    v.as_deref().map_or(Value::Null, Value::S)
 }
+
+crate::record!(ChainRow, r, let { let oi = |v: Option<i64>| v.map_or(Value::Null, Value::I); let h = &r.h; }, {
+    chain: Str => Value::S(&r.chain),
+    instance: U64 => Value::U(r.instance),
+    hop: U64 => Value::U(r.hop as u64),
+    topic_name: Str => os(&h.topic),
+    delivery: Str => Value::S(h.level.as_str()),
+    join: Str => Value::S(h.join.as_str()),
+    sender: Str => Value::S(&h.sender),
+    receiver: Str => Value::S(&h.receiver),
+    sender_node: Str => os(&h.sender_node),
+    receiver_node: Str => os(&h.receiver_node),
+    writer_id: Str => h.writer.map_or(Value::Null, Value::Guid),
+    sn: I64 => oi(h.sn),
+    source_ts_ns: I64 => Value::I(h.source_ts),
+    rclcpp_publish_ts_ns: I64 => oi(h.rclcpp_ts),
+    callback_start_ts_ns: I64 => oi(h.callback_start_ts),
+    ros_publish_ns: I64 => oi(h.layers.ros_publish),
+    dds_send_ns: I64 => oi(h.layers.dds_send),
+    message_ns: I64 => oi(h.layers.message),
+    dds_receive_ns: I64 => oi(h.layers.dds_receive),
+    dds_local_ns: I64 => oi(h.layers.dds_local),
+    dds_remote_ns: I64 => oi(h.layers.dds_remote),
+    executor_ns: I64 => oi(h.layers.executor),
+    callback_ns: I64 => oi(h.layers.callback),
+    ros_e2e_ns: I64 => oi(h.layers.ros_e2e),
+    node_ns: I64 => oi(r.node_ns),
+    chain_start_ts_ns: I64 => oi(r.chain_start_ts_ns),
+    chain_e2e_ns: I64 => oi(r.chain_e2e_ns),
+});
 
 /// One line of the chain table: a hop's layer (or the chain's end-to-end).
 #[derive(Debug, Clone)]
@@ -480,45 +442,21 @@ pub struct ChainLayerRow {
     pub s: DistSummary,
 }
 
-const CHAIN_LAYER_COLUMNS: &[Column] = &[
-    col("chain", Str),
-    col("hop", Str),
-    col("topic", Str),
-    col("route", Str),
-    col("layer", Str),
-    col("count", U64),
-    col("mean_ms", F64),
-    col("std_ms", F64),
-    col("min_ms", F64),
-    col("p50_ms", F64),
-    col("p90_ms", F64),
-    col("p99_ms", F64),
-    col("max_ms", F64),
-];
-
-impl Record for ChainLayerRow {
-    fn columns() -> &'static [Column] {
-        CHAIN_LAYER_COLUMNS
-    }
-    fn value(&self, c: usize) -> Value<'_> {
-        match c {
-            0 => Value::S(&self.chain),
-            1 => Value::S(&self.hop),
-            2 => Value::S(&self.topic),
-            3 => Value::S(&self.route),
-            4 => Value::S(&self.layer),
-            5 => Value::U(self.s.count),
-            6 => Value::F(self.s.mean_ms),
-            7 => Value::F(self.s.std_ms),
-            8 => Value::F(self.s.min_ms),
-            9 => Value::F(self.s.p50_ms),
-            10 => Value::F(self.s.p90_ms),
-            11 => Value::F(self.s.p99_ms),
-            12 => Value::F(self.s.max_ms),
-            _ => Value::Null,
-        }
-    }
-}
+crate::record!(ChainLayerRow, r, {
+    chain: Str => Value::S(&r.chain),
+    hop: Str => Value::S(&r.hop),
+    topic: Str => Value::S(&r.topic),
+    route: Str => Value::S(&r.route),
+    layer: Str => Value::S(&r.layer),
+    count: U64 => Value::U(r.s.count),
+    mean_ms: F64 => Value::F(r.s.mean_ms),
+    std_ms: F64 => Value::F(r.s.std_ms),
+    min_ms: F64 => Value::F(r.s.min_ms),
+    p50_ms: F64 => Value::F(r.s.p50_ms),
+    p90_ms: F64 => Value::F(r.s.p90_ms),
+    p99_ms: F64 => Value::F(r.s.p99_ms),
+    max_ms: F64 => Value::F(r.s.max_ms),
+});
 
 impl ChainSummary {
     /// The chain's end-to-end latency as a stacked bar: per hop its layers up to
