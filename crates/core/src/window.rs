@@ -26,7 +26,7 @@ impl Window {
         if (Self::MIN_NS..=Self::MAX_NS).contains(&ns) {
             Ok(Window(ns))
         } else {
-            Err(format!("{}: the window must lie between 1ms and 1h", Nanos(ns.max(0) as u64)))
+            Err(format!("{}: the window must be between 1ms and 1h", Nanos(ns.max(0) as u64)))
         }
     }
 
@@ -74,7 +74,7 @@ impl FromStr for Window {
     fn from_str(s: &str) -> Result<Window, String> {
         let n: Nanos = s.parse().map_err(|e| format!("{e}"))?;
         let ns = i64::try_from(n.0).map_err(|_| format!("{s:?}: too large (at most {} s)", i64::MAX / 1_000_000_000))?;
-        Window::from_ns(ns).map_err(|_| format!("{s:?}: the window must lie between 1ms and 1h"))
+        Window::from_ns(ns).map_err(|_| format!("{s:?}: the window must be between 1ms and 1h"))
     }
 }
 
