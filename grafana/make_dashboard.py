@@ -102,6 +102,50 @@ panels.append(panel(
     description="docs/queries/submessage_latency.influxql: grouped by writer, sample and fragment_starting_num.",
     extra={"fieldConfig": {"defaults": {"unit": "ns", "custom": {"drawStyle": "points", "pointSize": 3}}, "overrides": []}}))
 y += 8
+panels.append(panel(
+    "In time, late and over budget", "timeseries", PROM, [
+        prom('sum by (topic, sender, receiver, timing) (rate(ddscope_latency_timing_total{topic=~"$topic"}[$__rate_interval]))', "{{timing}} {{topic}} {{sender}}→{{receiver}}"),
+        prom('sum by (topic, sender, receiver, layer) (rate(ddscope_latency_over_budget_total{topic=~"$topic"}[$__rate_interval]))', "over budget ({{layer}}) {{topic}} {{sender}}→{{receiver}}"),
+    ], 0, y, unit="ops",
+    description="Samples received within their publication period or late (seed 003; serve needs the period: INFO_TS spacing or --period), and samples whose layer went over its `serve --budget`."))
+panels.append(panel(
+    "Latency jitter and clock offsets", "timeseries", PROM, [
+        prom('histogram_quantile(0.99, sum by (le, topic, sender, receiver) (rate(ddscope_latency_jitter_seconds_bucket{topic=~"$topic"}[$__rate_interval])))', "jitter p99 {{topic}} {{sender}}→{{receiver}}"),
+        prom('max by (capture) (ddscope_clock_offset_seconds)', "clock offset {{capture}}"),
+    ], 12, y, unit="s",
+    description="Jitter: the change of a sample's message latency from the previous sample's of the same writer. Clock offsets: what serve adds to each capture point's times (--offset, or estimated)."))
+y += 8
+panels.append({"id": 103, "type": "row", "title": "ROS 2 layers and chains (agents with --trace-live)", "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}, "panels": []})
+y += 1
+ROS_LAYERS = "ros_publish|dds_send|dds_local|dds_remote|message|dds_receive|executor|callback"
+panels.append(panel(
+    "Where a message's time goes: p50 per layer", "timeseries", PROM, [
+        prom(f'histogram_quantile(0.5, sum by (le, topic, sender, receiver, layer) (rate(ddscope_latency_seconds_bucket{{layer=~"{ROS_LAYERS}",topic=~"$topic"}}[$__rate_interval])))', "{{layer}} {{topic}} {{sender}}→{{receiver}}"),
+    ], 0, y, unit="s",
+    description="From the publishing node to the end of the subscriber's callback, layer by layer (docs/latency.md): ros_publish (rclcpp_publish → rmw_publish), dds_send (rmw_publish → first on the wire), message (wire, between the capture points), dds_receive (complete at the receiver → rmw_take), executor (rmw_take → callback_start), callback; same-host deliveries have dds_local instead of the wire layers. Stacked medians: each layer's own p50, so the stack approximates, not equals, the end-to-end p50.",
+    extra={"fieldConfig": {"defaults": {"unit": "s", "custom": {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40}}, "overrides": []}}))
+panels.append(panel(
+    "ROS 2 end to end per topic (p50, p99)", "timeseries", PROM, [
+        prom('histogram_quantile(0.5, sum by (le, topic, sender, receiver) (rate(ddscope_latency_seconds_bucket{layer="ros_e2e",topic=~"$topic"}[$__rate_interval])))', "p50 {{topic}} {{sender}}→{{receiver}}"),
+        prom('histogram_quantile(0.99, sum by (le, topic, sender, receiver) (rate(ddscope_latency_seconds_bucket{layer="ros_e2e",topic=~"$topic"}[$__rate_interval])))', "p99 {{topic}} {{sender}}→{{receiver}}"),
+    ], 12, y, unit="s",
+    description="rclcpp_publish at the sender to callback_start at the receiver, per topic and pair of hosts, from the agents' live ros2_tracing sessions joined by serve."))
+y += 8
+panels.append(panel(
+    "Chain end to end (p50, p99)", "timeseries", PROM, [
+        prom('histogram_quantile(0.5, sum by (le, chain) (rate(ddscope_chain_latency_seconds_bucket{layer="chain_e2e"}[$__rate_interval])))', "p50 {{chain}}"),
+        prom('histogram_quantile(0.99, sum by (le, chain) (rate(ddscope_chain_latency_seconds_bucket{layer="chain_e2e"}[$__rate_interval])))', "p99 {{chain}}"),
+        prom('sum by (chain, status) (rate(ddscope_chain_instances_total[$__rate_interval]))', "instances {{status}} {{chain}}"),
+    ], 0, y, unit="s",
+    description="`serve --path /a,/b,/c`: the first topic's rclcpp_publish to the last topic's callback_start, across hosts; instances without an end-to-end value (an instant missing) are counted as incomplete.",
+    extra={"fieldConfig": {"defaults": {"unit": "s"}, "overrides": [{"matcher": {"id": "byRegexp", "options": "instances.*"}, "properties": [{"id": "unit", "value": "ops"}, {"id": "custom.axisPlacement", "value": "right"}]}]}}))
+panels.append(panel(
+    "Chain hops: p50 per hop and layer", "timeseries", PROM, [
+        prom('histogram_quantile(0.5, sum by (le, chain, hop, topic, layer) (rate(ddscope_chain_latency_seconds_bucket{hop!="e2e",layer=~"ros_publish|dds_send|dds_local|message|dds_receive|executor|node"}[$__rate_interval])))', "hop {{hop}} {{topic}} {{layer}}"),
+    ], 12, y, unit="s",
+    description="Each hop of the chain, layer by layer; `node` is the relay's own time (callback_start of its input to its publish of the next topic).",
+    extra={"fieldConfig": {"defaults": {"unit": "s", "custom": {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40}}, "overrides": []}}))
+y += 8
 panels.append({"id": 101, "type": "row", "title": "Traffic per topic", "collapsed": False, "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}, "panels": []})
 y += 1
 panels.append(panel(

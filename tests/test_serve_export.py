@@ -1,23 +1,27 @@
 """What `ddscope serve` correlates leaves it, and the dashboards and queries we ship work on it (issue 26).
 
 One live lab run (examples/lab/simple-robotic.toml with a 300 kB image, so that /image still
-spans many DATA_FRAGs while two cores keep up) with an agent on each host sending to `ddscope serve`
-in the root namespace, and:
+spans many DATA_FRAGs while two cores keep up), every node traced (the lab's ros2_tracing replica,
+Jazzy layout, one live LTTng session and relay daemon per host), with an agent on each host
+following its host's live session (`--trace-live`) and sending to `ddscope serve` in the root
+namespace (`--path /raw_image,/image,/actuator`), and:
   * a real Prometheus 2.42 (Debian) scraping serve's /metrics (with the token) and the agents;
   * a real InfluxDB 1.6.7 receiving serve's `--export influx=…` and the agents';
   * the OpenTelemetry Collector (tests/servers/build-otelcol.sh: OTLP receiver, debug exporter)
     receiving serve's `--export otlp=…`, its traces read back from the debug exporter's output.
 Then
   * every panel query of grafana/dashboards/ddscope.json runs through Prometheus's HTTP API and
-    returns data; serve's latency buckets agree with the rows of `ddscope latency` on the run's own
+    returns data (the ROS 2 layer and chain panels included); serve's latency buckets agree with the rows of `ddscope latency` on the run's own
     captures (the oracle, binned with the same bounds) within 2 samples or 1 %; the latency panels'
     p50 and p99 over the run are what serve's buckets give and lie in the bucket of the rows' exact
-    quantile, widened by the ranks the counts differ by (the histogram's resolution);
+    quantile, widened by the ranks the counts differ by (the histogram's resolution); /image's ROS 2
+    layers on serve's /metrics (mid-run, and their count and sum at the end) are those of
+    `ddscope latency` on the run's captures and traces (which babeltrace2 reads);
   * every query in docs/queries/ runs through InfluxDB and returns data; ddscope_latency holds
     every delivered sample serve reported, each with the latency `ddscope latency` computed;
   * the Collector got one trace per delivered sample, with the trace id derived from (writer GUID,
     sn) as documented, and its publish / receive / message spans, the message span's latency the
-    sample's.
+    sample's, and for /image the ROS 2 layers' spans on the host each happened on.
 Needs root (network namespaces).
 """
 import json
@@ -39,6 +43,8 @@ pytestmark = pytest.mark.usefixtures("needs_root")
 
 TOKEN = "t0k3n-" + os.urandom(4).hex()
 TOPICS = ("/image", "/drive")
+# The ROS 2 layers of a delivery across hosts (docs/latency.md).
+ROS_LAYERS = ("ros_publish", "dds_send", "dds_receive", "executor", "callback", "ros_e2e")
 
 
 def get_json(url, token=None, timeout=10):
@@ -278,7 +284,7 @@ def test_serve_exports_to_prometheus_influxdb_and_the_collector(repo, tmp_path, 
     serve_log = tmp_path / "serve.log"
     serve = subprocess.Popen([exe, "serve", "--listen", f"0.0.0.0:{port}", "--token", TOKEN, "--window", "3s", "--idle", "5s",
                               "--export", f"influx=http://127.0.0.1:{influx_port}/ddscope", "--export", f"otlp=http://127.0.0.1:{otlp_port}",
-                              "--budget", "/image=50ms", "--trace-sample", "all"],
+                              "--budget", "/image=50ms", "--trace-sample", "all", "--path", "/raw_image,/image,/actuator"],
                              stdout=subprocess.DEVNULL, stderr=open(serve_log, "w"))
     processes.append(serve)
     wait("serve", lambda: serve.poll() is None and "dashboard on" in serve_log.read_text(), 30)
@@ -311,8 +317,8 @@ scrape_configs:
     scenario.write_text((repo / "examples/lab/simple-robotic.toml").read_text().replace("2764852", "300000"))
     out = tmp_path / "run"
     agent_args = (f"--send-to http://{{gateway}}:{port} --token {TOKEN} --export prometheus={{mgmt_ip}}:9464 "
-                  f"--export influx=http://{{gateway}}:{influx_port}/ddscope")
-    lab = subprocess.Popen([exe, "lab", "run", scenario, "--duration", "15s", "--out", out, "--quiet", "--agent", agent_args],
+                  f"--export influx=http://{{gateway}}:{influx_port}/ddscope --trace-live {{trace_live}} --trace-lag 1s")
+    lab = subprocess.Popen([exe, "lab", "run", scenario, "--duration", "15s", "--out", out, "--quiet", "--tracing", "jazzy", "--agent", agent_args],
                            stdout=open(tmp_path / "lab.out", "w"), stderr=open(tmp_path / "lab.err", "w"))
     processes.append(lab)
     hosts = {}
@@ -329,12 +335,12 @@ scrape_configs:
     assert len(hosts) == 2, f"lab hosts with management links not found: {hosts}"
     targets.write_text(json.dumps([{"targets": [f"{ip}:9464" for ip in hosts.values()]}]))
 
-    # Mid-run, serve's /metrics has the message and submessage layers of /image.
+    # Mid-run, serve's /metrics has the message, submessage and ROS 2 layers of /image (with samples).
     def image_layers():
         text = get_text(f"http://127.0.0.1:{port}/metrics", TOKEN)
-        layers = set(re.findall(r'ddscope_latency_seconds_bucket\{topic="/image",[^}]*layer="(\w+)"', text))
-        return layers if {"message", "submessage"} <= layers else None
-    wait("/image's message and submessage layers on serve's /metrics", image_layers, 60)
+        layers = {l for l, n in re.findall(r'ddscope_latency_seconds_count\{topic="/image",[^}]*layer="(\w+)"\} (\d+)', text) if int(n) > 0}
+        return layers if {"message", "submessage", *ROS_LAYERS} <= layers else None
+    wait("/image's message, submessage and ROS 2 layers on serve's /metrics", image_layers, 60)
 
     assert lab.wait(180) == 0, (tmp_path / "lab.err").read_text()
     run = json.loads((out / "run.json").read_text())
@@ -368,6 +374,23 @@ scrape_configs:
     for topic in TOPICS:
         assert offline[(topic, "message")], f"ddscope latency found no delivered {topic} samples"
     assert offline[("/image", "submessage")], "no /image DATA_FRAG rows offline"
+
+    # /image's ROS 2 layers: serve's histograms hold exactly the values `ddscope latency` joined from the traces.
+    offline_ros = {}  # (writer, sn) -> {layer: ns}
+    metrics = get_text(f"http://127.0.0.1:{port}/metrics", TOKEN)
+    for layer in ROS_LAYERS:
+        vals = []
+        for r in rows:
+            if r["topic_name"] == "/image" and r["level"] == "message" and r[f"{layer}_ns"]:
+                vals.append(int(r[f"{layer}_ns"]))
+                offline_ros.setdefault((r["writer_id"], int(r["sn"])), {})[layer] = int(r[f"{layer}_ns"])
+        sel = f'topic="/image",domain="",sender="pc1",receiver="pc2",layer="{layer}"'
+        count = re.search(rf'ddscope_latency_seconds_count\{{{sel}\}} (\S+)', metrics)
+        total = re.search(rf'ddscope_latency_seconds_sum\{{{sel}\}} (\S+)', metrics)
+        assert count and total, f"/image {layer}: not on serve's /metrics"
+        print(f"/image {layer}: serve {int(float(count.group(1)))} samples, sum {float(total.group(1)):.9f} s; ddscope latency {len(vals)}, {sum(vals) / 1e9:.9f} s")
+        assert vals and int(float(count.group(1))) == len(vals), f"/image {layer}: serve counted {count.group(1)}, ddscope latency {len(vals)}"
+        assert abs(float(total.group(1)) - sum(vals) / 1e9) <= 1e-9 * len(vals), f"/image {layer}: serve's sum {total.group(1)}, ddscope latency's {sum(vals) / 1e9}"
 
     # 1. Every panel query of the dashboard through Prometheus returns data over the run.
     report = []
@@ -471,6 +494,12 @@ scrape_configs:
         assert {("pc1", f"publish {topic}"), ("pc2", f"receive {topic}"), ("pc2", "message")} <= names, names
         msg = [s for s in ss if s["Name"] == "message" and s["host"] == "pc2"]
         assert len(msg) == 1 and msg[0]["attrs"]["ddscope.latency_ns"] == latency, (topic, w, sn, msg, latency)
+        if topic == "/image":
+            # The ROS 2 layers as spans, each on the host it happened on, with the duration ddscope latency joined.
+            where = {"ros_publish": "pc1", "dds_send": "pc1", "dds_receive": "pc2", "executor": "pc2", "callback": "pc2"}
+            for layer, host in where.items():
+                got = [s["attrs"]["ddscope.latency_ns"] for s in ss if s["Name"] == layer and s["host"] == host]
+                assert got == [offline_ros[(w, sn)][layer]], f"/image {w} {sn} {layer} on {host}: spans {got}, ddscope latency {offline_ros.get((w, sn))}"
         checked += 1
     traces = {s["Trace ID"] for s in spans if s["Name"].startswith("publish ")}
     print(f"Collector: {len(spans)} spans, {len(traces)} traces; {checked} delivered /image and /drive samples checked")

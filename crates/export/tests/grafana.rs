@@ -206,11 +206,27 @@ fn correlate(sender: PathBuf, receiver: PathBuf) -> Vec<LatencyRow> {
     rows
 }
 
+/// Panels whose data only `serve` makes from traced agents (ROS 2 layers,
+/// chains, timing against the period, budgets, clock offsets): this test's
+/// untraced rows leave them empty; tests/test_serve_export.py runs a traced
+/// lab through serve and Prometheus and requires data from every panel.
+const SERVE_TRACED_PANELS: &[&str] = &[
+    "In time, late and over budget",
+    "Latency jitter and clock offsets",
+    "Where a message's time goes: p50 per layer",
+    "ROS 2 end to end per topic (p50, p99)",
+    "Chain end to end (p50, p99)",
+    "Chain hops: p50 per hop and layer",
+];
+
 #[test]
 fn every_dashboard_query_runs_on_real_servers_and_returns_data() {
     let d = dashboard();
     let sources: BTreeMap<String, String> = provisioned_datasources().into_iter().collect();
     let qs = queries(&d, &sources);
+    for t in SERVE_TRACED_PANELS {
+        assert!(qs.iter().any(|(title, _)| title == t), "SERVE_TRACED_PANELS names {t:?}, which the dashboard no longer has");
+    }
 
     // Feed both servers the way an agent and `ddscope serve` would.
     let dir = TempDir::new("grafana-data");
@@ -253,6 +269,9 @@ fn every_dashboard_query_runs_on_real_servers_and_returns_data() {
             Query::Prom(e) => {
                 let e = prom_vars(e);
                 let res = promql(&prom, &e);
+                if res.is_empty() && SERVE_TRACED_PANELS.contains(&title.as_str()) {
+                    continue;
+                }
                 assert!(!res.is_empty(), "{title}: `{e}` returned nothing");
                 prom_n += 1;
             }

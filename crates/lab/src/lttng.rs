@@ -15,6 +15,14 @@
 //! the machine's (no time namespace): LTTng's CLOCK_MONOTONIC, the captures'
 //! and the ground truth's CLOCK_REALTIME are those of one kernel.
 //!
+//! With `live`, the session is an LTTng *live* session: a `lttng-relayd` of
+//! the host (its network and mount namespaces, listening on the host's
+//! loopback only, default ports) receives the streams and writes them under
+//! `OUT/HOST.lttng/HOST/SESSION-DATE/`, and a reader on the host follows it
+//! at `net://localhost/host/HOST/SESSION` (the lab's `{trace_live}`: what
+//! `ddscope agent --trace-live` takes). Readers of the trace directory find
+//! the trace below it either way.
+//!
 //! The channel is in discard mode (as `ros2 trace` records) with large
 //! buffers, so tracing never stalls the workload; what it loses is counted
 //! by the tracer (`lttng list` statistics, read after `lttng stop`) and in
@@ -39,6 +47,12 @@ pub const CONTEXTS: [&str; 3] = ["vpid", "vtid", "procname"];
 pub const SUBBUF_SIZE: u64 = 1 << 20;
 pub const NUM_SUBBUF: u64 = 8;
 
+/// The relay daemon's ports of a live session, on the host's own loopback
+/// (each host has its network namespace: the defaults never collide).
+const RELAYD_CONTROL_PORT: u16 = 5342;
+const RELAYD_DATA_PORT: u16 = 5343;
+const RELAYD_LIVE_PORT: u16 = 5344;
+
 /// Where a host's private `/var/run/lttng` is mounted (Debian: /var/run -> /run).
 const RUNDIR: &str = "/var/run/lttng";
 
@@ -58,6 +72,8 @@ pub struct HostSession {
     pub log: PathBuf,
     /// CLOCK_REALTIME when `lttng start` returned.
     pub started_ns: i64,
+    /// The host's relay daemon (index in the run's [`Procs`]) of a live session.
+    pub relayd: Option<usize>,
 }
 
 /// What the tracer reported when the session stopped.
@@ -109,7 +125,9 @@ pub fn version() -> Option<String> {
 impl HostSession {
     /// Starts the host's session daemon and a recording session writing to
     /// `output`, active before this returns (start the host's processes after it).
-    pub fn start(procs: &mut Procs, h: &HostNet, run_id: &str, output: &Path, home: &Path, log: &Path) -> Result<HostSession> {
+    /// With `live`, a relay daemon of the host takes the streams and writes
+    /// them to `output` (see the module's documentation).
+    pub fn start(procs: &mut Procs, h: &HostNet, run_id: &str, output: &Path, home: &Path, log: &Path, live: bool) -> Result<HostSession> {
         fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
         let logf = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         // its own UTS namespace too, named after the host: the trace's `hostname` is the host's
@@ -134,14 +152,22 @@ impl HostSession {
             output: output.to_path_buf(),
             log: log.to_path_buf(),
             started_ns: 0,
+            relayd: None,
         };
         s.wait_ready(procs)?;
+        if live {
+            s.start_relayd(procs)?;
+        }
         let sess = format!("--session={}", s.session);
         let out_arg = format!("--output={}", output.display());
         let subbuf = format!("--subbuf-size={SUBBUF_SIZE}");
         let nsubbuf = format!("--num-subbuf={NUM_SUBBUF}");
         let chan = format!("--channel={CHANNEL}");
-        s.lttng(&["create", &s.session, &out_arg])?;
+        if live {
+            s.create_live()?;
+        } else {
+            s.lttng(&["create", &s.session, &out_arg])?;
+        }
         s.lttng(&["enable-channel", "--userspace", &sess, &subbuf, &nsubbuf, CHANNEL])?;
         s.lttng(&["enable-event", "--userspace", &sess, &chan, EVENTS])?;
         let mut ctx: Vec<&str> = vec!["add-context", "--userspace", &sess, &chan];
@@ -152,6 +178,42 @@ impl HostSession {
         s.lttng(&["start", &s.session])?;
         s.started_ns = now_ns();
         Ok(s)
+    }
+
+    /// `net://localhost/host/HOST/SESSION`: the live session as a reader on the host reaches it.
+    pub fn live_url(&self) -> Option<String> {
+        self.relayd.map(|_| format!("net://localhost:{RELAYD_LIVE_PORT}/host/{}/{}", self.host, self.session))
+    }
+
+    /// Starts the host's relay daemon (loopback only: nothing of it reaches
+    /// the workload link), writing the session under `output`.
+    fn start_relayd(&mut self, procs: &mut Procs) -> Result<()> {
+        let log = self.log.with_file_name(format!("lttng-relayd-{}.log", self.host));
+        let logf = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+        let mut cmd = self.command("lttng-relayd");
+        cmd.arg(format!("--control-port=tcp://127.0.0.1:{RELAYD_CONTROL_PORT}"))
+            .arg(format!("--data-port=tcp://127.0.0.1:{RELAYD_DATA_PORT}"))
+            .arg(format!("--live-port=tcp://127.0.0.1:{RELAYD_LIVE_PORT}"))
+            .arg(format!("--output={}", self.output.display()))
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf);
+        self.relayd = Some(procs.spawn(&format!("lttng-relayd on {}", self.host), cmd)?);
+        Ok(())
+    }
+
+    /// `lttng create SESSION --live`, retried while the relay daemon is not
+    /// listening yet (it answers within a second of its start).
+    fn create_live(&self) -> Result<()> {
+        let url = format!("--set-url=net://127.0.0.1:{RELAYD_CONTROL_PORT}:{RELAYD_DATA_PORT}");
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.lttng(&["create", &self.session, "--live", &url]) {
+                Ok(_) => return Ok(()),
+                Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => return Err(e.context(format!("the relay daemon on {} (see {})", self.host, self.log.with_file_name(format!("lttng-relayd-{}.log", self.host)).display()))),
+            }
+        }
     }
 
     /// Waits until the daemon answers on the host's private socket: its pid
@@ -217,6 +279,12 @@ impl HostSession {
         let p = procs.get(self.proc_idx);
         p.signal(libc::SIGTERM);
         p.wait_timeout(Duration::from_secs(10));
+        // the relay daemon has written every stream once the session is destroyed
+        if let Some(i) = self.relayd {
+            let r = procs.get(i);
+            r.signal(libc::SIGTERM);
+            r.wait_timeout(Duration::from_secs(10));
+        }
         result
     }
 }

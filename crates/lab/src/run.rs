@@ -300,6 +300,9 @@ struct DriveResult {
     load: procs::LoadStats,
 }
 
+/// In `--agent`'s arguments: the host's live trace session, as `ddscope agent --trace-live` takes it.
+pub const TRACE_LIVE: &str = "{trace_live}";
+
 /// The per-process load series of a run (CSV, docs/lab.md).
 pub const LOAD_FILE: &str = "load.csv";
 const LOAD_INTERVAL: Duration = Duration::from_millis(200);
@@ -328,15 +331,42 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         say!(opts, "capturing on {}", lab.hosts.iter().map(|h| format!("{}/{}", h.name, h.iface)).collect::<Vec<_>>().join(", "));
     }
 
-    // 1b. monitoring agents (before the workload, so they see its discovery)
+    // 1b. one LTTng session per traced host, recording before any node of the host starts
+    //     (a node registers its tracepoints at start; events of an unregistered process are lost);
+    //     live sessions (a relay daemon per host) when the agents follow them (`{trace_live}`)
+    let live = opts.agent_args.as_ref().is_some_and(|a| a.iter().any(|a| a.contains(TRACE_LIVE)));
+    let mut sessions: BTreeMap<String, HostSession> = BTreeMap::new();
+    let traced = sc.traced_hosts();
+    for (host, distros) in &traced {
+        let h = lab.host(host).ok_or_else(|| anyhow!("internal: traced host {host} not in the lab"))?;
+        let dir_name = format!("{host}.lttng");
+        let log = out.join("logs").join(format!("lttng-{host}.log"));
+        let s = HostSession::start(procs, h, run_id, &out.join(&dir_name), &tmp.join(format!("lttng-home-{host}")), &log, live)?;
+        say!(opts, "tracing {host} ({}) into {dir_name}", distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "));
+        sessions.insert(host.clone(), s);
+    }
+
+    // 1c. monitoring agents (before the workload, so they see its discovery; after the trace
+    //     sessions, so an agent following its host's live session finds it)
     let mut agents = vec![];
     if let Some(extra) = &opts.agent_args {
         let exe = std::env::var_os("DDSCOPE_BIN").map(PathBuf::from).unwrap_or(std::env::current_exe()?);
         let exe = exe.to_str().ok_or_else(|| anyhow!("the ddscope path is not UTF-8"))?.to_string();
         for h in &lab.hosts {
+            let trace_live = match sessions.get(&h.name).and_then(|s| s.live_url()) {
+                Some(url) => url,
+                None if extra.iter().any(|a| a.contains(TRACE_LIVE)) => {
+                    bail!("--agent uses {TRACE_LIVE} but host {} is not traced (the scenario's `tracing`, or --tracing)", h.name)
+                }
+                None => String::new(),
+            };
             let subst = |a: &str| {
                 let (mip, gw) = h.mgmt.map(|(m, g)| (m.to_string(), g.to_string())).unwrap_or_default();
-                a.replace("{host}", &h.name).replace("{ip}", &h.ip.to_string()).replace("{mgmt_ip}", &mip).replace("{gateway}", &gw)
+                a.replace("{host}", &h.name)
+                    .replace("{ip}", &h.ip.to_string())
+                    .replace("{mgmt_ip}", &mip)
+                    .replace("{gateway}", &gw)
+                    .replace(TRACE_LIVE, &trace_live)
             };
             let log = out.join("logs").join(format!("agent-{}.log", h.name));
             let mut cmd = in_netns(&h.netns, &exe);
@@ -350,19 +380,6 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             agents.push((h.name.clone(), i, log));
         }
         say!(opts, "agents running on {}", lab.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "));
-    }
-
-    // 1c. one LTTng session per traced host, recording before any node of the host starts
-    //     (a node registers its tracepoints at start; events of an unregistered process are lost)
-    let mut sessions: BTreeMap<String, HostSession> = BTreeMap::new();
-    let traced = sc.traced_hosts();
-    for (host, distros) in &traced {
-        let h = lab.host(host).ok_or_else(|| anyhow!("internal: traced host {host} not in the lab"))?;
-        let dir_name = format!("{host}.lttng");
-        let log = out.join("logs").join(format!("lttng-{host}.log"));
-        let s = HostSession::start(procs, h, run_id, &out.join(&dir_name), &tmp.join(format!("lttng-home-{host}")), &log)?;
-        say!(opts, "tracing {host} ({}) into {dir_name}", distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "));
-        sessions.insert(host.clone(), s);
     }
 
     // 2. iperf3 servers
