@@ -196,6 +196,30 @@ def test_sharded_correlation_behind_the_collector_equals_one_serve_and_offline(r
         if isinstance(truth, dict):
             assert f["delivered"] == truth["published"], (topic, f["delivered"], truth)
 
+    # Exported: the shards' /metrics add up to one serve's (docs/export.md, "Shards"): every latency
+    # histogram bucket, count and sample counter summed over the shards equals the direct serve's.
+    # (A label set's first rendering shows zeros, so Prometheus sees a counter start at 0: read twice.)
+    def families(text):
+        out = {}
+        for m in re.finditer(r'^(ddscope_latency_seconds_(?:bucket|count|sum)|ddscope_latency_samples_total)\{([^}]*)\} (\S+)$', text, re.M):
+            v = float(m.group(3))
+            if v:
+                out[(m.group(1), m.group(2))] = v
+        return out
+    for _ in range(2):
+        one = families(get(f"http://127.0.0.1:{direct}/metrics", TOKEN).decode())
+        summed = {}
+        for h, _ in shards:
+            for k, v in families(get(f"http://127.0.0.1:{h}/metrics").decode()).items():
+                summed[k] = summed.get(k, 0.0) + v
+    assert one and set(summed) == set(one), (sorted(set(one) ^ set(summed)))[:10]
+    for k, v in one.items():
+        if k[0].endswith("_sum"):
+            assert abs(summed[k] - v) <= 1e-9 * max(1.0, one.get(("ddscope_latency_seconds_count", k[1]), 1.0)), (k, summed[k], v)
+        else:
+            assert summed[k] == v, f"{k}: shards sum to {summed[k]}, one serve {v}"
+    print(f"/metrics: {len(one)} latency series, the shards' sums equal one serve's")
+
     # Offline on the run's captures.
     cp = subprocess.run([exe, "latency", out, "--format", "json"], capture_output=True, text=True, timeout=300)
     assert cp.returncode == 0, cp.stderr
