@@ -108,12 +108,14 @@ pub struct ExplainCaps {
     pub max_samples: usize,
     /// Flows (topic, sender, receiver) kept; samples of further flows are counted, not judged.
     pub max_flows: usize,
+    /// Bins of each capture's link timeline (16 bytes each); a longer capture merges them in pairs.
+    pub max_link_bins: usize,
 }
 
 impl Default for ExplainCaps {
     fn default() -> Self {
         let o = crate::latency::explain::ExplainOptions::default();
-        ExplainCaps { max_samples: o.max_samples, max_flows: o.max_flows }
+        ExplainCaps { max_samples: o.max_samples, max_flows: o.max_flows, max_link_bins: crate::pipeline::LinkLoadConfig::default().max_bins }
     }
 }
 
@@ -253,6 +255,7 @@ limits! {
     "stream"."max_name_bytes" => stream.max_name_bytes: Size, "serve: longest topic, type, node or device name kept (longer ones cut, marked and counted)";
     "explain"."max_samples" => explain.max_samples: Count, "latency --explain/--budget: samples kept to be judged (later ones counted, not judged)";
     "explain"."max_flows" => explain.max_flows: Count, "latency --explain/--budget: flows (topic, sender, receiver) judged (samples of further flows counted, not judged)";
+    "explain"."max_link_bins" => explain.max_link_bins: Count, "latency --explain/--budget: bins of each capture's link timeline, 16 bytes each (a longer capture merges them in pairs: coarser, never dropped)";
 }
 
 fn sections() -> Vec<&'static str> {

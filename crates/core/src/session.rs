@@ -57,6 +57,8 @@ pub struct LatencyOptions {
     pub path: Option<Vec<String>>,
     /// Emit one chain row per hop of every instance of `path`.
     pub chain_rows: bool,
+    /// Keep each capture's link load (`--explain`'s link-queueing evidence).
+    pub link_load: Option<crate::pipeline::LinkLoadConfig>,
 }
 
 impl Default for LatencyOptions {
@@ -74,6 +76,7 @@ impl Default for LatencyOptions {
             assemble: Default::default(),
             path: None,
             chain_rows: false,
+            link_load: None,
         }
     }
 }
@@ -342,7 +345,7 @@ pub fn run_latency_traced(
         correlator.add_trace(host);
         opened.push((t, reader));
     }
-    let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns, assemble: o.assemble };
+    let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns, assemble: o.assemble, link_load: o.link_load };
     let (outcomes, traces) = correlate_inputs(&captures, opened, decoding, &mut correlator, progress, out, chain_out)?;
     Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth, traces })
 }

@@ -119,6 +119,9 @@ pub struct LatencyArgs {
     /// Exit with status 1 when a budget is broken (a sample over it, or lost), with a one-line summary; needs --budget or --budget-file
     #[arg(long)]
     pub fail_on_incidents: bool,
+    /// The capture points' link rate (1G, 2.5G, 100M) that --explain judges a busy link against (link queueing); default: a lab run's network.rate (run.json), else each capture's busiest 1 ms
+    #[arg(long, value_name = "RATE")]
+    pub link_rate: Option<ddscope_traffic::units::Rate>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -204,17 +207,23 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if a.fail_on_incidents && budgets.is_empty() {
         bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
     }
+    let link_rate = link_rate(a.link_rate, &a.inputs);
     let mut explainer = (a.explain || !budgets.is_empty()).then(|| {
         ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
             budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
             max_samples: limits.explain.max_samples,
             max_flows: limits.explain.max_flows,
+            link_rate_bps: link_rate.map(|r| r.0),
+            link_rate_from: link_rate.map_or("", |r| r.1),
             ..Default::default()
         })
     });
+    if explainer.is_some() {
+        opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
+    }
     let mut io_err: Option<std::io::Error> = None;
     let cell = std::cell::RefCell::new((&mut writers, &mut io_err, &mut explainer));
-    let run = common::run_session(
+    let mut run = common::run_session(
         "latency",
         captures,
         &truth,
@@ -314,7 +323,14 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         .into_iter()
         .filter(|r| flows.iter().any(|f| f.topic == r.topic && f.sender == r.sender && f.receiver == r.receiver))
         .collect();
-    let explanation = explainer.map(|e| e.finish());
+    let explanation = explainer.map(|mut e| {
+        for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
+            if let Some(l) = o.link.take() {
+                e.add_link(&c.name, l);
+            }
+        }
+        e.finish()
+    });
     if let Some(x) = &explanation {
         eprintln!("latency: incidents: {}", x.summary_line());
     }
@@ -352,7 +368,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "warnings": run.correlator.warnings(),
             "incidents": explanation.as_ref().map(|x| json!({
                 "summary": x.summary_line(), "samples": x.samples, "samples_not_kept": x.samples_not_kept,
-                "budget_broken": x.budget_broken, "by_cause": x.by_cause, "by_kind": x.by_kind, "incidents": x.incidents,
+                "budget_broken": x.budget_broken, "by_cause": x.by_cause, "by_kind": x.by_kind, "incidents": x.incidents, "links": x.links,
             })),
         });
         serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -475,6 +491,19 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
 }
 
 /// `--explain`: incidents grouped by cause, then the worst ones with their evidence.
+/// The link rate `--explain` judges a busy link against: `--link-rate`, else a lab run
+/// directory's `network.rate` (run.json), else none (each capture's busiest 1 ms).
+pub fn link_rate(given: Option<ddscope_traffic::units::Rate>, inputs: &[PathBuf]) -> Option<(f64, &'static str)> {
+    if let Some(r) = given {
+        return Some((r.0 as f64, "--link-rate"));
+    }
+    let [dir] = inputs else { return None };
+    let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+    let run: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let rate: ddscope_traffic::units::Rate = run["network"]["rate"].as_str()?.parse().ok()?;
+    Some((rate.0 as f64, "the lab run's network.rate"))
+}
+
 pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain::Explanation) -> std::io::Result<()> {
     use ddscope_core::latency::explain::Kind;
     writeln!(out, "incidents: {}", x.summary_line())?;
@@ -496,6 +525,20 @@ pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain
         )?;
     }
     writeln!(out, "(share_%: of the latency above each flow's median, summed over incidents; layer: where most of the cause's incidents took their excess)")?;
+    if !x.links.is_empty() {
+        let links: Vec<String> = x
+            .links
+            .iter()
+            .map(|l| {
+                let mut t = format!("{} in {} µs bins against {:.3} Gbit/s ({})", ddscope_traffic::text::escape_controls(&l.capture), l.bin_ns / 1000, l.rate_bps / 1e9, l.rate_from);
+                if l.frames_before_start > 0 {
+                    t.push_str(&format!(", {} frames before its start not counted", l.frames_before_start));
+                }
+                t
+            })
+            .collect();
+        writeln!(out, "link load (link_queueing's evidence): {}", links.join("; "))?;
+    }
     writeln!(out, "worst incidents:")?;
     for i in x.worst(10) {
         let kinds: Vec<&str> = i.kinds.iter().map(|k| ddscope_core::latency::explain::kind_name(*k)).collect();

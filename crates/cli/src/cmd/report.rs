@@ -72,6 +72,9 @@ pub struct ReportArgs {
     /// Latency budget of the topics matching TOPIC (as for `ddscope latency`); the incidents section shows what broke it
     #[arg(long = "budget", value_name = "TOPIC=DURATION", value_parser = args::budget)]
     pub budgets: Vec<BudgetArg>,
+    /// The capture points' link rate the incidents' link-queueing evidence is judged against (as for `ddscope latency`)
+    #[arg(long, value_name = "RATE")]
+    pub link_rate: Option<ddscope_traffic::units::Rate>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -176,12 +179,19 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
     // Incidents and their verdicts (as `latency --explain`).
+    let link_rate = super::latency::link_rate(a.link_rate, inputs);
     let explainer = std::cell::RefCell::new(ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
         budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
         max_samples: limits.explain.max_samples,
         max_flows: limits.explain.max_flows,
+        link_rate_bps: link_rate.map(|r| r.0),
+        link_rate_from: link_rate.map_or("", |r| r.1),
         ..Default::default()
     }));
+    // The link timelines for the incidents' queueing evidence: with budgets, when the section is shown.
+    if !a.budgets.is_empty() {
+        opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
+    }
     let mut series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
     let mut ros_series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
     let mut first_row_ns = i64::MAX;
@@ -189,7 +199,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
     // Per flow and writer: its samples' times at the sender, for the rate (ddscope_core::rate).
     let mut times: BTreeMap<FlowId, BTreeMap<ddscope_wire::Guid, SampleTimes>> = BTreeMap::new();
-    let run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
+    let mut run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
         if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
             return;
         }
@@ -284,7 +294,13 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
         _ => None,
     };
-    let x = explainer.into_inner().finish();
+    let mut explainer = explainer.into_inner();
+    for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
+        if let Some(l) = o.link.take() {
+            explainer.add_link(&c.name, l);
+        }
+    }
+    let x = explainer.finish();
     // The timeline: every incident's time and excess, one series per cause (capped like the latency series).
     let mut by: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     for i in x.incidents.iter().take(MAX_POINTS * 4) {

@@ -17,6 +17,7 @@
 //!   the evidence printed beside it. See docs/latency.md ("Why was it late").
 
 use super::{LatencyRow, Status, Timing};
+use crate::pipeline::LinkLoad;
 use ddscope_wire::Guid;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -59,6 +60,14 @@ pub struct ExplainOptions {
     pub negative_tolerance_ns: i64,
     /// Worst examples printed.
     pub examples: usize,
+    /// The capture points' link rate (bit/s) for the link-queueing evidence; `None`: each
+    /// capture's busiest `link_peak_span_ns` stands for it.
+    pub link_rate_bps: Option<f64>,
+    /// Where `link_rate_bps` came from (said in the evidence).
+    pub link_rate_from: &'static str,
+    pub link_peak_span_ns: i64,
+    /// A link carrying at least this share of its rate while a sample waited was busy enough to queue it.
+    pub link_busy_share: f64,
 }
 
 impl Default for ExplainOptions {
@@ -71,6 +80,10 @@ impl Default for ExplainOptions {
             outlier_floor_ns: 2_000_000,
             negative_tolerance_ns: 50_000,
             examples: 10,
+            link_rate_bps: None,
+            link_rate_from: "the link rate given",
+            link_peak_span_ns: 1_000_000,
+            link_busy_share: 0.8,
         }
     }
 }
@@ -164,6 +177,8 @@ pub enum Cause {
     CallbackOverrun,
     /// The receiving node's executor was busy with another callback when the sample arrived.
     ExecutorBusy,
+    /// The link was busy (near its rate) while the sample waited: queued behind other traffic.
+    LinkQueueing,
     /// A layer is negative: the capture points' (or hosts') clocks disagree by at least that much.
     ClockOffset,
     /// The evidence does not decide.
@@ -179,6 +194,7 @@ impl Cause {
             Cause::SenderBurst => "sender_burst",
             Cause::CallbackOverrun => "callback_overrun",
             Cause::ExecutorBusy => "executor_busy",
+            Cause::LinkQueueing => "link_queueing",
             Cause::ClockOffset => "clock_offset",
             Cause::Unknown => "unknown",
         }
@@ -201,6 +217,11 @@ struct Sample {
     /// Other values that can be negative only on wrong clocks.
     extra_checks: [Option<i64>; 2],
     sender_first: i64,
+    /// The first IP fragment of the first datagram at the sender (its first byte on the wire).
+    sender_first_ip: i64,
+    /// The sample's own bytes on the wire, at most (payload and headers; unknown size: all RTPS bytes may be its own).
+    own_bytes: f64,
+    receiver_first: Option<i64>,
     receiver_last: Option<i64>,
     /// When the sample was ready to be taken: complete at the receiver's capture point, or (trace to trace) its rmw_publish.
     ready: Option<i64>,
@@ -278,11 +299,28 @@ pub struct Explanation {
     /// Incidents that break a budget (over it, or lost on a budgeted topic).
     pub budget_broken: u64,
     pub budgets: Vec<(String, i64)>,
+    /// The capture points' link timelines the queueing evidence was read from.
+    pub links: Vec<LinkInfo>,
+}
+
+/// A capture point's link timeline as the analysis used it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkInfo {
+    pub capture: Arc<str>,
+    /// Bin width in the end (it doubles when a capture outgrows the bins).
+    pub bin_ns: i64,
+    pub merges: u32,
+    /// Frames before the timeline's start (time going back), not counted.
+    pub frames_before_start: u64,
+    /// The rate a busy link is measured against, and where it came from.
+    pub rate_bps: f64,
+    pub rate_from: &'static str,
 }
 
 /// Collects rows, then judges them.
 pub struct Explainer {
     opts: ExplainOptions,
+    links: HashMap<Arc<str>, LinkLoad>,
     flows: Vec<FlowKey>,
     flow_ids: HashMap<(String, Arc<str>, Arc<str>), u32>,
     samples: Vec<Sample>,
@@ -302,7 +340,12 @@ fn median(v: &mut [i64]) -> Option<i64> {
 
 impl Explainer {
     pub fn new(opts: ExplainOptions) -> Explainer {
-        Explainer { opts, flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
+        Explainer { opts, links: HashMap::new(), flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
+    }
+
+    /// What a capture point's link carried over time (the link-queueing evidence).
+    pub fn add_link(&mut self, capture: &str, load: LinkLoad) {
+        self.links.insert(Arc::from(capture), load);
     }
 
     /// Takes one per-sample row (submessage rows are ignored).
@@ -369,6 +412,9 @@ impl Explainer {
             layers,
             extra_checks: [r.latency_ns, r.last_last_ns],
             sender_first: r.sender_first_ts_ns,
+            sender_first_ip: r.sender_first_ip_ts_ns,
+            own_bytes: r.sample_size.map_or(f64::INFINITY, |n| OWN_BYTES_FACTOR * n as f64),
+            receiver_first: r.receiver_first_ts_ns,
             receiver_last: r.receiver_last_ts_ns,
             ready: r.receiver_last_ts_ns.or_else(|| ros.filter(|c| c.dds_local_ns.is_some() || c.dds_remote_ns.is_some()).and_then(|c| c.rmw_publish_ts_ns)),
             retransmitted: r.sender_retransmitted_frags,
@@ -438,6 +484,44 @@ impl Explainer {
         for v in by_writer.values_mut() {
             v.sort_unstable();
         }
+        // The links' rates, and a test of "the link was busy while the sample waited in [from, to)".
+        let mut links: Vec<LinkInfo> = self
+            .links
+            .iter()
+            .map(|(c, l)| {
+                let (rate_bps, rate_from) = match self.opts.link_rate_bps {
+                    Some(r) => (r, self.opts.link_rate_from),
+                    None => (l.peak_bps(self.opts.link_peak_span_ns), "the capture's busiest 1 ms"),
+                };
+                LinkInfo { capture: c.clone(), bin_ns: l.bin_ns, merges: l.merges, frames_before_start: l.frames_before_start, rate_bps, rate_from }
+            })
+            .collect();
+        links.sort_by(|a, b| a.capture.cmp(&b.capture));
+        // Busy with other traffic than the sample itself: its own bytes (RTPS, at most its size with
+        // headers) may be in the window too and are taken out first.
+        let busy_link = |capture: &Arc<str>, from: i64, to: i64, before: &str, own: f64| -> Option<String> {
+            let l = self.links.get(capture)?;
+            let info = links.iter().find(|i| &i.capture == capture)?;
+            // Bins wider than the wait cannot say whether the link was busy during it.
+            if info.rate_bps <= 0.0 || to - from < l.bin_ns {
+                return None;
+            }
+            let (all, rtps) = l.bytes_between(from, to);
+            let bps = all * 8.0 * 1e9 / (to - from) as f64;
+            let others = (all - rtps.min(own)) * 8.0 * 1e9 / (to - from) as f64;
+            (others >= self.opts.link_busy_share * info.rate_bps).then(|| {
+                format!(
+                    "{capture}'s link carried {:.0} kB in the {:.3} ms before {before} ({}, {:.0} % of {}, {}); {:.0} % of it not RTPS",
+                    all / 1e3,
+                    (to - from) as f64 / 1e6,
+                    rate_text(bps),
+                    100.0 * bps / info.rate_bps,
+                    rate_text(info.rate_bps),
+                    info.rate_from,
+                    100.0 * (all - rtps) / all.max(1.0)
+                )
+            })
+        };
         let mut incidents = vec![];
         let mut budget_broken = 0u64;
         for (i, s) in self.samples.iter().enumerate() {
@@ -526,7 +610,18 @@ impl Explainer {
                                     ms(t)
                                 ),
                             ),
-                            _ => (Cause::Unknown, format!("{} took {} (typical {}); no repair and no earlier sample of the writer in the way", l.name(), ms(v), ms(t))),
+                            _ => {
+                                // Queued between the capture points (a switch port towards the receiver): the
+                                // receiver's link was busy while the sample's first (or last) fragment was due.
+                                // The first datagram's own IP fragments arrive over about the time they took to leave.
+                                let own = s.sender_first - s.sender_first_ip;
+                                let at = if l == Layer::WireFirst { s.receiver_first.map(|r| r - own) } else { s.receiver_last };
+                                let what = if l == Layer::WireFirst { "the sample's first fragment arrived" } else { "the sample was complete" };
+                                match at.and_then(|at| busy_link(&fk.receiver, at - (v - t), at, what, s.own_bytes)) {
+                                    Some(ev) => (Cause::LinkQueueing, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t))),
+                                    None => (Cause::Unknown, format!("{} took {} (typical {}); no repair, no earlier sample of the writer in the way, the link not busy", l.name(), ms(v), ms(t))),
+                                }
+                            }
                         }
                     }
                     Some((l, v, t)) if l.sender() => {
@@ -536,8 +631,11 @@ impl Explainer {
                         let burst = w[..pos].iter().rev().take_while(|(t0, _)| p > 0 && s.sender_first - t0 < p / 2).count();
                         if burst > 0 {
                             (Cause::SenderBurst, format!("the writer sent {burst} other sample(s) in the {} before this one (period {}); {} took {} (typical {})", ms(p / 2), ms(p), l.name(), ms(v), ms(t)))
+                        } else if let Some(ev) = busy_link(&fk.sender, s.sender_first_ip - (v - t), s.sender_first_ip, "the sample's first byte left", s.own_bytes) {
+                            // Queued in the sender's egress (its qdisc and NIC come before the capture point).
+                            (Cause::LinkQueueing, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t)))
                         } else {
-                            (Cause::Unknown, format!("{} took {} (typical {}); no burst of the writer before it", l.name(), ms(v), ms(t)))
+                            (Cause::Unknown, format!("{} took {} (typical {}); no burst of the writer before it, the link not busy", l.name(), ms(v), ms(t)))
                         }
                     }
                     Some((l, v, t)) if l.receiver() => {
@@ -649,7 +747,22 @@ impl Explainer {
         let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
         by_kind.sort();
         let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.ns)).collect();
-        Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets }
+        Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets, links }
+    }
+}
+
+/// A sample's bytes on the wire per byte of it, at most: RTPS, UDP, IP and
+/// Ethernet headers of 1500-byte frames add under 5 %.
+const OWN_BYTES_FACTOR: f64 = 1.05;
+
+/// `1.00 Gbit/s`, `250 Mbit/s`.
+fn rate_text(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.0} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bps / 1e3)
     }
 }
 

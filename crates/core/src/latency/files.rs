@@ -6,7 +6,7 @@ use super::offset::{self, KeyTimes, OffsetEstimate};
 use super::{Correlator, Item, LatencyRow};
 use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::merge::BATCH;
-use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Merge, Merger, Progress};
+use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, LinkLoad, LinkLoadConfig, Merge, Merger, Progress};
 use crate::samples::SampleConfig;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
@@ -30,6 +30,8 @@ pub struct CaptureOutcome {
     pub diagnostics: Vec<crate::decode::Diagnostic>,
     pub bandwidth: Vec<BandwidthBin>,
     pub samples: crate::samples::SampleStats,
+    /// What the link carried over time, in fine bins (with [`FileDecoding::link_load`]).
+    pub link: Option<LinkLoad>,
 }
 
 /// How the capture files are decoded for correlation.
@@ -41,6 +43,8 @@ pub struct FileDecoding {
     pub window_ns: i64,
     /// The trace assembler's caps (its `max_open_ns` is the window when there is one).
     pub assemble: AssembleConfig,
+    /// Keep each capture's link load in fine bins (`latency --explain`'s queueing evidence).
+    pub link_load: Option<LinkLoadConfig>,
 }
 
 /// Runs the correlation over `inputs`; rows go to `out` as they are judged.
@@ -100,8 +104,12 @@ pub fn correlate_inputs(
                 send(In::Capture(items));
             });
             let mut bandwidth = Bandwidth::default();
+            let mut link = decoding.link_load.map(LinkLoad::new);
             // A file source ends on read errors (kept in its summary); it never fails a poll.
-            let _ = point.run(&mut src, &mut (&mut feed, &mut bandwidth), &mut || true);
+            let _ = match link.as_mut() {
+                Some(l) => point.run(&mut src, &mut (&mut feed, &mut bandwidth, l), &mut || true),
+                None => point.run(&mut src, &mut (&mut feed, &mut bandwidth), &mut || true),
+            };
             drop(feed);
             let summary = src.into_summary();
             point.decoder.stats.note_capture(&summary);
@@ -112,6 +120,7 @@ pub fn correlate_inputs(
                 diagnostics: std::mem::take(&mut point.decoder.diagnostics),
                 bandwidth: bandwidth.bins,
                 samples: point.tracker.map(|t| t.stats).unwrap_or_default(),
+                link,
             }))
         });
     }

@@ -19,11 +19,13 @@
 //! `Option<A>` one that may be absent, so the hot path stays monomorphised.
 
 mod bandwidth;
+mod linkload;
 mod feed;
 pub mod merge;
 mod stages;
 
 pub use bandwidth::{Bandwidth, BandwidthBin, BANDWIDTH_BIN_NS};
+pub use linkload::{LinkLoad, LinkLoadConfig};
 pub use feed::{CorrelationFeed, IDLE_WATERMARK_EVERY_NS, WATERMARK_EVERY_NS};
 pub use merge::{Batcher, Mark, Marked, Merge, Merger, Progress};
 pub use stages::{DomainFilter, FrameWriter};
