@@ -300,6 +300,14 @@ fn median(v: &mut [i64]) -> Option<i64> {
     Some(*x)
 }
 
+/// The explainer looks at every row of a run (through a topic [`Select`](crate::sink::Select) when the
+/// command has one).
+impl crate::sink::RowSink<LatencyRow> for Explainer {
+    fn row(&mut self, r: &LatencyRow) {
+        self.add(r)
+    }
+}
+
 impl Explainer {
     pub fn new(opts: ExplainOptions) -> Explainer {
         Explainer { opts, flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }

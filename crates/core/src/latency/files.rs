@@ -8,6 +8,7 @@ use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Merge, Merger, Progress};
 use crate::samples::SampleConfig;
+use crate::sink::RowSink;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_trace::TraceReader;
@@ -49,9 +50,9 @@ pub fn correlate_files(
     decoding: FileDecoding,
     correlator: &mut Correlator,
     progress: &[Arc<AtomicU64>],
-    out: &mut dyn FnMut(LatencyRow),
+    out: &mut dyn RowSink<LatencyRow>,
 ) -> Result<Vec<CaptureOutcome>, CaptureError> {
-    correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_| {}).map(|(c, _)| c)
+    correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_: ChainRow| {}).map(|(c, _)| c)
 }
 
 /// A batch of either kind of input, as the merge carries it.
@@ -84,8 +85,8 @@ pub fn correlate_inputs(
     decoding: FileDecoding,
     correlator: &mut Correlator,
     progress: &[Arc<AtomicU64>],
-    out: &mut dyn FnMut(LatencyRow),
-    chain_out: &mut dyn FnMut(ChainRow),
+    out: &mut dyn RowSink<LatencyRow>,
+    chain_out: &mut dyn RowSink<ChainRow>,
 ) -> Result<(Vec<CaptureOutcome>, Vec<TraceOutcome>), CaptureError> {
     // Open every input before starting: a missing file fails the run at once.
     let mut sources = vec![];
@@ -140,7 +141,7 @@ pub fn correlate_inputs(
     let Correlate { correlator, out, chain_out, outcomes, trace_outcomes, .. } = into;
     correlator.finish(out);
     for r in correlator.take_chain_rows() {
-        chain_out(r);
+        chain_out.take(r);
     }
     let stopped = |c: usize| CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() };
     let captures = outcomes.into_iter().enumerate().map(|(c, o)| o.unwrap_or_else(|| Err(stopped(c)))).collect::<Result<Vec<_>, _>>()?;
@@ -151,8 +152,8 @@ pub fn correlate_inputs(
 struct Correlate<'a> {
     n: usize,
     correlator: &'a mut Correlator,
-    out: &'a mut dyn FnMut(LatencyRow),
-    chain_out: &'a mut dyn FnMut(ChainRow),
+    out: &'a mut dyn RowSink<LatencyRow>,
+    chain_out: &'a mut dyn RowSink<ChainRow>,
     outcomes: Vec<Option<Result<CaptureOutcome, CaptureError>>>,
     trace_outcomes: Vec<Option<TraceOutcome>>,
     trace_inputs: Vec<TraceInput>,
@@ -173,7 +174,7 @@ impl Merger<In, Out> for Correlate<'_> {
             }
         }
         for r in self.correlator.take_chain_rows() {
-            (self.chain_out)(r);
+            self.chain_out.take(r);
         }
     }
 

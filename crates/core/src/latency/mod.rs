@@ -30,6 +30,7 @@ use crate::discovery::TopicNames;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::record::{opt_i, opt_u, Value};
 use crate::samples::SampleRecord;
+use crate::sink::RowSink;
 use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
 use crate::ros2::callbacks::CallbackTable;
 use crate::ros2::join::{Delivery, Join, JoinConfig, Publish, Take, TraceJoin};
@@ -604,6 +605,15 @@ pub struct RosColumns {
     pub ros_e2e_ns: Option<i64>,
 }
 
+impl crate::sink::OnTopic for LatencyRow {
+    fn topic_names(&self) -> Option<&TopicNames> {
+        self.topic.as_deref()
+    }
+    fn domain(&self) -> Option<u32> {
+        self.topic.as_ref().and_then(|t| t.domain)
+    }
+}
+
 impl LatencyRow {
     /// A row of `sample` (writer, sn) from `sender` to `receiver` first seen at
     /// `sender_first_ts_ns` (also its first IP fragment's time), with every
@@ -840,7 +850,7 @@ impl Correlator {
     }
 
     /// Feeds one item from trace `t`; finished rows go to `out`.
-    pub fn push_trace(&mut self, t: usize, item: TraceItem, out: &mut dyn FnMut(LatencyRow)) {
+    pub fn push_trace(&mut self, t: usize, item: TraceItem, out: &mut dyn RowSink<LatencyRow>) {
         let Some(ros) = self.ros.as_mut() else { return };
         let Some(host) = ros.traces.get(t).map(|s| s.host) else { return };
         let off = self.cfg.offsets_ns.get(host).copied().unwrap_or(0);
@@ -882,7 +892,7 @@ impl Correlator {
     }
 
     /// Marks trace `t` ended (a silent agent) or running again, like [`set_ended`](Self::set_ended) for a capture.
-    pub fn set_trace_ended(&mut self, t: usize, ended: bool, out: &mut dyn FnMut(LatencyRow)) {
+    pub fn set_trace_ended(&mut self, t: usize, ended: bool, out: &mut dyn RowSink<LatencyRow>) {
         let Some(s) = self.ros.as_mut().and_then(|r| r.traces.get_mut(t)) else { return };
         s.ended = ended;
         self.judge_due(out);
@@ -918,7 +928,7 @@ impl Correlator {
 
     /// A publish left the window: the takes it delivered that no wire sample
     /// claimed (on its own host or, without a capture, on another) become rows.
-    fn judge_publish(&mut self, p: Publish, takes: SmallVec<[(Take, Join); 2]>, out: &mut dyn FnMut(LatencyRow)) {
+    fn judge_publish(&mut self, p: Publish, takes: SmallVec<[(Take, Join); 2]>, out: &mut dyn RowSink<LatencyRow>) {
         if takes.is_empty() {
             if p.wire.is_none() {
                 if let Some(ros) = self.ros.as_mut() {
@@ -1006,7 +1016,7 @@ impl Correlator {
             }
             if self.cfg.message_rows {
                 let status = if same { Status::SameHost } else { Status::Traced };
-                out(LatencyRow {
+                out.take(LatencyRow {
                     source_ts_ns: tk.rec.source_ts.or(p.rec.source_ts),
                     ros: Some(Box::new(cols)),
                     ..LatencyRow::new(
@@ -1051,7 +1061,7 @@ impl Correlator {
     /// `captures_replaced`, `flows_replaced` and `flow_samples_evicted`), its
     /// votes and jitter tracks forgotten, its traces ended. The new capture
     /// starts as [`add_capture`](Self::add_capture) would start it.
-    pub fn replace_capture(&mut self, c: usize, name: &str, out: &mut dyn FnMut(LatencyRow)) -> usize {
+    pub fn replace_capture(&mut self, c: usize, name: &str, out: &mut dyn RowSink<LatencyRow>) -> usize {
         if c >= self.names.len() {
             return self.add_capture(name, 0);
         }
@@ -1132,7 +1142,7 @@ impl Correlator {
     }
 
     /// Marks a capture point as stopped (it no longer holds back judgement) or running again.
-    pub fn set_ended(&mut self, c: usize, ended: bool, out: &mut dyn FnMut(LatencyRow)) {
+    pub fn set_ended(&mut self, c: usize, ended: bool, out: &mut dyn RowSink<LatencyRow>) {
         if c < self.ended.len() && self.ended[c] != ended {
             self.ended[c] = ended;
             if ended {
@@ -1172,7 +1182,7 @@ impl Correlator {
     }
 
     /// Feeds one item from capture `c`; finished rows go to `out`.
-    pub fn push(&mut self, c: usize, item: Item, out: &mut dyn FnMut(LatencyRow)) {
+    pub fn push(&mut self, c: usize, item: Item, out: &mut dyn RowSink<LatencyRow>) {
         match item {
             Item::Sample(r) => {
                 if r.traffic_type != TrafficType::User {
@@ -1313,7 +1323,7 @@ impl Correlator {
         }
     }
 
-    fn judge_due(&mut self, out: &mut dyn FnMut(LatencyRow)) {
+    fn judge_due(&mut self, out: &mut dyn RowSink<LatencyRow>) {
         let lw = self.low_watermark();
         let horizon = lw.saturating_sub(self.cfg.window_ns);
         while self.pending.peek_lru().is_some_and(|(_, p)| p.first <= horizon) {
@@ -1349,7 +1359,7 @@ impl Correlator {
     }
 
     /// Judges everything still pending (end of input).
-    pub fn finish(&mut self, out: &mut dyn FnMut(LatencyRow)) {
+    pub fn finish(&mut self, out: &mut dyn RowSink<LatencyRow>) {
         for e in self.ended.iter_mut() {
             *e = true;
         }
@@ -1373,7 +1383,7 @@ impl Correlator {
         }
     }
 
-    fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn FnMut(LatencyRow)) {
+    fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn RowSink<LatencyRow>) {
         self.stats.samples_judged += 1;
         let Some(&(first_c, _)) = p.seen.iter().min_by_key(|(c, s)| (s.first_ts, *c)) else { return };
         let app = self.app.clone();
@@ -1617,13 +1627,13 @@ impl Correlator {
             }
             self.reweigh(&key);
             if self.cfg.message_rows {
-                out(row);
+                out.take(row);
             }
         }
     }
 
     /// Judges the DATA_FRAGs held for `writer` once its sender is known.
-    fn release_held(&mut self, writer: Guid, out: &mut dyn FnMut(LatencyRow)) {
+    fn release_held(&mut self, writer: Guid, out: &mut dyn RowSink<LatencyRow>) {
         if self.held_count == 0 || !self.writers.get(&writer).is_some_and(|w| w.sender().is_some()) {
             return;
         }
@@ -1642,7 +1652,7 @@ impl Correlator {
         self.held_count = 0;
     }
 
-    fn judge_frag(&mut self, key: (Guid, i64, u32), p: PendingFrag, out: &mut dyn FnMut(LatencyRow)) {
+    fn judge_frag(&mut self, key: (Guid, i64, u32), p: PendingFrag, out: &mut dyn RowSink<LatencyRow>) {
         let (writer, sn, frag) = key;
         let Some(sender) = self.writers.get(&writer).and_then(|w| w.sender()) else {
             // No sample of this writer judged yet: hold until one is (bounded; the newest refused, counted).
@@ -1673,7 +1683,7 @@ impl Correlator {
             flow.layer(Layer::Submessage, lat);
             self.reweigh(&key);
             if self.cfg.submessage_rows {
-                out(LatencyRow {
+                out.take(LatencyRow {
                     fragment_starting_num: Some(frag),
                     sender_last_ts_ns: Some(s_last),
                     receiver_last_ts_ns: Some(r_last),
@@ -2002,6 +2012,15 @@ pub fn layer_group(l: Layer) -> &'static str {
         Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::DdsRemote | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
         Layer::Node => "node",
         _ => "wire",
+    }
+}
+
+impl crate::sink::OnTopic for FlowSummary {
+    fn topic_names(&self) -> Option<&TopicNames> {
+        self.names.as_deref()
+    }
+    fn domain(&self) -> Option<u32> {
+        self.domain
     }
 }
 
