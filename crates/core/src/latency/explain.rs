@@ -16,7 +16,8 @@
 //! * the **cause** the evidence supports, or `unknown`: never a cause without
 //!   the evidence printed beside it. See docs/latency.md ("Why was it late").
 
-use super::{LatencyRow, Status, Timing};
+use super::layers::{Level, Status, Timing};
+use super::rows::LatencyRow;
 use ddscope_wire::Guid;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -315,7 +316,7 @@ impl Explainer {
 
     /// Takes one per-sample row (submessage rows are ignored).
     pub fn add(&mut self, r: &LatencyRow) {
-        if r.level != super::Level::Message {
+        if r.level != Level::Message {
             return;
         }
         self.seen += 1;
@@ -721,7 +722,6 @@ mod tests {
     //! tests/test_explain.py (injected loss, slow callbacks, a wrong offset).
     use super::*;
     use crate::discovery::TopicNames;
-    use crate::latency::Level;
 
     fn row(sn: i64, t0: i64, wire_first: i64, wire: i64) -> LatencyRow {
         let topic = Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"));

@@ -3,7 +3,9 @@
 //! so that no capture runs ahead of the window and memory stays bounded.
 
 use super::offset::{self, KeyTimes, OffsetEstimate};
-use super::{Correlator, Item, LatencyRow};
+use super::correlator::Correlator;
+use super::item::Item;
+use super::rows::LatencyRow;
 use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, Merge, Merger, Progress};
