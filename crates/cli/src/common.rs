@@ -1,7 +1,9 @@
 //! Things every subcommand shares: output files, formats, errors with exit codes.
 
 use anyhow::Context;
-use ddscope_core::output::Format;
+use ddscope_core::output::{Format, RecordWriter};
+use ddscope_core::record::Record;
+use ddscope_core::sink::{RowSink, RowWriter, TopicSelect};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -21,6 +23,13 @@ pub enum OutFormat {
     Jsonl,
     Json,
     Parquet,
+}
+
+impl OutFormat {
+    /// CSV, JSON Lines and Parquet carry per-row records; the table and JSON a summary.
+    pub fn writes_rows(self) -> bool {
+        matches!(self, OutFormat::Csv | OutFormat::Jsonl | OutFormat::Parquet)
+    }
 }
 
 impl From<OutFormat> for Format {
@@ -196,38 +205,36 @@ pub fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// Topic filter: glob patterns matched against the ROS 2 name and the raw DDS name.
-pub struct TopicFilter {
-    set: Option<globset::GlobSet>,
+/// The `--topic` globs and `--domain` of a command, as the stage that selects rows.
+pub fn topic_select(patterns: &[String], domain: Option<u32>) -> anyhow::Result<TopicSelect> {
+    TopicSelect::new(patterns, domain).map_err(|e| match e.pattern {
+        Some(p) => anyhow::Error::new(e.source).context(format!("bad --topic pattern {p:?}")),
+        None => anyhow::Error::new(e.source),
+    })
 }
 
-impl TopicFilter {
-    pub fn new(patterns: &[String]) -> anyhow::Result<Self> {
-        if patterns.is_empty() {
-            return Ok(TopicFilter { set: None });
-        }
-        let mut b = globset::GlobSetBuilder::new();
-        for p in patterns {
-            let g = globset::GlobBuilder::new(p)
-                .literal_separator(false)
-                .build()
-                .with_context(|| format!("bad --topic pattern {p:?}"))?;
-            b.add(g);
-        }
-        Ok(TopicFilter { set: Some(b.build()?) })
+/// The row writers the options ask for: `-o` (stdout without it) when `format`
+/// writes rows, and `--rows FILE` in the format its extension names.
+pub fn row_writers<R: Record>(format: OutFormat, output: Option<&Path>, rows: Option<&Path>, inputs: &[PathBuf]) -> anyhow::Result<(Vec<RowWriter<R>>, Vec<Output>)> {
+    let mut outputs = vec![];
+    let mut writers = vec![];
+    if format.writes_rows() {
+        let (w, o) = open_output(output, format, inputs)?;
+        outputs.push(o);
+        writers.push(RowWriter::new(RecordWriter::new(format.into(), w, &[])?));
     }
-
-    pub fn is_active(&self) -> bool {
-        self.set.is_some()
+    if let Some(p) = rows {
+        let f = match p.extension().and_then(|e| e.to_str()) {
+            Some("parquet") => OutFormat::Parquet,
+            Some("jsonl") => OutFormat::Jsonl,
+            Some("csv") => OutFormat::Csv,
+            _ => anyhow::bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
+        };
+        let (w, o) = open_output(Some(p), f, inputs)?;
+        outputs.push(o);
+        writers.push(RowWriter::new(RecordWriter::new(f.into(), w, &[])?));
     }
-
-    pub fn matches(&self, names: Option<&ddscope_core::discovery::TopicNames>) -> bool {
-        match (&self.set, names) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(s), Some(n)) => s.is_match(&n.topic_name) || s.is_match(&n.topic_raw),
-        }
-    }
+    Ok((writers, outputs))
 }
 
 /// The traces of a run: those found in run directories (`HOST.lttng/`),
@@ -341,8 +348,8 @@ pub fn run_session(
     truth: &[PathBuf],
     traces: Vec<TraceInput>,
     opts: &LatencyOptions,
-    out: &mut dyn FnMut(LatencyRow),
-    chain_out: &mut dyn FnMut(ChainRow),
+    out: &mut dyn RowSink<LatencyRow>,
+    chain_out: &mut dyn RowSink<ChainRow>,
 ) -> anyhow::Result<LatencyRun> {
     let progress: Vec<Progress> = captures.iter().map(|c| Progress::start(&c.name, file_size(&c.path))).collect();
     let counters: Vec<_> = progress.iter().map(|p| p.counter.clone()).collect();

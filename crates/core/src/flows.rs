@@ -31,6 +31,7 @@ use crate::latency::stats::{Dist, DistSummary};
 use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
 use crate::record::{opt_i, Value};
+use crate::sink::RowSink;
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
@@ -666,7 +667,7 @@ impl FlowMatcher {
     }
 
     /// Capture point `cap` has read everything up to `t_ns` (its own clock).
-    pub fn watermark(&mut self, cap: usize, t_ns: i64, out: &mut dyn FnMut(FlowPacketRow)) {
+    pub fn watermark(&mut self, cap: usize, t_ns: i64, out: &mut dyn RowSink<FlowPacketRow>) {
         if cap < self.watermarks.len() {
             self.watermarks[cap] = self.watermarks[cap].max(t_ns.saturating_sub(self.offsets[cap]));
             self.judge_ready(out);
@@ -674,7 +675,7 @@ impl FlowMatcher {
     }
 
     /// Capture point `cap` has ended.
-    pub fn end(&mut self, cap: usize, out: &mut dyn FnMut(FlowPacketRow)) {
+    pub fn end(&mut self, cap: usize, out: &mut dyn RowSink<FlowPacketRow>) {
         if cap < self.ended.len() {
             self.ended[cap] = true;
             self.judge_ready(out);
@@ -682,12 +683,12 @@ impl FlowMatcher {
     }
 
     /// Judges everything left (all captures ended).
-    pub fn finish(&mut self, out: &mut dyn FnMut(FlowPacketRow)) {
+    pub fn finish(&mut self, out: &mut dyn RowSink<FlowPacketRow>) {
         self.ended.iter_mut().for_each(|e| *e = true);
         self.judge_ready(out);
     }
 
-    fn judge_ready(&mut self, out: &mut dyn FnMut(FlowPacketRow)) {
+    fn judge_ready(&mut self, out: &mut dyn RowSink<FlowPacketRow>) {
         let horizon = self
             .watermarks
             .iter()
@@ -714,7 +715,7 @@ impl FlowMatcher {
         }
     }
 
-    fn judge(&mut self, k: &PacketKey, p: &Pending, out: &mut dyn FnMut(FlowPacketRow)) {
+    fn judge(&mut self, k: &PacketKey, p: &Pending, out: &mut dyn RowSink<FlowPacketRow>) {
         self.stats.packets_judged += 1;
         let names = self.names.clone();
         let starts = self.starts.clone();
@@ -818,7 +819,7 @@ impl FlowMatcher {
         }
         self.stats.sender_duplicates += sender_dups;
         for r in rows {
-            out(r);
+            out.take(r);
         }
     }
 
@@ -926,7 +927,7 @@ type FlowOutcome = Box<(CaptureSummary, TapStats)>;
 /// The flow matcher fed by the merge.
 struct MatchFlows<'a> {
     m: FlowMatcher,
-    out: &'a mut dyn FnMut(FlowPacketRow),
+    out: &'a mut dyn RowSink<FlowPacketRow>,
     outcomes: Vec<Option<(CaptureSummary, TapStats)>>,
 }
 
@@ -960,7 +961,7 @@ pub fn run_files(
     inputs: &[FlowInput],
     cfg: FlowConfig,
     progress: &[Arc<AtomicU64>],
-    out: &mut dyn FnMut(FlowPacketRow),
+    out: &mut dyn RowSink<FlowPacketRow>,
 ) -> Result<(FlowMatcher, Vec<FlowCaptureOutcome>), FlowError> {
     if inputs.len() < 2 {
         return Err(FlowError::TooFewCaptures(inputs.len()));

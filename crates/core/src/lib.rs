@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod latency;
 pub mod ros2;
 pub mod session;
+pub mod sink;
 pub mod limits;
 pub mod names;
 pub mod flows;

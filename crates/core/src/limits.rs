@@ -20,7 +20,7 @@
 //! error naming the key.
 
 use crate::decode::DecoderConfig;
-use crate::latency::CorrelatorConfig;
+use crate::latency::correlator::CorrelatorConfig;
 use crate::ros2::chain::ChainConfig;
 use crate::ros2::join::JoinConfig;
 use crate::ros2::AssembleConfig;

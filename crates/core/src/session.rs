@@ -9,8 +9,10 @@ use crate::latency::app::AppTruth;
 use crate::latency::files::{correlate_inputs, estimate_offsets, CaptureInput, CaptureOutcome, FileDecoding};
 use crate::ros2::{ChainRow, TraceInput, TraceOutcome};
 use crate::latency::offset::OffsetEstimate;
-use crate::latency::{Correlator, CorrelatorConfig, LatencyRow};
+use crate::latency::correlator::{Correlator, CorrelatorConfig};
+use crate::latency::rows::LatencyRow;
 use crate::samples::SampleConfig;
+use crate::sink::RowSink;
 use crate::source::CaptureError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -236,9 +238,9 @@ pub fn run_latency(
     o: &LatencyOptions,
     progress: &[Arc<AtomicU64>],
     on_note: &mut dyn FnMut(String),
-    out: &mut dyn FnMut(LatencyRow),
+    out: &mut dyn RowSink<LatencyRow>,
 ) -> Result<LatencyRun, SessionError> {
-    run_latency_traced(captures, truth_files, vec![], o, progress, on_note, out, &mut |_| {})
+    run_latency_traced(captures, truth_files, vec![], o, progress, on_note, out, &mut |_: ChainRow| {})
 }
 
 /// [`run_latency`] with ros2_tracing traces, one per host (each named after
@@ -251,8 +253,8 @@ pub fn run_latency_traced(
     o: &LatencyOptions,
     progress: &[Arc<AtomicU64>],
     on_note: &mut dyn FnMut(String),
-    out: &mut dyn FnMut(LatencyRow),
-    chain_out: &mut dyn FnMut(ChainRow),
+    out: &mut dyn RowSink<LatencyRow>,
+    chain_out: &mut dyn RowSink<ChainRow>,
 ) -> Result<LatencyRun, SessionError> {
     // Traces alone: every traced host is a point of the correlation without a capture.
     let trace_only = captures.is_empty() && !traces.is_empty();
@@ -337,7 +339,7 @@ pub fn run_latency_traced(
     if trace_only {
         // No capture input: the hosts' capture slots never hold the correlation back.
         for c in 0..hosts.len() {
-            correlator.set_ended(c, true, &mut |_| {});
+            correlator.set_ended(c, true, &mut |_: LatencyRow| {});
         }
     }
     let mut opened = vec![];

@@ -1,7 +1,8 @@
 //! `ddscope dissect`: one row per RTPS submessage.
 
 use super::limit_args::LimitArgs;
-use crate::common::{self, OutFormat, TopicFilter};
+use crate::common::{self, OutFormat};
+use ddscope_core::sink::TopicSelect;
 use crate::progress::Progress;
 use anyhow::Context;
 use clap::Args;
@@ -148,21 +149,18 @@ const TABLE_COLUMNS: &[&str] = &[
 struct Selection {
     kinds: Vec<SubmsgKind>,
     traffic: Vec<TrafficType>,
-    topics: TopicFilter,
-    domain: Option<u32>,
+    topics: TopicSelect,
 }
 
 impl Selection {
     fn event(&self, e: &SubmsgEvent) -> bool {
         (self.kinds.is_empty() || self.kinds.contains(&e.kind))
             && (self.traffic.is_empty() || self.traffic.contains(&e.traffic_type))
-            && (!self.topics.is_active() || self.topics.matches(e.topic.as_deref()))
-            && (self.domain.is_none() || e.domain() == self.domain)
+            && self.topics.matches(e.topic.as_deref(), e.domain())
     }
     fn sample(&self, r: &SampleRecord) -> bool {
         (self.traffic.is_empty() || self.traffic.contains(&r.traffic_type))
-            && (!self.topics.is_active() || self.topics.matches(r.topic.as_deref()))
-            && (self.domain.is_none() || r.topic.as_ref().and_then(|t| t.domain) == self.domain)
+            && self.topics.matches(r.topic.as_deref(), r.topic.as_ref().and_then(|t| t.domain))
     }
 }
 
@@ -203,7 +201,7 @@ impl Analysis for Rows<SampleRecord> {
 }
 
 pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
-    let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: TopicFilter::new(&a.topics)?, domain: a.domain };
+    let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: common::topic_select(&a.topics, a.domain)? };
     if a.records == Records::Samples && !a.kinds.is_empty() {
         anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
     }

@@ -9,6 +9,7 @@ use clap::Args;
 use ddscope_core::flows::{self, FlowConfig, FlowError, FlowInput, FlowPacketRow, FlowStats};
 use ddscope_core::output::{Format, RecordWriter};
 use ddscope_core::session;
+use ddscope_core::sink::RowSink;
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -87,7 +88,7 @@ pub fn flow_inputs(inputs: &[PathBuf], offsets: &[Offset]) -> anyhow::Result<Vec
 }
 
 /// Runs the flow analysis over `inputs`; rows go to `out`.
-pub fn analyse(inputs: &[FlowInput], cfg: FlowConfig, out: &mut dyn FnMut(FlowPacketRow)) -> anyhow::Result<(flows::FlowMatcher, Vec<flows::FlowCaptureOutcome>)> {
+pub fn analyse(inputs: &[FlowInput], cfg: FlowConfig, out: &mut dyn RowSink<FlowPacketRow>) -> anyhow::Result<(flows::FlowMatcher, Vec<flows::FlowCaptureOutcome>)> {
     flows::run_files(inputs, cfg, &[], out).map_err(flow_error)
 }
 
@@ -95,44 +96,15 @@ pub fn run(a: FlowsArgs) -> anyhow::Result<i32> {
     let inputs = flow_inputs(&a.inputs, &a.offsets)?;
     let mut paths: Vec<PathBuf> = a.inputs.clone();
     paths.extend(inputs.iter().map(|i| i.path.clone()));
-    let row_format = matches!(a.format, OutFormat::Csv | OutFormat::Jsonl | OutFormat::Parquet);
+    let row_format = a.format.writes_rows();
     if let Some(o) = &a.output {
         common::check_not_input(o, &paths)?;
     }
-    let mut outputs = vec![];
-    let mut writers: Vec<RecordWriter<FlowPacketRow>> = vec![];
-    if row_format {
-        let (w, o) = common::open_output(a.output.as_deref(), a.format, &paths)?;
-        outputs.push(o);
-        writers.push(RecordWriter::new(a.format.into(), w, &[])?);
-    }
-    if let Some(p) = &a.rows {
-        let f = match p.extension().and_then(|e| e.to_str()) {
-            Some("parquet") => OutFormat::Parquet,
-            Some("jsonl") => OutFormat::Jsonl,
-            Some("csv") => OutFormat::Csv,
-            _ => bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
-        };
-        let (w, o) = common::open_output(Some(p), f, &paths)?;
-        outputs.push(o);
-        writers.push(RecordWriter::new(f.into(), w, &[])?);
-    }
+    let (mut writers, outputs) = common::row_writers::<FlowPacketRow>(a.format, a.output.as_deref(), a.rows.as_deref(), &paths)?;
     let limits = a.limits.resolve()?;
     let cfg = FlowConfig { window_ns: a.window.window.ns(), include_rtps: a.all, reassembly: limits.decoder.reassembly, ..limits.flows };
-    let mut io_err: Option<std::io::Error> = None;
-    let (m, outcomes) = analyse(&inputs, cfg, &mut |r| {
-        for w in writers.iter_mut() {
-            if let Err(e) = w.write(&r) {
-                io_err.get_or_insert(e);
-            }
-        }
-    })?;
-    if let Some(e) = io_err {
-        return Err(e).context("writing rows");
-    }
-    for w in writers {
-        w.finish().context("writing rows")?;
-    }
+    let (m, outcomes) = analyse(&inputs, cfg, &mut writers)?;
+    writers.finish().context("writing rows")?;
     for o in outputs {
         o.commit()?;
     }
@@ -212,6 +184,18 @@ pub fn run(a: FlowsArgs) -> anyhow::Result<i32> {
 /// Points of a delay-over-time series kept per flow in the report.
 const REPORT_POINTS: usize = 2000;
 
+/// Delay over time per flow and receiver (by source, destination, receiver).
+#[derive(Default)]
+struct DelaySeries(std::collections::BTreeMap<(String, String, String), Thinned>);
+
+impl RowSink<FlowPacketRow> for DelaySeries {
+    fn row(&mut self, r: &FlowPacketRow) {
+        if let (Some(d), Some(t)) = (r.delay_ns, r.send_ts_ns) {
+            self.0.entry((r.src.to_string(), r.dst.to_string(), r.receiver.to_string())).or_default().push(t, d as f64 / 1e6);
+        }
+    }
+}
+
 /// Delay over time of one flow, thinned evenly to at most [`REPORT_POINTS`].
 #[derive(Default)]
 struct Thinned {
@@ -247,12 +231,9 @@ pub fn report_section(inputs: &[PathBuf], offsets: &[Offset], window_ns: i64, li
         return Ok(json!({"flows": [], "note": "one capture point: no flow can be measured"}));
     }
     let cfg = FlowConfig { window_ns, reassembly: limits.decoder.reassembly, ..limits.flows };
-    let mut series: std::collections::BTreeMap<(String, String, String), Thinned> = Default::default();
-    let (m, outcomes) = analyse(&inputs, cfg, &mut |r| {
-        if let (Some(d), Some(t)) = (r.delay_ns, r.send_ts_ns) {
-            series.entry((r.src.to_string(), r.dst.to_string(), r.receiver.to_string())).or_default().push(t, d as f64 / 1e6);
-        }
-    })?;
+    let mut series = DelaySeries::default();
+    let (m, outcomes) = analyse(&inputs, cfg, &mut series)?;
+    let mut series = series.0;
     let off: std::collections::HashMap<&str, i64> = inputs.iter().map(|i| (i.name.as_str(), i.offset_ns)).collect();
     let flows: Vec<serde_json::Value> = m
         .summaries()

@@ -4,7 +4,7 @@
 
 use super::limit_args::LimitArgs;
 use crate::args::{self, BudgetArg, Offset, PathArg, Period, TraceArg};
-use crate::common::{self, OutFormat, TopicFilter};
+use crate::common::{self, OutFormat};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ddscope_core::latency::{FlowSummary, LatencyRow, LayerRow};
@@ -12,6 +12,7 @@ use ddscope_core::ros2::chain::ChainLayerRow;
 use ddscope_core::ros2::ChainRow;
 use ddscope_core::output::{Format, RecordWriter};
 use ddscope_core::session::{self, LatencyOptions};
+use ddscope_core::sink::{RowSink, Select};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
@@ -139,26 +140,8 @@ pub fn options(offsets: &[Offset], estimate_offset: bool, period: Period, window
     }
 }
 
-/// Where per-sample (or, with a chain, per-hop) rows go.
-enum Rows {
-    Samples(RecordWriter<LatencyRow>),
-    Chain(RecordWriter<ChainRow>),
-}
-
-impl Rows {
-    fn open(format: OutFormat, w: Box<dyn Write + Send>, chain: bool) -> anyhow::Result<Rows> {
-        Ok(if chain { Rows::Chain(RecordWriter::new(format.into(), w, &[])?) } else { Rows::Samples(RecordWriter::new(format.into(), w, &[])?) })
-    }
-    fn finish(self) -> std::io::Result<()> {
-        match self {
-            Rows::Samples(w) => w.finish().map(|_| ()),
-            Rows::Chain(w) => w.finish().map(|_| ()),
-        }
-    }
-}
-
 pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
-    let filter = TopicFilter::new(&a.topics)?;
+    let select = common::topic_select(&a.topics, a.domain)?;
     let found = session::expand_run(&a.inputs, &a.truth).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, &a.traces);
@@ -173,32 +156,22 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     inputs.extend(captures.iter().map(|c| c.path.clone()));
     inputs.extend(truth.iter().cloned());
     inputs.extend(traces.iter().map(|t| t.path.clone()));
-    let row_format = matches!(a.format, OutFormat::Csv | OutFormat::Jsonl | OutFormat::Parquet);
+    let row_format = a.format.writes_rows();
     if let Some(o) = &a.output {
         common::check_not_input(o, &inputs)?;
     }
-    let mut outputs: Vec<common::Output> = vec![];
-    let mut writers: Vec<Rows> = vec![];
-    if row_format {
-        let (w, o) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
-        outputs.push(o);
-        writers.push(Rows::open(a.format, w, chain_path.is_some())?);
-    }
-    if let Some(p) = &a.rows {
-        let f = match p.extension().and_then(|e| e.to_str()) {
-            Some("parquet") => OutFormat::Parquet,
-            Some("jsonl") => OutFormat::Jsonl,
-            Some("csv") => OutFormat::Csv,
-            _ => bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
-        };
-        let (w, o) = common::open_output(Some(p), f, &inputs)?;
-        outputs.push(o);
-        writers.push(Rows::open(f, w, chain_path.is_some())?);
-    }
+    // Per-sample rows, or with a chain one row per hop of every instance.
+    let (sample_writers, chain_writers, outputs) = if chain_path.is_some() {
+        let (w, o) = common::row_writers::<ChainRow>(a.format, a.output.as_deref(), a.rows.as_deref(), &inputs)?;
+        (vec![], w, o)
+    } else {
+        let (w, o) = common::row_writers::<LatencyRow>(a.format, a.output.as_deref(), a.rows.as_deref(), &inputs)?;
+        (w, vec![], o)
+    };
     let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window.window.ns(), a.level);
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
-    opts.chain_rows = chain_path.is_some() && !writers.is_empty();
+    opts.chain_rows = !chain_writers.is_empty();
     opts.path = chain_path.clone();
     let mut budgets: Vec<BudgetArg> = a.budgets.clone();
     if let Some(f) = &a.budget_file {
@@ -208,7 +181,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
     }
     let link_rate = link_rate(a.link_rate, &a.inputs);
-    let mut explainer = (a.explain || !budgets.is_empty()).then(|| {
+    let explainer = (a.explain || !budgets.is_empty()).then(|| {
         ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
             budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
             max_samples: limits.explain.max_samples,
@@ -221,55 +194,16 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if explainer.is_some() {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
     }
-    let mut io_err: Option<std::io::Error> = None;
-    let cell = std::cell::RefCell::new((&mut writers, &mut io_err, &mut explainer));
-    let mut run = common::run_session(
-        "latency",
-        captures,
-        &truth,
-        traces,
-        &opts,
-        &mut |r| {
-            if (filter.is_active() && !filter.matches(r.topic.as_deref()))
-                || (a.domain.is_some() && r.topic.as_ref().and_then(|t| t.domain) != a.domain)
-            {
-                return;
-            }
-            let mut g = cell.borrow_mut();
-            let (ws, err, ex) = &mut *g;
-            if let Some(ex) = ex.as_mut() {
-                ex.add(&r);
-            }
-            for w in ws.iter_mut() {
-                if let Rows::Samples(w) = w {
-                    if let Err(e) = w.write(&r) {
-                        err.get_or_insert(e);
-                    }
-                }
-            }
-        },
-        &mut |r| {
-            let mut g = cell.borrow_mut();
-            let (ws, err, _) = &mut *g;
-            for w in ws.iter_mut() {
-                if let Rows::Chain(w) = w {
-                    if let Err(e) = w.write(&r) {
-                        err.get_or_insert(e);
-                    }
-                }
-            }
-        },
-    )?;
-    drop(cell);
-    if let Some(e) = io_err {
-        return Err(e).context("writing rows");
-    }
-    for w in writers {
-        w.finish().context("writing rows")?;
-    }
+    // The rows of the selected topics go to the explainer and the writers.
+    let mut rows = Select { topics: select, next: (explainer, sample_writers) };
+    let mut chain_rows = chain_writers;
+    let mut run = common::run_session("latency", captures, &truth, traces, &opts, &mut rows, &mut chain_rows)?;
+    rows.finish().context("writing rows")?;
+    chain_rows.finish().context("writing rows")?;
     for o in outputs {
         o.commit()?;
     }
+    let Select { topics: select, next: (explainer, _) } = rows;
     for (i, c) in run.captures.iter().enumerate() {
         let o = &run.outcomes[i];
         eprintln!(
@@ -313,8 +247,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         .correlator
         .summaries()
         .into_iter()
-        .filter(|f| !filter.is_active() || f.names.as_deref().map_or(false, |n| filter.matches(Some(n))))
-        .filter(|f| a.domain.is_none() || f.domain == a.domain)
+        .filter(|f| select.keeps(f))
         .collect();
     let reader_rows: Vec<ddscope_core::latency::readers::ReaderRow> = run
         .correlator

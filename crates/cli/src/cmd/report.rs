@@ -7,12 +7,14 @@
 
 use super::limit_args::LimitArgs;
 use crate::args::{self, BudgetArg, NamedRun, Offset, PathArg, TraceArg};
-use crate::common::{self, capture_name, TopicFilter};
+use crate::common::{self, capture_name};
 use anyhow::{bail, Context};
 use clap::Args;
 use ddscope_core::latency::{Level, LatencyRow};
 use ddscope_core::rate::{SampleTimes, TopicRate};
+use ddscope_core::ros2::ChainRow;
 use ddscope_core::session::{self, LatencyOptions};
+use ddscope_core::sink::{RowSink, Select, TopicSelect};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -159,7 +161,51 @@ struct RunData {
 /// A flow in the report: topic, DDS domain, sender, receiver.
 type FlowId = (String, Option<u32>, String, String);
 
-fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, filter: &TopicFilter) -> anyhow::Result<RunData> {
+/// What a run's latency rows (messages of the selected topics) add to the report:
+/// points over time per flow, payload bytes and sample times per flow, incidents.
+struct RunRows {
+    explainer: ddscope_core::latency::explain::Explainer,
+    series: BTreeMap<FlowId, Reservoir>,
+    ros_series: BTreeMap<FlowId, Reservoir>,
+    first_row_ns: i64,
+    payload: BTreeMap<FlowId, BTreeMap<i64, u64>>,
+    last: Option<(ddscope_wire::Guid, i64, String)>,
+    /// Per flow and writer: its samples' times at the sender, for the rate (ddscope_core::rate).
+    times: BTreeMap<FlowId, BTreeMap<ddscope_wire::Guid, SampleTimes>>,
+}
+
+impl RowSink<LatencyRow> for RunRows {
+    fn row(&mut self, r: &LatencyRow) {
+        if r.level != Level::Message {
+            return;
+        }
+        let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
+        let domain = r.topic.as_ref().and_then(|t| t.domain);
+        self.explainer.add(r);
+        let key = (topic, domain, r.sender.to_string(), r.receiver.to_string());
+        self.first_row_ns = self.first_row_ns.min(r.sender_first_ts_ns);
+        if let Some(e) = r.ros.as_ref().and_then(|x| x.ros_e2e_ns) {
+            self.ros_series.entry(key.clone()).or_insert_with(Reservoir::new).push((r.sender_first_ts_ns, e as f64 / 1e6, r.sample_size.unwrap_or(0) as f64));
+        }
+        if let Some(l) = r.latency_ns {
+            self.series.entry(key.clone()).or_insert_with(Reservoir::new).push((
+                r.sender_first_ts_ns,
+                l as f64 / 1e6,
+                r.sample_size.unwrap_or(0) as f64,
+            ));
+        }
+        // Payload bandwidth counts each sample once per flow.
+        let id = (r.writer_id, r.sn, r.receiver.to_string());
+        if self.last.as_ref() != Some(&id) {
+            self.times.entry(key.clone()).or_default().entry(r.writer_id).or_default().add(r.sender_first_ts_ns);
+            let bin = r.sender_first_ts_ns.div_euclid(FINE_BIN_NS) * FINE_BIN_NS;
+            *self.payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
+            self.last = Some(id);
+        }
+    }
+}
+
+fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, select: &TopicSelect) -> anyhow::Result<RunData> {
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
@@ -178,58 +224,31 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     };
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
-    // Incidents and their verdicts (as `latency --explain`).
     let link_rate = super::latency::link_rate(a.link_rate, inputs);
-    let explainer = std::cell::RefCell::new(ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
-        budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
-        max_samples: limits.explain.max_samples,
-        max_flows: limits.explain.max_flows,
-        link_rate_bps: link_rate.map(|r| r.0),
-        link_rate_from: link_rate.map_or("", |r| r.1),
-        ..Default::default()
-    }));
     // The link timelines for the incidents' queueing evidence: with budgets, when the section is shown.
     if !a.budgets.is_empty() {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
     }
-    let mut series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
-    let mut ros_series: BTreeMap<FlowId, Reservoir> = BTreeMap::new();
-    let mut first_row_ns = i64::MAX;
-    let mut payload: BTreeMap<FlowId, BTreeMap<i64, u64>> = BTreeMap::new();
-    let mut last: Option<(ddscope_wire::Guid, i64, String)> = None;
-    // Per flow and writer: its samples' times at the sender, for the rate (ddscope_core::rate).
-    let mut times: BTreeMap<FlowId, BTreeMap<ddscope_wire::Guid, SampleTimes>> = BTreeMap::new();
-    let mut run = common::run_session("report", captures, &truth, traces, &opts, &mut |r: LatencyRow| {
-        if r.level != Level::Message || (filter.is_active() && !filter.matches(r.topic.as_deref())) {
-            return;
-        }
-        let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
-        let domain = r.topic.as_ref().and_then(|t| t.domain);
-        if a.domain.is_some() && domain != a.domain {
-            return;
-        }
-        explainer.borrow_mut().add(&r);
-        let key = (topic, domain, r.sender.to_string(), r.receiver.to_string());
-        first_row_ns = first_row_ns.min(r.sender_first_ts_ns);
-        if let Some(e) = r.ros.as_ref().and_then(|x| x.ros_e2e_ns) {
-            ros_series.entry(key.clone()).or_insert_with(Reservoir::new).push((r.sender_first_ts_ns, e as f64 / 1e6, r.sample_size.unwrap_or(0) as f64));
-        }
-        if let Some(l) = r.latency_ns {
-            series.entry(key.clone()).or_insert_with(Reservoir::new).push((
-                r.sender_first_ts_ns,
-                l as f64 / 1e6,
-                r.sample_size.unwrap_or(0) as f64,
-            ));
-        }
-        // Payload bandwidth counts each sample once per flow.
-        let id = (r.writer_id, r.sn, r.receiver.to_string());
-        if last.as_ref() != Some(&id) {
-            times.entry(key.clone()).or_default().entry(r.writer_id).or_default().add(r.sender_first_ts_ns);
-            let bin = r.sender_first_ts_ns.div_euclid(FINE_BIN_NS) * FINE_BIN_NS;
-            *payload.entry(key).or_default().entry(bin).or_default() += r.sample_size.unwrap_or(0) as u64;
-            last = Some(id);
-        }
-    }, &mut |_| {})?;
+    let rows = RunRows {
+        // Incidents and their verdicts (as `latency --explain`).
+        explainer: ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
+            budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
+            max_samples: limits.explain.max_samples,
+            max_flows: limits.explain.max_flows,
+            link_rate_bps: link_rate.map(|r| r.0),
+            link_rate_from: link_rate.map_or("", |r| r.1),
+            ..Default::default()
+        }),
+        series: BTreeMap::new(),
+        ros_series: BTreeMap::new(),
+        first_row_ns: i64::MAX,
+        payload: BTreeMap::new(),
+        last: None,
+        times: BTreeMap::new(),
+    };
+    let mut rows = Select { topics: select.clone(), next: rows };
+    let mut run = common::run_session("report", captures, &truth, traces, &opts, &mut rows, &mut |_: ChainRow| {})?;
+    let RunRows { mut explainer, mut series, mut ros_series, first_row_ns, mut payload, mut times, .. } = rows.next;
     common::print_trace_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     // Traces alone: the time axis starts at the first joined sample.
@@ -239,7 +258,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut flows = BTreeMap::new();
     for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows()) {
-        if (filter.is_active() && !filter.matches(s.names.as_deref())) || (a.domain.is_some() && s.domain != a.domain) {
+        if !select.keeps(&s) {
             continue;
         }
         let names = &run.correlator.capture_names();
@@ -294,7 +313,6 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
         _ => None,
     };
-    let mut explainer = explainer.into_inner();
     for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
         if let Some(l) = o.link.take() {
             explainer.add_link(&c.name, l);
@@ -401,7 +419,7 @@ fn script_safe(s: &str) -> String {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
-    let filter = TopicFilter::new(&a.topics)?;
+    let select = common::topic_select(&a.topics, a.domain)?;
     let mut inputs: Vec<PathBuf> = a.inputs.clone();
     inputs.extend(a.compare.iter().map(|c| c.dir.clone()));
     common::check_not_input(&a.html, &inputs)?;
@@ -411,12 +429,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         [] if a.traces.len() == 1 => a.traces[0].host.clone(),
         _ => "run".into(),
     });
-    let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &filter)?];
+    let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &select)?];
     for c in &a.compare {
         if runs.iter().any(|r| r.name == c.name) {
             bail!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name);
         }
-        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &filter)?);
+        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &select)?);
     }
     // Topics across runs, each with its flows per run.
     // A topic of several domains is one section per domain ("/chatter (domain 5)").

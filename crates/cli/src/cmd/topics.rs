@@ -2,7 +2,7 @@
 //! fragmented, how much repair traffic.
 
 use super::limit_args::LimitArgs;
-use crate::common::{self, OutFormat, TopicFilter};
+use crate::common::{self, OutFormat};
 use crate::progress::Progress;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -115,7 +115,7 @@ const TABLE_HEADERS: &[(&str, &str, f64)] = &[
 ];
 
 pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
-    let filter = TopicFilter::new(&a.topics)?;
+    let select = common::topic_select(&a.topics, a.domain)?;
     let limits = a.limits.resolve()?;
     if let Some(o) = &a.output {
         common::check_not_input(o, &a.captures)?;
@@ -135,8 +135,7 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         let rows: Vec<TopicRow> = analysis
             .rows(&name, &res.decoder.discovery, a.by == By::Writer, &traffic)
             .into_iter()
-            .filter(|r| !filter.is_active() || filter.matches(r.names.as_deref()))
-            .filter(|r| a.domain.is_none() || r.domain == a.domain)
+            .filter(|r| select.matches(r.names.as_deref(), r.domain))
             .collect();
         crate::closing::print_summary("topics", path, &res.summary, &res.decoder, &format!("{} topics", rows.len()));
         if let Some(l) = res.samples.problem_line() {

@@ -16,7 +16,8 @@
 //! * the **cause** the evidence supports, or `unknown`: never a cause without
 //!   the evidence printed beside it. See docs/latency.md ("Why was it late").
 
-use super::{LatencyRow, Status, Timing};
+use super::layers::{Level, Status, Timing};
+use super::rows::LatencyRow;
 use crate::pipeline::LinkLoad;
 use ddscope_wire::Guid;
 use serde::Serialize;
@@ -338,6 +339,14 @@ fn median(v: &mut [i64]) -> Option<i64> {
     Some(*x)
 }
 
+/// The explainer looks at every row of a run (through a topic [`Select`](crate::sink::Select) when the
+/// command has one).
+impl crate::sink::RowSink<LatencyRow> for Explainer {
+    fn row(&mut self, r: &LatencyRow) {
+        self.add(r)
+    }
+}
+
 impl Explainer {
     pub fn new(opts: ExplainOptions) -> Explainer {
         Explainer { opts, links: HashMap::new(), flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
@@ -350,7 +359,7 @@ impl Explainer {
 
     /// Takes one per-sample row (submessage rows are ignored).
     pub fn add(&mut self, r: &LatencyRow) {
-        if r.level != super::Level::Message {
+        if r.level != Level::Message {
             return;
         }
         self.seen += 1;
@@ -826,7 +835,6 @@ mod tests {
     //! tests/test_explain.py (injected loss, slow callbacks, a wrong offset).
     use super::*;
     use crate::discovery::TopicNames;
-    use crate::latency::Level;
 
     fn row(sn: i64, t0: i64, wire_first: i64, wire: i64) -> LatencyRow {
         let topic = Arc::new(TopicNames::new("rt/image", "sensor_msgs::msg::dds_::Image_"));

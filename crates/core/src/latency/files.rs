@@ -3,11 +3,14 @@
 //! so that no capture runs ahead of the window and memory stays bounded.
 
 use super::offset::{self, KeyTimes, OffsetEstimate};
-use super::{Correlator, Item, LatencyRow};
+use super::correlator::Correlator;
+use super::item::Item;
+use super::rows::LatencyRow;
 use crate::decode::{DecodeStats, DecoderConfig};
 use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, CorrelationFeed, LinkLoad, LinkLoadConfig, Merge, Merger, Progress};
 use crate::samples::SampleConfig;
+use crate::sink::RowSink;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
 use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
 use ddscope_trace::TraceReader;
@@ -53,9 +56,9 @@ pub fn correlate_files(
     decoding: FileDecoding,
     correlator: &mut Correlator,
     progress: &[Arc<AtomicU64>],
-    out: &mut dyn FnMut(LatencyRow),
+    out: &mut dyn RowSink<LatencyRow>,
 ) -> Result<Vec<CaptureOutcome>, CaptureError> {
-    correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_| {}).map(|(c, _)| c)
+    correlate_inputs(inputs, vec![], decoding, correlator, progress, out, &mut |_: ChainRow| {}).map(|(c, _)| c)
 }
 
 /// A batch of either kind of input, as the merge carries it.
@@ -88,8 +91,8 @@ pub fn correlate_inputs(
     decoding: FileDecoding,
     correlator: &mut Correlator,
     progress: &[Arc<AtomicU64>],
-    out: &mut dyn FnMut(LatencyRow),
-    chain_out: &mut dyn FnMut(ChainRow),
+    out: &mut dyn RowSink<LatencyRow>,
+    chain_out: &mut dyn RowSink<ChainRow>,
 ) -> Result<(Vec<CaptureOutcome>, Vec<TraceOutcome>), CaptureError> {
     // Open every input before starting: a missing file fails the run at once.
     let mut sources = vec![];
@@ -149,7 +152,7 @@ pub fn correlate_inputs(
     let Correlate { correlator, out, chain_out, outcomes, trace_outcomes, .. } = into;
     correlator.finish(out);
     for r in correlator.take_chain_rows() {
-        chain_out(r);
+        chain_out.take(r);
     }
     let stopped = |c: usize| CaptureError::Format { path: inputs[c].path.clone(), detail: "decoder thread stopped".into() };
     let captures = outcomes.into_iter().enumerate().map(|(c, o)| o.unwrap_or_else(|| Err(stopped(c)))).collect::<Result<Vec<_>, _>>()?;
@@ -160,8 +163,8 @@ pub fn correlate_inputs(
 struct Correlate<'a> {
     n: usize,
     correlator: &'a mut Correlator,
-    out: &'a mut dyn FnMut(LatencyRow),
-    chain_out: &'a mut dyn FnMut(ChainRow),
+    out: &'a mut dyn RowSink<LatencyRow>,
+    chain_out: &'a mut dyn RowSink<ChainRow>,
     outcomes: Vec<Option<Result<CaptureOutcome, CaptureError>>>,
     trace_outcomes: Vec<Option<TraceOutcome>>,
     trace_inputs: Vec<TraceInput>,
@@ -182,7 +185,7 @@ impl Merger<In, Out> for Correlate<'_> {
             }
         }
         for r in self.correlator.take_chain_rows() {
-            (self.chain_out)(r);
+            self.chain_out.take(r);
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::{Analysis, Batcher};
 use crate::events::SubmsgEvent;
-use crate::latency::{FragSighting, Item};
+use crate::latency::item::{FragSighting, Item};
 use crate::samples::SampleRecord;
 
 /// Watermarks are emitted at most this often in capture time.

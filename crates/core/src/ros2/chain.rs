@@ -31,7 +31,7 @@ use super::join::{Delivery, Join, TakeId};
 use smallvec::SmallVec;
 use crate::bounded::BoundedMap;
 use crate::latency::stats::{Dist, DistSummary};
-use crate::latency::Layer;
+use crate::latency::layers::{layer_group, Layer, Stack, StackPart, ROS_STACK_LAYERS};
 use crate::record::Value;
 use ddscope_wire::Guid;
 use serde::Serialize;
@@ -462,8 +462,7 @@ impl ChainSummary {
     /// The chain's end-to-end latency as a stacked bar: per hop its layers up to
     /// callback_start (ros_publish, dds_send | dds_local, message, dds_receive,
     /// executor), then the relay node's own time (`node`) before the next hop.
-    pub fn stack(&self) -> crate::latency::Stack {
-        use crate::latency::{layer_group, StackPart, ROS_STACK_LAYERS};
+    pub fn stack(&self) -> Stack {
         let mut parts = vec![];
         for h in &self.hops {
             let get = |l: Layer| h.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
@@ -474,7 +473,7 @@ impl ChainSummary {
             }
         }
         let adds_up = self.e2e.count > 0 && self.incomplete == 0 && parts.iter().all(|p| p.count == self.e2e.count);
-        crate::latency::Stack { total_layer: "chain_e2e".into(), total: self.e2e, parts, adds_up }
+        Stack { total_layer: "chain_e2e".into(), total: self.e2e, parts, adds_up }
     }
 
     /// The chain as table lines: end-to-end first, then every hop's layers.
