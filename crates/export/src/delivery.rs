@@ -254,7 +254,7 @@ impl<E: Encoder> Delivery<E> {
             stats,
         });
         let s2 = shared.clone();
-        let thread = crate::workers::spawn(&format!("ddscope-{name}"), move || sender_loop(s2, transport))?;
+        let thread = ddscope_sysstat::workers::spawn(&format!("ddscope-{name}"), move || sender_loop(s2, transport))?;
         Ok(Delivery { shared, thread: Some(thread) })
     }
 

@@ -19,8 +19,8 @@
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
 use crate::health::CaptureHealth;
-use crate::promtext::Family;
-use crate::system::SystemSnapshot;
+use ddscope_sysstat::promtext::Family;
+use ddscope_sysstat::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::{Level, LatencyRow};
 use ddscope_core::ros2::chain::ChainRow;

@@ -11,7 +11,7 @@
 
 use crate::delivery::SinkStats;
 use crate::health::CaptureHealth;
-use crate::promtext::{self, write_header, write_value, Family, Kind};
+use ddscope_sysstat::promtext::{self, write_header, write_value, Family, Kind};
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::{Layer, LatencyRow, Status, Timing};
@@ -1146,7 +1146,7 @@ impl MetricsServer {
         let server = Arc::new(server);
         let s2 = server.clone();
         let token = token.map(|t| format!("Bearer {t}"));
-        let thread = crate::workers::spawn("ddscope-metrics", move || serve(&s2, &registry, token.as_deref()))
+        let thread = ddscope_sysstat::workers::spawn("ddscope-metrics", move || serve(&s2, &registry, token.as_deref()))
             .map_err(|e| ServeError { addr: addr.to_string(), reason: Box::new(e) })?;
         Ok(MetricsServer { server, thread: Some(thread), addr: bound })
     }

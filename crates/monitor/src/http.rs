@@ -168,8 +168,8 @@ pub struct HttpStats {
 
 impl HttpStats {
     /// The counters as metric families for `/metrics` (`ddscope_serve_http_total{what}`, open connections as a gauge).
-    pub fn families(&self) -> Vec<ddscope_export::promtext::Family> {
-        use ddscope_export::promtext::{Family, Kind, Sample};
+    pub fn families(&self) -> Vec<ddscope_sysstat::promtext::Family> {
+        use ddscope_sysstat::promtext::{Family, Kind, Sample};
         let mut counters = vec![];
         let mut open = vec![];
         if let serde_json::Value::Object(m) = self.json() {
@@ -850,7 +850,7 @@ async fn metrics(ctx: &Arc<Ctx>) -> Resp {
     })
     .await;
     match built {
-        Ok(Some(body)) => respond(StatusCode::OK, ddscope_export::promtext::CONTENT_TYPE, body),
+        Ok(Some(body)) => respond(StatusCode::OK, ddscope_sysstat::promtext::CONTENT_TYPE, body),
         Ok(None) => text(StatusCode::NOT_FOUND, "metrics are off\n"),
         Err(_) => {
             ctx.stats.internal_errors.fetch_add(1, Relaxed);

@@ -11,7 +11,7 @@
 
 use crate::protocol::{self, Batch, MetricSample};
 use ddscope_export::prometheus::{Registry, RegistryConfig};
-use ddscope_export::promtext::{Family, Kind as MetricKind, Sample};
+use ddscope_sysstat::promtext::{Family, Kind as MetricKind, Sample};
 use ddscope_export::traces::TraceSampling;
 use ddscope_export::{Budget, ExportOptions, ExportSpec, Exporters};
 use ddscope_core::latency::app::AppTruth;
@@ -1217,7 +1217,7 @@ mod tests {
         feed(&mut c, record("pc2", seq, 20 * S));
         c.refresh_metrics(vec![]);
         let reg = c.registry().expect("metrics are on by default");
-        let fams = ddscope_export::promtext::parse(&reg.render_current()).unwrap();
+        let fams = ddscope_sysstat::promtext::parse(&reg.render_current()).unwrap();
         let v = |name: &str, extra: &[(&str, &str)]| {
             fams.iter()
                 .flat_map(|f| f.samples.iter())
@@ -1236,12 +1236,12 @@ mod tests {
         let up = fams.iter().flat_map(|f| f.samples.iter()).filter(|s| s.name == "ddscope_serve_agent_up").count();
         assert_eq!(up, 2, "one ddscope_serve_agent_up per agent");
         // The first scrape shows a new label set with zeros (so rate() counts its first observations), the next its counts.
-        let first = ddscope_export::promtext::parse(&reg.render()).unwrap();
-        let count = |fams: &[ddscope_export::promtext::Family]| {
+        let first = ddscope_sysstat::promtext::parse(&reg.render()).unwrap();
+        let count = |fams: &[ddscope_sysstat::promtext::Family]| {
             fams.iter().flat_map(|f| f.samples.iter()).find(|s| s.name == "ddscope_latency_seconds_count" && s.label("layer") == Some("message")).map(|s| s.value)
         };
         assert_eq!(count(&first), Some(0.0));
-        assert_eq!(count(&ddscope_export::promtext::parse(&reg.render()).unwrap()), Some(5.0));
+        assert_eq!(count(&ddscope_sysstat::promtext::parse(&reg.render()).unwrap()), Some(5.0));
 
         // A cap of one latency label set: a second topic is refused and counted, not exported.
         let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
@@ -1305,7 +1305,7 @@ mod tests {
         }
         let values = |c: &Central| -> std::collections::BTreeMap<String, f64> {
             let text = c.registry().unwrap().render_current();
-            ddscope_export::promtext::parse(&text)
+            ddscope_sysstat::promtext::parse(&text)
                 .unwrap()
                 .into_iter()
                 .flat_map(|f| f.samples)
@@ -1329,7 +1329,7 @@ mod tests {
         // so it classifies all but its first three; one serve all but its first three.
         let timing = |c: &Central, t: &str| -> f64 {
             let text = c.registry().unwrap().render_current();
-            ddscope_export::promtext::parse(&text).unwrap().into_iter().flat_map(|f| f.samples).filter(|s| s.name == "ddscope_latency_timing_total" && s.label("timing") == Some(t)).map(|s| s.value).sum()
+            ddscope_sysstat::promtext::parse(&text).unwrap().into_iter().flat_map(|f| f.samples).filter(|s| s.name == "ddscope_latency_timing_total" && s.label("timing") == Some(t)).map(|s| s.value).sum()
         };
         let delivered = 40.0 - 5.0;
         assert_eq!(timing(&one, "in_time") + timing(&one, "late"), delivered - 3.0);
