@@ -15,9 +15,9 @@ use ddscope_export::prometheus::{Registry, RegistryConfig};
 use ddscope_sysstat::promtext::{Family, Kind as MetricKind, Sample};
 use ddscope_export::traces::TraceSampling;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
+use ddscope_core::bounded::BoundedMap;
 use ddscope_core::latency::app::AppTruth;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, Level, LatencyRow};
-use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -139,90 +139,36 @@ struct FlowSeries {
     message: VecDeque<(f64, f64)>,
     submessage: VecDeque<(f64, f64)>,
     size: VecDeque<(f64, f64)>,
-    /// Position in [`SeriesStore::order`].
-    tick: u64,
 }
 
 type SeriesKey = (String, String, String);
+/// (writer, sn, receiver) of a sample judged lost.
+type LostKey = (ddscope_wire::Guid, i64, Arc<str>);
 
-/// The latency series per (topic, sender, receiver), at most `cap` of them;
-/// the least recently updated one makes room for a new one.
+/// The latency series per (topic, sender, receiver), at most `max_series`
+/// of them: the least recently updated one makes room for a new one (counted).
 struct SeriesStore {
-    map: FxHashMap<SeriesKey, FlowSeries>,
-    /// Update tick → key, oldest first.
-    order: BTreeMap<u64, SeriesKey>,
-    next_tick: u64,
-    cap: usize,
+    map: BoundedMap<SeriesKey, FlowSeries>,
     points: usize,
-    evicted: u64,
-    /// (writer, sn, receiver) of the samples judged lost lately, oldest
-    /// first: a sighting of one of them that comes later is late.
-    lost: rustc_hash::FxHashSet<(ddscope_wire::Guid, i64, Arc<str>)>,
-    lost_order: VecDeque<(ddscope_wire::Guid, i64, Arc<str>)>,
-    /// Lost samples forgotten to stay within [`MAX_LOST_KEYS`].
-    lost_forgotten: u64,
+    /// The samples judged lost lately, oldest first (at most
+    /// `stream.max_lost_keys`, the oldest forgotten and counted): a
+    /// sighting of one of them that comes later is late.
+    lost: BoundedMap<LostKey, ()>,
 }
 
-/// Samples judged lost remembered (to tell a late sighting of one).
-const MAX_LOST_KEYS: usize = 65_536;
-
 impl SeriesStore {
-    fn new(cap: usize, points: usize) -> Self {
-        SeriesStore {
-            map: FxHashMap::default(),
-            order: BTreeMap::new(),
-            next_tick: 0,
-            cap: cap.max(1),
-            points,
-            evicted: 0,
-            lost: Default::default(),
-            lost_order: VecDeque::new(),
-            lost_forgotten: 0,
-        }
-    }
-
-    fn touch(&mut self, key: SeriesKey) -> &mut FlowSeries {
-        self.next_tick += 1;
-        let tick = self.next_tick;
-        if let Some(s) = self.map.get_mut(&key) {
-            self.order.remove(&s.tick);
-            s.tick = tick;
-            self.order.insert(tick, key.clone());
-            // Looked up again to end the first borrow (the key moved into `order`).
-            return self.map.entry(key).or_default();
-        }
-        while self.map.len() >= self.cap {
-            match self.order.pop_first() {
-                Some((_, old)) => {
-                    self.map.remove(&old);
-                    self.evicted += 1;
-                }
-                None => break,
-            }
-        }
-        self.order.insert(tick, key.clone());
-        let s = self.map.entry(key).or_default();
-        s.tick = tick;
-        s
+    fn new(max_series: usize, points: usize, max_lost: usize) -> Self {
+        SeriesStore { map: BoundedMap::new(max_series.max(1)), points, lost: BoundedMap::new(max_lost.max(1)) }
     }
 
     fn on_row(&mut self, r: LatencyRow) {
         if r.level == Level::Message && r.status == ddscope_core::latency::Status::Lost {
-            while self.lost_order.len() >= MAX_LOST_KEYS {
-                if let Some(k) = self.lost_order.pop_front() {
-                    self.lost.remove(&k);
-                    self.lost_forgotten += 1;
-                }
-            }
-            let k = (r.writer_id, r.sn, r.receiver.clone());
-            if self.lost.insert(k.clone()) {
-                self.lost_order.push_back(k);
-            }
+            self.lost.get_or_insert_keep_order((r.writer_id, r.sn, r.receiver.clone()), || (), &mut |_, _| {});
         }
         let Some(l) = r.latency_ns else { return };
         let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
         let points = self.points;
-        let s = self.touch((topic, r.sender.to_string(), r.receiver.to_string()));
+        let s = self.map.get_or_insert_with((topic, r.sender.to_string(), r.receiver.to_string()), FlowSeries::default, &mut |_, _| {});
         let t = r.sender_first_ts_ns as f64 / 1e9;
         match r.level {
             Level::Message => {
@@ -308,7 +254,11 @@ impl Central {
             metrics_token: cfg.token.clone().filter(|t| !t.is_empty()),
             // serve is no capture point: no system metrics of its own host.
             system: None,
-            sample_traces: Some(TraceSampling { budgets: ddscope_export::Budgets::new(&cfg.budgets), ..cfg.trace_sampling.clone() }),
+            sample_traces: Some(TraceSampling {
+                budgets: ddscope_export::Budgets::new(&cfg.budgets),
+                max_remembered: cfg.stream.max_traced_samples,
+                ..cfg.trace_sampling.clone()
+            }),
             ..ExportOptions::default()
         };
         Ok(Box::new(Exporters::start(&format!("serve {}", cfg.listen), specs, opts)?))
@@ -335,7 +285,7 @@ impl Central {
             }),
             Arc::new(AppTruth::default()),
         );
-        let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points);
+        let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points, cfg.stream.max_lost_keys);
         let stream = cfg.stream;
         if let Some(e) = export.as_deref() {
             e.set_clock_offsets(&cfg.offsets);
@@ -673,8 +623,8 @@ impl Central {
         let evicted = [
             ("agents_evicted", self.agents_evicted),
             ("agents_refused", self.agents_refused),
-            ("series_evicted", self.series.evicted),
-            ("lost_keys_forgotten", self.series.lost_forgotten),
+            ("series_evicted", self.series.map.evicted()),
+            ("lost_keys_forgotten", self.series.lost.evicted()),
             ("topic_rows_truncated", self.topic_rows_truncated),
             ("oversized_documents", self.oversized_documents),
             ("stream_topics_evicted", te),
@@ -727,7 +677,7 @@ impl Central {
 
     /// Number of latency series held and evicted so far.
     pub fn series_counts(&self) -> (usize, u64) {
-        (self.series.map.len(), self.series.evicted)
+        (self.series.map.len(), self.series.map.evicted())
     }
 
     /// Everything the dashboard shows, as one JSON document of bounded size
@@ -817,7 +767,7 @@ impl Central {
                 "hold_s": self.cfg.otlp_hold.as_secs_f64(),
                 "max_held_per_agent": self.cfg.otlp_hold_max,
                 "held_now": self.agents.values().map(|a| a.hold.len()).sum::<usize>(),
-                "lost_keys_forgotten": self.series.lost_forgotten,
+                "lost_keys_forgotten": self.series.lost.evicted(),
                 "totals": self.hold_stats().to_json(),
             },
             "limits": {
@@ -830,8 +780,8 @@ impl Central {
                 "writers_total": writers_total,
                 "writers_shown": writers.len(),
                 "series": self.series.map.len(),
-                "max_series": self.series.cap,
-                "series_evicted": self.series.evicted,
+                "max_series": self.series.map.max_entries(),
+                "series_evicted": self.series.map.evicted(),
                 "topic_rows_truncated": self.topic_rows_truncated,
                 "oversized_documents": self.oversized_documents,
                 "stream_topics_evicted": self.decoder.evicted().0,
@@ -854,7 +804,7 @@ fn late(corr: &Correlator, series: &SeriesStore, idx: usize, agent: &Arc<str>, i
     use ddscope_core::latency::Item;
     match item {
         Item::Sample(r) if !r.is_supplement() => {
-            corr.is_late(idx, item) || series.lost.contains(&(r.writer_id, r.sn, agent.clone()))
+            corr.is_late(idx, item) || series.lost.contains_key(&(r.writer_id, r.sn, agent.clone()))
         }
         Item::Frag(_) => corr.is_late(idx, item),
         _ => false,
@@ -886,7 +836,7 @@ mod tests {
 
     #[test]
     fn series_are_capped_least_recently_updated_first() {
-        let mut s = SeriesStore::new(3, 5);
+        let mut s = SeriesStore::new(3, 5, ddscope_core::limits::StreamCaps::default().max_lost_keys);
         for (i, t) in ["/a", "/b", "/c"].iter().enumerate() {
             s.on_row(row(t, "tx", i as i64));
         }
@@ -895,8 +845,8 @@ mod tests {
         let mut keys: Vec<_> = s.map.keys().map(|k| k.0.clone()).collect();
         keys.sort();
         assert_eq!(keys, ["/a", "/c", "/d"]);
-        assert_eq!(s.evicted, 1);
-        assert_eq!(s.order.len(), 3, "the order index follows the map");
+        assert_eq!(s.map.evicted(), 1);
+        assert_eq!(s.map.iter_lru().count(), 3, "the recency order follows the map");
         for i in 0..20 {
             s.on_row(row("/a", "tx", 100 + i));
         }

@@ -146,8 +146,6 @@ pub struct HttpLimits {
     pub agent_rate: f64,
     /// …and in a burst (after an outage the agent sends what it queued).
     pub agent_burst: f64,
-    /// Agents whose rate is tracked; the least recently seen is forgotten first (counted).
-    pub max_rate_entries: usize,
     /// Bytes of batch bodies being received at once (each request reserves
     /// its `Content-Length`, or `max_body_bytes` when chunked); a request that
     /// finds no room within `ingest_wait` gets `503`.
@@ -181,7 +179,6 @@ impl Default for HttpLimits {
             max_headers: 64,
             agent_rate: 20.0,
             agent_burst: 200.0,
-            max_rate_entries: 256,
             ingest_buffer_bytes: 256 << 20,
             max_concurrent_ingest: 4,
             ingest_wait: Duration::from_secs(2),

@@ -27,6 +27,7 @@
 
 use crate::assets;
 use crate::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
+use ddscope_core::bounded::BoundedMap;
 use crate::central::Central;
 use crate::config::{HttpLimits, ServeConfig};
 use crate::protocol::check_agent_name;
@@ -38,7 +39,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustc_hash::FxHashMap;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -75,7 +75,7 @@ pub struct HttpStats {
     /// Batches refused after reading (bad JSON, agent name, agent cap).
     pub bad_batches: AtomicU64,
     pub batches_ingested: AtomicU64,
-    /// Rate-limit entries forgotten to stay within `max_rate_entries`.
+    /// Rate-limit entries forgotten to stay within `stream.max_rate_entries`.
     pub rate_entries_evicted: AtomicU64,
     /// The central state's lock was poisoned by a panic and recovered.
     pub poisoned_lock_recoveries: AtomicU64,
@@ -153,40 +153,31 @@ impl HttpStats {
 }
 
 /// A token bucket per agent name, at most `cap` names (least recently seen forgotten).
+/// A token bucket per agent name, at most `stream.max_rate_entries` of them
+/// (the least recently seen forgotten first, counted in `rate_entries_evicted`).
 struct RateLimits {
-    buckets: FxHashMap<String, Bucket>,
-    /// Last-seen tick → name, oldest first.
-    order: BTreeMap<u64, String>,
-    tick: u64,
+    buckets: BoundedMap<String, Bucket>,
 }
 
 struct Bucket {
     tokens: f64,
     at: Instant,
-    tick: u64,
     limited: u64,
 }
 
 impl RateLimits {
+    fn new(max_entries: usize) -> Self {
+        RateLimits { buckets: BoundedMap::new(max_entries.max(1)) }
+    }
+
     /// Takes one token for `agent`; false when its bucket is empty.
     fn allow(&mut self, agent: &str, l: &HttpLimits, stats: &HttpStats) -> bool {
         let now = Instant::now();
-        self.tick += 1;
-        let tick = self.tick;
-        if !self.buckets.contains_key(agent) {
-            while self.buckets.len() >= l.max_rate_entries.max(1) {
-                let Some((_, old)) = self.order.pop_first() else { break };
-                self.buckets.remove(&old);
-                stats.rate_entries_evicted.fetch_add(1, Relaxed);
-            }
-            self.buckets.insert(agent.to_string(), Bucket { tokens: l.agent_burst.max(1.0), at: now, tick, limited: 0 });
-            self.order.insert(tick, agent.to_string());
-        }
-        let Some(b) = self.buckets.get_mut(agent) else { return true };
-        self.order.remove(&b.tick);
-        b.tick = tick;
-        self.order.insert(tick, agent.to_string());
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.agent_rate).min(l.agent_burst.max(1.0));
+        let burst = l.agent_burst.max(1.0);
+        let b = self.buckets.get_or_insert_with(agent.to_string(), || Bucket { tokens: burst, at: now, limited: 0 }, &mut |_, _| {
+            stats.rate_entries_evicted.fetch_add(1, Relaxed);
+        });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.agent_rate).min(burst);
         b.at = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
@@ -256,7 +247,7 @@ pub(crate) fn context(central: Central, cfg: &ServeConfig, limits: HttpLimits) -
         connections: Arc::new(Semaphore::new(limits.max_connections)),
         limits,
         stats: HttpStats::default(),
-        rates: Mutex::new(RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 }),
+        rates: Mutex::new(RateLimits::new(cfg.stream.max_rate_entries)),
         state: tokio::sync::Mutex::new(None),
         epoch: Instant::now(),
         federation: match cfg.federate.is_empty() {
@@ -975,16 +966,16 @@ mod tests {
 
     #[test]
     fn rate_limit_is_a_token_bucket_per_agent_and_bounded() {
-        let l = HttpLimits { agent_rate: 0.001, agent_burst: 3.0, max_rate_entries: 2, ..HttpLimits::default() };
+        let l = HttpLimits { agent_rate: 0.001, agent_burst: 3.0, ..HttpLimits::default() };
         let stats = HttpStats::default();
-        let mut r = RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 };
+        let mut r = RateLimits::new(2);
         let got: Vec<bool> = (0..5).map(|_| r.allow("a", &l, &stats)).collect();
         assert_eq!(got, [true, true, true, false, false]);
         assert!(r.allow("b", &l, &stats));
-        assert_eq!(r.buckets["a"].limited, 2);
+        assert_eq!(r.buckets[&"a".to_string()].limited, 2);
         assert!(r.allow("c", &l, &stats), "a third agent evicts the least recently seen (a)");
         assert_eq!(stats.rate_entries_evicted.load(Relaxed), 1);
-        assert!(!r.buckets.contains_key("a"));
-        assert_eq!(r.order.len(), 2);
+        assert!(!r.buckets.contains_key(&"a".to_string()));
+        assert_eq!(r.buckets.len(), 2);
     }
 }
