@@ -79,10 +79,13 @@ impl Default for TraceCaps {
     }
 }
 
-/// The caps of `serve`'s stream decoder: the names agents send (in JSON
-/// batches or OTLP spans) are kept in two tables shared by the items that
-/// carry them, each capped in entries and bytes, and every name is cut to a
-/// length first (monitor's `protocol::ItemDecoder`).
+/// The caps of `serve`'s tables keyed by what agents send. The stream
+/// decoder: the names agents send (in JSON batches or OTLP spans) are kept in
+/// two tables shared by the items that carry them, each capped in entries and
+/// bytes, and every name is cut to a length first (monitor's
+/// `protocol::ItemDecoder`). Beside it: the samples judged lost (a later
+/// sighting of one is late), the agents' rate-limit buckets and the samples
+/// whose trace `--export otlp` remembers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamCaps {
     /// Distinct (topic, type) name pairs remembered.
@@ -93,11 +96,25 @@ pub struct StreamCaps {
     pub max_writers: usize,
     /// Longest name kept (topic, type, ROS node, network device): longer ones are cut, marked `…` and counted.
     pub max_name_bytes: usize,
+    /// Samples judged lost remembered, to tell a late sighting of one (oldest forgotten first).
+    pub max_lost_keys: usize,
+    /// Agent names with a rate-limit bucket (least recently seen forgotten first).
+    pub max_rate_entries: usize,
+    /// Samples whose trace `--export otlp` made, remembered to add later receivers (oldest forgotten first).
+    pub max_traced_samples: usize,
 }
 
 impl Default for StreamCaps {
     fn default() -> Self {
-        StreamCaps { max_topics: 16_384, max_topic_bytes: 16 << 20, max_writers: 65_536, max_name_bytes: 256 }
+        StreamCaps {
+            max_topics: 16_384,
+            max_topic_bytes: 16 << 20,
+            max_writers: 65_536,
+            max_name_bytes: 256,
+            max_lost_keys: 65_536,
+            max_rate_entries: 256,
+            max_traced_samples: 100_000,
+        }
     }
 }
 
@@ -130,7 +147,7 @@ pub struct Limits {
     pub flows: crate::flows::FlowConfig,
     /// Caps of the ROS 2 layer (traces joined to the wire).
     pub trace: TraceCaps,
-    /// Caps of `serve`'s stream decoder (names agents send).
+    /// Caps of `serve`'s tables keyed by what agents send (names, lost samples, rate limits, traced samples).
     pub stream: StreamCaps,
     /// Caps of the incident analysis (`latency --explain`).
     pub explain: ExplainCaps,
@@ -253,6 +270,9 @@ limits! {
     "stream"."max_topic_bytes" => stream.max_topic_bytes: Size, "serve: memory of those names, and of the writers' entries naming them";
     "stream"."max_writers" => stream.max_writers: Count, "serve: writers whose topic is remembered for their DATA_FRAG sightings";
     "stream"."max_name_bytes" => stream.max_name_bytes: Size, "serve: longest topic, type, node or device name kept (longer ones cut, marked and counted)";
+    "stream"."max_lost_keys" => stream.max_lost_keys: Count, "serve: samples judged lost remembered to tell a late sighting of one (oldest forgotten first)";
+    "stream"."max_rate_entries" => stream.max_rate_entries: Count, "serve: agent names with a rate-limit bucket (least recently seen forgotten first)";
+    "stream"."max_traced_samples" => stream.max_traced_samples: Count, "serve --export otlp: samples whose trace is remembered to add later receivers (oldest forgotten first)";
     "explain"."max_samples" => explain.max_samples: Count, "latency --explain/--budget: samples kept to be judged (later ones counted, not judged)";
     "explain"."max_flows" => explain.max_flows: Count, "latency --explain/--budget: flows (topic, sender, receiver) judged (samples of further flows counted, not judged)";
     "explain"."max_link_bins" => explain.max_link_bins: Count, "latency --explain/--budget: bins of each capture's link timeline, 16 bytes each (a longer capture merges them in pairs: coarser, never dropped)";

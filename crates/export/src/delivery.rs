@@ -106,6 +106,9 @@ pub struct SinkStats {
     pub dropped_at_shutdown: AtomicU64,
     /// Records the encoder could not represent (no timestamp, no fields…).
     pub unencodable: AtomicU64,
+    /// Keys the encoder forgot to stay within its cap (InfluxDB: the
+    /// (writer, sn, fragment) keys of the `copy` tag, `max_copy_keys`).
+    pub evicted_keys: AtomicU64,
     pub batches_sent: AtomicU64,
     /// Failed attempts (connection refused, timeout, 5xx, 429); each is retried.
     pub failed_attempts: AtomicU64,
@@ -129,6 +132,7 @@ pub struct SinkStatsSnapshot {
     pub refused_batches: u64,
     pub dropped_at_shutdown: u64,
     pub unencodable: u64,
+    pub evicted_keys: u64,
     pub batches_sent: u64,
     pub failed_attempts: u64,
     pub bytes_sent: u64,
@@ -149,6 +153,7 @@ impl SinkStats {
             refused_batches: self.refused_batches.load(Relaxed),
             dropped_at_shutdown: self.dropped_at_shutdown.load(Relaxed),
             unencodable: self.unencodable.load(Relaxed),
+            evicted_keys: self.evicted_keys.load(Relaxed),
             batches_sent: self.batches_sent.load(Relaxed),
             failed_attempts: self.failed_attempts.load(Relaxed),
             bytes_sent: self.bytes_sent.load(Relaxed),
@@ -254,7 +259,7 @@ impl<E: Encoder> Delivery<E> {
             stats,
         });
         let s2 = shared.clone();
-        let thread = crate::workers::spawn(&format!("ddscope-{name}"), move || sender_loop(s2, transport))?;
+        let thread = ddscope_sysstat::workers::spawn(&format!("ddscope-{name}"), move || sender_loop(s2, transport))?;
         Ok(Delivery { shared, thread: Some(thread) })
     }
 

@@ -5,8 +5,8 @@ use crate::health::CaptureHealth;
 use crate::influx::InfluxConfig;
 use crate::otlp::OtlpConfig;
 use crate::prometheus::{MetricsServer, Registry, RegistryConfig, DEFAULT_ADDR};
-use crate::promtext::Family;
-use crate::system::{now_ns, SystemSampler, SystemSnapshot, SystemSource};
+use ddscope_sysstat::promtext::Family;
+use ddscope_sysstat::system::{now_ns, SystemSampler, SystemSnapshot, SystemSource};
 use crate::{SinkStats, SinkStatsSnapshot};
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
@@ -206,7 +206,7 @@ impl Exporters {
             let st = stop.clone();
             let reg = registry.clone();
             let every = opts.otlp_metrics_interval.max(Duration::from_millis(100));
-            let t = crate::workers::spawn("ddscope-export-metrics", move || {
+            let t = ddscope_sysstat::workers::spawn("ddscope-export-metrics", move || {
                 let mut next = std::time::Instant::now() + every;
                 let push = || {
                     let fams = reg.families();

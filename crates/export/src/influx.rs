@@ -19,8 +19,8 @@
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
 use crate::health::CaptureHealth;
-use crate::promtext::Family;
-use crate::system::SystemSnapshot;
+use ddscope_sysstat::promtext::Family;
+use ddscope_sysstat::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::{Level, LatencyRow};
 use ddscope_core::ros2::chain::ChainRow;
@@ -28,8 +28,8 @@ use ddscope_core::samples::SampleRecord;
 use ddscope_core::topics::TopicRow;
 use ddscope_wire::rtps::SubmsgKind;
 use ddscope_wire::Guid;
+use ddscope_core::bounded::BoundedMap;
 use rustc_hash::{FxHashMap, FxHasher};
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::sync::atomic::Ordering::Relaxed;
@@ -306,33 +306,25 @@ impl UniqueTimes {
 }
 
 /// Counts copies of each (capture, writer, sn, fragment) for the `copy` tag
-/// of `ddscope_data`, over a bounded window.
+/// of `ddscope_data`, over a bounded window: keys in order of their first
+/// copy (the oldest forgotten first, by age or by the cap), each with the
+/// time of its first copy and the copies so far.
 struct Copies {
-    counts: FxHashMap<(u64, Guid, i64, u32), u32>,
-    order: VecDeque<(i64, (u64, Guid, i64, u32))>,
+    counts: BoundedMap<(u64, Guid, i64, u32), (i64, u32)>,
     window_ns: i64,
-    max: usize,
-    evicted: u64,
 }
 
 impl Copies {
-    fn next(&mut self, key: (u64, Guid, i64, u32), ts: i64) -> u32 {
-        while let Some(&(t, k)) = self.order.front() {
-            if ts.saturating_sub(t) <= self.window_ns && self.order.len() < self.max {
-                break;
-            }
-            self.order.pop_front();
-            if self.order.len() >= self.max {
-                self.evicted += 1;
-            }
-            self.counts.remove(&k);
+    /// How many copies of `key` came before this one; a key forgotten to
+    /// stay within the cap is counted in `evicted`.
+    fn next(&mut self, key: (u64, Guid, i64, u32), ts: i64, evicted: &mut dyn FnMut()) -> u32 {
+        while self.counts.peek_lru().is_some_and(|(_, (t, _))| ts.saturating_sub(*t) > self.window_ns) {
+            self.counts.pop_lru();
         }
-        let c = self.counts.entry(key).or_insert(0);
+        let slot = self.counts.get_or_insert_keep_order(key, || (ts, 0), &mut |_, _| evicted());
+        let c = &mut self.counts.value_at(slot).expect("inserted above").1;
         let n = *c;
         *c += 1;
-        if n == 0 {
-            self.order.push_back((ts, key));
-        }
         n
     }
 }
@@ -359,7 +351,7 @@ fn kind_str(k: SubmsgKind) -> std::borrow::Cow<'static, str> {
 
 impl LineEncoder {
     fn new(cfg: InfluxConfig) -> Self {
-        let copies = Copies { counts: FxHashMap::default(), order: VecDeque::new(), window_ns: cfg.copy_window.as_nanos() as i64, max: cfg.max_copy_keys.max(1), evicted: 0 };
+        let copies = Copies { counts: BoundedMap::new(cfg.max_copy_keys.max(1)), window_ns: cfg.copy_window.as_nanos() as i64 };
         LineEncoder { cfg, buf: String::with_capacity(1 << 16), records: 0, times: UniqueTimes::default(), copies, no_source_ts: 0, stats: None }
     }
 
@@ -447,7 +439,12 @@ impl LineEncoder {
             return 0;
         };
         let frag = if e.kind == SubmsgKind::DataFrag { e.fragment_starting_num } else { None };
-        let copy = self.copies.next((capture_hash(&e.capture), w, sn, frag.unwrap_or(0)), e.ts_ns);
+        let stats = &self.stats;
+        let copy = self.copies.next((capture_hash(&e.capture), w, sn, frag.unwrap_or(0)), e.ts_ns, &mut || {
+            if let Some(s) = stats {
+                s.evicted_keys.fetch_add(1, Relaxed);
+            }
+        });
         let mut l = Line::new(&mut self.buf, "ddscope_data");
         l.tag("capture", &e.capture).tag("kind", &kind_str(e.kind));
         if let Some(t) = e.topic_name() {

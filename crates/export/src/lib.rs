@@ -22,11 +22,7 @@ pub mod health;
 pub mod influx;
 pub mod otlp;
 pub mod prometheus;
-pub mod procload;
-pub mod promtext;
-pub mod system;
 pub mod traces;
-pub mod workers;
 
 pub use budget::{Budget, Budgets};
 pub use delivery::{DeliveryConfig, SinkStats, SinkStatsSnapshot};

@@ -10,7 +10,7 @@
 //! different agents — the causal link the thesis rebuilt in the database.
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
-use crate::promtext::{Family, Kind};
+use ddscope_sysstat::promtext::{Family, Kind};
 use crate::traces::{HostSpan, SampleTracer, TraceSampling, TraceStats};
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
@@ -430,7 +430,7 @@ impl OtlpSink {
         let enc = OtlpEncoder { spans: BTreeMap::new(), span_count: 0, span_bytes: 0, metrics: vec![], host: cfg.host_name.clone() };
         let delivery = Delivery::start(cfg.delivery.clone(), enc, transport, "otlp").map_err(|e| format!("cannot start the OTLP sender thread: {e}"))?;
         let tracer = cfg.sample_traces.clone().map(|t| Mutex::new(SampleTracer::new(t)));
-        Ok(OtlpSink { delivery, spans: cfg.spans && tracer.is_none(), tracer, start_ns: crate::system::now_ns() })
+        Ok(OtlpSink { delivery, spans: cfg.spans && tracer.is_none(), tracer, start_ns: ddscope_sysstat::system::now_ns() })
     }
 
     pub fn stats(&self) -> &Arc<SinkStats> {
@@ -549,7 +549,7 @@ impl crate::PushSink for OtlpSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::promtext::Sample;
+    use ddscope_sysstat::promtext::Sample;
 
     #[test]
     fn trace_id_is_stable_and_per_sample() {

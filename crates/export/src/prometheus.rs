@@ -11,7 +11,7 @@
 
 use crate::delivery::SinkStats;
 use crate::health::CaptureHealth;
-use crate::promtext::{self, write_header, write_value, Family, Kind};
+use ddscope_sysstat::promtext::{self, write_header, write_value, Family, Kind};
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::{Layer, LatencyRow, Status, Timing};
@@ -1061,7 +1061,7 @@ impl Inner {
                 let _ = writeln!(out, "ddscope_export_records_total{{{l},outcome=\"{outcome}\"}} {v}");
             }
         }
-        let sink_metrics: [SinkMetric; 6] = [
+        let sink_metrics: [SinkMetric; 7] = [
             (
                 "ddscope_export_refused_batches_total",
                 "Batches the endpoint refused (wrong token, too large, bad request); dropped, not retried.",
@@ -1073,6 +1073,12 @@ impl Inner {
             ("ddscope_export_sent_bytes_total", "Request body bytes delivered.", Kind::Counter, |s| s.bytes_sent.load(Relaxed)),
             ("ddscope_export_queued_bytes", "Encoded bytes waiting for delivery.", Kind::Gauge, |s| s.queued_bytes.load(Relaxed)),
             ("ddscope_export_up", "1 when the last delivery attempt succeeded.", Kind::Gauge, |s| s.up.load(Relaxed) as u64),
+            (
+                "ddscope_export_evicted_keys_total",
+                "Keys the sink's encoder forgot to stay within its cap (InfluxDB: the copy tag's (writer, sn, fragment) keys, oldest first).",
+                Kind::Counter,
+                |s| s.evicted_keys.load(Relaxed),
+            ),
         ];
         for (name, help, kind, get) in sink_metrics {
             write_header(out, name, help, kind);
@@ -1146,7 +1152,7 @@ impl MetricsServer {
         let server = Arc::new(server);
         let s2 = server.clone();
         let token = token.map(|t| format!("Bearer {t}"));
-        let thread = crate::workers::spawn("ddscope-metrics", move || serve(&s2, &registry, token.as_deref()))
+        let thread = ddscope_sysstat::workers::spawn("ddscope-metrics", move || serve(&s2, &registry, token.as_deref()))
             .map_err(|e| ServeError { addr: addr.to_string(), reason: Box::new(e) })?;
         Ok(MetricsServer { server, thread: Some(thread), addr: bound })
     }

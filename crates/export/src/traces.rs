@@ -34,8 +34,7 @@ use ddscope_core::ros2::chain::ChainRow;
 use ddscope_wire::Guid;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{span, span::SpanKind, status, Span, Status as SpanStatus};
-use rustc_hash::FxHashSet;
-use std::collections::VecDeque;
+use ddscope_core::bounded::BoundedMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -55,12 +54,13 @@ pub struct TraceSampling {
     pub budgets: Budgets,
     /// Samples whose spans were made, remembered to add later receivers and
     /// chain spans to them; beyond it the oldest are forgotten (counted).
+    /// `serve` sets it from `stream.max_traced_samples` (`ddscope limits`).
     pub max_remembered: usize,
 }
 
 impl Default for TraceSampling {
     fn default() -> Self {
-        TraceSampling { all: true, every: None, late: false, lost: false, over_budget: false, budgets: Budgets::default(), max_remembered: 100_000 }
+        TraceSampling { all: true, every: None, late: false, lost: false, over_budget: false, budgets: Budgets::default(), max_remembered: ddscope_core::limits::StreamCaps::default().max_traced_samples }
     }
 }
 
@@ -149,8 +149,8 @@ struct ChainHop {
 /// Builds the spans of one trace per sample from correlated rows.
 pub struct SampleTracer {
     cfg: TraceSampling,
-    remembered: FxHashSet<SampleKey>,
-    order: VecDeque<SampleKey>,
+    /// Oldest first; the oldest is forgotten to stay within `max_remembered`.
+    remembered: BoundedMap<SampleKey, ()>,
     /// Hops of the chain instance being emitted (in hop order).
     instance: Vec<ChainHop>,
     pub stats: Arc<TraceStats>,
@@ -239,21 +239,19 @@ fn error(mut s: Span, msg: &str) -> Span {
 
 impl SampleTracer {
     pub fn new(cfg: TraceSampling) -> Self {
-        SampleTracer { cfg, remembered: FxHashSet::default(), order: VecDeque::new(), instance: vec![], stats: Arc::new(TraceStats::default()) }
+        let remembered = BoundedMap::new(cfg.max_remembered.max(1));
+        SampleTracer { cfg, remembered, instance: vec![], stats: Arc::new(TraceStats::default()) }
     }
 
     /// Remembers a sample with spans; false if it was already remembered.
     fn remember(&mut self, k: SampleKey) -> bool {
-        if !self.remembered.insert(k) {
+        if self.remembered.contains_key(&k) {
             return false;
         }
-        self.order.push_back(k);
-        while self.order.len() > self.cfg.max_remembered.max(1) {
-            if let Some(old) = self.order.pop_front() {
-                self.remembered.remove(&old);
-                self.stats.remembered_evicted.fetch_add(1, Relaxed);
-            }
-        }
+        let stats = &self.stats;
+        self.remembered.insert(k, (), &mut |_, _| {
+            stats.remembered_evicted.fetch_add(1, Relaxed);
+        });
         true
     }
 
@@ -406,7 +404,7 @@ impl SampleTracer {
         let topic = h.topic.as_deref().unwrap_or("?");
         let publish = span_id(&trace, &format!("publish {topic}"), &h.sender);
         let here = ChainHop { chain: r.chain.clone(), instance: r.instance, trace, publish, receiver: h.receiver.clone(), callback_start: h.callback_start_ts, rclcpp: h.rclcpp_ts };
-        let traced = self.remembered.contains(&key);
+        let traced = self.remembered.contains_key(&key);
         if let Some(prev) = self.instance.last() {
             match (traced, prev.callback_start, h.rclcpp_ts) {
                 (true, Some(a), Some(b)) => {
@@ -581,7 +579,7 @@ mod tests {
             t.on_row(&delivered(sn, "pc2"), &mut out);
         }
         assert_eq!(t.remembered.len(), 3);
-        assert_eq!(t.order.len(), 3);
+        assert_eq!(t.remembered.iter_lru().count(), 3);
         assert_eq!(t.stats.remembered_evicted.load(Relaxed), 2);
     }
 

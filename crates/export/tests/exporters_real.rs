@@ -9,7 +9,7 @@ use ddscope_core::decode::DecoderConfig;
 use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::SampleConfig;
 use ddscope_core::topics::TopicsAnalysis;
-use ddscope_export::promtext;
+use ddscope_sysstat::promtext;
 use ddscope_export::{CaptureHealth, DeliveryConfig, ExportOptions, ExportSpec, Exporters};
 use std::time::Duration;
 use support::{http_get, influx_query, influxdb, otelcol, shared_captures, wait_for};
@@ -63,7 +63,7 @@ fn agent_path_feeds_every_sink_and_shuts_down_cleanly() {
     .unwrap();
     ex.set_capture_health(&CaptureHealth { packets_received: res.summary.frames, ..CaptureHealth::new("pc1") }.with_decode_stats(&res.decoder.stats));
     let rows = topics.borrow().rows("pc1", &res.decoder.discovery, false, &[]);
-    ex.on_topic_rows(&rows, ddscope_export::system::now_ns());
+    ex.on_topic_rows(&rows, ddscope_sysstat::system::now_ns());
     assert!(events > 0 && samples > 0);
 
     // /metrics: DDS series, system metrics (node_exporter names), sink counters.

@@ -17,7 +17,7 @@ use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::SampleConfig;
 use ddscope_export::influx::{InfluxConfig, InfluxSink};
 use ddscope_export::prometheus::{MetricsServer, Registry, RegistryConfig};
-use ddscope_export::system::{sample_proc, SystemSnapshot};
+use ddscope_sysstat::system::{sample_proc, SystemSnapshot};
 use ddscope_export::{CaptureHealth, DeliveryConfig, SinkStats};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

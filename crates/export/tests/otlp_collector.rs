@@ -13,7 +13,7 @@ use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::SampleConfig;
 use ddscope_export::otlp::{sample_trace_id, OtlpConfig, OtlpSink};
 use ddscope_export::prometheus::{Registry, RegistryConfig};
-use ddscope_export::system::{sample_proc, SystemSource};
+use ddscope_sysstat::system::{sample_proc, SystemSource};
 use ddscope_export::DeliveryConfig;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -248,9 +248,9 @@ fn collector_receives_the_registry_and_system_metrics() {
     let registry = Registry::new(RegistryConfig::default()).unwrap();
     registry.on_events(events.iter());
     let sink = sink(&server, "pc1", fast());
-    sink.export_families(&registry.families(), ddscope_export::system::now_ns());
+    sink.export_families(&registry.families(), ddscope_sysstat::system::now_ns());
     let sys = SystemSource::proc().sample(Duration::from_secs(2)).unwrap();
-    sink.export_families(&sys, ddscope_export::system::now_ns());
+    sink.export_families(&sys, ddscope_sysstat::system::now_ns());
     assert!(sink.flush(Duration::from_secs(20)));
     assert_eq!(sink.stats().snapshot().rejected, 0);
 

@@ -180,7 +180,7 @@ impl Drop for Procs {
 }
 
 /// Every workload process sampled every `interval` from `/proc` (CPU user and
-/// system, RSS, context switches; see `ddscope_export::procload`), one CSV line
+/// system, RSS, context switches; see `ddscope_sysstat::procload`), one CSV line
 /// per process and round into the run directory:
 /// `t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads`
 /// (counters are cumulative since the process started). At most `max`
@@ -224,7 +224,7 @@ impl LoadSampler {
             let mut s = LoadStats { file, interval_ms: interval.as_millis() as u64, processes: procs.len() as u64, not_sampled, ..Default::default() };
             let root = std::path::Path::new("/proc");
             let mut gone = vec![false; procs.len()];
-            let mut ctx = vec![ddscope_export::procload::CtxCounter::default(); procs.len()];
+            let mut ctx = vec![ddscope_sysstat::procload::CtxCounter::default(); procs.len()];
             let mut next = Instant::now();
             loop {
                 let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
@@ -233,7 +233,7 @@ impl LoadSampler {
                     if gone[k] {
                         continue;
                     }
-                    match ddscope_export::procload::read_process(root, *pid) {
+                    match ddscope_sysstat::procload::read_process(root, *pid) {
                         Ok(p) => {
                             let (vol, invol) = ctx[k].update(&p);
                             let line = format!("{t_ns},{name},{pid},{:.2},{:.2},{},{vol},{invol},{}", p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.threads);

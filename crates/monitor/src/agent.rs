@@ -15,7 +15,7 @@ use ddscope_core::pipeline::{CapturePoint, CorrelationFeed, DomainFilter};
 use ddscope_core::window::Window;
 use ddscope_core::source::PacketSource;
 use std::cell::RefCell;
-use ddscope_export::system::SystemSource;
+use ddscope_sysstat::system::SystemSource;
 use ddscope_export::{CaptureHealth, Exporters};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +100,7 @@ pub struct AgentReport {
     pub domain_left_out: (u64, u64),
     /// Worker threads (exporters, senders, the trace reader) that ended by a
     /// panic, and how many more beyond those listed: the agent stopped then.
-    pub stopped_threads: (Vec<ddscope_export::workers::Stopped>, u64),
+    pub stopped_threads: (Vec<ddscope_sysstat::workers::Stopped>, u64),
 }
 
 /// Converts a correlation item into its form on the wire to `serve` (the
@@ -159,16 +159,16 @@ pub fn run(
     // A worker thread that ended by a panic stops the agent as a stop request
     // would (what it has goes out), rather than running on without that part.
     let asked_to_stop = || {
-        stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d) || ddscope_export::workers::any_stopped()
+        stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d) || ddscope_sysstat::workers::any_stopped()
     };
     let mut thread_noted = false;
     // After a stop request, keep reading for a moment: in batched mode the
     // last block of packets is handed over only when it is retired (<= 100 ms).
     let mut drain_deadline = None::<Instant>;
     loop {
-        if !thread_noted && ddscope_export::workers::any_stopped() {
+        if !thread_noted && ddscope_sysstat::workers::any_stopped() {
             thread_noted = true;
-            for s in ddscope_export::workers::stopped().0 {
+            for s in ddscope_sysstat::workers::stopped().0 {
                 let n = format!("the {} thread stopped ({}); the agent stops", s.thread, s.why);
                 on_note(&n);
                 notes.push(n);
@@ -377,7 +377,7 @@ pub fn run(
             notes,
             trace: follower.as_ref().map(|f| f.queue.counters()),
             domain_left_out,
-            stopped_threads: ddscope_export::workers::stopped(),
+            stopped_threads: ddscope_sysstat::workers::stopped(),
         },
         exporters,
     ))

@@ -9,7 +9,7 @@
 
 use crate::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
 use anyhow::Context;
-use rustc_hash::FxHashMap;
+use ddscope_core::bounded::BoundedMap;
 use std::collections::VecDeque;
 use ddscope_core::source::{Packet, PacketSource, Poll};
 use ddscope_wire::link::LinkType;
@@ -79,10 +79,9 @@ pub struct LiveCapture {
     kf_base: FilterCounters,
     /// User-space side of the filter (orphaned and evicted fragments).
     kf_user: FilterCounters,
-    /// Datagrams whose first fragment was delivered and that are not complete.
-    started: FxHashMap<DgramKey, Started>,
-    started_order: VecDeque<(DgramKey, u64)>,
-    started_gen: u64,
+    /// Datagrams whose first fragment was delivered and that are not
+    /// complete, oldest first sighting first (evictions in `kf_user.evicted`).
+    started: BoundedMap<DgramKey, Started>,
     /// Left-out fragments waiting for their datagram's first fragment.
     held: VecDeque<(DgramKey, LeftOut)>,
     /// Capture time of the last frame handed over.
@@ -138,10 +137,10 @@ type DgramKey = (u32, u32, u16);
 struct Started {
     covered: u32,
     total: u32,
-    gen: u64,
 }
 
-/// Datagrams tracked at once for the in-kernel filter (like its own table).
+/// Datagrams tracked at once for the in-kernel filter: the size of its own
+/// table (`max_entries` of the fragment map in bpf/capture.c), not a setting.
 const MAX_STARTED: usize = 4096;
 /// Left-out fragments waiting for their first fragment (45 per 64 KB datagram).
 const MAX_HELD: usize = 16384;
@@ -321,9 +320,7 @@ impl LiveCapture {
             kf,
             kf_base: FilterCounters::default(),
             kf_user: FilterCounters::default(),
-            started: FxHashMap::default(),
-            started_order: VecDeque::new(),
-            started_gen: 0,
+            started: BoundedMap::new(MAX_STARTED),
             held: VecDeque::new(),
             last_ts: 0,
             pending: VecDeque::new(),
@@ -450,23 +447,8 @@ impl LiveCapture {
     /// the datagram once all its bytes were seen.
     fn track(&mut self, key: DgramKey, plen: u32, udp_len: Option<u32>) {
         if let Some(total) = udp_len {
-            if !self.started.contains_key(&key) {
-                self.started_gen += 1;
-                let gen = self.started_gen;
-                self.started.insert(key, Started { covered: 0, total, gen });
-                self.started_order.push_back((key, gen));
-                while self.started.len() > MAX_STARTED {
-                    let Some((k, g)) = self.started_order.pop_front() else { break };
-                    if self.started.get(&k).is_some_and(|s| s.gen == g) {
-                        self.started.remove(&k);
-                        self.kf_user.evicted += 1;
-                    }
-                }
-                if self.started_order.len() > 4 * MAX_STARTED {
-                    let started = &self.started;
-                    self.started_order.retain(|(k, g)| started.get(k).is_some_and(|s| s.gen == *g));
-                }
-            }
+            let evicted = &mut self.kf_user.evicted;
+            self.started.get_or_insert_keep_order(key, || Started { covered: 0, total }, &mut |_, _| *evicted += 1);
         }
         if let Some(st) = self.started.get_mut(&key) {
             st.covered = st.covered.saturating_add(plen);

@@ -417,7 +417,7 @@ impl Federation {
             // Every shard knows every agent (its batches are broadcast): keep the freshest view.
             for a in &d.agents {
                 let Some(n) = a["name"].as_str() else { continue };
-                if !agents.contains_key(n) && agents.len() >= crate::serve::MAX_AGENTS {
+                if !agents.contains_key(n) && agents.len() >= crate::config::MAX_AGENTS {
                     continue;
                 }
                 let items = |v: &Value| v["items"].as_u64().unwrap_or(0);

@@ -16,9 +16,6 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceResponse};
-use prost::Message;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -30,23 +27,6 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub const TRACES_METHOD: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 pub const LOGS_METHOD: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
-
-/// The protobuf answer to an export, with OTLP's partial success when items were refused.
-pub(crate) fn export_response(logs: bool, refused: u64, why: Option<String>) -> Bytes {
-    let msg = why.unwrap_or_default();
-    let v = if logs {
-        ExportLogsServiceResponse {
-            partial_success: (refused > 0).then(|| ExportLogsPartialSuccess { rejected_log_records: refused as i64, error_message: msg }),
-        }
-        .encode_to_vec()
-    } else {
-        ExportTraceServiceResponse {
-            partial_success: (refused > 0).then(|| ExportTracePartialSuccess { rejected_spans: refused as i64, error_message: msg }),
-        }
-        .encode_to_vec()
-    };
-    Bytes::from(v)
-}
 
 /// A unary gRPC answer: one message (if any), then the status trailers.
 pub(crate) struct GrpcBody {
@@ -201,7 +181,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
         Err(Refusal::Busy) => return answer(None, UNAVAILABLE, "busy: the decode budget is taken by other requests"),
     };
     match otlp_ingest(&ctx, msg, logs, room).await {
-        OtlpOutcome::Done { refused, why } => answer(Some(export_response(logs, refused, why)), OK, ""),
+        OtlpOutcome::Done { refused, why } => answer(Some(crate::otlp::export_response(logs, refused, why)), OK, ""),
         OtlpOutcome::Bad(e) => answer(None, INVALID_ARGUMENT, &e),
         OtlpOutcome::Busy => answer(None, UNAVAILABLE, "busy: ingest slots taken"),
         OtlpOutcome::Internal => answer(None, INTERNAL, "internal error"),

@@ -27,8 +27,10 @@
 
 use crate::assets;
 use crate::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
-use crate::serve::{check_agent_name, Central, ServeConfig};
-use anyhow::Context as _;
+use ddscope_core::bounded::BoundedMap;
+use crate::central::Central;
+use crate::config::{HttpLimits, ServeConfig};
+use crate::protocol::check_agent_name;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -37,10 +39,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustc_hash::FxHashMap;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -50,75 +50,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Limits of the HTTP layer (all enforced per connection or per agent).
-#[derive(Debug, Clone)]
-pub struct HttpLimits {
-    /// Connections served at once (further ones get `503` and are closed).
-    /// Lowered to what the open-file limit allows.
-    pub max_connections: usize,
-    /// Time for a request's headers to arrive (also: how long an idle
-    /// keep-alive connection is kept).
-    pub header_timeout: Duration,
-    /// Time for a request's body to arrive, from when reading it starts.
-    pub body_timeout: Duration,
-    /// A connection that moves no byte either way for this long is closed.
-    pub idle_timeout: Duration,
-    /// Largest request body (an agent's batch).
-    pub max_body_bytes: usize,
-    /// Largest request head (request line and headers).
-    pub max_header_bytes: usize,
-    /// Most header fields in one request.
-    pub max_headers: usize,
-    /// Batches per second one agent may send, sustained…
-    pub agent_rate: f64,
-    /// …and in a burst (after an outage the agent sends what it queued).
-    pub agent_burst: f64,
-    /// Agents whose rate is tracked; the least recently seen is forgotten first (counted).
-    pub max_rate_entries: usize,
-    /// Bytes of batch bodies being received at once (each request reserves
-    /// its `Content-Length`, or `max_body_bytes` when chunked); a request that
-    /// finds no room within `ingest_wait` gets `503`.
-    pub ingest_buffer_bytes: usize,
-    /// Batches decoded and correlated at the same time (on the blocking pool).
-    pub max_concurrent_ingest: usize,
-    pub ingest_wait: Duration,
-    /// `/api/state` is built at most this often; requests in between get the last answer.
-    pub state_cache: Duration,
-    /// Heap bytes that requests being decoded may hold at once: inflated
-    /// bodies and what they decode to, estimated from the body before
-    /// decoding (`crate::prescan`). A request estimated over it is refused
-    /// (`413`, gRPC `RESOURCE_EXHAUSTED`); one that finds no room within
-    /// `ingest_wait` is answered busy (`503`, `UNAVAILABLE`).
-    pub decode_budget_bytes: usize,
-    /// Spans (or log records) in one OTLP request.
-    pub otlp_max_items: usize,
-    /// Attributes (and entries of attribute arrays and lists) in one OTLP request.
-    pub otlp_max_attributes: usize,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            max_connections: 4096,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(60),
-            max_body_bytes: 16 << 20,
-            max_header_bytes: 16 << 10,
-            max_headers: 64,
-            agent_rate: 20.0,
-            agent_burst: 200.0,
-            max_rate_entries: 256,
-            ingest_buffer_bytes: 256 << 20,
-            max_concurrent_ingest: 4,
-            ingest_wait: Duration::from_secs(2),
-            state_cache: Duration::from_millis(250),
-            decode_budget_bytes: 128 << 20,
-            otlp_max_items: 100_000,
-            otlp_max_attributes: 2_000_000,
-        }
-    }
-}
 
 /// Counters of the HTTP layer (`/api/state` → `server`).
 #[derive(Debug, Default)]
@@ -144,7 +75,7 @@ pub struct HttpStats {
     /// Batches refused after reading (bad JSON, agent name, agent cap).
     pub bad_batches: AtomicU64,
     pub batches_ingested: AtomicU64,
-    /// Rate-limit entries forgotten to stay within `max_rate_entries`.
+    /// Rate-limit entries forgotten to stay within `stream.max_rate_entries`.
     pub rate_entries_evicted: AtomicU64,
     /// The central state's lock was poisoned by a panic and recovered.
     pub poisoned_lock_recoveries: AtomicU64,
@@ -168,8 +99,8 @@ pub struct HttpStats {
 
 impl HttpStats {
     /// The counters as metric families for `/metrics` (`ddscope_serve_http_total{what}`, open connections as a gauge).
-    pub fn families(&self) -> Vec<ddscope_export::promtext::Family> {
-        use ddscope_export::promtext::{Family, Kind, Sample};
+    pub fn families(&self) -> Vec<ddscope_sysstat::promtext::Family> {
+        use ddscope_sysstat::promtext::{Family, Kind, Sample};
         let mut counters = vec![];
         let mut open = vec![];
         if let serde_json::Value::Object(m) = self.json() {
@@ -222,40 +153,31 @@ impl HttpStats {
 }
 
 /// A token bucket per agent name, at most `cap` names (least recently seen forgotten).
+/// A token bucket per agent name, at most `stream.max_rate_entries` of them
+/// (the least recently seen forgotten first, counted in `rate_entries_evicted`).
 struct RateLimits {
-    buckets: FxHashMap<String, Bucket>,
-    /// Last-seen tick → name, oldest first.
-    order: BTreeMap<u64, String>,
-    tick: u64,
+    buckets: BoundedMap<String, Bucket>,
 }
 
 struct Bucket {
     tokens: f64,
     at: Instant,
-    tick: u64,
     limited: u64,
 }
 
 impl RateLimits {
+    fn new(max_entries: usize) -> Self {
+        RateLimits { buckets: BoundedMap::new(max_entries.max(1)) }
+    }
+
     /// Takes one token for `agent`; false when its bucket is empty.
     fn allow(&mut self, agent: &str, l: &HttpLimits, stats: &HttpStats) -> bool {
         let now = Instant::now();
-        self.tick += 1;
-        let tick = self.tick;
-        if !self.buckets.contains_key(agent) {
-            while self.buckets.len() >= l.max_rate_entries.max(1) {
-                let Some((_, old)) = self.order.pop_first() else { break };
-                self.buckets.remove(&old);
-                stats.rate_entries_evicted.fetch_add(1, Relaxed);
-            }
-            self.buckets.insert(agent.to_string(), Bucket { tokens: l.agent_burst.max(1.0), at: now, tick, limited: 0 });
-            self.order.insert(tick, agent.to_string());
-        }
-        let Some(b) = self.buckets.get_mut(agent) else { return true };
-        self.order.remove(&b.tick);
-        b.tick = tick;
-        self.order.insert(tick, agent.to_string());
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.agent_rate).min(l.agent_burst.max(1.0));
+        let burst = l.agent_burst.max(1.0);
+        let b = self.buckets.get_or_insert_with(agent.to_string(), || Bucket { tokens: burst, at: now, limited: 0 }, &mut |_, _| {
+            stats.rate_entries_evicted.fetch_add(1, Relaxed);
+        });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * l.agent_rate).min(burst);
         b.at = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
@@ -313,188 +235,29 @@ impl Ctx {
     }
 }
 
-/// A running server; dropping it stops it (connections are closed).
-pub struct Server {
-    rt: Option<tokio::runtime::Runtime>,
-    addr: SocketAddr,
-    grpc_addr: Option<SocketAddr>,
-    metrics_addr: Option<SocketAddr>,
-    ctx: Arc<Ctx>,
-}
-
-impl Server {
-    /// Binds `cfg.listen` and starts serving on a runtime of its own.
-    pub fn start(cfg: ServeConfig) -> anyhow::Result<Server> {
-        tune_allocator();
-        let mut limits = cfg.limits.clone();
-        let fds = raise_open_file_limit();
-        // Leave room for the listener, the runtime and the process's own files.
-        limits.max_connections = limits.max_connections.clamp(1, fds.saturating_sub(64).max(16) as usize);
-        let std_listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("cannot listen on {}", cfg.listen))?;
-        std_listener.set_nonblocking(true).context("cannot make the listening socket non-blocking")?;
-        let addr = std_listener.local_addr().context("cannot read the listening address")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(limits.max_concurrent_ingest.max(1) + 4)
-            .thread_name("ddscope-serve")
-            .enable_io()
-            .enable_time()
-            .build()
-            .context("cannot start the server's runtime")?;
-        if !cfg.federate.is_empty() && !cfg.export.is_empty() {
-            anyhow::bail!("--export with --federate: a front correlates nothing; export from the shards (their sums equal one serve)");
-        }
-        let central = Central::start(cfg.clone()).map_err(|e| anyhow::anyhow!("--export: {e}"))?;
-        let metrics_addr = central.metrics_addr();
-        let ctx = Arc::new(Ctx {
-            central: Mutex::new(central),
-            token: cfg.token.clone().filter(|t| !t.is_empty()),
-            ingest: Arc::new(Semaphore::new(limits.max_concurrent_ingest.max(1))),
-            buffer: Arc::new(Semaphore::new(kib(limits.ingest_buffer_bytes.max(limits.max_body_bytes)) as usize)),
-            decode: Arc::new(Semaphore::new(kib(limits.decode_budget_bytes.max(limits.max_body_bytes)) as usize)),
-            connections: Arc::new(Semaphore::new(limits.max_connections)),
-            limits,
-            stats: HttpStats::default(),
-            rates: Mutex::new(RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 }),
-            state: tokio::sync::Mutex::new(None),
-            epoch: Instant::now(),
-            federation: match cfg.federate.is_empty() {
-                true => None,
-                false => Some(
-                    crate::federation::Federation::start(cfg.federate.clone(), cfg.token.clone(), Duration::from_secs(1)).map_err(|e| anyhow::anyhow!("--federate: {e}"))?,
-                ),
-            },
-            max_state_flows: cfg.caps.state_flows,
-        });
-        let listener = {
-            let _guard = rt.enter();
-            TcpListener::from_std(std_listener).context("cannot register the listening socket")?
-        };
-        rt.spawn(accept_loop(listener, ctx.clone(), connection));
-        let mut grpc_addr = None;
-        if let Some(a) = cfg.otlp_grpc {
-            let l = std::net::TcpListener::bind(a).with_context(|| format!("cannot listen for OTLP/gRPC on {a}"))?;
-            l.set_nonblocking(true).context("cannot make the OTLP/gRPC socket non-blocking")?;
-            grpc_addr = l.local_addr().ok();
-            let l = {
-                let _guard = rt.enter();
-                TcpListener::from_std(l).context("cannot register the OTLP/gRPC socket")?
-            };
-            rt.spawn(accept_loop(l, ctx.clone(), crate::grpc::connection));
-        }
-        let c = ctx.clone();
-        rt.spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_millis(500));
-            loop {
-                every.tick().await;
-                let c = c.clone();
-                let tick = move || {
-                    let http = c.stats.families();
-                    let mut central = c.central();
-                    central.tick();
-                    central.refresh_metrics(http);
-                };
-                if tokio::task::spawn_blocking(tick).await.is_err() {
-                    // The panic poisoned the lock; the next tick recovers it.
-                }
-            }
-        });
-        Ok(Server { rt: Some(rt), addr, grpc_addr, metrics_addr, ctx })
-    }
-
-    /// Where `--export prometheus=ADDR` serves `/metrics` (besides `/metrics` on the listening address).
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_addr
-    }
-
-    /// Hands what was judged so far to the exporters and waits up to `timeout` for the push sinks to
-    /// deliver; returns their counters (what they dropped is in there). Samples not judged yet stay
-    /// pending (`ddscope_serve_correlation{what="pending_samples"}`).
-    pub fn flush_export(&self, timeout: Duration) -> Vec<(&'static str, ddscope_export::SinkStatsSnapshot)> {
-        let mut c = self.ctx.central();
-        c.tick();
-        c.refresh_metrics(self.ctx.stats.families());
-        c.flush_export(timeout);
-        c.export_stats()
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Where OTLP/gRPC is accepted, if asked for.
-    pub fn grpc_addr(&self) -> Option<SocketAddr> {
-        self.grpc_addr
-    }
-
-    /// The effective limits (`max_connections` lowered to the open-file limit).
-    pub fn limits(&self) -> &HttpLimits {
-        &self.ctx.limits
-    }
-
-    pub fn stats(&self) -> &HttpStats {
-        &self.ctx.stats
-    }
-
-    /// Blocks until the process ends.
-    pub fn wait(self) {
-        loop {
-            std::thread::park();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-/// Serves until the process ends. Calls `on_ready` with the bound address
-/// and the effective limits once listening.
-pub fn serve(cfg: ServeConfig, on_ready: impl FnOnce(SocketAddr, Option<SocketAddr>, &HttpLimits)) -> anyhow::Result<()> {
-    let server = Server::start(cfg)?;
-    on_ready(server.addr(), server.grpc_addr(), server.limits());
-    server.wait();
-    Ok(())
-}
-
-/// Keeps what decoding a request allocated from staying resident after it.
-/// glibc's allocator gives each thread that allocates an arena of its own
-/// (up to 8 per core) and raises its mmap threshold to the largest block
-/// freed so far, so the tens of MB one large request decodes into stayed
-/// in the arena of whichever blocking thread decoded it: under a flood of
-/// 10 MB OTLP requests `serve` held 276 MB, of which ~100 MB were free
-/// blocks. Two arenas and a fixed 256 KiB threshold (large buffers mapped
-/// and unmapped whole) keep it to what is live.
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; called before the runtime's threads exist.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
-    }
-}
-
-/// Raises the soft limit on open files to the hard limit (many connections
-/// need many descriptors); returns the soft limit in force.
-fn raise_open_file_limit() -> u64 {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain syscalls with a valid, initialised struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit { rlim_cur: r.rlim_max, rlim_max: r.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                r.rlim_cur = r.rlim_max;
-            }
-        }
-    }
-    r.rlim_cur
+/// The shared context of every connection, around a started [`Central`]
+/// (`limits` are the effective ones: `max_connections` lowered to the open-file limit).
+pub(crate) fn context(central: Central, cfg: &ServeConfig, limits: HttpLimits) -> anyhow::Result<Arc<Ctx>> {
+    Ok(Arc::new(Ctx {
+        central: Mutex::new(central),
+        token: cfg.token.clone().filter(|t| !t.is_empty()),
+        ingest: Arc::new(Semaphore::new(limits.max_concurrent_ingest.max(1))),
+        buffer: Arc::new(Semaphore::new(kib(limits.ingest_buffer_bytes.max(limits.max_body_bytes)) as usize)),
+        decode: Arc::new(Semaphore::new(kib(limits.decode_budget_bytes.max(limits.max_body_bytes)) as usize)),
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        limits,
+        stats: HttpStats::default(),
+        rates: Mutex::new(RateLimits::new(cfg.stream.max_rate_entries)),
+        state: tokio::sync::Mutex::new(None),
+        epoch: Instant::now(),
+        federation: match cfg.federate.is_empty() {
+            true => None,
+            false => Some(
+                crate::federation::Federation::start(cfg.federate.clone(), cfg.token.clone(), Duration::from_secs(1)).map_err(|e| anyhow::anyhow!("--federate: {e}"))?,
+            ),
+        },
+        max_state_flows: cfg.caps.state_flows,
+    }))
 }
 
 /// Bytes in KiB semaphore permits (rounded up, at least one).
@@ -586,7 +349,7 @@ impl Drop for OpenGuard {
     }
 }
 
-async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
+pub(crate) async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
     ctx.stats.connections_open.fetch_add(1, Relaxed);
     let _open = OpenGuard(ctx.clone());
     let _ = stream.set_nodelay(true);
@@ -850,7 +613,7 @@ async fn metrics(ctx: &Arc<Ctx>) -> Resp {
     })
     .await;
     match built {
-        Ok(Some(body)) => respond(StatusCode::OK, ddscope_export::promtext::CONTENT_TYPE, body),
+        Ok(Some(body)) => respond(StatusCode::OK, ddscope_sysstat::promtext::CONTENT_TYPE, body),
         Ok(None) => text(StatusCode::NOT_FOUND, "metrics are off\n"),
         Err(_) => {
             ctx.stats.internal_errors.fetch_add(1, Relaxed);
@@ -1172,7 +935,7 @@ async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp,
         Err(r) => return (refusal(r), true),
     };
     let resp = match otlp_ingest(ctx, body, logs, room).await {
-        OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::grpc::export_response(logs, refused, why)),
+        OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::otlp::export_response(logs, refused, why)),
         OtlpOutcome::Bad(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         OtlpOutcome::Busy => {
             let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: ingest slots taken, retry\n");
@@ -1203,16 +966,16 @@ mod tests {
 
     #[test]
     fn rate_limit_is_a_token_bucket_per_agent_and_bounded() {
-        let l = HttpLimits { agent_rate: 0.001, agent_burst: 3.0, max_rate_entries: 2, ..HttpLimits::default() };
+        let l = HttpLimits { agent_rate: 0.001, agent_burst: 3.0, ..HttpLimits::default() };
         let stats = HttpStats::default();
-        let mut r = RateLimits { buckets: FxHashMap::default(), order: BTreeMap::new(), tick: 0 };
+        let mut r = RateLimits::new(2);
         let got: Vec<bool> = (0..5).map(|_| r.allow("a", &l, &stats)).collect();
         assert_eq!(got, [true, true, true, false, false]);
         assert!(r.allow("b", &l, &stats));
-        assert_eq!(r.buckets["a"].limited, 2);
+        assert_eq!(r.buckets[&"a".to_string()].limited, 2);
         assert!(r.allow("c", &l, &stats), "a third agent evicts the least recently seen (a)");
         assert_eq!(stats.rate_entries_evicted.load(Relaxed), 1);
-        assert!(!r.buckets.contains_key("a"));
-        assert_eq!(r.order.len(), 2);
+        assert!(!r.buckets.contains_key(&"a".to_string()));
+        assert_eq!(r.buckets.len(), 2);
     }
 }

@@ -18,8 +18,9 @@
 
 use crate::protocol::{Batch, MetricSample, StreamFrag, StreamItem, StreamSample};
 use ddscope_wire::Guid;
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use bytes::Bytes;
+use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -353,7 +354,7 @@ fn data_batch(agent: String) -> Batch {
 /// refused and counted like a foreign one; a request whose framing is broken
 /// is refused whole.
 pub fn decode_traces(body: &[u8]) -> Result<DecodedSpans, String> {
-    use crate::prescan::next_field;
+    use crate::protobuf::next_field;
     let bad = |e: String| format!("bad OTLP traces request: {e}");
     let mut out = DecodedSpans::default();
     let note = |out: &mut DecodedSpans, e: String, n: u64| {
@@ -711,6 +712,23 @@ fn remember(q: &mut VecDeque<(u64, Instant)>, seq: u64, t: Instant) {
 /// Decodes a protobuf body (`kind` names it in errors).
 pub fn parse<M: Message + Default>(body: &[u8], kind: &str) -> Result<M, String> {
     M::decode(body).map_err(|e| format!("bad OTLP {kind} request: {e}"))
+}
+
+/// The protobuf answer to an export, with OTLP's partial success when items were refused.
+pub(crate) fn export_response(logs: bool, refused: u64, why: Option<String>) -> Bytes {
+    let msg = why.unwrap_or_default();
+    let v = if logs {
+        ExportLogsServiceResponse {
+            partial_success: (refused > 0).then(|| ExportLogsPartialSuccess { rejected_log_records: refused as i64, error_message: msg }),
+        }
+        .encode_to_vec()
+    } else {
+        ExportTraceServiceResponse {
+            partial_success: (refused > 0).then(|| ExportTracePartialSuccess { rejected_spans: refused as i64, error_message: msg }),
+        }
+        .encode_to_vec()
+    };
+    Bytes::from(v)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! is charged twice its size (a `Vec` grows by doubling), every string its
 //! length plus an allocation's overhead.
 
+use crate::protobuf::next_field;
 use crate::protocol::{MetricSample, StreamItem};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, EntityRef, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
@@ -184,53 +185,6 @@ impl Walk<'_> {
     fn total(&self) -> u64 {
         self.kept + if self.streaming { self.max_unit.max(self.prost) } else { self.prost }
     }
-}
-
-fn varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let Some(&x) = b.get(*at) else { return Err("a varint runs past its message".into()) };
-        *at += 1;
-        v |= ((x & 0x7f) as u64) << shift;
-        if x & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err("a varint longer than 10 bytes".into())
-}
-
-/// One field: (number, wire type, the bytes of a length-delimited field).
-pub(crate) fn next_field<'b>(b: &'b [u8], at: &mut usize) -> Result<(u64, u8, &'b [u8]), String> {
-    let tag = varint(b, at)?;
-    let (n, wt) = (tag >> 3, (tag & 7) as u8);
-    if n == 0 {
-        return Err("field number 0".into());
-    }
-    let skip = |at: &mut usize, k: usize| -> Result<(), String> {
-        if b.len() - *at < k {
-            return Err("a fixed-size field runs past its message".into());
-        }
-        *at += k;
-        Ok(())
-    };
-    match wt {
-        0 => {
-            varint(b, at)?;
-        }
-        1 => skip(at, 8)?,
-        5 => skip(at, 4)?,
-        2 => {
-            let len = varint(b, at)?;
-            if len > (b.len() - *at) as u64 {
-                return Err(format!("a field of {len} bytes runs past its message"));
-            }
-            let s = &b[*at..*at + len as usize];
-            *at += len as usize;
-            return Ok((n, wt, s));
-        }
-        other => return Err(format!("wire type {other} (groups) is not OTLP")),
-    }
-    Ok((n, wt, &[]))
 }
 
 impl Walk<'_> {

@@ -522,6 +522,21 @@ pub struct Batch {
     pub last: bool,
 }
 
+/// Longest agent name (`--name`) accepted.
+pub const MAX_AGENT_NAME: usize = 64;
+
+/// Agent names are 1 to [`MAX_AGENT_NAME`] characters without control characters.
+pub fn check_agent_name(name: &str) -> Result<(), String> {
+    let n = name.chars().count();
+    if n == 0 || n > MAX_AGENT_NAME {
+        return Err(format!("agent name must be 1 to {MAX_AGENT_NAME} characters (got {n})"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("agent name must not contain control characters".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

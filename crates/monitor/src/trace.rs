@@ -181,7 +181,7 @@ impl TraceFollower {
         queue.update(|c| c.url = cfg.url.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let (q, st) = (queue.clone(), stop.clone());
-        let handle = ddscope_export::workers::spawn("trace-live", move || follow(reader, cfg, q, st))
+        let handle = ddscope_sysstat::workers::spawn("trace-live", move || follow(reader, cfg, q, st))
             .map_err(|e| format!("starting the trace reader thread: {e}"))?;
         Ok(TraceFollower { queue, stop, handle: Some(handle) })
     }

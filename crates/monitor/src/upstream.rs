@@ -141,7 +141,7 @@ impl UpstreamLink {
     /// the server can check it and rate-limit before reading a body).
     /// A name the server would refuse on every batch is refused here, at once.
     pub fn start(up: &Upstream, agent: &str) -> std::io::Result<Self> {
-        crate::serve::check_agent_name(agent).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the central server refuses this agent: {e}")))?;
+        crate::protocol::check_agent_name(agent).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the central server refuses this agent: {e}")))?;
         let cfg = DeliveryConfig {
             batch_max_bytes: 64 << 20,
             batch_max_records: usize::MAX,

@@ -24,7 +24,7 @@ use ddscope_core::latency::files::CaptureInput;
 use ddscope_core::ros2::TraceInput;
 use ddscope_core::session::{self, LatencyOptions};
 use ddscope_core::source::{CaptureReader, PacketSource, Poll};
-use ddscope_export::system::SystemSource;
+use ddscope_sysstat::system::SystemSource;
 use ddscope_monitor::agent::{self, AgentCapture, AgentConfig};
 use ddscope_monitor::capture::CaptureCounters;
 use ddscope_monitor::protocol::{Batch, AGENT_HEADER, INGEST_PATH};

@@ -19,7 +19,7 @@ use ddscope_core::latency::{Correlator, CorrelatorConfig, Item};
 use ddscope_core::ros2::{AssembleConfig, Assembler, TraceItem};
 use ddscope_core::samples::SampleRecord;
 use ddscope_core::source::{CaptureReader, PacketSource, Poll};
-use ddscope_export::system::SystemSource;
+use ddscope_sysstat::system::SystemSource;
 use ddscope_export::{ExportOptions, Exporters};
 use ddscope_monitor::agent::{self, AgentCapture, AgentConfig};
 use ddscope_monitor::capture::CaptureCounters;

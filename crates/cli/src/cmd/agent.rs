@@ -3,7 +3,7 @@
 use anyhow::Context;
 use super::capture_args::CaptureArgs;
 use clap::Args;
-use ddscope_export::system::SystemSource;
+use ddscope_sysstat::system::SystemSource;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig};
 use ddscope_monitor::upstream::Upstream;

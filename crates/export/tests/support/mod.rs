@@ -1,5 +1,5 @@
 //! Real servers for the export tests: each test starts its own Prometheus,
-//! InfluxDB, OpenTelemetry Collector or node_exporter on 127.0.0.1 with a
+//! InfluxDB or OpenTelemetry Collector on 127.0.0.1 with a
 //! free port and a temporary directory, and `Drop` stops it (by the pid of
 //! the child it started) and removes the directory, also when the test fails.
 
@@ -249,26 +249,6 @@ pub fn otelcol_with(verbosity: &str) -> Server {
         },
         // The receiver answers 405 to GET when it is up.
         |port| http_get(&format!("http://127.0.0.1:{port}/v1/traces")).is_ok(),
-    )
-}
-
-/// node_exporter with the collectors ddscope mirrors (cpu, meminfo, netdev, loadavg).
-pub fn node_exporter() -> Server {
-    let bin = which("prometheus-node-exporter");
-    let dir = TempDir::new("node-exporter");
-    Server::launch(
-        "node_exporter",
-        dir,
-        free_port(),
-        move |_, port| {
-            let mut c = Command::new(&bin);
-            c.arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .arg("--no-collector.systemd")
-                .arg("--collector.disable-defaults")
-                .args(["--collector.cpu", "--collector.meminfo", "--collector.netdev", "--collector.loadavg"]);
-            c
-        },
-        |port| http_get(&format!("http://127.0.0.1:{port}/metrics")).is_ok_and(|(s, _)| s == 200),
     )
 }
 

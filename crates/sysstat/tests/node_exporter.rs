@@ -11,15 +11,85 @@
 //! MemTotal (what other processes may allocate or free in a few
 //! milliseconds on a busy 2-core machine). MemTotal is equal.
 
-mod support;
-
-use ddscope_export::promtext::Family;
-use ddscope_export::system::{sample_proc, scrape, SystemSampler, SystemSource, DEFAULT_FORWARD_PREFIXES};
+use ddscope_sysstat::promtext::Family;
+use ddscope_sysstat::system::{sample_proc, scrape, SystemSampler, SystemSource, DEFAULT_FORWARD_PREFIXES};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use support::{node_exporter, wait_for};
+use std::time::{Duration, Instant};
+
+/// node_exporter with the collectors ddscope mirrors (cpu, meminfo, netdev,
+/// loadavg); `Drop` stops it (by the pid of the child this test started).
+struct NodeExporter {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl NodeExporter {
+    fn start() -> NodeExporter {
+        let bin = which("prometheus-node-exporter");
+        // A port that was free a moment ago (node_exporter binds it right after).
+        let port = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0").local_addr().expect("local addr").port();
+        let child = Command::new(&bin)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--no-collector.systemd")
+            .arg("--collector.disable-defaults")
+            .args(["--collector.cpu", "--collector.meminfo", "--collector.netdev", "--collector.loadavg"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start node_exporter: {e}"));
+        let mut ne = NodeExporter { port, child: Some(child) };
+        let t0 = Instant::now();
+        while scrape(&ne.metrics_url(), Duration::from_secs(2), &[]).is_err() {
+            if let Some(st) = ne.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("node_exporter exited ({st}) before it was ready");
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "node_exporter not ready after 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ne
+    }
+
+    fn metrics_url(&self) -> String {
+        format!("http://127.0.0.1:{}/metrics", self.port)
+    }
+
+    /// Stops node_exporter (SIGKILL to the child this test started) and waits for it.
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn which(name: &str) -> PathBuf {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"]) {
+        let p = Path::new(dir).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{name} is not installed: scripts/setup.sh installs it (apt: prometheus-node-exporter)");
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 type Key = (String, Vec<(String, String)>);
 
@@ -37,8 +107,8 @@ fn index(fams: &[Family]) -> BTreeMap<Key, f64> {
 
 #[test]
 fn proc_sampler_agrees_with_node_exporter() {
-    let ne = node_exporter();
-    let url = format!("{}/metrics", ne.url());
+    let ne = NodeExporter::start();
+    let url = ne.metrics_url();
     let prefixes: Vec<String> = DEFAULT_FORWARD_PREFIXES.iter().map(|s| s.to_string()).collect();
     // Warm up (first requests are slower), then sample A, scrape B, sample C.
     scrape(&url, Duration::from_secs(5), &prefixes).unwrap();
@@ -79,10 +149,10 @@ fn proc_sampler_agrees_with_node_exporter() {
 
 #[test]
 fn node_exporter_source_is_forwarded_and_a_dead_one_is_counted() {
-    let mut ne = node_exporter();
+    let mut ne = NodeExporter::start();
     let got = Arc::new(Mutex::new(vec![]));
     let g2 = got.clone();
-    let mut sampler = SystemSampler::start("pc1", SystemSource::node_exporter(&format!("{}/metrics", ne.url())), Duration::from_millis(200), move |s| {
+    let mut sampler = SystemSampler::start("pc1", SystemSource::node_exporter(&ne.metrics_url()), Duration::from_millis(200), move |s| {
         g2.lock().unwrap().push(s.clone());
     })
     .unwrap();
