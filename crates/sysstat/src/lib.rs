@@ -9,6 +9,7 @@
 //! the lab records process load in its run directories. Neither needs the
 //! decoder for it, so this crate depends on no other ddscope crate.
 
+mod error;
 pub mod procload;
 pub mod promtext;
 pub mod system;

@@ -14,7 +14,7 @@
 //!   that have exited are not in `/proc` and are missed.
 
 use crate::promtext::{Family, Kind, Sample};
-use crate::system::SystemError;
+use crate::error::SystemError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

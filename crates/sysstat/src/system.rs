@@ -20,17 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// on every architecture ddscope runs on; node_exporter makes the same assumption.
 const USER_HZ: f64 = 100.0;
 
-#[derive(Debug, thiserror::Error)]
-pub enum SystemError {
-    /// `error` is in the message; naming it `source` would make it the
-    /// error's source too, and an error chain would print it twice.
-    #[error("cannot read {path}: {error}")]
-    Read { path: PathBuf, error: std::io::Error },
-    #[error("{path}: unexpected format: {detail}")]
-    Format { path: PathBuf, detail: String },
-    #[error("scraping {url}: {detail}")]
-    Scrape { url: String, detail: String },
-}
+pub use crate::error::SystemError;
 
 fn read(path: PathBuf) -> Result<String, SystemError> {
     std::fs::read_to_string(&path).map_err(|error| SystemError::Read { path, error })
