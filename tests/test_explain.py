@@ -279,6 +279,31 @@ def test_clean_run_has_few_incidents_and_fail_on_incidents(runs, ddscope):
     assert cp.returncode != 0 and "needs a budget" in cp.stderr, cp.stderr
 
 
+def test_derived_budgets_period_and_percentile(runs, ddscope, tmp_path):
+    """`--budget /image=p90`: each flow's own 90th percentile of its end to end (nearest rank over its delivered
+    samples, as the rows give them); `=period`: its publication period (50 ms, the loss scenario's 20 Hz)."""
+    import csv
+    import math
+    rows_csv = tmp_path / "rows.csv"
+    ddscope("latency", runs["clean"], "--format", "csv", "-o", rows_csv)
+    with open(rows_csv) as f:
+        e2e = sorted(int(r["ros_e2e_ns"]) for r in csv.DictReader(f)
+                     if r["topic_name"] == "/image" and r["level"] == "message" and r["status"] == "delivered" and r["ros_e2e_ns"])
+    assert len(e2e) > 100
+    p90 = e2e[math.ceil(0.9 * len(e2e)) - 1]
+    x = explain(ddscope, runs["clean"], "--budget", "/image=p90")
+    over = [i for i in x["incidents"] if "over_budget" in i["kinds"]]
+    assert len(over) == sum(1 for v in e2e if v > p90), (len(over), p90)
+    assert over and all(i["budget_ns"] == p90 for i in over), {i["budget_ns"] for i in over}
+    assert "budgets /image=p90: " in x["summary"], x["summary"]
+    # The loss run's repairs make incidents whatever the budget: each carries its flow's period.
+    x = explain(ddscope, runs["loss"], "--budget", "/image=period")
+    judged = [i for i in x["incidents"] if i["budget_ns"] is not None]
+    assert judged and all(abs(i["budget_ns"] - 50_000_000) < 1_000_000 for i in judged), {i["budget_ns"] for i in judged}
+    cp = ddscope("latency", runs["clean"], "--budget", "/image=p100", check=False)
+    assert cp.returncode != 0 and "between 0 and 100" in cp.stderr, cp.stderr
+
+
 def test_report_shows_the_incidents(runs, ddscope, tmp_path, artifacts):
     """`report --budget` carries the same verdicts as `latency --explain`, drawn in headless Chromium."""
     from conftest import browser_inspect

@@ -74,24 +74,34 @@ pub fn offset(s: &str) -> Result<Offset, String> {
     Ok(Offset { name: name.to_string(), ns })
 }
 
-/// `TOPIC=DURATION`: a latency budget for the topics matching TOPIC (a glob).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `TOPIC=DURATION|period|pNN`: a latency budget for the topics matching TOPIC (a glob),
+/// given or derived per flow (its publication period, a percentile of its own end to end).
+#[derive(Debug, Clone, PartialEq)]
 pub struct BudgetArg {
     pub topic: String,
-    pub ns: i64,
+    pub limit: ddscope_core::latency::explain::Limit,
 }
 
 pub fn budget(s: &str) -> Result<BudgetArg, String> {
-    let (topic, dur) = s.rsplit_once('=').ok_or_else(|| format!("{s:?}: write TOPIC=DURATION, e.g. /image=20ms"))?;
+    use ddscope_core::latency::explain::{Budget, Limit};
+    let (topic, value) = s.rsplit_once('=').ok_or_else(|| format!("{s:?}: write TOPIC=DURATION (or TOPIC=period, TOPIC=p99), e.g. /image=20ms"))?;
     if topic.is_empty() {
         return Err(format!("{s:?}: the topic is missing"));
     }
-    let ns = duration_ns(dur).map_err(|e| format!("{s:?}: {e}"))?;
-    if ns == 0 {
-        return Err(format!("{s:?}: a budget must be longer than 0"));
-    }
-    ddscope_core::latency::explain::Budget::new(topic, ns)?;
-    Ok(BudgetArg { topic: topic.to_string(), ns })
+    let value = value.trim();
+    let limit = if value == "period" {
+        Limit::Period
+    } else if let Some(p) = value.strip_prefix('p').filter(|p| p.starts_with(|c: char| c.is_ascii_digit())) {
+        Limit::Percentile(p.parse::<f64>().map_err(|_| format!("{s:?}: a percentile is written p99 or p99.9"))?)
+    } else {
+        let ns = duration_ns(value).map_err(|e| format!("{s:?}: {e} (or period, or a percentile such as p99)"))?;
+        if ns == 0 {
+            return Err(format!("{s:?}: a budget must be longer than 0"));
+        }
+        Limit::Fixed(ns)
+    };
+    Budget::with_limit(topic, limit).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(BudgetArg { topic: topic.to_string(), limit })
 }
 
 /// Budgets from a file: one `TOPIC = DURATION` per line (`#` comments, blank lines).
@@ -189,6 +199,18 @@ pub fn path(s: &str) -> Result<PathArg, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budgets_are_durations_periods_or_percentiles() {
+        use ddscope_core::latency::explain::Limit;
+        assert_eq!(budget("/image=12ms").unwrap().limit, Limit::Fixed(12_000_000));
+        assert_eq!(budget("/camera/*=period").unwrap(), BudgetArg { topic: "/camera/*".into(), limit: Limit::Period });
+        assert_eq!(budget("/image=p99.9").unwrap().limit, Limit::Percentile(99.9));
+        for (bad, why) in [("/image", "TOPIC=DURATION"), ("=5ms", "topic is missing"), ("/image=0s", "longer than 0"), ("/image=p100", "between 0 and 100"), ("/image=p9x", "p99 or p99.9"), ("/image=soon", "percentile such as p99")] {
+            let e = budget(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_window_option_is_bounded_with_clear_reasons() {

@@ -108,8 +108,8 @@ pub struct LatencyArgs {
     /// Also print the per-reader table (reader fairness): each reader's latency, by UDP destination on the wire and by reader node in the ground truth (json always has it)
     #[arg(long)]
     pub readers: bool,
-    /// Latency budget of the topics matching TOPIC (a glob), end to end as measured (ROS 2 traces, else ground truth, else the wire); repeatable. Samples over it are incidents
-    #[arg(long = "budget", value_name = "TOPIC=DURATION", value_parser = args::budget)]
+    /// Latency budget of the topics matching TOPIC (a glob), end to end as measured (ROS 2 traces, else ground truth, else the wire): a duration, `period` (each flow's publication period) or `p99` (each flow's own 99th percentile); repeatable. Samples over it are incidents
+    #[arg(long = "budget", value_name = "TOPIC=DURATION|period|pNN", value_parser = args::budget)]
     pub budgets: Vec<BudgetArg>,
     /// Budgets from a file, one `TOPIC = DURATION` per line
     #[arg(long, value_name = "FILE")]
@@ -183,7 +183,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let link_rate = link_rate(a.link_rate, &a.inputs);
     let explainer = (a.explain || !budgets.is_empty()).then(|| {
         ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
-            budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
+            budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed")).collect(),
             max_samples: limits.explain.max_samples,
             max_flows: limits.explain.max_flows,
             link_rate_bps: link_rate.map(|r| r.0),

@@ -72,7 +72,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "TOPICS|FILE.yaml[:PATH]", value_parser = args::path)]
     pub path: Option<PathArg>,
     /// Latency budget of the topics matching TOPIC (as for `ddscope latency`); the incidents section shows what broke it
-    #[arg(long = "budget", value_name = "TOPIC=DURATION", value_parser = args::budget)]
+    #[arg(long = "budget", value_name = "TOPIC=DURATION|period|pNN", value_parser = args::budget)]
     pub budgets: Vec<BudgetArg>,
     /// The capture points' link rate the incidents' link-queueing evidence is judged against (as for `ddscope latency`)
     #[arg(long, value_name = "RATE")]
@@ -232,7 +232,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let rows = RunRows {
         // Incidents and their verdicts (as `latency --explain`).
         explainer: ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
-            budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::new(&b.topic, b.ns).expect("checked when parsed")).collect(),
+            budgets: a.budgets.iter().map(|b| ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed")).collect(),
             max_samples: limits.explain.max_samples,
             max_flows: limits.explain.max_flows,
             link_rate_bps: link_rate.map(|r| r.0),

@@ -24,21 +24,48 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A budget's value: given, or derived per flow from the run itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// A duration (ns).
+    Fixed(i64),
+    /// The flow's publication period (the median interval between its samples at the sender).
+    Period,
+    /// The flow's own end-to-end percentile over its delivered samples (0 < p < 100).
+    Percentile(f64),
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Fixed(ns) => write!(f, "{}", fmt_ms(*ns)),
+            Limit::Period => write!(f, "period"),
+            Limit::Percentile(p) => write!(f, "p{p}"),
+        }
+    }
+}
+
 /// A latency budget for the topics matching a glob (`/image`, `/camera/*`).
 #[derive(Debug, Clone)]
 pub struct Budget {
     pub pattern: String,
-    pub ns: i64,
+    pub limit: Limit,
     matcher: globset::GlobMatcher,
 }
 
 impl Budget {
     pub fn new(pattern: &str, ns: i64) -> Result<Budget, String> {
-        if ns <= 0 {
-            return Err(format!("budget of {pattern}: must be more than 0"));
+        Budget::with_limit(pattern, Limit::Fixed(ns))
+    }
+
+    pub fn with_limit(pattern: &str, limit: Limit) -> Result<Budget, String> {
+        match limit {
+            Limit::Fixed(ns) if ns <= 0 => return Err(format!("budget of {pattern}: must be more than 0")),
+            Limit::Percentile(p) if !(p > 0.0 && p < 100.0) => return Err(format!("budget of {pattern}: a percentile is between 0 and 100 (p99, p99.9)")),
+            _ => {}
         }
         let g = globset::Glob::new(pattern).map_err(|e| format!("budget topic pattern {pattern:?}: {e}"))?;
-        Ok(Budget { pattern: pattern.to_string(), ns, matcher: g.compile_matcher() })
+        Ok(Budget { pattern: pattern.to_string(), limit, matcher: g.compile_matcher() })
     }
     fn matches(&self, topic: &str) -> bool {
         self.pattern == topic || self.matcher.is_match(topic)
@@ -299,7 +326,8 @@ pub struct Explanation {
     pub by_kind: Vec<(Kind, u64)>,
     /// Incidents that break a budget (over it, or lost on a budgeted topic).
     pub budget_broken: u64,
-    pub budgets: Vec<(String, i64)>,
+    /// The budgets given: topic pattern and value (a duration, `period` or `pNN`).
+    pub budgets: Vec<(String, String)>,
     /// The capture points' link timelines the queueing evidence was read from.
     pub links: Vec<LinkInfo>,
 }
@@ -436,8 +464,8 @@ impl Explainer {
         });
     }
 
-    fn budget(&self, topic: &str) -> Option<i64> {
-        self.opts.budgets.iter().find(|b| b.matches(topic)).map(|b| b.ns)
+    fn budget(&self, topic: &str) -> Option<Limit> {
+        self.opts.budgets.iter().find(|b| b.matches(topic)).map(|b| b.limit)
     }
 
     /// Judges every kept sample.
@@ -448,6 +476,7 @@ impl Explainer {
         let mut typical: Vec<[Option<i64>; NL]> = vec![[None; NL]; nf];
         let mut typical_cb: Vec<Option<i64>> = vec![None; nf];
         let mut period: Vec<Option<i64>> = vec![None; nf];
+        let mut flow_budget: Vec<Option<i64>> = vec![None; nf];
         {
             let mut by_flow: Vec<Vec<usize>> = vec![vec![]; nf];
             for (i, s) in self.samples.iter().enumerate() {
@@ -473,6 +502,20 @@ impl Explainer {
                 buf.clear();
                 buf.extend(t.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0));
                 period[f] = median(&mut buf);
+                // The flow's budget: given, or derived from the flow itself (its period, a percentile of its end to end).
+                flow_budget[f] = match self.budget(&self.flows[f].topic) {
+                    None => None,
+                    Some(Limit::Fixed(ns)) => Some(ns),
+                    Some(Limit::Period) => period[f],
+                    Some(Limit::Percentile(p)) => {
+                        buf.clear();
+                        buf.extend(ok().filter_map(|s| s.e2e));
+                        buf.sort_unstable();
+                        // Nearest rank: the smallest value with at least p % of the samples at or below it.
+                        let rank = ((p / 100.0) * buf.len() as f64).ceil() as usize;
+                        buf.get(rank.max(1) - 1).copied()
+                    }
+                };
             }
         }
         // Per receiving node: its callbacks (start, end, sample index) in start order, for the executor's evidence.
@@ -536,7 +579,7 @@ impl Explainer {
         for (i, s) in self.samples.iter().enumerate() {
             let f = s.flow as usize;
             let fk = &self.flows[f];
-            let budget = self.budget(&fk.topic);
+            let budget = flow_budget[f];
             let mut kinds = vec![];
             let negative = s
                 .layers
@@ -755,7 +798,7 @@ impl Explainer {
         by_cause.sort_by(|a, b| b.incidents.cmp(&a.incidents).then(a.cause.cmp(&b.cause)));
         let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
         by_kind.sort();
-        let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.ns)).collect();
+        let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.limit.to_string())).collect();
         Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets, links }
     }
 }
@@ -795,7 +838,7 @@ impl Explanation {
     /// One line: how many incidents, of what kinds.
     pub fn summary_line(&self) -> String {
         let kinds: Vec<String> = self.by_kind.iter().map(|(k, n)| format!("{n} {}", kind_name(*k))).collect();
-        let budgets: Vec<String> = self.budgets.iter().map(|(p, ns)| format!("{p}={}", fmt_ms(*ns))).collect();
+        let budgets: Vec<String> = self.budgets.iter().map(|(p, l)| format!("{p}={l}")).collect();
         let mut s = format!(
             "{} incidents in {} samples{}{}",
             self.incidents.len(),
@@ -892,6 +935,27 @@ mod tests {
         assert_eq!(by[&8].cause, Cause::Loss);
         assert_eq!(x.budget_broken, 0, "no budget given: nothing broken");
         assert_eq!(x.incidents.len(), 2);
+    }
+
+    #[test]
+    fn derived_budgets_come_from_the_flow_itself() {
+        // 100 samples 10 ms apart, wire latencies 1..=100 µs: p90 is the 90th smallest (90 µs), the period 10 ms.
+        let rows: Vec<LatencyRow> = (1..=100).map(|sn| row(sn, sn * 10_000_000, 500, sn * 1000)).collect();
+        let x = run(&rows, vec![Budget::with_limit("/image", Limit::Percentile(90.0)).unwrap()]);
+        let over: Vec<i64> = x.incidents.iter().filter(|i| i.kinds.contains(&Kind::OverBudget)).map(|i| i.sn).collect();
+        assert_eq!(over, (91..=100).collect::<Vec<_>>());
+        assert!(x.incidents.iter().all(|i| i.budget_ns == Some(90_000)));
+        assert_eq!(x.budgets, vec![("/image".to_string(), "p90".to_string())]);
+        assert!(x.summary_line().contains("budgets /image=p90: 10 broken"), "{}", x.summary_line());
+        // The period: only a sample whose end to end exceeds 10 ms breaks it.
+        let mut rows = rows;
+        rows[49].latency_ns = Some(12_000_000);
+        rows[49].receiver_last_ts_ns = Some(rows[49].sender_first_ts_ns + 12_000_000);
+        let x = run(&rows, vec![Budget::with_limit("/image", Limit::Period).unwrap()]);
+        let over: Vec<i64> = x.incidents.iter().filter(|i| i.kinds.contains(&Kind::OverBudget)).map(|i| i.sn).collect();
+        assert_eq!(over, vec![50]);
+        assert_eq!(x.incidents.iter().find(|i| i.sn == 50).unwrap().budget_ns, Some(10_000_000));
+        assert!(Budget::with_limit("/x", Limit::Percentile(100.0)).is_err() && Budget::with_limit("/x", Limit::Percentile(0.0)).is_err());
     }
 
     #[test]
