@@ -481,7 +481,7 @@ fn a_circle_is_found() {
     std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").expect("write");
     std::fs::write(src.join("a/mod.rs"), "mod x;\npub use x::X;\n// use crate::b::B;\n").expect("write");
     std::fs::write(src.join("a/x.rs"), "use crate::b::B;\npub struct X(B);\nconst S: &str = \"use crate::b::Nothing;\";\n").expect("write");
-    std::fs::write(src.join("b.rs"), "pub struct B;\nimpl B { fn x(&self) -> crate::a::X { todo!() } }\n#[cfg(test)]\nmod tests { use crate::a::X; }\n").expect("write");
+    std::fs::write(src.join("b.rs"), "pub struct B;\nimpl B { fn x(self) -> crate::a::X { crate::a::X(self) } }\n#[cfg(test)]\nmod tests { use crate::a::X; }\n").expect("write");
     let c = Crate::read(&src);
     let found = circles(&c.edges());
     let _ = std::fs::remove_dir_all(&dir);
