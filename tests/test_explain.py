@@ -25,6 +25,12 @@ from sources that are not ddscope's analysis:
     in the egress queue behind it (expected `link_queueing`), and a
     `link_queueing` verdict on an image no iperf3 frame overlapped (publish to
     receive) is a wrong one;
+  * a CPU hog (examples/lab/explain-cpu-hog.toml: a SCHED_FIFO node on pc2
+    spinning 40 ms four times a second on the CPU the /image subscriber is
+    pinned to): the hog's own ground truth (its callbacks' start and end)
+    says when it spun; an image published while it spun waited for the
+    end of the spin (expected `cpu_contention`), and a `cpu_contention`
+    verdict on an image whose life no spin overlapped is a wrong one;
   * a wrong clock offset (`--offset pc2=+20ms` on the clean run): every
     sample's wire layer turns negative (expected `clock_offset`);
   * the clean run (explain-loss.toml without its loss): no fault, so every
@@ -49,6 +55,7 @@ from conftest import REPO, have_root
 LOSS = REPO / "examples" / "lab" / "explain-loss.toml"
 SLOW = REPO / "examples" / "lab" / "explain-slow-callback.toml"
 QUEUE = REPO / "examples" / "lab" / "explain-interference.toml"
+HOG = REPO / "examples" / "lab" / "explain-cpu-hog.toml"
 FLOOR_NS = 2_000_000  # ExplainOptions::outlier_floor_ns
 
 
@@ -72,6 +79,7 @@ def runs(ddscope, tmp_path_factory):
         "slow": lab(ddscope, SLOW, base / "slow"),
         "clean": lab(ddscope, clean_toml, base / "clean"),
         "queue": lab(ddscope, QUEUE, base / "queue"),
+        "hog": lab(ddscope, HOG, base / "hog"),
     }
 
 
@@ -245,6 +253,39 @@ def test_bursty_interference_is_explained_as_link_queueing(runs, ddscope):
                      r"\(\d+ Mbit/s, \d+ % of 100 Mbit/s, the lab run's network.rate\); \d+ % of it not RTPS", i["evidence"])
         assert m and m.group(1) == where, (i["layer"], i["evidence"])
     assert {l["capture"]: l["rate_bps"] for l in x["links"]} == {"pc1": 1e8, "pc2": 1e8}, x["links"]
+
+
+def test_cpu_hog_is_explained_as_cpu_contention(runs, ddscope):
+    run = runs["hog"]
+    spins = sorted((r["callback_start_ns"], r["callback_end_ns"]) for r in truth(run, "receive") if r["node"] == "hog")
+    assert len(spins) >= 30 and all(38_000_000 <= e - s <= 80_000_000 for s, e in spins), spins[:3]
+    pub = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "publish") if r["topic"] == "/image"}
+    rcv = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "receive") if r["topic"] == "/image"}
+    # Injected: an image published while the hog spun, more than the floor (+1 ms) before the spin ended.
+    expected, delayed = {}, set()
+    for k, t in pub.items():
+        for s, e in spins:
+            if s <= t < e:
+                expected[k] = "cpu_contention"
+                if e - t > FLOOR_NS + 1_000_000:
+                    delayed.add(k)
+    assert len(delayed) >= 15, (len(delayed), len(pub))
+    x = explain(ddscope, run)
+    incidents = {(i["writer_id"], i["sn"]): i for i in x["incidents"] if i["topic"] == "/image"}
+    score("cpu hog", expected, incidents, delayed, ("cpu_contention",))
+    # Precision: every cpu_contention verdict is on an image whose life (publish -> receive) a spin overlapped,
+    # and its evidence names the hog on pc2; the waits are in pc2's stack or its kernel taking the frames in.
+    verdicts = [i for i in x["incidents"] if i["cause"] == "cpu_contention"]
+    wrong = [i for i in verdicts if not any(s < rcv[(i["writer_id"], i["sn"])] and pub[(i["writer_id"], i["sn"])] < e for s, e in spins)]
+    print(f"cpu_contention verdicts: {len(verdicts)}, on images no spin overlapped: {len(wrong)}")
+    assert len(wrong) <= 0.05 * len(verdicts), [(i["sn"], i["evidence"]) for i in wrong[:5]]
+    for i in verdicts:
+        assert i["layer"] in ("dds_receive", "executor", "wire_first", "wire_rest"), i
+        assert re.match(r"on pc2, hog used [\d.]+ ms of CPU in the [\d.]+ ms of readings around the [\d.]+ ms ", i["evidence"]), i["evidence"]
+    # The evidence's source: the run's load.csv, read every 10 ms (capture.load_interval), with the scheduler's ns.
+    c = x["cpu_load"]
+    assert c["hosts"] == ["pc1", "pc2"] and c["bad_lines"] == 0 and c["not_kept"] == 0, c
+    assert 8_000_000 <= c["interval_ns"] <= 15_000_000, c
 
 
 def test_wrong_clock_offset_is_explained_as_clock_offset(runs, ddscope):

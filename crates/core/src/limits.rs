@@ -127,12 +127,22 @@ pub struct ExplainCaps {
     pub max_flows: usize,
     /// Bins of each capture's link timeline (16 bytes each); a longer capture merges them in pairs.
     pub max_link_bins: usize,
+    /// Per-process load readings kept (16 bytes each) for the CPU evidence; further ones are counted.
+    pub max_load_points: usize,
+    /// Processes of the per-process load kept; readings of further ones are counted.
+    pub max_load_processes: usize,
 }
 
 impl Default for ExplainCaps {
     fn default() -> Self {
         let o = crate::latency::explain::ExplainOptions::default();
-        ExplainCaps { max_samples: o.max_samples, max_flows: o.max_flows, max_link_bins: crate::pipeline::LinkLoadConfig::default().max_bins }
+        ExplainCaps {
+            max_samples: o.max_samples,
+            max_flows: o.max_flows,
+            max_link_bins: crate::pipeline::LinkLoadConfig::default().max_bins,
+            max_load_points: 4 << 20,
+            max_load_processes: 4096,
+        }
     }
 }
 
@@ -276,6 +286,8 @@ limits! {
     "explain"."max_samples" => explain.max_samples: Count, "latency --explain/--budget: samples kept to be judged (later ones counted, not judged)";
     "explain"."max_flows" => explain.max_flows: Count, "latency --explain/--budget: flows (topic, sender, receiver) judged (samples of further flows counted, not judged)";
     "explain"."max_link_bins" => explain.max_link_bins: Count, "latency --explain/--budget: bins of each capture's link timeline, 16 bytes each (a longer capture merges them in pairs: coarser, never dropped)";
+    "explain"."max_load_points" => explain.max_load_points: Count, "latency --explain/--budget: per-process load readings kept for the CPU evidence, 16 bytes each (further ones counted, not read)";
+    "explain"."max_load_processes" => explain.max_load_processes: Count, "latency --explain/--budget: processes of the per-process load kept (readings of further ones counted)";
 }
 
 fn sections() -> Vec<&'static str> {

@@ -63,6 +63,38 @@ pub fn in_netns(ns: &str, prog: &str) -> Command {
     c
 }
 
+/// Makes `cmd`'s process (and every thread it starts) run on `cpus` only
+/// (none: anywhere) and, with `realtime`, under `SCHED_FIFO` at that
+/// priority; set in the child before it execs, so the wrappers (`ip netns
+/// exec`, `nsenter`) pass both on to the program. A refusal fails the spawn
+/// with the kernel's error.
+pub fn schedule(cmd: &mut Command, cpus: &[usize], realtime: Option<u8>) {
+    if cpus.is_empty() && realtime.is_none() {
+        return;
+    }
+    let cpus = cpus.to_vec();
+    unsafe {
+        cmd.pre_exec(move || {
+            if !cpus.is_empty() {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for c in &cpus {
+                    libc::CPU_SET(*c, &mut set);
+                }
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(p) = realtime {
+                let param = libc::sched_param { sched_priority: p as libc::c_int };
+                if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A `Command` that runs `prog args…` in the network, mount and UTS
 /// namespaces of process `pid` (`nsenter`, which execs the program: the pid
 /// is the program's). A traced host's processes join its session daemon's
@@ -182,8 +214,11 @@ impl Drop for Procs {
 /// Every workload process sampled every `interval` from `/proc` (CPU user and
 /// system, RSS, context switches; see `ddscope_sysstat::procload`), one CSV line
 /// per process and round into the run directory:
-/// `t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads`
-/// (counters are cumulative since the process started). At most `max`
+/// `t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads,cpu_run_ns`
+/// (counters are cumulative since the process started; `cpu_user_s` and
+/// `cpu_system_s` come in 10 ms ticks, `cpu_run_ns` is the scheduler's own
+/// account of the threads' time on a CPU in ns, empty where the kernel keeps
+/// no schedstats). At most `max`
 /// processes; more are counted in [`LoadStats::not_sampled`].
 pub struct LoadSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -208,7 +243,9 @@ pub struct LoadStats {
     pub write_error: Option<String>,
 }
 
-pub const LOAD_CSV_HEADER: &str = "t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads";
+pub const LOAD_CSV_HEADER: &str = "t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads,cpu_run_ns";
+/// The header of load.csv files written before `cpu_run_ns` was added.
+pub const LOAD_CSV_HEADER_V1: &str = "t_ns,process,pid,cpu_user_s,cpu_system_s,rss_bytes,ctx_voluntary,ctx_involuntary,threads";
 
 impl LoadSampler {
     pub fn start(path: &std::path::Path, procs: Vec<(String, i32)>, interval: Duration, max: usize) -> Result<LoadSampler> {
@@ -225,6 +262,7 @@ impl LoadSampler {
             let root = std::path::Path::new("/proc");
             let mut gone = vec![false; procs.len()];
             let mut ctx = vec![ddscope_sysstat::procload::CtxCounter::default(); procs.len()];
+            let mut run = vec![ddscope_sysstat::procload::RunCounter::default(); procs.len()];
             let mut next = Instant::now();
             loop {
                 let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
@@ -236,7 +274,8 @@ impl LoadSampler {
                     match ddscope_sysstat::procload::read_process(root, *pid) {
                         Ok(p) => {
                             let (vol, invol) = ctx[k].update(&p);
-                            let line = format!("{t_ns},{name},{pid},{:.2},{:.2},{},{vol},{invol},{}", p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.threads);
+                            let run_ns = run[k].update(&p).map_or(String::new(), |n| n.to_string());
+                            let line = format!("{t_ns},{name},{pid},{:.2},{:.2},{},{vol},{invol},{},{run_ns}", p.cpu_user_s, p.cpu_system_s, p.rss_bytes, p.threads);
                             if let Err(e) = writeln!(f, "{line}") {
                                 s.write_error.get_or_insert(e.to_string());
                             } else {

@@ -305,7 +305,6 @@ pub const TRACE_LIVE: &str = "{trace_live}";
 
 /// The per-process load series of a run (CSV, docs/lab.md).
 pub const LOAD_FILE: &str = "load.csv";
-const LOAD_INTERVAL: Duration = Duration::from_millis(200);
 /// Most processes sampled (two sides of 64 nodes, tcpdump, agents and iperf3 fit).
 const MAX_LOAD_PROCESSES: usize = 256;
 
@@ -418,6 +417,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             Some(s) => s.command(prog),
             None => in_netns(&h.netns, prog),
         };
+        procs::schedule(&mut cmd, &n.cpus, n.realtime);
         cmd.args(&args)
             .env("CYCLONEDDS_URI", workload::cyclone_config(sc, &h.iface))
             .stdin(Stdio::piped())
@@ -439,14 +439,14 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     }
     drop(tx);
     // 3b. per-process load of every process started so far (nodes, tcpdump, agents, iperf3 servers),
-    //     every 200 ms from discovery on, into load.csv
+    //     every capture.load_interval (200 ms by default) from discovery on, into load.csv
     let sampled: Vec<(String, i32)> = procs
         .list
         .iter()
         .filter(|p| p.status.is_none())
         .map(|p| (p.name.trim_start_matches("node ").replace([' ', ','], "_"), p.pid()))
         .collect();
-    let load = procs::LoadSampler::start(&out.join(LOAD_FILE), sampled, LOAD_INTERVAL, MAX_LOAD_PROCESSES)?;
+    let load = procs::LoadSampler::start(&out.join(LOAD_FILE), sampled, sc.capture.load_interval.as_duration(), MAX_LOAD_PROCESSES)?;
     let ready_deadline = Instant::now() + sc.ready_timeout.as_duration() + Duration::from_secs(5);
     while nodes.iter().any(|n| !n.ready) {
         check_interrupt()?;

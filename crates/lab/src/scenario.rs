@@ -229,12 +229,18 @@ pub struct CaptureConfig {
     /// A run whose captures lost packets in the kernel fails unless this is true.
     #[serde(default)]
     pub allow_drops: bool,
+    /// How often every workload process's CPU time is read into load.csv (5 ms to 10 s).
+    #[serde(default = "default_load_interval")]
+    pub load_interval: Nanos,
 }
 
 impl Default for CaptureConfig {
     fn default() -> Self {
-        CaptureConfig { enabled: true, buffer: default_capture_buffer(), snaplen: default_snaplen(), allow_drops: false }
+        CaptureConfig { enabled: true, buffer: default_capture_buffer(), snaplen: default_snaplen(), allow_drops: false, load_interval: default_load_interval() }
     }
+}
+fn default_load_interval() -> Nanos {
+    Nanos(200_000_000)
 }
 fn yes() -> bool {
     true
@@ -329,6 +335,14 @@ pub struct Node {
     pub subscribe: Vec<Subscribe>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relay: Vec<Relay>,
+    /// Pins the node's process (every thread) to these CPUs (`sched_setaffinity`); empty: anywhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<usize>,
+    /// Runs the node under `SCHED_FIFO` at this priority (1 to 99): it takes its CPUs from every
+    /// normal process whenever it is runnable. With `cpus` and a spinning relay it is a CPU hog at
+    /// known moments (its callbacks; docs/latency.md, "Why was it late").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<u8>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -464,6 +478,8 @@ pub const MAX_GENERATED_NODES: u32 = 64;
 /// Nodes in one scenario, generated ones included: each is a process with
 /// its own DDS participant (the load sampler follows at most 256 processes).
 pub const MAX_NODES: usize = 256;
+/// CPUs a `nodes[].cpus` may name (a `cpu_set_t` holds 1024).
+pub const MAX_CPU: usize = 1024;
 /// Fastest emulated link (`network.rate`): 400 Gbit/s, the fastest Ethernet.
 pub const MAX_LINK_RATE_BPS: u64 = 400_000_000_000;
 
@@ -680,6 +696,10 @@ impl Scenario {
         if self.dds.domain_id > 232 {
             bail!("dds.domain_id {}: must be at most 232", self.dds.domain_id);
         }
+        let li = self.capture.load_interval.0;
+        if !(5_000_000..=10_000_000_000).contains(&li) {
+            bail!("capture.load_interval {}: must lie between 5ms and 10s", self.capture.load_interval);
+        }
         for (i, n) in self.nodes.iter().enumerate() {
             if let Some(d) = n.domain.filter(|d| *d > 232) {
                 bail!("nodes[{i}] ({}).domain {d}: must be at most 232", n.name);
@@ -696,6 +716,12 @@ impl Scenario {
             }
             if !hosts.contains(n.host.as_str()) {
                 bail!("nodes[{i}] ({}): host {:?} is not in hosts", n.name, n.host);
+            }
+            if let Some(c) = n.cpus.iter().find(|c| **c >= MAX_CPU) {
+                bail!("nodes[{i}] ({}).cpus: CPU {c} is beyond the {MAX_CPU} a CPU set holds", n.name);
+            }
+            if let Some(p) = n.realtime.filter(|p| !(1..=99).contains(p)) {
+                bail!("nodes[{i}] ({}).realtime {p}: a SCHED_FIFO priority lies between 1 and 99", n.name);
             }
             for (j, p) in n.publish.iter().enumerate() {
                 check_flow(p).map_err(|e| anyhow!("nodes[{i}] ({}).publish[{j}]: {e}", n.name))?;
@@ -869,6 +895,8 @@ impl Scenario {
                     publish: own(p),
                     subscribe: vec![],
                     relay: vec![],
+                    cpus: vec![],
+                    realtime: None,
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -884,6 +912,8 @@ impl Scenario {
                         .map(|t| Subscribe { topic: t.topic.clone(), type_name: None, reliability: None, history_depth: None })
                         .collect(),
                     relay: vec![],
+                    cpus: vec![],
+                    realtime: None,
                 });
             }
         }

@@ -38,6 +38,35 @@ pub struct ProcLoad {
     pub threads: u64,
     /// (tid, voluntary, involuntary) of every live thread.
     pub tasks: Vec<(i32, u64, u64)>,
+    /// (tid, ns on a CPU by the scheduler's account, `/proc/PID/task/TID/schedstat`) of every live
+    /// thread whose schedstat could be read (kernels without schedstats have none).
+    pub task_run_ns: Vec<(i32, u64)>,
+}
+
+/// A process's time on a CPU in ns (the scheduler's account, not ticks) made
+/// cumulative across thread exits, as [`CtxCounter`] does for switches: a
+/// thread's last reading is kept when it disappears.
+#[derive(Debug, Default, Clone)]
+pub struct RunCounter {
+    last: BTreeMap<i32, u64>,
+    exited: u64,
+}
+
+impl RunCounter {
+    /// ns on a CPU so far, never decreasing; `None` when no thread's schedstat was read.
+    pub fn update(&mut self, p: &ProcLoad) -> Option<u64> {
+        if p.task_run_ns.is_empty() {
+            return None;
+        }
+        let now: BTreeMap<i32, u64> = p.task_run_ns.iter().copied().collect();
+        for (tid, v) in &self.last {
+            if !now.contains_key(tid) {
+                self.exited += v;
+            }
+        }
+        self.last = now;
+        Some(self.exited + self.last.values().sum::<u64>())
+    }
 }
 
 /// Context switches of one process made cumulative across thread exits: a
@@ -106,6 +135,7 @@ pub fn read_process(proc_root: &Path, pid: i32) -> Result<ProcLoad, SystemError>
     let (mut vol, mut invol) = (0u64, 0u64);
     let mut tasks = 0;
     let mut per_task = vec![];
+    let mut task_run_ns = vec![];
     if let Ok(rd) = std::fs::read_dir(dir.join("task")) {
         for e in rd.flatten() {
             // a thread that ends between the listing and the read is skipped
@@ -116,6 +146,10 @@ pub fn read_process(proc_root: &Path, pid: i32) -> Result<ProcLoad, SystemError>
                 tasks += 1;
                 if let Some(tid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
                     per_task.push((tid, v, i));
+                    let run = std::fs::read_to_string(e.path().join("schedstat")).ok();
+                    if let Some(ns) = run.as_deref().and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()) {
+                        task_run_ns.push((tid, ns));
+                    }
                 }
             }
         }
@@ -134,6 +168,7 @@ pub fn read_process(proc_root: &Path, pid: i32) -> Result<ProcLoad, SystemError>
         ctx_involuntary: invol,
         threads,
         tasks: per_task,
+        task_run_ns,
     })
 }
 
@@ -270,12 +305,19 @@ mod tests {
             ctx_voluntary: tasks.iter().map(|t| t.1).sum(),
             ctx_involuntary: tasks.iter().map(|t| t.2).sum(),
             threads: tasks.len() as u64,
+            task_run_ns: tasks.iter().map(|t| (t.0, 1000 * t.1)).collect(),
             tasks,
         };
         let mut c = CtxCounter::default();
-        assert_eq!(c.update(&p(vec![(1, 10, 1), (2, 100, 50)])), (110, 51));
+        let mut r = RunCounter::default();
+        let a = p(vec![(1, 10, 1), (2, 100, 50)]);
+        assert_eq!(c.update(&a), (110, 51));
+        assert_eq!(r.update(&a), Some(110_000));
         // thread 2 exits, thread 3 starts: its 100 and 50 stay counted
-        assert_eq!(c.update(&p(vec![(1, 12, 1), (3, 5, 0)])), (117, 51));
+        let b = p(vec![(1, 12, 1), (3, 5, 0)]);
+        assert_eq!(c.update(&b), (117, 51));
+        assert_eq!(r.update(&b), Some(117_000));
+        assert_eq!(r.update(&ProcLoad { task_run_ns: vec![], ..b }), None);
     }
 
     #[test]

@@ -123,6 +123,9 @@ pub struct LatencyArgs {
     /// The capture points' link rate (1G, 2.5G, 100M) that --explain judges a busy link against (link queueing); default: a lab run's network.rate (run.json), else each capture's busiest 1 ms
     #[arg(long, value_name = "RATE")]
     pub link_rate: Option<ddscope_traffic::units::Rate>,
+    /// Per-process CPU time of a host over the run (`t_ns,process,pid,cpu_user_s,cpu_system_s,…`, as a lab run's load.csv) that --explain reads for CPU contention; repeatable; default: a lab run's load.csv
+    #[arg(long = "load", value_name = "HOST=FILE", value_parser = args::trace)]
+    pub load: Vec<TraceArg>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -181,6 +184,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
     }
     let link_rate = link_rate(a.link_rate, &a.inputs);
+    let cpu_load = if a.explain || !budgets.is_empty() { cpu_load(&a.load, &a.inputs, &limits)? } else { None };
     let explainer = (a.explain || !budgets.is_empty()).then(|| {
         ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
             budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed")).collect(),
@@ -262,8 +266,16 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                 e.add_link(&c.name, l);
             }
         }
+        if let Some(l) = cpu_load {
+            e.add_cpu_load(l);
+        }
         e.finish()
     });
+    if let Some(c) = explanation.as_ref().and_then(|x| x.cpu_load.as_ref()) {
+        if let Some(l) = cpu_load_problem(c) {
+            eprintln!("latency: warning: {l}");
+        }
+    }
     if let Some(x) = &explanation {
         eprintln!("latency: incidents: {}", x.summary_line());
     }
@@ -301,7 +313,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             "warnings": run.correlator.warnings(),
             "incidents": explanation.as_ref().map(|x| json!({
                 "summary": x.summary_line(), "samples": x.samples, "samples_not_kept": x.samples_not_kept,
-                "budget_broken": x.budget_broken, "by_cause": x.by_cause, "by_kind": x.by_kind, "incidents": x.incidents, "links": x.links,
+                "budget_broken": x.budget_broken, "by_cause": x.by_cause, "by_kind": x.by_kind, "incidents": x.incidents, "links": x.links, "cpu_load": x.cpu_load,
             })),
         });
         serde_json::to_writer_pretty(&mut out, &doc)?;
@@ -437,6 +449,48 @@ pub fn link_rate(given: Option<ddscope_traffic::units::Rate>, inputs: &[PathBuf]
     Some((rate.0 as f64, "the lab run's network.rate"))
 }
 
+/// The per-process load `--explain` reads for CPU contention: `--load HOST=FILE`
+/// (every process of FILE on HOST), else a lab run directory's load.csv (each
+/// node on its scenario host, `NAME_on_HOST` on HOST), else none.
+pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::limits::Limits) -> anyhow::Result<Option<ddscope_core::latency::cpuload::CpuLoad>> {
+    use ddscope_core::latency::cpuload::{host_in_name, CpuLoad};
+    let mut load = CpuLoad::new(limits.explain.max_load_processes, limits.explain.max_load_points);
+    if !given.is_empty() {
+        for g in given {
+            let host = g.host.clone();
+            load.read_csv(&g.dir, &move |_| Some(host.clone())).map_err(|e| anyhow::anyhow!("--load {e}"))?;
+        }
+        return Ok(Some(load));
+    }
+    let [dir] = inputs else { return Ok(None) };
+    let file = dir.join(ddscope_lab::run::LOAD_FILE);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let mut hosts = std::collections::HashMap::new();
+    if let Ok(run) = std::fs::read_to_string(dir.join("run.json")).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())) {
+        for n in run["nodes"].as_array().into_iter().flatten() {
+            if let (Some(name), Some(host)) = (n["name"].as_str(), n["host"].as_str()) {
+                hosts.insert(name.to_string(), host.to_string());
+            }
+        }
+    }
+    load.read_csv(&file, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(load))
+}
+
+/// What of the per-process load could not be read or kept, or `None`.
+pub fn cpu_load_problem(c: &ddscope_core::latency::explain::CpuLoadInfo) -> Option<String> {
+    (c.bad_lines > 0 || c.not_kept > 0).then(|| {
+        format!(
+            "per-process load: {} line(s) not read, {} reading(s) not kept (unknown host, or over explain.max_load_points / max_load_processes){}",
+            c.bad_lines,
+            c.not_kept,
+            c.first_problem.as_ref().map(|p| format!("; first: {p}")).unwrap_or_default()
+        )
+    })
+}
+
 pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain::Explanation) -> std::io::Result<()> {
     use ddscope_core::latency::explain::Kind;
     writeln!(out, "incidents: {}", x.summary_line())?;
@@ -471,6 +525,16 @@ pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain
             })
             .collect();
         writeln!(out, "link load (link_queueing's evidence): {}", links.join("; "))?;
+    }
+    if let Some(c) = &x.cpu_load {
+        writeln!(
+            out,
+            "cpu load (cpu_contention's evidence): {} reading(s) of {} every {} ms, hosts {}",
+            c.lines - c.bad_lines,
+            c.files.iter().map(|f| ddscope_traffic::text::escape_controls(f)).collect::<Vec<_>>().join(", "),
+            c.interval_ns.map_or("-".to_string(), |i| format!("{:.1}", i as f64 / 1e6)),
+            c.hosts.iter().map(|h| ddscope_traffic::text::escape_controls(h)).collect::<Vec<_>>().join(", ")
+        )?;
     }
     writeln!(out, "worst incidents:")?;
     for i in x.worst(10) {

@@ -77,6 +77,9 @@ pub struct ReportArgs {
     /// The capture points' link rate the incidents' link-queueing evidence is judged against (as for `ddscope latency`)
     #[arg(long, value_name = "RATE")]
     pub link_rate: Option<ddscope_traffic::units::Rate>,
+    /// Per-process CPU time of a host (as for `ddscope latency`), the incidents' CPU-contention evidence; default: a lab run's load.csv
+    #[arg(long = "load", value_name = "HOST=FILE", value_parser = args::trace)]
+    pub load: Vec<TraceArg>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -225,6 +228,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
     let link_rate = super::latency::link_rate(a.link_rate, inputs);
+    let cpu_load = if a.budgets.is_empty() { None } else { super::latency::cpu_load(&a.load, inputs, &limits)? };
     // The link timelines for the incidents' queueing evidence: with budgets, when the section is shown.
     if !a.budgets.is_empty() {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
@@ -318,6 +322,9 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             explainer.add_link(&c.name, l);
         }
     }
+    if let Some(l) = cpu_load {
+        explainer.add_cpu_load(l);
+    }
     let x = explainer.finish();
     // The timeline: every incident's time and excess, one series per cause (capped like the latency series).
     let mut by: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
@@ -373,15 +380,16 @@ fn load_series(path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
     let header = lines.next().unwrap_or("");
-    if header != ddscope_lab::procs::LOAD_CSV_HEADER {
+    if header != ddscope_lab::procs::LOAD_CSV_HEADER && header != ddscope_lab::procs::LOAD_CSV_HEADER_V1 {
         bail!("{}: line 1: not a load.csv header ({header:?})", path.display());
     }
+    let columns = header.split(',').count();
     // (process, pid) -> rows (t_ns, cpu_s, rss_bytes, ctx)
     let mut by: BTreeMap<(String, i64), Vec<(i64, f64, f64, f64)>> = BTreeMap::new();
     for (i, l) in lines.enumerate() {
         let f: Vec<&str> = l.split(',').collect();
-        let bad = || anyhow::anyhow!("{}: line {}: expected 9 numeric columns: {l:?}", path.display(), i + 2);
-        if f.len() != 9 {
+        let bad = || anyhow::anyhow!("{}: line {}: expected {columns} columns, numeric but the process name: {l:?}", path.display(), i + 2);
+        if f.len() != columns {
             return Err(bad());
         }
         let n = |k: usize| f[k].parse::<f64>().map_err(|_| bad());

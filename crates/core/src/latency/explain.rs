@@ -16,6 +16,7 @@
 //! * the **cause** the evidence supports, or `unknown`: never a cause without
 //!   the evidence printed beside it. See docs/latency.md ("Why was it late").
 
+use super::cpuload::CpuLoad;
 use super::layers::{Level, Status, Timing};
 use super::rows::LatencyRow;
 use crate::pipeline::LinkLoad;
@@ -96,6 +97,9 @@ pub struct ExplainOptions {
     pub link_peak_span_ns: i64,
     /// A link carrying at least this share of its rate while a sample waited was busy enough to queue it.
     pub link_busy_share: f64,
+    /// A process other than the waiting node keeping at least this many cores busy while the sample
+    /// waited (per-process load) took the CPU from it.
+    pub cpu_busy_cores: f64,
 }
 
 impl Default for ExplainOptions {
@@ -112,6 +116,7 @@ impl Default for ExplainOptions {
             link_rate_from: "the link rate given",
             link_peak_span_ns: 1_000_000,
             link_busy_share: 0.8,
+            cpu_busy_cores: 0.5,
         }
     }
 }
@@ -207,6 +212,8 @@ pub enum Cause {
     ExecutorBusy,
     /// The link was busy (near its rate) while the sample waited: queued behind other traffic.
     LinkQueueing,
+    /// Another process on the host kept a CPU busy while the sample waited in a stack (a CPU hog).
+    CpuContention,
     /// A layer is negative: the capture points' (or hosts') clocks disagree by at least that much.
     ClockOffset,
     /// The evidence does not decide.
@@ -223,6 +230,7 @@ impl Cause {
             Cause::CallbackOverrun => "callback_overrun",
             Cause::ExecutorBusy => "executor_busy",
             Cause::LinkQueueing => "link_queueing",
+            Cause::CpuContention => "cpu_contention",
             Cause::ClockOffset => "clock_offset",
             Cause::Unknown => "unknown",
         }
@@ -260,6 +268,7 @@ struct Sample {
     take: Option<i64>,
     callback: Option<(i64, i64)>,
     receiver_node: Option<Arc<str>>,
+    sender_node: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -330,6 +339,21 @@ pub struct Explanation {
     pub budgets: Vec<(String, String)>,
     /// The capture points' link timelines the queueing evidence was read from.
     pub links: Vec<LinkInfo>,
+    /// The per-process load the CPU evidence was read from.
+    pub cpu_load: Option<CpuLoadInfo>,
+}
+
+/// The per-process load as the analysis used it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuLoadInfo {
+    pub files: Vec<String>,
+    pub hosts: Vec<Arc<str>>,
+    /// The median interval between a process's readings: waits shorter than it are not judged.
+    pub interval_ns: Option<i64>,
+    pub lines: u64,
+    pub bad_lines: u64,
+    pub not_kept: u64,
+    pub first_problem: Option<String>,
 }
 
 /// A capture point's link timeline as the analysis used it.
@@ -350,6 +374,7 @@ pub struct LinkInfo {
 pub struct Explainer {
     opts: ExplainOptions,
     links: HashMap<Arc<str>, LinkLoad>,
+    cpu: Option<CpuLoad>,
     flows: Vec<FlowKey>,
     flow_ids: HashMap<(String, Arc<str>, Arc<str>), u32>,
     samples: Vec<Sample>,
@@ -377,12 +402,17 @@ impl crate::sink::RowSink<LatencyRow> for Explainer {
 
 impl Explainer {
     pub fn new(opts: ExplainOptions) -> Explainer {
-        Explainer { opts, links: HashMap::new(), flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
+        Explainer { opts, links: HashMap::new(), cpu: None, flows: vec![], flow_ids: HashMap::new(), samples: vec![], seen: 0, not_kept: 0, flows_not_kept: 0 }
     }
 
     /// What a capture point's link carried over time (the link-queueing evidence).
     pub fn add_link(&mut self, capture: &str, load: LinkLoad) {
         self.links.insert(Arc::from(capture), load);
+    }
+
+    /// What each process on the hosts used of the CPU over time (the CPU-contention evidence).
+    pub fn add_cpu_load(&mut self, load: CpuLoad) {
+        self.cpu = Some(load);
     }
 
     /// Takes one per-sample row (submessage rows are ignored).
@@ -461,6 +491,7 @@ impl Explainer {
             take: ros.and_then(|c| c.rmw_take_ts_ns),
             callback: ros.and_then(|c| Some((c.callback_start_ts_ns?, c.callback_end_ts_ns?))),
             receiver_node: ros.and_then(|c| c.receiver_node.clone()),
+            sender_node: ros.and_then(|c| c.sender_node.clone()),
         });
     }
 
@@ -574,6 +605,24 @@ impl Explainer {
                 )
             })
         };
+        // Another process on `host` than the waiting node kept a CPU busy while the sample waited in
+        // [from, to) (`what`): between the readings around the wait (at most one interval outside it on
+        // each side) it kept at least `cpu_busy_cores` busy and ran at least half as long as the wait.
+        let cpu_interval = self.cpu.as_ref().and_then(|c| c.interval_ns());
+        let cpu_hog = |host: &Arc<str>, node: &Arc<str>, from: i64, to: i64, what: &str| -> Option<String> {
+            let (cpu, step) = (self.cpu.as_ref()?, cpu_interval?);
+            let u = cpu.busiest(host, &[node], from, to, step)?;
+            (u.cores() >= self.opts.cpu_busy_cores && 2 * u.cpu_ns >= to - from).then(|| {
+                format!(
+                    "on {host}, {} used {:.1} ms of CPU in the {:.1} ms of readings around the {:.3} ms {what} ({:.0} % of a core)",
+                    u.process,
+                    u.cpu_ns as f64 / 1e6,
+                    u.span_ns as f64 / 1e6,
+                    (to - from) as f64 / 1e6,
+                    100.0 * u.cores()
+                )
+            })
+        };
         let mut incidents = vec![];
         let mut budget_broken = 0u64;
         for (i, s) in self.samples.iter().enumerate() {
@@ -669,9 +718,18 @@ impl Explainer {
                                 let own = s.sender_first - s.sender_first_ip;
                                 let at = if l == Layer::WireFirst { s.receiver_first.map(|r| r - own) } else { s.receiver_last };
                                 let what = if l == Layer::WireFirst { "the sample's first fragment arrived" } else { "the sample was complete" };
+                                // Else the receiving host's kernel was slow to take the frames in: another process
+                                // kept its CPU (the capture point sees a frame once the host has processed it).
+                                let kernel = "wait for the frames to be taken in by the receiving host";
                                 match at.and_then(|at| busy_link(&fk.receiver, at - (v - t), at, what, s.own_bytes)) {
                                     Some(ev) => (Cause::LinkQueueing, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t))),
-                                    None => (Cause::Unknown, format!("{} took {} (typical {}); no repair, no earlier sample of the writer in the way, the link not busy", l.name(), ms(v), ms(t))),
+                                    None => match at.and_then(|at| cpu_hog(&fk.receiver, s.receiver_node.as_ref().unwrap_or(&fk.receiver), at - (v - t), at, kernel)) {
+                                        Some(ev) => (Cause::CpuContention, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t))),
+                                        None => (
+                                            Cause::Unknown,
+                                            format!("{} took {} (typical {}); no repair, no earlier sample of the writer in the way, the link not busy, no other process busy on the CPU", l.name(), ms(v), ms(t)),
+                                        ),
+                                    },
                                 }
                             }
                         }
@@ -686,8 +744,10 @@ impl Explainer {
                         } else if let Some(ev) = busy_link(&fk.sender, s.sender_first_ip - (v - t), s.sender_first_ip, "the sample's first byte left", s.own_bytes) {
                             // Queued in the sender's egress (its qdisc and NIC come before the capture point).
                             (Cause::LinkQueueing, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t)))
+                        } else if let Some(ev) = s.sender_node.as_ref().and_then(|n| cpu_hog(&fk.sender, n, s.sender_first_ip - (v - t), s.sender_first_ip, &format!("wait in {n}'s stack"))) {
+                            (Cause::CpuContention, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t)))
                         } else {
-                            (Cause::Unknown, format!("{} took {} (typical {}); no burst of the writer before it, the link not busy", l.name(), ms(v), ms(t)))
+                            (Cause::Unknown, format!("{} took {} (typical {}); no burst of the writer before it, the link not busy, no other process busy on the CPU", l.name(), ms(v), ms(t)))
                         }
                     }
                     Some((l, v, t)) if l.receiver() => {
@@ -745,7 +805,13 @@ impl Explainer {
                                     ),
                                 )
                             }
-                            _ => (Cause::Unknown, format!("{} took {} (typical {}); no earlier sample in the way and no callback of the node running (or no trace)", l.name(), ms(v), ms(t))),
+                            _ => match ready.zip(s.receiver_node.as_ref()).and_then(|(a, n)| cpu_hog(&fk.receiver, n, a, s.take.unwrap_or(a + v), &format!("wait in {n}'s stack"))) {
+                                Some(ev) => (Cause::CpuContention, format!("{ev}; {} took {} (typical {})", l.name(), ms(v), ms(t))),
+                                None => (
+                                    Cause::Unknown,
+                                    format!("{} took {} (typical {}); no earlier sample in the way, no callback of the node running and no other process busy on the CPU (or no trace, no load)", l.name(), ms(v), ms(t)),
+                                ),
+                            },
                         }
                     }
                     Some((l, v, t)) => (Cause::Unknown, format!("{} took {} (typical {})", l.name(), ms(v), ms(t))),
@@ -799,7 +865,16 @@ impl Explainer {
         let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
         by_kind.sort();
         let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.limit.to_string())).collect();
-        Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets, links }
+        let cpu_load = self.cpu.as_ref().map(|c| CpuLoadInfo {
+            files: c.files.clone(),
+            hosts: c.hosts(),
+            interval_ns: cpu_interval,
+            lines: c.lines,
+            bad_lines: c.bad_lines,
+            not_kept: c.not_kept,
+            first_problem: c.first_problem.clone(),
+        });
+        Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets, links, cpu_load }
     }
 }
 

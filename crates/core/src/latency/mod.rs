@@ -21,12 +21,13 @@
 //! Files by job: [`item`] (what captures hand the correlator), [`layers`]
 //! (levels, statuses, layers, stacks), [`rows`] (the rows and summaries it
 //! writes), [`correlator`] (the judging), [`files`] (capture files and traces
-//! merged into it), [`stats`], [`offset`], [`readers`], [`app`], [`explain`].
+//! merged into it), [`stats`], [`offset`], [`readers`], [`app`], [`explain`] (with [`cpuload`], its CPU evidence).
 //! The names below are re-exported for other crates; files of this crate
 //! import from the file that defines a name.
 
 pub mod app;
 pub mod correlator;
+pub mod cpuload;
 pub mod explain;
 pub mod files;
 pub mod item;
