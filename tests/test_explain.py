@@ -31,6 +31,12 @@ from sources that are not ddscope's analysis:
     says when it spun; an image published while it spun waited for the
     end of the spin (expected `cpu_contention`), and a `cpu_contention`
     verdict on an image whose life no spin overlapped is a wrong one;
+  * a sender burst (examples/lab/explain-sender-burst.toml: every 10th
+    period the camera publishes 4 images of 64 kB at once on a 100 Mbit/s
+    link): the node's ground truth gives each image's publish and receive
+    time and its sequence number says whether it was the 2nd to 4th of a
+    burst (expected `sender_burst`: it waited behind the writer's own
+    samples); a `sender_burst` verdict on any other image is a wrong one;
   * a wrong clock offset (`--offset pc2=+20ms` on the clean run): every
     sample's wire layer turns negative (expected `clock_offset`);
   * the clean run (explain-loss.toml without its loss): no fault, so every
@@ -56,6 +62,7 @@ LOSS = REPO / "examples" / "lab" / "explain-loss.toml"
 SLOW = REPO / "examples" / "lab" / "explain-slow-callback.toml"
 QUEUE = REPO / "examples" / "lab" / "explain-interference.toml"
 HOG = REPO / "examples" / "lab" / "explain-cpu-hog.toml"
+BURST = REPO / "examples" / "lab" / "explain-sender-burst.toml"
 FLOOR_NS = 2_000_000  # ExplainOptions::outlier_floor_ns
 
 
@@ -80,6 +87,7 @@ def runs(ddscope, tmp_path_factory):
         "clean": lab(ddscope, clean_toml, base / "clean"),
         "queue": lab(ddscope, QUEUE, base / "queue"),
         "hog": lab(ddscope, HOG, base / "hog"),
+        "burst": lab(ddscope, BURST, base / "burst"),
     }
 
 
@@ -286,6 +294,33 @@ def test_cpu_hog_is_explained_as_cpu_contention(runs, ddscope):
     c = x["cpu_load"]
     assert c["hosts"] == ["pc1", "pc2"] and c["bad_lines"] == 0 and c["not_kept"] == 0, c
     assert 8_000_000 <= c["interval_ns"] <= 15_000_000, c
+
+
+def test_sender_burst_is_explained_as_sender_burst(runs, ddscope):
+    import statistics
+    run = runs["burst"]
+    pub = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "publish") if r["topic"] == "/image"}
+    rcv = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "receive") if r["topic"] == "/image"}
+    e2e = {k: rcv[k] - t for k, t in pub.items() if k in rcv}
+    typical = statistics.median(e2e.values())
+    # Injected: the 2nd to 4th sample of each burst (sequence numbers 10k+2 … 10k+4), published together with
+    # the one before it (the truth says so), and delayed past the floor (+1 ms) by it.
+    in_burst = {k for k in pub if (k[1] - 1) % 10 in (1, 2, 3)}
+    assert all(pub[k] - pub[(k[0], k[1] - 1)] < 5_000_000 for k in in_burst if (k[0], k[1] - 1) in pub), "the bursts were not published at once"
+    expected = {k: "sender_burst" for k in in_burst}
+    delayed = {k for k in in_burst if k in e2e and e2e[k] - typical > FLOOR_NS + 1_000_000}
+    assert len(delayed) >= 30, (len(delayed), len(in_burst), typical)
+    # A 64 kB image takes 5.3 ms on 100 Mbit/s: 8 ms leaves one alone within budget.
+    x = explain(ddscope, run, "--budget", "/image=8ms")
+    incidents = {(i["writer_id"], i["sn"]): i for i in x["incidents"] if i["topic"] == "/image"}
+    score("sender burst", expected, incidents, delayed, ("sender_burst",))
+    verdicts = [i for i in x["incidents"] if i["cause"] == "sender_burst"]
+    wrong = [i for i in verdicts if (i["writer_id"], i["sn"]) not in in_burst]
+    print(f"sender_burst verdicts: {len(verdicts)}, on images not in a burst: {len(wrong)}")
+    assert len(wrong) <= 0.05 * len(verdicts), [(i["sn"], i["evidence"]) for i in wrong[:5]]
+    for i in verdicts:
+        assert i["layer"] in ("dds_send", "ros_publish", "sender_stack"), i
+        assert re.match(r"the writer sent [123] other sample\(s\) in the [\d.]+ ms before this one \(period 5\d\.\d+ ms\)", i["evidence"]), i["evidence"]
 
 
 def test_wrong_clock_offset_is_explained_as_clock_offset(runs, ddscope):

@@ -57,6 +57,8 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
     else if (!strcmp(k, "input") && kind == SPEC_RELAY) snprintf(sp->input, sizeof sp->input, "%s", v);
     else if (!strcmp(k, "bytes") && kind != SPEC_SUB && !parse_u64(v, &u)) { sp->bytes = (size_t)u; have_bytes = 1; }
     else if (!strcmp(k, "rate") && kind == SPEC_PUB && !parse_f64(v, &d) && d > 0) sp->rate_hz = d;
+    else if (!strcmp(k, "burst_every") && kind == SPEC_PUB && !parse_u64(v, &u)) sp->burst_every = u;
+    else if (!strcmp(k, "burst_count") && kind == SPEC_PUB && !parse_u64(v, &u)) sp->burst_count = u;
     else if (!strcmp(k, "reliability") && (!strcmp(v, "reliable") || !strcmp(v, "best_effort"))) sp->reliable = !strcmp(v, "reliable");
     else if (!strcmp(k, "depth") && !parse_u64(v, &u) && u >= 1 && u <= 100000) sp->depth = (int)u;
     else if ((!strcmp(k, "readers") || !strcmp(k, "writers")) && !parse_u64(v, &u) && u <= 100000) sp->expect = (int)u;
@@ -71,6 +73,10 @@ static int parse_spec(node_spec *sp, spec_kind kind, const char *text) {
   if (sp->topic[0] != '/') { fprintf(stderr, "error: %s %s: topic must start with '/'\n", what, text); goto fail; }
   if (kind == SPEC_RELAY && sp->input[0] != '/') { fprintf(stderr, "error: %s %s: input topic missing\n", what, text); goto fail; }
   if (kind == SPEC_PUB && sp->rate_hz <= 0) { fprintf(stderr, "error: %s %s: rate missing\n", what, text); goto fail; }
+  if (sp->burst_every && (sp->burst_count < 2 || sp->burst_count > sp->burst_every)) {
+    fprintf(stderr, "error: %s %s: burst_count must lie between 2 and burst_every\n", what, text);
+    goto fail;
+  }
   if (kind != SPEC_SUB && !have_bytes) { fprintf(stderr, "error: %s %s: bytes missing\n", what, text); goto fail; }
   if (!sp->type_name[0]) snprintf(sp->type_name, sizeof sp->type_name, "std_msgs/msg/UInt8MultiArray");
   sp->type = rosmsg_find(sp->type_name);

@@ -47,6 +47,8 @@ typedef struct {
   const rosmsg_type *type;
   size_t bytes;             /* serialised size (pub, relay) */
   double rate_hz;           /* pub */
+  uint64_t burst_every;     /* pub: every burst_every-th period, publish burst_count samples back to back */
+  uint64_t burst_count;     /*      and skip the next burst_count - 1 periods (the mean rate stays) */
   int reliable;             /* 1 = RELIABLE (ROS 2 default), 0 = BEST_EFFORT */
   int depth;                /* KEEP_LAST depth */
   int expect;               /* readers (pub, relay) or writers (sub) to match before READY */

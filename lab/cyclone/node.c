@@ -162,6 +162,9 @@ static void *pub_thread(void *arg) {
     /* the timer callback of a ROS 2 publisher node; late? publish at once: the mean rate is what the scenario asks for */
     if (nt_on) nt_api.callback_start(&o->nt.timer_cb, 0);
     publish_one(o, NULL, -1);
+    /* an injected sender burst: the next burst_count - 1 samples at once, their periods skipped */
+    if (o->spec->burst_every && k % o->spec->burst_every == 0)
+      for (uint64_t b = 1; b < o->spec->burst_count && !g_stop; b++, k++) publish_one(o, NULL, -1);
     if (nt_on) nt_api.callback_end(&o->nt.timer_cb);
   }
   return NULL;

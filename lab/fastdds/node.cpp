@@ -241,6 +241,9 @@ void pub_loop(Outlet* o) {
     // the timer callback of a ROS 2 publisher node
     if (nt_on) nt_api.callback_start(&o->nt.timer_cb, 0);
     o->publish_one(nullptr, -1);
+    // an injected sender burst: the next burst_count - 1 samples at once, their periods skipped
+    if (o->spec->burst_every && k % o->spec->burst_every == 0)
+      for (uint64_t b = 1; b < o->spec->burst_count && !g_stop; b++, k++) o->publish_one(nullptr, -1);
     if (nt_on) nt_api.callback_end(&o->nt.timer_cb);
   }
 }

@@ -343,6 +343,21 @@ pub struct Node {
     /// known moments (its callbacks; docs/latency.md, "Why was it late").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<u8>,
+    /// Sender bursts injected into the node's publishers (docs/latency.md, "Why was it late").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub burst: Vec<Burst>,
+}
+
+/// A fault injected at known samples: every `every`-th period the publisher of
+/// `topic` publishes `count` samples back to back (sequence numbers
+/// `k·every + 1 … k·every + count`) and skips the periods of the `count - 1`
+/// extra ones, so its mean rate stays the topic's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    pub topic: String,
+    pub every: u64,
+    pub count: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -720,6 +735,14 @@ impl Scenario {
             if let Some(c) = n.cpus.iter().find(|c| **c >= MAX_CPU) {
                 bail!("nodes[{i}] ({}).cpus: CPU {c} is beyond the {MAX_CPU} a CPU set holds", n.name);
             }
+            for (j, b) in n.burst.iter().enumerate() {
+                if !n.publish.iter().any(|p| p.topic == b.topic) {
+                    bail!("nodes[{i}] ({}).burst[{j}]: the node does not publish {:?}", n.name, b.topic);
+                }
+                if b.count < 2 || b.count > b.every {
+                    bail!("nodes[{i}] ({}).burst[{j}]: count {} must lie between 2 and every ({})", n.name, b.count, b.every);
+                }
+            }
             if let Some(p) = n.realtime.filter(|p| !(1..=99).contains(p)) {
                 bail!("nodes[{i}] ({}).realtime {p}: a SCHED_FIFO priority lies between 1 and 99", n.name);
             }
@@ -897,6 +920,7 @@ impl Scenario {
                     relay: vec![],
                     cpus: vec![],
                     realtime: None,
+                    burst: vec![],
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -914,6 +938,7 @@ impl Scenario {
                     relay: vec![],
                     cpus: vec![],
                     realtime: None,
+                    burst: vec![],
                 });
             }
         }

@@ -148,8 +148,9 @@ pub fn node_args_with(facts: &ScenarioFacts, sc: &Scenario, node: &Node, truth: 
     let readers_of = |topic: &str| facts.counts.readers_of(topic);
     for p in &node.publish {
         a.push("--pub".into());
+        let burst = node.burst.iter().find(|b| b.topic == p.topic).map_or(String::new(), |b| format!(",burst_every={},burst_count={}", b.every, b.count));
         a.push(format!(
-            "topic={},type={},bytes={},rate={},reliability={},depth={},readers={}",
+            "topic={},type={},bytes={},rate={},reliability={},depth={},readers={}{burst}",
             p.topic,
             p.type_name,
             p.sample_bytes.0,
