@@ -10,6 +10,7 @@
 //! and what it writes next to its captures.
 
 use anyhow::{anyhow, bail, Result};
+use ddscope_trace::Layout;
 use ddscope_traffic::{BurstFlow, Bytes, Nanos, Percent, Rate, Reliability, TopicFlow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,12 +100,17 @@ impl Tracing {
     pub fn is_off(&self) -> bool {
         *self == Tracing::Off
     }
-    pub fn as_str(self) -> &'static str {
+    /// The ros2_tracing layout the nodes emit (`None`: no tracing).
+    pub fn layout(self) -> Option<Layout> {
         match self {
-            Tracing::Off => "off",
-            Tracing::Humble => "humble",
-            Tracing::Jazzy => "jazzy",
+            Tracing::Off => None,
+            Tracing::Humble => Some(Layout::RmwPublishWithoutTimestamp),
+            Tracing::Jazzy => Some(Layout::RmwPublishWithTimestamp),
         }
+    }
+    /// `off`, or the layout's name (`humble`, `jazzy`).
+    pub fn as_str(self) -> &'static str {
+        self.layout().map_or("off", Layout::as_str)
     }
 }
 
@@ -113,9 +119,11 @@ impl std::str::FromStr for Tracing {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "off" | "none" => Ok(Tracing::Off),
-            "humble" => Ok(Tracing::Humble),
-            "jazzy" => Ok(Tracing::Jazzy),
-            _ => bail!("unknown tracing {s:?} (use off, humble or jazzy)"),
+            _ => match s.parse::<Layout>() {
+                Ok(Layout::RmwPublishWithoutTimestamp) => Ok(Tracing::Humble),
+                Ok(Layout::RmwPublishWithTimestamp) => Ok(Tracing::Jazzy),
+                Err(_) => bail!("unknown tracing {s:?} (use off, humble or jazzy)"),
+            },
         }
     }
 }
