@@ -321,6 +321,46 @@ pub fn record_json<R: Record>(r: &R, out: &mut String) {
     out.push('}');
 }
 
+/// A record as a serde map of its columns (name → value, nulls included), for
+/// serde sinks such as `serde_json::Value`: the same columns and values as
+/// [`record_json`], numbers as numbers of their column's type.
+pub struct Serde<'a, R>(pub &'a R);
+
+impl<R: Record> serde::Serialize for Serde<'_, R> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let cols = R::columns();
+        let mut m = s.serialize_map(Some(cols.len()))?;
+        for (i, c) in cols.iter().enumerate() {
+            m.serialize_entry(c.name, &self.0.value(i))?;
+        }
+        m.end()
+    }
+}
+
+/// A value as serde sees it: what [`Value::write_json`] writes, a finite float as a float.
+impl serde::Serialize for Value<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Value::Null => s.serialize_none(),
+            Value::U(v) => s.serialize_u64(v),
+            Value::I(v) => s.serialize_i64(v),
+            Value::F(v) if v.is_finite() => s.serialize_f64(v),
+            Value::F(_) => s.serialize_none(),
+            Value::B(v) => s.serialize_bool(v),
+            Value::S(v) => s.serialize_str(v),
+            Value::Strs(v) => s.collect_seq(v),
+            Value::Set(base, bits, n) => s.collect_seq((0..n.min(256)).filter(|i| bits[(i / 32) as usize] & (1 << (31 - i % 32)) != 0).map(|i| base + i as i64)),
+            Value::Pcps(m) => s.collect_seq((0..8u8).filter(|p| m & (1 << p) != 0)),
+            _ => {
+                let mut text = String::new();
+                self.write_text(&mut text);
+                s.serialize_str(&text)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +415,33 @@ mod tests {
         s.clear();
         Value::Vendor(0x0110).write_json(&mut s);
         assert_eq!(s, "\"0x0110\"");
+    }
+
+    #[test]
+    fn serde_writes_what_record_json_writes() {
+        struct Row {
+            name: String,
+            n: u64,
+            f: f64,
+            list: Vec<String>,
+            pcps: u8,
+            nothing: Option<i64>,
+        }
+        crate::record!(Row, r, {
+            name: Str => Value::S(&r.name),
+            n: U64 => Value::U(r.n),
+            f: F64 => Value::F(r.f),
+            list: Str => Value::Strs(&r.list),
+            pcp: Str => Value::Pcps(r.pcps),
+            vendor: Str => Value::Vendor(0x0110),
+            nothing: I64 => r.nothing.map_or(Value::Null, Value::I),
+        });
+        let r = Row { name: "/t".into(), n: 3, f: 2.5, list: vec!["a".into(), "b".into()], pcps: 0b1010_0000, nothing: None };
+        let mut json = String::new();
+        record_json(&r, &mut json);
+        let want: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_value(Serde(&r)).unwrap(), want);
+        // a float stays a float, as serde writes it
+        assert_eq!(serde_json::to_string(&Value::F(2.0)).unwrap(), "2.0");
     }
 }

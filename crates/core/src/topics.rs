@@ -543,11 +543,11 @@ crate::record!(TopicRow, r, {
     bytes: U64 => Value::U(r.bytes),
     rate_hz: F64 => r.rate_hz.map_or(Value::Null, Value::F),
     bandwidth_bps: F64 => r.bandwidth_bps.map_or(Value::Null, Value::F),
-    mean_sample_size: F64 => r.per_sample(r.bytes),
+    mean_sample_size: F64 => r.per_sample(r.bytes).map_or(Value::Null, Value::F),
     min_sample_size: U64 => r.min_sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
     max_sample_size: U64 => if r.samples > 0 { Value::U(r.max_sample_size as u64) } else { Value::Null },
-    rtps_frags_per_sample: F64 => r.per_sample(r.rtps_frags),
-    ip_frags_per_sample: F64 => r.per_sample(r.ip_frags),
+    rtps_frags_per_sample: F64 => r.per_sample(r.rtps_frags).map_or(Value::Null, Value::F),
+    ip_frags_per_sample: F64 => r.per_sample(r.ip_frags).map_or(Value::Null, Value::F),
     retransmitted_fragments: U64 => Value::U(r.retransmitted_fragments),
     retransmitted_bytes: U64 => Value::U(r.retransmitted_bytes),
     sn_gaps: U64 => Value::U(r.sn_gaps),
@@ -572,8 +572,25 @@ impl TopicRow {
         Some(self.last_ts_ns?.saturating_sub(self.first_ts_ns?) as f64 / 1e9)
     }
 
-    /// `x` per sample, or null when the row has no samples.
-    fn per_sample(&self, x: u64) -> Value<'static> {
-        if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
+    /// `x` per sample, `None` when the row has no samples.
+    pub fn per_sample(&self, x: u64) -> Option<f64> {
+        (self.samples > 0).then(|| x as f64 / self.samples as f64)
     }
+
+    /// The row's topic name; a writer of an unknown topic by its short GUID
+    /// ([`unknown_writer`]), `?` when neither is known.
+    pub fn label(&self) -> String {
+        match (&self.names, self.writer_id) {
+            (Some(n), _) => n.topic_name.clone(),
+            (None, Some(w)) => unknown_writer(&w),
+            (None, None) => "?".into(),
+        }
+    }
+}
+
+/// The name of a writer whose topic discovery did not tell (discovery was
+/// not captured): `? writer 0110aabb…00000102`, its GUID's first and last bytes.
+pub fn unknown_writer(w: &Guid) -> String {
+    let g = w.to_string();
+    format!("? writer {}…{}", &g[..8], &g[24..])
 }
