@@ -161,7 +161,7 @@ ddscope_core::record!(LiveRow, r, let {
     topic_name: Str => Value::S(&r.label),
     type_name: Str => Value::S(t.names.as_deref().map_or("", |n| n.type_name.as_str())),
     domain: U64 => opt_u(t.domain),
-    vendors: Str => Value::Strs(&t.vendors),
+    vendors: Str => Value::Vendors(&t.vendors),
     writers: U64 => Value::U(t.writers),
     readers: U64 => Value::U(t.readers),
     samples: U64 => Value::U(t.samples),
@@ -397,7 +397,7 @@ mod tests {
         let named = TopicRow {
             names: Some(Arc::new(TopicNames::new("rt/t", "pkg::msg::dds_::T_"))),
             domain: Some(3),
-            vendors: vec!["0x0110".into()],
+            vendors: vec![0x0110],
             samples: 4,
             bytes: 4000,
             max_sample_size: 1500,
