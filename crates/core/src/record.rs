@@ -47,7 +47,15 @@ pub enum Value<'a> {
     Pcps(u8),
     /// A list of strings (space-separated in text, an array in JSON).
     Strs(&'a [String]),
+    /// Vendor ids, as `Vendor` each, in a list as `Strs`.
+    Vendors(&'a [u16]),
+    /// A typed value written as its `Display` text (a string in JSON).
+    Text(&'a dyn Text),
 }
+
+/// What [`Value::Text`] holds: a value with a text form.
+pub trait Text: std::fmt::Display + std::fmt::Debug {}
+impl<T: std::fmt::Display + std::fmt::Debug> Text for T {}
 
 impl Value<'_> {
     pub fn is_null(&self) -> bool {
@@ -56,7 +64,7 @@ impl Value<'_> {
 
     /// Text of this kind of value may hold a comma, quote or newline (CSV must quote it).
     pub fn may_need_quoting(&self) -> bool {
-        matches!(self, Value::S(_) | Value::Strs(_))
+        matches!(self, Value::S(_) | Value::Strs(_) | Value::Text(_))
     }
 
     /// Appends the textual form (CSV / table) to `out`.
@@ -121,6 +129,17 @@ impl Value<'_> {
                 }
             }
             Value::Strs(v) => out.push_str(&v.join(" ")),
+            Value::Vendors(v) => {
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push(' ');
+                    }
+                    Value::Vendor(*x).write_text(out);
+                }
+            }
+            Value::Text(t) => {
+                let _ = write!(out, "{t}");
+            }
         }
     }
 
@@ -175,6 +194,17 @@ impl Value<'_> {
                 }
                 out.push(']');
             }
+            Value::Vendors(v) => {
+                out.push('[');
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    Value::Vendor(*x).write_json(out);
+                }
+                out.push(']');
+            }
+            Value::Text(t) => json_string(out, &t.to_string()),
             _ => {
                 out.push('"');
                 self.write_text(out);
@@ -321,6 +351,48 @@ pub fn record_json<R: Record>(r: &R, out: &mut String) {
     out.push('}');
 }
 
+/// A record as a serde map of its columns (name → value, nulls included), for
+/// serde sinks such as `serde_json::Value`: the same columns and values as
+/// [`record_json`], numbers as numbers of their column's type.
+pub struct Serde<'a, R>(pub &'a R);
+
+impl<R: Record> serde::Serialize for Serde<'_, R> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let cols = R::columns();
+        let mut m = s.serialize_map(Some(cols.len()))?;
+        for (i, c) in cols.iter().enumerate() {
+            m.serialize_entry(c.name, &self.0.value(i))?;
+        }
+        m.end()
+    }
+}
+
+/// A value as serde sees it: what [`Value::write_json`] writes, a finite float as a float.
+impl serde::Serialize for Value<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Value::Null => s.serialize_none(),
+            Value::U(v) => s.serialize_u64(v),
+            Value::I(v) => s.serialize_i64(v),
+            Value::F(v) if v.is_finite() => s.serialize_f64(v),
+            Value::F(_) => s.serialize_none(),
+            Value::B(v) => s.serialize_bool(v),
+            Value::S(v) => s.serialize_str(v),
+            Value::Strs(v) => s.collect_seq(v),
+            Value::Vendors(v) => s.collect_seq(v.iter().map(|x| format!("0x{x:04x}"))),
+            Value::Text(t) => s.collect_str(t),
+            Value::Set(base, bits, n) => s.collect_seq((0..n.min(256)).filter(|i| bits[(i / 32) as usize] & (1 << (31 - i % 32)) != 0).map(|i| base + i as i64)),
+            Value::Pcps(m) => s.collect_seq((0..8u8).filter(|p| m & (1 << p) != 0)),
+            _ => {
+                let mut text = String::new();
+                self.write_text(&mut text);
+                s.serialize_str(&text)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +447,36 @@ mod tests {
         s.clear();
         Value::Vendor(0x0110).write_json(&mut s);
         assert_eq!(s, "\"0x0110\"");
+    }
+
+    #[test]
+    fn serde_writes_what_record_json_writes() {
+        struct Row {
+            name: String,
+            n: u64,
+            f: f64,
+            list: Vec<String>,
+            pcps: u8,
+            nothing: Option<i64>,
+        }
+        crate::record!(Row, r, {
+            name: Str => Value::S(&r.name),
+            n: U64 => Value::U(r.n),
+            f: F64 => Value::F(r.f),
+            list: Str => Value::Strs(&r.list),
+            pcp: Str => Value::Pcps(r.pcps),
+            vendor: Str => Value::Vendor(0x0110),
+            vendors: Str => Value::Vendors(&[0x0110, 0x010f]),
+            text: Str => Value::Text(&r.f),
+            nothing: I64 => r.nothing.map_or(Value::Null, Value::I),
+        });
+        let r = Row { name: "/t".into(), n: 3, f: 2.5, list: vec!["a".into(), "b".into()], pcps: 0b1010_0000, nothing: None };
+        let mut json = String::new();
+        record_json(&r, &mut json);
+        let want: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_value(Serde(&r)).unwrap(), want);
+        assert!(json.contains(r#""vendors":["0x0110","0x010f"],"text":"2.5""#), "{json}");
+        // a float stays a float, as serde writes it
+        assert_eq!(serde_json::to_string(&Value::F(2.0)).unwrap(), "2.0");
     }
 }

@@ -10,6 +10,7 @@ use crate::latency::files::{correlate_inputs, estimate_offsets, CaptureInput, Ca
 use crate::ros2::{ChainRow, TraceInput, TraceOutcome};
 use crate::latency::offset::OffsetEstimate;
 use crate::latency::correlator::{Correlator, CorrelatorConfig};
+use crate::latency::layers::Layer;
 use crate::latency::rows::LatencyRow;
 use crate::samples::SampleConfig;
 use crate::sink::RowSink;
@@ -374,7 +375,7 @@ pub fn check_correlated(run: &LatencyRun) -> Result<(), SessionError> {
     }
     // All message latencies exactly zero: two captures of one point.
     for f in run.correlator.summaries() {
-        if let Some((_, m)) = f.layers.iter().find(|(l, _)| l == "message") {
+        if let Some(m) = f.layer(Layer::Message) {
             if m.count >= 3 && m.min_ms == 0.0 && m.max_ms == 0.0 {
                 return Err(SessionError::SameCapturePoint { sender: f.sender.clone(), receiver: f.receiver.clone(), topic: f.topic.clone() });
             }

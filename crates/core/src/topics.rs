@@ -6,7 +6,7 @@
 //! O(writers · log) plus one index lookup per topic for its reader count.
 
 use crate::bounded::BoundedMap;
-use crate::discovery::{Discovery, TopicNames};
+use crate::discovery::{Discovery, Durability, History, Reliability, TopicNames};
 use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::rate::{RateKind, SampleTimes, TopicRate};
@@ -343,9 +343,9 @@ impl TopicsAnalysis {
             if by_writer || names.is_none() {
                 row.writer_id = Guid::parse_hex(&writer_key);
             }
-            let mut rel = vec![];
-            let mut dur = vec![];
-            let mut hist = vec![];
+            let mut rel: Vec<Reliability> = vec![];
+            let mut dur: Vec<Durability> = vec![];
+            let mut hist: Vec<History> = vec![];
             let mut parts: Vec<String> = vec![];
             let mut vendors: Vec<u16> = vec![];
             let mut nodes: Vec<String> = vec![];
@@ -357,10 +357,10 @@ impl TopicsAnalysis {
                     }
                 }
                 if let Some(ep) = discovery.endpoint(g) {
-                    rel.push(ep.reliability.to_string());
-                    dur.push(ep.durability.to_string());
+                    rel.push(ep.reliability);
+                    dur.push(ep.durability);
                     if let Some(h) = ep.history {
-                        hist.push(h.to_string());
+                        hist.push(h);
                     }
                     for p in &ep.partitions {
                         if !parts.contains(p) {
@@ -408,25 +408,16 @@ impl TopicsAnalysis {
                 }
                 times.push(&s.times);
             }
-            let uniq = |mut v: Vec<String>| {
-                v.sort();
-                v.dedup();
-                match v.len() {
-                    0 => None,
-                    1 => v.pop(),
-                    _ => Some(format!("mixed({})", v.join(","))),
-                }
-            };
             let rate = TopicRate::of(times.iter().copied(), observed_until);
             row.rate_hz = rate.hz;
             row.rate_kind = rate.kind;
             row.bandwidth_bps = bandwidth;
-            row.reliability = uniq(rel);
-            row.durability = uniq(dur);
-            row.history = uniq(hist);
+            row.reliability = Qos::of(rel);
+            row.durability = Qos::of(dur);
+            row.history = Qos::of(hist);
             row.partitions = parts;
             vendors.sort();
-            row.vendors = vendors.iter().map(|v| format!("0x{v:04x}")).collect();
+            row.vendors = vendors;
             nodes.sort();
             if by_writer && nodes.len() == 1 {
                 row.writer_node = nodes.first().cloned();
@@ -458,10 +449,10 @@ impl TopicsAnalysis {
                         writers,
                         readers,
                         reader_nodes: readers_of(&e.names),
-                        reliability: Some(e.reliability.to_string()),
-                        durability: Some(e.durability.to_string()),
-                        history: e.history.map(|h| h.to_string()),
-                        vendors: e.vendor_id.map(|v| vec![format!("0x{v:04x}")]).unwrap_or_default(),
+                        reliability: Some(Qos::One(e.reliability)),
+                        durability: Some(Qos::One(e.durability)),
+                        history: e.history.map(Qos::One),
+                        vendors: e.vendor_id.into_iter().collect(),
                         rate_kind: Some(RateKind::None),
                         ..Default::default()
                     });
@@ -474,6 +465,45 @@ impl TopicsAnalysis {
             });
         }
         rows
+    }
+}
+
+/// One QoS policy of a row's writers: the value they all have, or their
+/// different values (`mixed(a,b)`, in the order of their names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Qos<T> {
+    One(T),
+    Mixed(Vec<T>),
+}
+
+impl<T: std::fmt::Display> Qos<T> {
+    /// The policy of writers with these values (`None` without any).
+    fn of(mut v: Vec<T>) -> Option<Qos<T>> {
+        v.sort_by_cached_key(|x| x.to_string());
+        v.dedup_by(|a, b| a.to_string() == b.to_string());
+        match v.len() {
+            0 => None,
+            1 => v.pop().map(Qos::One),
+            _ => Some(Qos::Mixed(v)),
+        }
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for Qos<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Qos::One(x) => write!(f, "{x}"),
+            Qos::Mixed(v) => {
+                f.write_str("mixed(")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                f.write_str(")")
+            }
+        }
     }
 }
 
@@ -495,10 +525,11 @@ pub struct TopicRow {
     /// ROS nodes owning readers of the topic (announced by SEDP and named by `ros_discovery_info`).
     pub reader_nodes: Vec<String>,
     pub traffic_type: TrafficType,
-    pub vendors: Vec<String>,
-    pub reliability: Option<String>,
-    pub durability: Option<String>,
-    pub history: Option<String>,
+    /// Vendor ids of the row's writers (sorted, unique), written `0x0110`.
+    pub vendors: Vec<u16>,
+    pub reliability: Option<Qos<Reliability>>,
+    pub durability: Option<Qos<Durability>>,
+    pub history: Option<Qos<History>>,
     pub partitions: Vec<String>,
     pub writers: u64,
     pub readers: u64,
@@ -531,10 +562,10 @@ crate::record!(TopicRow, r, {
     type_raw: Str => r.names.as_deref().map_or(Value::Null, |n| Value::S(&n.type_raw)),
     writer_id: Str => r.writer_id.map_or(Value::Null, Value::Guid),
     traffic_type: Str => Value::S(r.traffic_type.as_str()),
-    vendors: Str => Value::Strs(&r.vendors),
-    reliability: Str => r.reliability.as_deref().map_or(Value::Null, Value::S),
-    durability: Str => r.durability.as_deref().map_or(Value::Null, Value::S),
-    history: Str => r.history.as_deref().map_or(Value::Null, Value::S),
+    vendors: Str => Value::Vendors(&r.vendors),
+    reliability: Str => r.reliability.as_ref().map_or(Value::Null, |q| Value::Text(q)),
+    durability: Str => r.durability.as_ref().map_or(Value::Null, |q| Value::Text(q)),
+    history: Str => r.history.as_ref().map_or(Value::Null, |q| Value::Text(q)),
     partitions: Str => Value::Strs(&r.partitions),
     writers: U64 => Value::U(r.writers),
     readers: U64 => Value::U(r.readers),
@@ -543,11 +574,11 @@ crate::record!(TopicRow, r, {
     bytes: U64 => Value::U(r.bytes),
     rate_hz: F64 => r.rate_hz.map_or(Value::Null, Value::F),
     bandwidth_bps: F64 => r.bandwidth_bps.map_or(Value::Null, Value::F),
-    mean_sample_size: F64 => r.per_sample(r.bytes),
+    mean_sample_size: F64 => r.per_sample(r.bytes).map_or(Value::Null, Value::F),
     min_sample_size: U64 => r.min_sample_size.map_or(Value::Null, |v| Value::U(v as u64)),
     max_sample_size: U64 => if r.samples > 0 { Value::U(r.max_sample_size as u64) } else { Value::Null },
-    rtps_frags_per_sample: F64 => r.per_sample(r.rtps_frags),
-    ip_frags_per_sample: F64 => r.per_sample(r.ip_frags),
+    rtps_frags_per_sample: F64 => r.per_sample(r.rtps_frags).map_or(Value::Null, Value::F),
+    ip_frags_per_sample: F64 => r.per_sample(r.ip_frags).map_or(Value::Null, Value::F),
     retransmitted_fragments: U64 => Value::U(r.retransmitted_fragments),
     retransmitted_bytes: U64 => Value::U(r.retransmitted_bytes),
     sn_gaps: U64 => Value::U(r.sn_gaps),
@@ -572,8 +603,25 @@ impl TopicRow {
         Some(self.last_ts_ns?.saturating_sub(self.first_ts_ns?) as f64 / 1e9)
     }
 
-    /// `x` per sample, or null when the row has no samples.
-    fn per_sample(&self, x: u64) -> Value<'static> {
-        if self.samples > 0 { Value::F(x as f64 / self.samples as f64) } else { Value::Null }
+    /// `x` per sample, `None` when the row has no samples.
+    pub fn per_sample(&self, x: u64) -> Option<f64> {
+        (self.samples > 0).then(|| x as f64 / self.samples as f64)
     }
+
+    /// The row's topic name; a writer of an unknown topic by its short GUID
+    /// ([`unknown_writer`]), `?` when neither is known.
+    pub fn label(&self) -> String {
+        match (&self.names, self.writer_id) {
+            (Some(n), _) => n.topic_name.clone(),
+            (None, Some(w)) => unknown_writer(&w),
+            (None, None) => "?".into(),
+        }
+    }
+}
+
+/// The name of a writer whose topic discovery did not tell (discovery was
+/// not captured): `? writer 0110aabb…00000102`, its GUID's first and last bytes.
+pub fn unknown_writer(w: &Guid) -> String {
+    let g = w.to_string();
+    format!("? writer {}…{}", &g[..8], &g[24..])
 }

@@ -217,7 +217,7 @@ fn galactic_without_caret_measures_callbacks_and_publishes() {
         h.ev(b + 100 * US, 10, 11, Ros2Event::CallbackEnd { callback: 0x203 });
     }
     let (items, asm) = h.items();
-    assert_eq!(asm.layout.name(), "galactic");
+    assert_eq!(asm.layout.name().to_string(), "galactic");
     assert!(asm.layout.joins().starts_with("none between processes"));
     let mut cb = CallbackTable::new(64);
     for it in &items {

@@ -217,7 +217,7 @@ fn check(distro: &str) {
     // event), which decides before the publish order.
     let join = if distro == "jazzy" { Join::SourceTs } else { Join::PublishTime };
     assert_eq!(r.traces.len(), 2);
-    assert_eq!(r.traces[0].layout, if distro == "jazzy" { "jazzy+" } else { "humble/iron" });
+    assert_eq!(r.traces[0].layout.to_string(), if distro == "jazzy" { "jazzy+" } else { "humble/iron" });
     // Wire rows pc1 -> pc2, every sample joined to its publish and to pc2's take.
     let wire: Vec<&LatencyRow> = rows.iter().filter(|r| r.status == "delivered" && &*r.receiver == "pc2").collect();
     assert_eq!(wire.len(), N, "delivered rows");

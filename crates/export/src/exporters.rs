@@ -5,9 +5,9 @@ use crate::health::CaptureHealth;
 use crate::influx::InfluxConfig;
 use crate::otlp::OtlpConfig;
 use crate::prometheus::{MetricsServer, Registry, RegistryConfig, DEFAULT_ADDR};
-use ddscope_sysstat::promtext::Family;
-use ddscope_sysstat::system::{now_ns, SystemSampler, SystemSnapshot, SystemSource};
-use crate::{SinkStats, SinkStatsSnapshot};
+use crate::push::PushSink;
+use ddscope_sysstat::system::{now_ns, SystemSampler, SystemSource};
+use crate::SinkStatsSnapshot;
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
@@ -19,35 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// A push sink of the agent: it hears what the agent sees and never blocks
-/// (each sink queues and delivers on its own thread). Adding a sink is one
-/// implementation of this trait in its own file plus a line in [`PUSH_SINKS`].
-pub trait PushSink: Send + Sync {
-    fn on_event(&self, _e: &SubmsgEvent) {}
-    fn on_sample(&self, _r: &SampleRecord) {}
-    fn on_latency(&self, _r: &LatencyRow) {}
-    /// One hop row of a measured chain (`serve --path`).
-    fn on_chain_row(&self, _r: &ChainRow) {}
-    fn on_topic_rows(&self, _rows: &[TopicRow], _ts_ns: i64) {}
-    fn on_capture_health(&self, _h: &CaptureHealth, _ts_ns: i64) {}
-    fn on_system(&self, _s: &SystemSnapshot) {}
-    /// True when the sink carries the registry's metrics (pushed every `metrics_interval`).
-    fn wants_metrics(&self) -> bool {
-        false
-    }
-    fn on_metrics(&self, _fams: &[Family], _ts_ns: i64) {}
-    /// What a sink making one trace per sample made and left out (`ddscope_trace_export_total`).
-    fn trace_stats(&self) -> Option<Arc<crate::traces::TraceStats>> {
-        None
-    }
-    /// Delivery counters (registered as `ddscope_export_*{sink=…}` in /metrics).
-    fn stats(&self) -> &Arc<SinkStats>;
-    /// Waits up to `timeout` for the queue to drain; false if something is still queued.
-    fn flush(&self, timeout: Duration) -> bool;
-    /// Flushes for up to `timeout` and stops; what is left is counted as dropped.
-    fn shutdown(&mut self, timeout: Duration) -> SinkStatsSnapshot;
-}
 
 /// One kind of push sink: the names `--export` knows it by, how its target
 /// is checked when the option is parsed, and how it is started.
@@ -61,8 +32,8 @@ pub struct SinkKind {
 
 /// The registry of push sinks (Prometheus is not one: it is served, not pushed).
 pub const PUSH_SINKS: &[SinkKind] = &[
-    SinkKind { names: &["influx", "influxdb"], target: "http://HOST:PORT[/DB]", check: crate::influx::check_target, start: crate::influx::start_sink },
-    SinkKind { names: &["otlp"], target: "http://HOST:PORT", check: crate::otlp::check_target, start: crate::otlp::start_sink },
+    SinkKind { names: &["influx", "influxdb"], target: "http://HOST:PORT[/DB]", check: crate::influx::check_target, start: |t, _, o| crate::influx::start_sink(t, o.influx) },
+    SinkKind { names: &["otlp"], target: "http://HOST:PORT", check: crate::otlp::check_target, start: |t, host, o| crate::otlp::start_sink(t, host, o.sample_traces.clone(), o.otlp) },
 ];
 
 /// One `--export` option.

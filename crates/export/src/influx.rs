@@ -19,6 +19,7 @@
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
 use crate::health::CaptureHealth;
+use crate::push::PushSink;
 use ddscope_sysstat::promtext::Family;
 use ddscope_sysstat::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
@@ -890,13 +891,14 @@ pub(crate) fn check_target(url: &str) -> Result<(), String> {
     InfluxConfig::from_url(url).map(|_| ())
 }
 
-pub(crate) fn start_sink(url: &str, _host: &str, opts: &crate::ExportOptions) -> Result<Box<dyn crate::PushSink>, String> {
+/// Starts the sink of `influx=URL`, `tweak` applied (`ExportOptions`'s).
+pub(crate) fn start_sink(url: &str, tweak: fn(&mut InfluxConfig)) -> Result<Box<dyn PushSink>, String> {
     let mut cfg = InfluxConfig::from_url(url)?;
-    (opts.influx)(&mut cfg);
+    tweak(&mut cfg);
     Ok(Box::new(InfluxSink::start(cfg)?))
 }
 
-impl crate::PushSink for InfluxSink {
+impl PushSink for InfluxSink {
     fn on_event(&self, e: &SubmsgEvent) {
         InfluxSink::on_event(self, e)
     }

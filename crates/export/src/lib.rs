@@ -19,12 +19,15 @@ pub mod budget;
 pub mod delivery;
 mod exporters;
 pub mod health;
+pub mod ids;
 pub mod influx;
 pub mod otlp;
 pub mod prometheus;
+mod push;
 pub mod traces;
 
 pub use budget::{Budget, Budgets};
 pub use delivery::{DeliveryConfig, SinkStats, SinkStatsSnapshot};
-pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters, PushSink, SinkKind, PUSH_SINKS};
+pub use exporters::{ExportError, ExportOptions, ExportSpec, Exporters, SinkKind, PUSH_SINKS};
 pub use health::CaptureHealth;
+pub use push::PushSink;

@@ -11,12 +11,13 @@
 
 use crate::delivery::{Batch, Delivery, DeliveryConfig, Encoder, Http, Outcome, SinkStats, SinkStatsSnapshot, Transport};
 use ddscope_sysstat::promtext::{Family, Kind};
+use crate::ids::{fnv1a, sample_trace_id};
+use crate::push::PushSink;
 use crate::traces::{HostSpan, SampleTracer, TraceSampling, TraceStats};
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
 use std::sync::Mutex;
-use ddscope_wire::Guid;
 use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -82,30 +83,6 @@ fn resource(host: &str) -> Resource {
 
 fn scope() -> InstrumentationScope {
     InstrumentationScope { name: SCOPE.into(), version: env!("CARGO_PKG_VERSION").into(), ..Default::default() }
-}
-
-/// FNV-1a, 64 bit: a hash every agent computes alike (std's hashers may change between Rust releases).
-fn fnv1a(seed: u64, data: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
-    for b in data {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// Trace id of a DDS sample: the same at every capture point.
-pub fn sample_trace_id(writer: &Guid, sn: i64) -> [u8; 16] {
-    let mut key = [0u8; 24];
-    key[..16].copy_from_slice(&writer.to_bytes());
-    key[16..].copy_from_slice(&sn.to_be_bytes());
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&fnv1a(1, &key).to_be_bytes());
-    id[8..].copy_from_slice(&fnv1a(2, &key).to_be_bytes());
-    if id == [0; 16] {
-        id[15] = 1;
-    }
-    id
 }
 
 fn span_of(e: &SubmsgEvent) -> Span {
@@ -506,15 +483,17 @@ pub(crate) fn check_target(url: &str) -> Result<(), String> {
     }
 }
 
-pub(crate) fn start_sink(url: &str, host: &str, opts: &crate::ExportOptions) -> Result<Box<dyn crate::PushSink>, String> {
+/// Starts the sink of `otlp=URL` for the agent `host`: one trace per sample
+/// with `sample_traces`, then `tweak` applied (`ExportOptions`'s).
+pub(crate) fn start_sink(url: &str, host: &str, sample_traces: Option<TraceSampling>, tweak: fn(&mut OtlpConfig)) -> Result<Box<dyn PushSink>, String> {
     let mut cfg = OtlpConfig::new(url, host);
-    cfg.sample_traces = opts.sample_traces.clone();
-    (opts.otlp)(&mut cfg);
+    cfg.sample_traces = sample_traces;
+    tweak(&mut cfg);
     Ok(Box::new(OtlpSink::start(cfg)?))
 }
 
 /// Spans per submessage, and the registry's metrics every interval.
-impl crate::PushSink for OtlpSink {
+impl PushSink for OtlpSink {
     fn on_event(&self, e: &SubmsgEvent) {
         OtlpSink::on_event(self, e)
     }
@@ -549,6 +528,7 @@ impl crate::PushSink for OtlpSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddscope_wire::Guid;
     use ddscope_sysstat::promtext::Sample;
 
     #[test]

@@ -2,7 +2,7 @@
 //! (docs/export.md, "Traces: one per sample").
 //!
 //! The trace id is derived from the sample's identity — FNV-1a over (writer
-//! GUID, sequence number), [`crate::otlp::sample_trace_id`], the same
+//! GUID, sequence number), [`crate::ids::sample_trace_id`], the same
 //! function the agents' per-submessage spans and the scale-out sightings
 //! use — and every span id from (trace id, span name, host), so the spans of
 //! one sample made at different times (one correlated row per receiver; the
@@ -28,7 +28,7 @@
 //! late, lost (or incomplete) or over a budget; what is left out is counted.
 
 use crate::budget::{row_topic, Budgets};
-use crate::otlp::sample_trace_id;
+use crate::ids::sample_trace_id;
 use ddscope_core::latency::{LatencyRow, Level, Status, Timing};
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_wire::Guid;

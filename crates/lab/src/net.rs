@@ -15,10 +15,10 @@
 use anyhow::{anyhow, bail, Context, Result};
 use ddscope_traffic::{Bytes, Rate};
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 
 use crate::addr::parse_subnet;
-use crate::scenario::{Scenario, Vendor};
+use crate::procs::run_cmd;
+use crate::scenario::{LossSpec, Scenario};
 use crate::tcbpf::{self, Attached};
 use serde::{Deserialize, Serialize};
 
@@ -74,19 +74,6 @@ pub fn new_run_id() -> String {
         let _ = f.read_exact(&mut b);
     }
     format!("{}-{:02x}{:02x}", std::process::id(), b[0], b[1])
-}
-
-pub fn run_cmd(args: &[&str]) -> Result<String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", args[0]))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        bail!("`{}` failed: {}", args.join(" "), err.trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 impl Lab {
@@ -435,95 +422,8 @@ pub fn cyclone_partitioning(sc: &Scenario) -> String {
     format!("<Partitioning><NetworkPartitions>{parts}</NetworkPartitions><PartitionMappings>{maps}</PartitionMappings></Partitioning>")
 }
 
-/// Scenario checks of the eBPF options (part of [`Scenario::check`]).
-pub fn check_ebpf_options(sc: &Scenario) -> Result<()> {
-    if let Some(v) = sc.network.vlan_id {
-        if !(1..=4094).contains(&v) {
-            bail!("network.vlan_id {v}: must lie between 1 and 4094");
-        }
-    }
-    if let Some(l) = &sc.network.loss {
-        l.check()?;
-        for h in &l.hosts {
-            if sc.host_index(h).is_none() {
-                bail!("network.loss.hosts: {h:?} is not in hosts");
-            }
-        }
-    }
-    // Tagging follows the Cyclone DDS network partitions: every endpoint of a tagged topic must be Cyclone.
-    let tagged: Vec<&str> = sc
-        .nodes
-        .iter()
-        .flat_map(|n| n.publish.iter().chain(n.relay.iter().map(|r| &r.output)))
-        .filter(|f| f.pcp.is_some())
-        .map(|f| f.topic.as_str())
-        .collect();
-    for n in &sc.nodes {
-        if n.vendor == Vendor::Cyclone {
-            continue;
-        }
-        let uses = n
-            .publish
-            .iter()
-            .map(|f| f.topic.as_str())
-            .chain(n.relay.iter().flat_map(|r| [r.input.as_str(), r.output.topic.as_str()]))
-            .chain(n.subscribe.iter().map(|s| s.topic.as_str()))
-            .find(|t| tagged.contains(t));
-        if let Some(t) = uses {
-            bail!("node {} ({}): topic {t} has a pcp, which the lab applies through Cyclone DDS network partitions; use vendor cyclone for its endpoints", n.name, n.vendor.as_str());
-        }
-    }
-    Ok(())
-}
-
-/// Packet loss on the link: a Gilbert-Elliott channel per switch port
-/// (lab/bpf/tc_loss.c). Without bursts it is Bernoulli loss of `probability`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LossSpec {
-    /// Loss probability per frame outside bursts (the good state).
-    #[serde(default)]
-    pub probability: f64,
-    /// Per frame, the probability that a burst starts (good -> bad); 0: no bursts.
-    #[serde(default)]
-    pub enter_burst: f64,
-    /// Per frame, the probability that a burst ends (bad -> good); the mean burst lasts 1/leave_burst frames.
-    #[serde(default = "one_f64")]
-    pub leave_burst: f64,
-    /// Loss probability per frame in a burst (the bad state).
-    #[serde(default = "one_f64")]
-    pub burst_loss: f64,
-    /// Only frames towards these hosts are dropped (default: towards every host).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hosts: Vec<String>,
-}
-
-fn one_f64() -> f64 {
-    1.0
-}
-
+// The map value of a LossSpec belongs to the program that reads it.
 impl LossSpec {
-    pub fn check(&self) -> Result<()> {
-        for (name, v) in [("probability", self.probability), ("enter_burst", self.enter_burst), ("leave_burst", self.leave_burst), ("burst_loss", self.burst_loss)] {
-            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
-                bail!("network.loss.{name} {v}: must lie between 0 and 1");
-            }
-        }
-        if self.enter_burst > 0.0 && self.leave_burst == 0.0 {
-            bail!("network.loss: leave_burst 0 with enter_burst > 0 would never end a burst");
-        }
-        Ok(())
-    }
-
-    /// The long-run loss rate: the stationary share of the bad state times its loss, plus the good state's.
-    pub fn mean_loss(&self) -> f64 {
-        if self.enter_burst == 0.0 {
-            return self.probability;
-        }
-        let bad = self.enter_burst / (self.enter_burst + self.leave_burst);
-        bad * self.burst_loss + (1.0 - bad) * self.probability
-    }
-
     /// `struct loss_cfg` of lab/bpf/tc_loss.c: probabilities as x * 2^32.
     fn map_value(&self) -> [u8; 40] {
         let fx = |p: f64| -> u64 { (p * 4_294_967_296.0).round().clamp(0.0, 4_294_967_296.0) as u64 };

@@ -8,9 +8,9 @@
 //! that is killed outright. [`Procs`] terminates whatever is still running
 //! when it is dropped.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,21 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Runs a one-shot command (`ip`, `tc`) to its end: its standard output,
+/// or an error with its standard error when it fails.
+pub fn run_cmd(args: &[&str]) -> Result<String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", args[0]))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        bail!("`{}` failed: {}", args.join(" "), err.trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Routes SIGINT, SIGTERM and SIGHUP to a flag that the run loop polls.

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use crate::net::HostNet;
 use crate::pcapng::ConvertStats;
-use crate::run::CaptureStats;
 use crate::scenario::{DdsConfig, FidelityConfig, Tracing, Vendor};
 use crate::truth::TopicTruth;
 use ddscope_traffic::Reliability;
@@ -105,6 +104,26 @@ pub struct NetworkReport {
     /// of the run (frames lost that no scenario asked to lose).
     #[serde(default)]
     pub kernel_drops: Vec<crate::net::DeviceDrops>,
+}
+
+/// tcpdump's counters of one capture (it prints them on exit).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct CaptureStats {
+    pub captured: Option<u64>,
+    pub received_by_filter: Option<u64>,
+    pub dropped_by_kernel: Option<u64>,
+    pub dropped_by_interface: Option<u64>,
+}
+
+impl CaptureStats {
+    /// Frames the kernel placed in tcpdump's ring that tcpdump never wrote:
+    /// it stops on SIGINT without reading a ring block the kernel has not
+    /// handed over yet (libpcap's TPACKET_V3 blocks are handed over when full
+    /// or after its 1 s timeout).
+    pub fn undelivered_at_stop(&self) -> u64 {
+        let (Some(r), Some(c)) = (self.received_by_filter, self.captured) else { return 0 };
+        r.saturating_sub(c).saturating_sub(self.dropped_by_kernel.unwrap_or(0))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

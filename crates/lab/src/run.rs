@@ -5,7 +5,6 @@
 //! against the ground truth, and `run.json` written.
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
@@ -19,7 +18,7 @@ use crate::net::{self, Lab};
 use crate::pcapng;
 use crate::procs::{self, in_netns, Procs};
 use crate::report::{
-    AgentReport, CaptureReport, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
+    AgentReport, CaptureReport, CaptureStats, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
     RunReport, Timing, Tools, TopicChecks, TopicReport, TopicsDoc, Topology, TracingReport, TruthFile, WireCheck, FORMAT,
 };
 use crate::scenario::{self, Scenario, Tracing, Vendor};
@@ -97,25 +96,6 @@ fn wait_for_text(path: &Path, needle: &str, timeout: Duration, proc_: &mut procs
             bail!("{} not ready after {:?} (see {})", proc_.name, timeout, path.display());
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub struct CaptureStats {
-    pub captured: Option<u64>,
-    pub received_by_filter: Option<u64>,
-    pub dropped_by_kernel: Option<u64>,
-    pub dropped_by_interface: Option<u64>,
-}
-
-impl CaptureStats {
-    /// Frames the kernel placed in tcpdump's ring that tcpdump never wrote:
-    /// it stops on SIGINT without reading a ring block the kernel has not
-    /// handed over yet (libpcap's TPACKET_V3 blocks are handed over when full
-    /// or after its 1 s timeout).
-    pub fn undelivered_at_stop(&self) -> u64 {
-        let (Some(r), Some(c)) = (self.received_by_filter, self.captured) else { return 0 };
-        r.saturating_sub(c).saturating_sub(self.dropped_by_kernel.unwrap_or(0))
     }
 }
 

@@ -10,6 +10,7 @@
 //! and what it writes next to its captures.
 
 use anyhow::{anyhow, bail, Result};
+use ddscope_trace::Layout;
 use ddscope_traffic::{BurstFlow, Bytes, Nanos, Percent, Rate, Reliability, TopicFlow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,12 +100,17 @@ impl Tracing {
     pub fn is_off(&self) -> bool {
         *self == Tracing::Off
     }
-    pub fn as_str(self) -> &'static str {
+    /// The ros2_tracing layout the nodes emit (`None`: no tracing).
+    pub fn layout(self) -> Option<Layout> {
         match self {
-            Tracing::Off => "off",
-            Tracing::Humble => "humble",
-            Tracing::Jazzy => "jazzy",
+            Tracing::Off => None,
+            Tracing::Humble => Some(Layout::RmwPublishWithoutTimestamp),
+            Tracing::Jazzy => Some(Layout::RmwPublishWithTimestamp),
         }
+    }
+    /// `off`, or the layout's name (`humble`, `jazzy`).
+    pub fn as_str(self) -> &'static str {
+        self.layout().map_or("off", Layout::as_str)
     }
 }
 
@@ -113,9 +119,11 @@ impl std::str::FromStr for Tracing {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "off" | "none" => Ok(Tracing::Off),
-            "humble" => Ok(Tracing::Humble),
-            "jazzy" => Ok(Tracing::Jazzy),
-            _ => bail!("unknown tracing {s:?} (use off, humble or jazzy)"),
+            _ => match s.parse::<Layout>() {
+                Ok(Layout::RmwPublishWithoutTimestamp) => Ok(Tracing::Humble),
+                Ok(Layout::RmwPublishWithTimestamp) => Ok(Tracing::Jazzy),
+                Err(_) => bail!("unknown tracing {s:?} (use off, humble or jazzy)"),
+            },
         }
     }
 }
@@ -148,11 +156,60 @@ pub struct Network {
     pub vlan_id: Option<u16>,
     /// Packet loss on the link (an eBPF program on the switch's egress ports; docs/lab.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss: Option<crate::net::LossSpec>,
+    pub loss: Option<LossSpec>,
     /// Attach lab/bpf/tc_probe.c at clsact ingress and egress of every host's
     /// interface: the floor cost of capturing from a tc hook (bench/overhead.py).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tc_probe: bool,
+}
+
+/// Packet loss on the link: a Gilbert-Elliott channel per switch port
+/// (lab/bpf/tc_loss.c). Without bursts it is Bernoulli loss of `probability`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossSpec {
+    /// Loss probability per frame outside bursts (the good state).
+    #[serde(default)]
+    pub probability: f64,
+    /// Per frame, the probability that a burst starts (good -> bad); 0: no bursts.
+    #[serde(default)]
+    pub enter_burst: f64,
+    /// Per frame, the probability that a burst ends (bad -> good); the mean burst lasts 1/leave_burst frames.
+    #[serde(default = "one_f64")]
+    pub leave_burst: f64,
+    /// Loss probability per frame in a burst (the bad state).
+    #[serde(default = "one_f64")]
+    pub burst_loss: f64,
+    /// Only frames towards these hosts are dropped (default: towards every host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+impl LossSpec {
+    pub fn check(&self) -> Result<()> {
+        for (name, v) in [("probability", self.probability), ("enter_burst", self.enter_burst), ("leave_burst", self.leave_burst), ("burst_loss", self.burst_loss)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                bail!("network.loss.{name} {v}: must lie between 0 and 1");
+            }
+        }
+        if self.enter_burst > 0.0 && self.leave_burst == 0.0 {
+            bail!("network.loss: leave_burst 0 with enter_burst > 0 would never end a burst");
+        }
+        Ok(())
+    }
+
+    /// The long-run loss rate: the stationary share of the bad state times its loss, plus the good state's.
+    pub fn mean_loss(&self) -> f64 {
+        if self.enter_burst == 0.0 {
+            return self.probability;
+        }
+        let bad = self.enter_burst / (self.enter_burst + self.leave_burst);
+        bad * self.burst_loss + (1.0 - bad) * self.probability
+    }
 }
 
 impl Default for Network {
@@ -770,7 +827,7 @@ impl Scenario {
                 bail!("nodes[{i}] ({}): more than 64 endpoints in one node", n.name);
             }
         }
-        crate::net::check_ebpf_options(self)?;
+        check_ebpf_options(self)?;
         for (i, g) in self.generate.iter().enumerate() {
             if g.sizes.is_empty() || g.rates_hz.is_empty() || g.reliability.is_empty() {
                 bail!("generate[{i}]: sizes, rates_hz and reliability must not be empty");
@@ -1184,6 +1241,47 @@ impl Scenario {
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string_pretty(self)?)
     }
+}
+
+/// Scenario checks of the eBPF options (part of [`Scenario::check`]).
+fn check_ebpf_options(sc: &Scenario) -> Result<()> {
+    if let Some(v) = sc.network.vlan_id {
+        if !(1..=4094).contains(&v) {
+            bail!("network.vlan_id {v}: must lie between 1 and 4094");
+        }
+    }
+    if let Some(l) = &sc.network.loss {
+        l.check()?;
+        for h in &l.hosts {
+            if sc.host_index(h).is_none() {
+                bail!("network.loss.hosts: {h:?} is not in hosts");
+            }
+        }
+    }
+    // Tagging follows the Cyclone DDS network partitions: every endpoint of a tagged topic must be Cyclone.
+    let tagged: Vec<&str> = sc
+        .nodes
+        .iter()
+        .flat_map(|n| n.publish.iter().chain(n.relay.iter().map(|r| &r.output)))
+        .filter(|f| f.pcp.is_some())
+        .map(|f| f.topic.as_str())
+        .collect();
+    for n in &sc.nodes {
+        if n.vendor == Vendor::Cyclone {
+            continue;
+        }
+        let uses = n
+            .publish
+            .iter()
+            .map(|f| f.topic.as_str())
+            .chain(n.relay.iter().flat_map(|r| [r.input.as_str(), r.output.topic.as_str()]))
+            .chain(n.subscribe.iter().map(|s| s.topic.as_str()))
+            .find(|t| tagged.contains(t));
+        if let Some(t) = uses {
+            bail!("node {} ({}): topic {t} has a pcp, which the lab applies through Cyclone DDS network partitions; use vendor cyclone for its endpoints", n.name, n.vendor.as_str());
+        }
+    }
+    Ok(())
 }
 
 fn check_flow(f: &TopicFlow) -> Result<()> {

@@ -279,7 +279,7 @@ pub fn run(
                         .iter()
                         .map(|r| ddscope_export::prometheus::TopicRate {
                             capture: cfg.name.clone(),
-                            topic: r.totals.topic_name.clone(),
+                            topic: r.label.clone(),
                             domain: r.totals.domain,
                             rate_hz: r.rate_now_hz,
                             kind: r.rate_now_kind,

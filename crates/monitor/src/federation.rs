@@ -17,7 +17,7 @@
 //! merged view leaves them out and says so in `federation.not_merged`.
 
 use ddscope_core::latency::stats::{Dist, DistParts};
-use ddscope_core::latency::{Correlator, FlowSummary};
+use ddscope_core::latency::{Correlator, FlowSummary, Layer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -31,8 +31,6 @@ const LOST_EXAMPLES: usize = 20;
 const MAX_ANSWER: u64 = 32 << 20;
 /// Memory all shards' decoded answers may hold (each shard gets an equal share).
 const MEMORY_BUDGET: u64 = 512 << 20;
-/// Distinct latency layers merged per flow (a shard names them).
-const MAX_LAYERS: usize = 32;
 /// Shards a front polls.
 pub const MAX_SHARDS: usize = 64;
 
@@ -54,6 +52,9 @@ pub struct FlowParts {
     pub retransmitted_samples: u64,
     pub retransmitted_frags: u64,
     pub retransmitted_bytes: u64,
+    /// Per layer, named as `Layer::as_str` spells it: a shard's answer is read
+    /// whatever it holds, and a name this build does not know is refused when
+    /// merged (counted with the bad distributions).
     pub layers: Vec<(String, DistParts)>,
     pub repaired: DistParts,
     pub clean: DistParts,
@@ -100,7 +101,7 @@ struct Acc {
     retransmitted_samples: u64,
     retransmitted_frags: u64,
     retransmitted_bytes: u64,
-    layers: BTreeMap<String, Dist>,
+    layers: BTreeMap<Layer, Dist>,
     repaired: Dist,
     clean: Dist,
     lost_examples: Vec<i64>,
@@ -157,10 +158,11 @@ pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<
         add_sat(&mut a.retransmitted_frags, f.retransmitted_frags, sat);
         add_sat(&mut a.retransmitted_bytes, f.retransmitted_bytes, sat);
         for (l, p) in &f.layers {
-            if a.layers.len() >= MAX_LAYERS && !a.layers.contains_key(l) {
-                continue;
+            // A layer this build does not know is a distribution it cannot merge.
+            match Layer::parse(l) {
+                Some(l) => add_dist(a.layers.entry(l).or_default(), p, &mut pr),
+                None => pr.bad_distributions += 1,
             }
-            add_dist(a.layers.entry(l.clone()).or_default(), p, &mut pr);
         }
         add_dist(&mut a.repaired, &f.repaired, &mut pr);
         add_dist(&mut a.clean, &f.clean, &mut pr);
@@ -195,7 +197,12 @@ pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<
                 period_ms: None,
                 in_time: 0,
                 late: 0,
-                layers: a.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.clone(), d.summary())).collect(),
+                layers: {
+                    // in the order of their names, as shards name them
+                    let mut v: Vec<_> = a.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (*l, d.summary())).collect();
+                    v.sort_by_key(|(l, _)| l.as_str());
+                    v
+                },
                 jitter: Default::default(),
                 jitter_abs: Default::default(),
                 repaired: a.repaired.summary(),

@@ -3,7 +3,7 @@
 //!
 //! Each sample sighting and DATA_FRAG sighting becomes one span whose trace
 //! id is derived from the sample's identity (writer GUID, sn) with
-//! [`ddscope_export::otlp::sample_trace_id`], so every host's sighting of one
+//! [`ddscope_export::ids::sample_trace_id`], so every host's sighting of one
 //! sample carries the same trace id and the Collector's load-balancing
 //! exporter (`routing_key: traceID`) sends them all to the same `serve`
 //! shard. Everything a shard needs to rebuild the correlator's item is in the
@@ -78,7 +78,7 @@ fn span_id(agent: &str, kind: u8, trace: &[u8; 16], frag: u32) -> Vec<u8> {
 }
 
 fn trace_id(w: &str, sn: i64) -> Option<[u8; 16]> {
-    Guid::parse_hex(w).map(|g| ddscope_export::otlp::sample_trace_id(&g, sn))
+    Guid::parse_hex(w).map(|g| ddscope_export::ids::sample_trace_id(&g, sn))
 }
 
 fn sample_span(agent: &str, x: &StreamSample) -> Option<Span> {

@@ -15,7 +15,7 @@
 //! older than a watermark already handed over is counted as `late`.
 
 use ddscope_core::ros2::{AssembleConfig, AssembleStats, Assembler, TraceItem};
-use ddscope_trace::{Poll, SessionNotFound, TraceReader};
+use ddscope_trace::{Layout, Poll, SessionNotFound, TraceReader};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,11 +54,20 @@ pub struct TraceCounters {
     /// Times the live reader lost the session or the relay daemon and reconnected.
     pub reconnects: u64,
     pub last_error: Option<String>,
-    pub layout: Option<&'static str>,
+    /// The layout of `rmw_publish` (`humble`, `jazzy` in the JSON).
+    #[serde(serialize_with = "layout_name")]
+    pub layout: Option<Layout>,
     pub assemble: AssembleStats,
     /// Items in the queue now.
     pub queued: usize,
     pub max_queued: usize,
+}
+
+fn layout_name<S: serde::Serializer>(l: &Option<Layout>, s: S) -> Result<S::Ok, S::Error> {
+    match l {
+        Some(l) => s.serialize_some(l.as_str()),
+        None => s.serialize_none(),
+    }
 }
 
 #[derive(Default)]
@@ -213,10 +222,7 @@ fn follow(mut reader: TraceReader, cfg: TraceFollowConfig, q: TraceQueue, stop: 
             c.discarded_events = st.discarded_events;
             c.reconnects = st.live_reconnects;
             c.last_error = st.last_live_error.clone();
-            c.layout = st.layout.map(|l| match l {
-                ddscope_trace::Layout::RmwPublishWithoutTimestamp => "humble",
-                ddscope_trace::Layout::RmwPublishWithTimestamp => "jazzy",
-            });
+            c.layout = st.layout;
             c.assemble = asm.stats.clone();
         });
     };

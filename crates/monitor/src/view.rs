@@ -15,7 +15,8 @@ use ddscope_core::rate::{RateKind, SampleTimes, TopicRate};
 use ddscope_wire::Guid;
 use std::collections::HashMap;
 use ddscope_core::samples::SampleRecord;
-use ddscope_core::topics::{TopicRow, TopicsAnalysis, TopicsConfig, TopicsStats};
+use ddscope_core::record::{opt_u, Value};
+use ddscope_core::topics::{unknown_writer, TopicRow, TopicsAnalysis, TopicsConfig, TopicsStats};
 use std::collections::VecDeque;
 
 const BUCKET_NS: i64 = 1_000_000_000;
@@ -134,11 +135,13 @@ impl LiveStats {
     }
 }
 
-/// One line of the live table.
-#[derive(Clone, Debug, serde::Serialize)]
+/// One line of the live table: the topic's row of `ddscope topics` (core's
+/// [`TopicRow`], the one topic-row schema) and its current rate and bandwidth.
+#[derive(Clone, Debug)]
 pub struct LiveRow {
-    #[serde(flatten)]
-    pub totals: TopicRowJson,
+    pub totals: TopicRow,
+    /// [`TopicRow::label`]: its topic name, or the writer's short GUID.
+    pub label: String,
     /// The rate over the last [`WINDOW_S`] s (ddscope_core::rate), null unless a writer was steady.
     pub rate_now_hz: Option<f64>,
     /// steady, bursty, few, no_samples (none in the window) or mixed.
@@ -146,34 +149,47 @@ pub struct LiveRow {
     pub bandwidth_now_bps: f64,
 }
 
-/// The totals of a topic as plain JSON-able values.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct TopicRowJson {
-    pub topic_name: String,
-    pub type_name: String,
-    /// DDS domain of the row (topics are keyed by (domain, topic)); null when unknown.
-    pub domain: Option<u32>,
-    pub vendors: Vec<String>,
-    pub writers: u64,
-    pub readers: u64,
-    pub samples: u64,
-    pub incomplete_samples: u64,
-    pub bytes: u64,
-    pub mean_sample_size: f64,
-    pub max_sample_size: u32,
-    pub rtps_frags_per_sample: f64,
-    pub ip_frags_per_sample: f64,
-    pub retransmitted_fragments: u64,
-    pub sn_gaps: u64,
-    pub heartbeats: u64,
-    pub acknacks: u64,
-    pub nack_frags: u64,
-    pub gaps: u64,
-    /// ROS nodes owning the topic's writers and readers (from `ros_discovery_info`), at most
-    /// [`MAX_ROW_NODES`] each; `nodes_not_shown` counts the rest.
-    pub writer_nodes: Vec<String>,
-    pub reader_nodes: Vec<String>,
-    pub nodes_not_shown: usize,
+// The live view's columns (its JSON, which the agent sends to serve and the
+// dashboard shows): the topic row's under its names, as the live table shows
+// them — the label for a topic without a name, 0 rather than null without
+// samples, at most MAX_ROW_NODES nodes per role (`nodes_not_shown` counts the
+// rest) — then the rate window's.
+ddscope_core::record!(LiveRow, r, let {
+    let t = &r.totals;
+    let per = |x: u64| Value::F(t.per_sample(x).unwrap_or(0.0));
+}, {
+    topic_name: Str => Value::S(&r.label),
+    type_name: Str => Value::S(t.names.as_deref().map_or("", |n| n.type_name.as_str())),
+    domain: U64 => opt_u(t.domain),
+    vendors: Str => Value::Vendors(&t.vendors),
+    writers: U64 => Value::U(t.writers),
+    readers: U64 => Value::U(t.readers),
+    samples: U64 => Value::U(t.samples),
+    incomplete_samples: U64 => Value::U(t.incomplete_samples),
+    bytes: U64 => Value::U(t.bytes),
+    mean_sample_size: F64 => per(t.bytes),
+    max_sample_size: U64 => Value::U(t.max_sample_size as u64),
+    rtps_frags_per_sample: F64 => per(t.rtps_frags),
+    ip_frags_per_sample: F64 => per(t.ip_frags),
+    retransmitted_fragments: U64 => Value::U(t.retransmitted_fragments),
+    sn_gaps: U64 => Value::U(t.sn_gaps),
+    heartbeats: U64 => Value::U(t.heartbeats),
+    acknacks: U64 => Value::U(t.acknacks),
+    nack_frags: U64 => Value::U(t.nack_frags),
+    gaps: U64 => Value::U(t.gaps),
+    writer_nodes: Str => Value::Strs(&t.writer_nodes[..t.writer_nodes.len().min(MAX_ROW_NODES)]),
+    reader_nodes: Str => Value::Strs(&t.reader_nodes[..t.reader_nodes.len().min(MAX_ROW_NODES)]),
+    nodes_not_shown: U64 => Value::U((t.writer_nodes.len().saturating_sub(MAX_ROW_NODES) + t.reader_nodes.len().saturating_sub(MAX_ROW_NODES)) as u64),
+    rate_now_hz: F64 => r.rate_now_hz.map_or(Value::Null, Value::F),
+    rate_now_kind: Str => Value::S(r.rate_now_kind.as_str()),
+    bandwidth_now_bps: F64 => Value::F(r.bandwidth_now_bps),
+});
+
+/// The live JSON: [`LiveRow`]'s columns.
+impl serde::Serialize for LiveRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ddscope_core::record::Serde(self).serialize(s)
+    }
 }
 
 /// The rate window's key of a topic: its name, and its domain when known
@@ -187,43 +203,6 @@ fn window_key(name: &str, domain: Option<u32>) -> String {
 
 /// Node names per role in one topic row of the live table.
 pub const MAX_ROW_NODES: usize = 16;
-
-impl TopicRowJson {
-    pub fn of(r: &TopicRow) -> Self {
-        let per = |x: u64| if r.samples > 0 { x as f64 / r.samples as f64 } else { 0.0 };
-        TopicRowJson {
-            topic_name: r.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| match r.writer_id {
-                // Discovery was not captured: name the writer by a short GUID.
-                Some(w) => {
-                    let g = w.to_string();
-                    format!("? writer {}…{}", &g[..8], &g[24..])
-                }
-                None => "?".into(),
-            }),
-            type_name: r.names.as_ref().map(|n| n.type_name.clone()).unwrap_or_default(),
-            domain: r.domain,
-            vendors: r.vendors.clone(),
-            writers: r.writers,
-            readers: r.readers,
-            samples: r.samples,
-            incomplete_samples: r.incomplete_samples,
-            bytes: r.bytes,
-            mean_sample_size: per(r.bytes),
-            max_sample_size: r.max_sample_size,
-            rtps_frags_per_sample: per(r.rtps_frags),
-            ip_frags_per_sample: per(r.ip_frags),
-            retransmitted_fragments: r.retransmitted_fragments,
-            sn_gaps: r.sn_gaps,
-            heartbeats: r.heartbeats,
-            acknacks: r.acknacks,
-            nack_frags: r.nack_frags,
-            gaps: r.gaps,
-            writer_nodes: r.writer_nodes.iter().take(MAX_ROW_NODES).cloned().collect(),
-            reader_nodes: r.reader_nodes.iter().take(MAX_ROW_NODES).cloned().collect(),
-            nodes_not_shown: r.writer_nodes.len().saturating_sub(MAX_ROW_NODES) + r.reader_nodes.len().saturating_sub(MAX_ROW_NODES),
-        }
-    }
-}
 
 impl LiveTopics {
     pub fn new(cfg: TopicsConfig) -> Self {
@@ -268,10 +247,7 @@ impl LiveTopics {
             if w.key.is_empty() || (r.topic.is_some() && w.key.starts_with('?')) {
                 w.key = match &r.topic {
                     Some(t) => window_key(&t.topic_name, t.domain),
-                    None => {
-                        let g = r.writer_id.to_string();
-                        format!("? writer {}…{}", &g[..8], &g[24..])
-                    }
+                    None => unknown_writer(&r.writer_id),
                 };
             }
             w.buckets.add(r.first_ts_ns, r.sample_size as u64);
@@ -300,7 +276,7 @@ impl LiveTopics {
     pub fn rows(&self, capture: &str, decoder: &Decoder, now_ns: i64) -> Vec<LiveRow> {
         let now = self.now_rates(now_ns);
         self.topic_rows(capture, decoder)
-            .iter()
+            .into_iter()
             // Writers of unknown topics that only showed HEARTBEATs/ACKNACKs are noise here.
             .filter(|r| r.names.is_some() || r.samples > 0)
             .map(|r| live_row(r, &now))
@@ -324,15 +300,15 @@ impl LiveTopics {
             rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(b.names.is_some().cmp(&a.names.is_some())));
         }
         let now = self.now_rates(now_ns);
-        let out = rows.iter().map(|r| live_row(r, &now)).collect();
+        let out = rows.into_iter().map(|r| live_row(r, &now)).collect();
         (out, total - total.min(max))
     }
 }
 
-fn live_row(r: &TopicRow, now: &HashMap<&str, NowRate>) -> LiveRow {
-    let t = TopicRowJson::of(r);
-    let n = now.get(window_key(&t.topic_name, t.domain).as_str()).copied().unwrap_or(NowRate::SILENT);
-    LiveRow { totals: t, rate_now_hz: n.hz, rate_now_kind: n.kind, bandwidth_now_bps: n.bps }
+fn live_row(r: TopicRow, now: &HashMap<&str, NowRate>) -> LiveRow {
+    let label = r.label();
+    let n = now.get(window_key(&label, r.domain).as_str()).copied().unwrap_or(NowRate::SILENT);
+    LiveRow { totals: r, label, rate_now_hz: n.hz, rate_now_kind: n.kind, bandwidth_now_bps: n.bps }
 }
 
 #[cfg(test)]
@@ -390,6 +366,52 @@ mod tests {
         assert_eq!((s.topics.writers, s.topics.writers_evicted), (5, 5));
         let line = s.summary_line();
         assert!(line.contains("7 writers dropped from the rate window") && line.contains("5 writers"), "{line}");
+    }
+
+    /// Oracle: the JSON the live view served before it was written from the
+    /// topic row (TopicRowJson, serde-derived), by hand.
+    #[test]
+    fn live_json_fields_and_values() {
+        use ddscope_core::discovery::TopicNames;
+        use std::sync::Arc;
+        let nodes = |n: usize| (0..n).map(|i| format!("/n{i:02}")).collect::<Vec<_>>();
+        let unknown = TopicRow {
+            writer_id: Guid::parse_hex("0110aabbccddeeff0011223300000102"),
+            writers: 1,
+            heartbeats: 3,
+            writer_nodes: nodes(17),
+            reader_nodes: nodes(18),
+            ..Default::default()
+        };
+        let r = live_row(unknown, &HashMap::new());
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            format!(
+                "{{\"topic_name\":\"? writer 0110aabb…00000102\",\"type_name\":\"\",\"domain\":null,\"vendors\":[],\"writers\":1,\"readers\":0,\
+                 \"samples\":0,\"incomplete_samples\":0,\"bytes\":0,\"mean_sample_size\":0.0,\"max_sample_size\":0,\"rtps_frags_per_sample\":0.0,\
+                 \"ip_frags_per_sample\":0.0,\"retransmitted_fragments\":0,\"sn_gaps\":0,\"heartbeats\":3,\"acknacks\":0,\"nack_frags\":0,\"gaps\":0,\
+                 \"writer_nodes\":{w},\"reader_nodes\":{w},\"nodes_not_shown\":3,\"rate_now_hz\":null,\"rate_now_kind\":\"no_samples\",\"bandwidth_now_bps\":0.0}}",
+                w = serde_json::to_string(&nodes(MAX_ROW_NODES)).unwrap()
+            )
+        );
+        let named = TopicRow {
+            names: Some(Arc::new(TopicNames::new("rt/t", "pkg::msg::dds_::T_"))),
+            domain: Some(3),
+            vendors: vec![0x0110],
+            samples: 4,
+            bytes: 4000,
+            max_sample_size: 1500,
+            rtps_frags: 6,
+            ip_frags: 10,
+            ..Default::default()
+        };
+        let mut now = HashMap::new();
+        let key = window_key("/t", Some(3));
+        now.insert(key.as_str(), NowRate { hz: Some(10.0), kind: RateKind::Steady, bps: 8000.0 });
+        let v = serde_json::to_value(live_row(named, &now)).unwrap();
+        assert_eq!((&v["topic_name"], &v["type_name"], &v["domain"], &v["vendors"]), (&"/t".into(), &"pkg/msg/T".into(), &3.into(), &serde_json::json!(["0x0110"])));
+        assert_eq!((&v["mean_sample_size"], &v["max_sample_size"], &v["rtps_frags_per_sample"], &v["ip_frags_per_sample"]), (&1000.0.into(), &1500.into(), &1.5.into(), &2.5.into()));
+        assert_eq!((&v["rate_now_hz"], &v["rate_now_kind"], &v["bandwidth_now_bps"]), (&10.0.into(), &"steady".into(), &8000.0.into()));
     }
 
     /// Oracle: (n − 1) / (last − first) of the samples in the window, by hand.

@@ -5,7 +5,7 @@
 //! serve's OTLP sink POSTs with the protobuf definitions of
 //! opentelemetry-proto (not with ddscope's encoder).
 
-use ddscope_export::otlp::sample_trace_id;
+use ddscope_export::ids::sample_trace_id;
 use ddscope_monitor::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
 use ddscope_monitor::serve::{ServeConfig, Server};
 use ddscope_wire::Guid;

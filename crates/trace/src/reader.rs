@@ -120,13 +120,39 @@ pub struct TraceInfo {
     pub trace_name: Option<String>,
 }
 
-/// The two ros2_tracing layouts that matter for joining with the wire.
+/// The two ros2_tracing layouts that matter for joining with the wire,
+/// named after the ROS 2 distro that writes them (`humble`, `jazzy`: the
+/// agent's trace counters, the lab's `tracing` setting).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     /// `rmw_publish` records only `message` (Humble, Iron: tracetools < 8).
     RmwPublishWithoutTimestamp,
     /// `rmw_publish` records `rmw_publisher_handle`, `message`, `timestamp` (Jazzy on: tracetools ≥ 8).
     RmwPublishWithTimestamp,
+}
+
+impl Layout {
+    pub const ALL: [Layout; 2] = [Layout::RmwPublishWithoutTimestamp, Layout::RmwPublishWithTimestamp];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::RmwPublishWithoutTimestamp => "humble",
+            Layout::RmwPublishWithTimestamp => "jazzy",
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Layout::ALL.into_iter().find(|l| l.as_str() == s).ok_or_else(|| format!("unknown ros2_tracing layout {s:?}: expected humble or jazzy"))
+    }
 }
 
 /// What a read saw besides the decoded events: nothing is dropped silently.
@@ -1218,5 +1244,20 @@ impl SinkState {
             }
         }
         ctx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Layout;
+
+    #[test]
+    fn layout_names_read_back() {
+        for l in Layout::ALL {
+            assert_eq!(l.to_string().parse::<Layout>(), Ok(l));
+        }
+        assert_eq!(Layout::RmwPublishWithTimestamp.to_string(), "jazzy");
+        let e = "iron".parse::<Layout>().unwrap_err();
+        assert!(e.contains("\"iron\""), "{e}");
     }
 }

@@ -218,6 +218,17 @@ pub fn read_exts<'a>(r: &mut Reader<'a>, present: bool, what: &'static str, visi
     Ok(())
 }
 
+/// The body of an OAM message (transport or network), encoded as its
+/// header's bits 5–6 say.
+pub(crate) fn oam_body(r: &mut Reader<'_>, h: u8) -> ZResult<()> {
+    match h & 0x60 {
+        0x00 => Ok(()),
+        0x20 => r.vle("OAM body").map(|_| ()),
+        0x40 => r.zslice("OAM body").map(|_| ()),
+        _ => malformed("OAM body", "reserved encoding"),
+    }
+}
+
 /// A Zenoh id: 1 to 16 bytes, shown as zenoh shows it (lowercase hex of the
 /// id's bytes, most significant first, leading zeros dropped).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

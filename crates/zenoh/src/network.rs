@@ -293,7 +293,7 @@ pub(crate) fn read_with_header<'a>(r: &mut Reader<'a>, h: u8, allow_cut: bool) -
         OAM => {
             let id = r.vle("network OAM id")?;
             read_exts(r, z, "network OAM extension", &mut |_| {})?;
-            crate::transport::oam_body(r, h)?;
+            crate::codec::oam_body(r, h)?;
             Ok(NetworkMsg::Oam { id })
         }
         _ => malformed("network header", "unknown message id"),

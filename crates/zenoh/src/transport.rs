@@ -7,7 +7,7 @@
 //! until the next byte that is not a network-message header, a Fragment's
 //! payload to the end of the batch.
 
-use crate::codec::{has, mid, read_exts, Ext, Reader, ZResult, ZenohId, FLAG_Z};
+use crate::codec::{has, mid, oam_body, read_exts, Ext, Reader, ZResult, ZenohId, FLAG_Z};
 use crate::network::{self, NetworkMsg};
 
 pub const OAM: u8 = 0x00;
@@ -288,16 +288,6 @@ pub fn read<'a>(r: &mut Reader<'a>) -> ZResult<TransportMsg<'a>> {
             Ok(TransportMsg::Network(network::read_with_header(r, h, false)?))
         }
         _ => crate::codec::malformed("transport header", "unknown message id"),
-    }
-}
-
-/// The body of an OAM message, encoded as its header's bits 5–6 say.
-pub(crate) fn oam_body(r: &mut Reader<'_>, h: u8) -> ZResult<()> {
-    match h & 0x60 {
-        0x00 => Ok(()),
-        0x20 => r.vle("OAM body").map(|_| ()),
-        0x40 => r.zslice("OAM body").map(|_| ()),
-        _ => crate::codec::malformed("OAM body", "reserved encoding"),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::common;
 use anyhow::{anyhow, bail, Context};
-use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::latency::{Layer, Level, LatencyRow};
 use ddscope_core::session::{self, LatencyOptions};
 use ddscope_lab::sweep::{self, Manifest, PlotSpec, Status, TruthFlow};
 use serde_json::{json, Map, Value};
@@ -103,9 +103,8 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
         if let Some(i) = ti {
             matched[i] = true;
         }
-        let layer = |name: &str| f.layers.iter().find(|(l, _)| l == name).map(|(_, d)| d.clone());
-        let msg = layer("message");
-        let app = layer("application");
+        let msg = f.layer(Layer::Message).cloned();
+        let app = f.layer(Layer::Application).cloned();
         let (b, _) = bytes.get(&(topic.clone(), f.sender.clone(), f.receiver.clone())).copied().unwrap_or((0, 0));
         let mut m = Map::new();
         m.insert("topic".into(), json!(topic));

@@ -348,7 +348,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                         hop: "e2e".into(),
                         topic: format!("{} hops, {} instances", p.topics.len(), p.count),
                         route: String::new(),
-                        layer: "chain_e2e".into(),
+                        layer: None,
                         s: p.e2e,
                     })
                     .collect();

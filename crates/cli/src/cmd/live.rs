@@ -102,7 +102,7 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
     for r in &s.rows {
         let t = &r.totals;
         // Names from the wire: control characters escaped before anything reaches the terminal.
-        let mut name = ddscope_core::names::for_terminal(&t.topic_name).into_owned();
+        let mut name = ddscope_core::names::for_terminal(&r.label).into_owned();
         if name.chars().count() > 36 {
             name = format!("…{}", name.chars().rev().take(35).collect::<Vec<_>>().into_iter().rev().collect::<String>());
         }
@@ -113,10 +113,10 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
             // steady (or mixed: the steady writers' sum) as a number, else what the stream is
             r.rate_now_hz.map_or_else(|| r.rate_now_kind.to_string(), |hz| format!("{hz:.2}")),
             fmt_bps(r.bandwidth_now_bps),
-            t.mean_sample_size,
+            t.per_sample(t.bytes).unwrap_or(0.0),
             t.max_sample_size,
-            t.rtps_frags_per_sample,
-            t.ip_frags_per_sample,
+            t.per_sample(t.rtps_frags).unwrap_or(0.0),
+            t.per_sample(t.ip_frags).unwrap_or(0.0),
             t.samples,
             t.incomplete_samples,
             t.retransmitted_fragments,

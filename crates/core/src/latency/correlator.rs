@@ -1325,7 +1325,7 @@ impl Correlator {
         self.flows()
             .into_iter()
             .map(|((topic, domain, s, r), f)| {
-                let layers = f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.as_str().to_string(), d.summary())).collect();
+                let layers = f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (*l, d.summary())).collect();
                 FlowSummary {
                     topic: topic.clone(),
                     domain: *domain,

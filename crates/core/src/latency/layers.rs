@@ -187,6 +187,18 @@ impl std::fmt::Display for Layer {
     }
 }
 
+impl PartialEq<str> for Layer {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Layer {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One segment of a stacked latency bar (thesis Fig. 4.4: end-to-end split
 /// into the ROS 2, DDS and wire layers): the mean of one layer.
 #[derive(Debug, Clone, Serialize)]

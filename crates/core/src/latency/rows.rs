@@ -179,7 +179,7 @@ pub struct FlowSummary {
     pub in_time: u64,
     pub late: u64,
     /// Per layer: application, sender_stack, message, first_first, last_last, submessage, receiver_stack.
-    pub layers: Vec<(String, DistSummary)>,
+    pub layers: Vec<(Layer, DistSummary)>,
     pub jitter: DistSummary,
     pub jitter_abs: DistSummary,
     pub repaired: DistSummary,
@@ -252,7 +252,7 @@ pub struct LayerRow {
     pub domain: Option<u32>,
     pub sender: String,
     pub receiver: String,
-    pub layer: String,
+    pub layer: Layer,
     pub s: DistSummary,
 }
 
@@ -260,7 +260,7 @@ crate::record!(LayerRow, r, {
     topic: Str => Value::S(&r.topic),
     sender: Str => Value::S(&r.sender),
     receiver: Str => Value::S(&r.receiver),
-    layer: Str => Value::S(&r.layer),
+    layer: Str => Value::S(r.layer.as_str()),
     count: U64 => Value::U(r.s.count),
     mean_ms: F64 => Value::F(r.s.mean_ms),
     std_ms: F64 => Value::F(r.s.std_ms),
@@ -307,9 +307,14 @@ impl crate::sink::OnTopic for FlowSummary {
 }
 
 impl FlowSummary {
+    /// The summary of layer `l`, when the flow has samples of it.
+    pub fn layer(&self, l: Layer) -> Option<&DistSummary> {
+        self.layers.iter().find(|(n, _)| *n == l).map(|(_, s)| s)
+    }
+
     /// The flow's `ros_e2e` split into its layers (needs traces at both ends, or one host).
     pub fn ros_stack(&self) -> Option<Stack> {
-        let get = |l: Layer| self.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
+        let get = |l: Layer| self.layer(l).copied();
         let total = get(Layer::RosE2e)?;
         let parts: Vec<StackPart> = ROS_STACK_LAYERS
             .iter()
@@ -325,7 +330,7 @@ impl FlowSummary {
     pub fn layer_rows(&self) -> Vec<LayerRow> {
         self.layers
             .iter()
-            .map(|(l, s)| LayerRow { topic: self.topic.clone(), domain: self.domain, sender: self.sender.clone(), receiver: self.receiver.clone(), layer: l.clone(), s: *s })
+            .map(|(l, s)| LayerRow { topic: self.topic.clone(), domain: self.domain, sender: self.sender.clone(), receiver: self.receiver.clone(), layer: *l, s: *s })
             .collect()
     }
 }

@@ -53,6 +53,7 @@
 //! closed with what it has (counted), so a thread that died mid-callback
 //! cannot hold the watermark back.
 
+use super::layout::LayoutSeen;
 use crate::bounded::BoundedMap;
 use ddscope_trace::{CallbackOwner, EntityTable, Record, Ros2Event};
 use ddscope_wire::{EntityId, Guid, GuidPrefix};
@@ -352,57 +353,6 @@ impl AssembleStats {
     pub fn problem_line(&self) -> Option<String> {
         let n = self.notes();
         (!n.is_empty()).then(|| n.join("; "))
-    }
-}
-
-/// Which events a trace holds: the layout decides which joins are possible.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LayoutSeen {
-    /// `rcl_init.version` (the tracetools version), the first one seen.
-    pub tracetools: Option<String>,
-    pub rmw_publish: u64,
-    pub rmw_publish_with_ts: u64,
-    pub rmw_take: u64,
-    pub rcl_publish: u64,
-    pub caret: u64,
-    pub dispatch: u64,
-    pub intra_publish: u64,
-    pub ring_buffer: u64,
-}
-
-impl LayoutSeen {
-    /// A short name: `jazzy+`, `humble/iron`, `galactic`, `foxy`, with `+caret`.
-    pub fn name(&self) -> String {
-        let base = if self.rmw_publish_with_ts > 0 {
-            "jazzy+"
-        } else if self.rmw_publish > 0 || self.rmw_take > 0 {
-            "humble/iron"
-        } else if self.rcl_publish > 0 {
-            "galactic"
-        } else if self.tracetools.as_deref().is_some_and(|v| v.starts_with("1.")) {
-            "foxy"
-        } else {
-            "no publish events"
-        };
-        if self.caret > 0 || self.dispatch > 0 {
-            format!("{base}+caret")
-        } else {
-            base.to_string()
-        }
-    }
-
-    /// What this layout lets ddscope join, in one line.
-    pub fn joins(&self) -> &'static str {
-        let caret = self.caret > 0 || self.dispatch > 0;
-        if self.rmw_publish_with_ts > 0 || caret {
-            "exact: publish and take carry the source timestamp"
-        } else if self.rmw_publish > 0 && self.rmw_take > 0 {
-            "by publish window: the take's source timestamp falls between rmw_publish and the publishing thread's next event"
-        } else if self.rcl_publish > 0 {
-            "none between processes: no rmw events and no source timestamps (Galactic/Foxy without CARET); callbacks, publish rates and publishes inside callbacks are measured"
-        } else {
-            "none: the trace holds no publish events"
-        }
     }
 }
 

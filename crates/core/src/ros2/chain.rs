@@ -129,7 +129,7 @@ pub struct HopStats {
     pub topic: String,
     /// (sender → receiver) pairs seen at this position, with counts.
     pub routes: BTreeMap<(String, String), u64>,
-    pub levels: BTreeMap<&'static str, u64>,
+    pub levels: BTreeMap<Delivery, u64>,
     pub layers: BTreeMap<Layer, Dist>,
 }
 
@@ -161,8 +161,9 @@ pub struct ChainHopSummary {
     pub hop: usize,
     pub topic: String,
     pub routes: Vec<(String, String, u64)>,
-    pub levels: Vec<(String, u64)>,
-    pub layers: Vec<(String, DistSummary)>,
+    /// How the hop's samples were delivered, with counts (in the order of their names).
+    pub levels: Vec<(Delivery, u64)>,
+    pub layers: Vec<(Layer, DistSummary)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -315,7 +316,7 @@ impl ChainTracker {
             let node = inst.get(i + 1).and_then(|n| Some(n.rclcpp_ts?.saturating_sub(h.callback_start_ts?)));
             let hs = &mut self.chain_hops[i];
             *hs.routes.entry((h.sender.to_string(), h.receiver.to_string())).or_default() += 1;
-            *hs.levels.entry(h.level.as_str()).or_default() += 1;
+            *hs.levels.entry(h.level).or_default() += 1;
             for l in HOP_LAYERS {
                 let v = if l == Layer::Node { node } else { h.layers.get(l) };
                 if let Some(v) = v {
@@ -365,8 +366,12 @@ impl ChainTracker {
                     hop: i,
                     topic: h.topic.clone(),
                     routes: h.routes.iter().map(|((s, r), n)| (s.clone(), r.clone(), *n)).collect(),
-                    levels: h.levels.iter().map(|(l, n)| (l.to_string(), *n)).collect(),
-                    layers: h.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.as_str().to_string(), d.summary())).collect(),
+                    levels: {
+                        let mut v: Vec<(Delivery, u64)> = h.levels.iter().map(|(l, n)| (*l, *n)).collect();
+                        v.sort_by_key(|(l, _)| l.as_str());
+                        v
+                    },
+                    layers: h.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (*l, d.summary())).collect(),
                 })
                 .collect(),
         })
@@ -438,7 +443,8 @@ pub struct ChainLayerRow {
     pub hop: String,
     pub topic: String,
     pub route: String,
-    pub layer: String,
+    /// The hop's layer; `None` for the chain's end-to-end (`chain_e2e`).
+    pub layer: Option<Layer>,
     pub s: DistSummary,
 }
 
@@ -447,7 +453,7 @@ crate::record!(ChainLayerRow, r, {
     hop: Str => Value::S(&r.hop),
     topic: Str => Value::S(&r.topic),
     route: Str => Value::S(&r.route),
-    layer: Str => Value::S(&r.layer),
+    layer: Str => Value::S(r.layer.map_or("chain_e2e", Layer::as_str)),
     count: U64 => Value::U(r.s.count),
     mean_ms: F64 => Value::F(r.s.mean_ms),
     std_ms: F64 => Value::F(r.s.std_ms),
@@ -465,7 +471,7 @@ impl ChainSummary {
     pub fn stack(&self) -> Stack {
         let mut parts = vec![];
         for h in &self.hops {
-            let get = |l: Layer| h.layers.iter().find(|(n, _)| n == l.as_str()).map(|(_, s)| *s);
+            let get = |l: Layer| h.layers.iter().find(|(n, _)| *n == l).map(|(_, s)| *s);
             for l in ROS_STACK_LAYERS.iter().copied().chain([Layer::Node]) {
                 if let Some(s) = get(l) {
                     parts.push(StackPart { hop: Some(h.hop), topic: Some(h.topic.clone()), layer: l.as_str().to_string(), group: layer_group(l), count: s.count, mean_ms: s.mean_ms });
@@ -484,13 +490,13 @@ impl ChainSummary {
             hop: "e2e".into(),
             topic: format!("{} → {}", self.path.first().cloned().unwrap_or_default(), self.path.last().cloned().unwrap_or_default()),
             route: String::new(),
-            layer: "chain_e2e".into(),
+            layer: None,
             s: self.e2e,
         }];
         for h in &self.hops {
             let route = h.routes.iter().map(|(s, r, _)| format!("{s}→{r}")).collect::<Vec<_>>().join(" ");
             for (l, s) in &h.layers {
-                v.push(ChainLayerRow { chain: chain.clone(), hop: h.hop.to_string(), topic: h.topic.clone(), route: route.clone(), layer: l.clone(), s: *s });
+                v.push(ChainLayerRow { chain: chain.clone(), hop: h.hop.to_string(), topic: h.topic.clone(), route: route.clone(), layer: Some(*l), s: *s });
             }
         }
         v

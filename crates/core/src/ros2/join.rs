@@ -84,7 +84,7 @@ impl Join {
 }
 
 /// How a sample went from its publisher to a subscription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Delivery {
     /// Over the network: seen in the captures.

@@ -25,9 +25,11 @@ pub mod callbacks;
 pub mod caret_arch;
 pub mod chain;
 pub mod join;
+pub mod layout;
 pub mod source;
 
-pub use assemble::{AssembleConfig, AssembleStats, Assembler, CallbackKind, CallbackRec, LayoutSeen, PublishRec, TakeRec, TraceItem, Unresolved, UnresolvedEntity};
+pub use assemble::{AssembleConfig, AssembleStats, Assembler, CallbackKind, CallbackRec, PublishRec, TakeRec, TraceItem, Unresolved, UnresolvedEntity};
 pub use chain::{ChainConfig, ChainRow, ChainStats, ChainSummary, ChainTracker, Hop, HopLayers, PathSummary};
 pub use join::{Delivery, Join, JoinConfig, JoinStats, TraceJoin};
+pub use layout::{BaseLayout, LayoutSeen, TraceLayout};
 pub use source::{TraceInput, TraceOutcome};

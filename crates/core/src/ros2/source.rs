@@ -2,7 +2,8 @@
 //! `ddscope-trace` (streaming, one babeltrace2 message batch at a time),
 //! assembled into [`TraceItem`]s and handed over in batches with watermarks.
 
-use super::assemble::{AssembleConfig, AssembleStats, Assembler, LayoutSeen, TraceItem, UnresolvedEntity};
+use super::assemble::{AssembleConfig, AssembleStats, Assembler, TraceItem, UnresolvedEntity};
+use super::layout::{LayoutSeen, TraceLayout};
 use crate::latency::stats::DistSummary;
 use crate::pipeline::Batcher;
 use ddscope_trace::TraceReader;
@@ -30,7 +31,7 @@ pub struct TraceOutcome {
     /// Events LTTng lost (discard mode): publish-order joins after a loss are not trustworthy.
     pub discarded_events: u64,
     /// Which layout the trace has (`humble/iron`, `jazzy+`, `galactic`, `…+caret`) and what it allows.
-    pub layout: String,
+    pub layout: TraceLayout,
     pub layout_seen: LayoutSeen,
     /// How publishes and takes of this layout are joined.
     pub joins: &'static str,
