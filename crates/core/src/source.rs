@@ -1,6 +1,6 @@
 //! Sources: where frames come from. A capture file (pcap/pcapng, gzip, FIFO
 //! or stdin — [`ddscope_pcapfile::CaptureReader`]) and a live interface
-//! (`ddscope_monitor::capture::LiveCapture`) have one shape, so the runner
+//! (`ddscope_monitor::agent::capture::LiveCapture`) have one shape, so the runner
 //! ([`crate::pipeline`]) drives either the same way. A new source (a trace
 //! file, a live trace) is one more implementation of [`PacketSource`].
 

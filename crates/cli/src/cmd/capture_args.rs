@@ -2,7 +2,7 @@
 
 use crate::args;
 use clap::{Args, ValueEnum};
-use ddscope_monitor::capture::{LiveConfig, Tstamp};
+use ddscope_monitor::agent::capture::{LiveConfig, Tstamp};
 use std::time::Duration;
 
 /// Where capture timestamps come from.

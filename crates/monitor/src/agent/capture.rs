@@ -3,11 +3,11 @@
 //! clear fallback message), kernel drop counters, an optional BPF filter and
 //! snap length (header-only mode), and reopening when the interface goes
 //! down and comes back. Optionally an in-kernel filter (eBPF, see
-//! [`crate::kfilter`]) leaves out the IP fragments that carry nothing the
+//! [`crate::agent::kfilter`]) leaves out the IP fragments that carry nothing the
 //! analyses read; they are handed over as header-only frames rebuilt from
 //! what the kernel reported, so every count stays that of the full capture.
 
-use crate::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
+use crate::agent::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
 use anyhow::Context;
 use ddscope_core::bounded::BoundedMap;
 use std::collections::VecDeque;
@@ -37,7 +37,7 @@ pub struct LiveConfig {
     /// Attach the in-kernel filter (falls back to plain capture, with a
     /// note, when it cannot be loaded).
     pub kernel_filter: bool,
-    /// In-kernel records (see [`crate::kfilter::Mode::Records`]): the socket
+    /// In-kernel records (see [`crate::agent::kfilter::Mode::Records`]): the socket
     /// receives only what must pass whole, every other frame comes as a
     /// record and is rebuilt here. Falls back like `kernel_filter`.
     pub kernel_records: bool,
