@@ -7,7 +7,8 @@ use ddscope_sysstat::system::SystemSource;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig};
 use ddscope_monitor::agent::upstream::Upstream;
-use ddscope_monitor::agent::capture::LiveCapture;
+use ddscope_core::source::{open_interface, SourceSpec};
+use ddscope_monitor::agent::capture::Libpcap;
 use ddscope_monitor::agent::privileges::{drop_privileges, restrict_syscalls};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -117,7 +118,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let limits = a.limits.resolve()?;
     let specs: Vec<ExportSpec> = a.exports.clone();
     let duration = a.capture.duration;
-    let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
+    let cap = open_interface(a.capture.spec(a.immediate), &Libpcap)?;
     eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
     let exporters = if specs.is_empty() {
         None
@@ -146,7 +147,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // The live trace reader connects (and babeltrace2 loads its plugins) before the system calls are restricted.
     let trace = match &a.trace_live {
         Some(url) => {
-            if !url.starts_with("net://") {
+            if !matches!(SourceSpec::trace(url), SourceSpec::TraceLive(_)) {
                 anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
             }
             let cfg = ddscope_monitor::agent::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64,

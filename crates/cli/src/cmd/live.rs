@@ -8,8 +8,8 @@ use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use ddscope_core::decode::Decoder;
 use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, DomainFilter, FrameWriter};
-use ddscope_core::source::{InterfaceOptions, PacketSource, PcapngWriter};
-use ddscope_monitor::agent::capture::{CaptureCounters, LiveCapture};
+use ddscope_core::source::{open_interface, InterfaceOptions, PacketSource, PcapngWriter};
+use ddscope_monitor::agent::capture::{CaptureCounters, Libpcap};
 use ddscope_monitor::agent::privileges::drop_privileges;
 use ddscope_monitor::agent::view::{LiveRow, LiveTopics, WINDOW_S};
 use std::io::{IsTerminal, Write};
@@ -144,7 +144,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     ddscope_monitor::agent::privileges::clear_bounding_set()?;
     let limits = a.limits.resolve()?;
     let duration = a.capture.duration;
-    let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
+    let mut cap = open_interface(a.capture.spec(!a.batched), &Libpcap)?;
     let mut output = None;
     let writer = match &a.write {
         Some(p) => {
