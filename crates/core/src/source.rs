@@ -88,7 +88,8 @@ impl LiveInterfaces for NoInterfaces {
     }
 }
 
-/// An opened input.
+/// An opened input (handed over once, then taken apart: its size does not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum Opened<C> {
     /// Frames from a capture file.
     File(CaptureReader),
