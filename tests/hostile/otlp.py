@@ -5,7 +5,7 @@ that never finish.
 
 The field numbers are OpenTelemetry's (opentelemetry-proto v1: trace.proto,
 logs.proto, common.proto, resource.proto); the span attributes are the ones
-`ddscope agent --send-otlp` writes (crates/monitor/src/otlp.rs).
+`ddscope agent --send-otlp` writes (crates/monitor/src/stream/otlp.rs).
 """
 import gzip
 import socket

@@ -32,7 +32,7 @@ use crate::pipeline::merge::BATCH;
 use crate::pipeline::{Analysis, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
 use crate::record::{opt_i, Value};
 use crate::sink::RowSink;
-use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
+use crate::source::{open_file, CaptureError, CaptureSummary, Packet};
 use ddscope_wire::ip::{self, PROTO_UDP};
 use ddscope_wire::link::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ddscope_wire::{rtps, udp};
@@ -981,7 +981,7 @@ pub fn run_files(
     }
     let mut sources = vec![];
     for (i, input) in inputs.iter().enumerate() {
-        sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
+        sources.push(open_file(&input.path, progress.get(i).cloned())?);
     }
     let mut merge: Merge<Vec<FlowItem>, FlowOutcome> = Merge::new();
     for (input, mut src) in inputs.iter().cloned().zip(sources) {

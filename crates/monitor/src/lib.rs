@@ -1,22 +1,10 @@
-//! Online monitoring: live capture, the per-host agent, the central
-//! correlation server and its web dashboard.
+//! Online monitoring, in three rooms: the capture side (`agent`: live
+//! capture, the `live` view, the agent loop and its link to `serve`), the
+//! server side (`server`: `serve`, its correlator state, HTTP and gRPC, the
+//! federation front, the dashboard) and the stream between them (`stream`:
+//! batches, the OTLP codec), which both sides use. Neither side imports the
+//! other.
 
-pub mod capture;
-pub mod kfilter;
-pub mod view;
-pub mod stages;
-pub mod protocol;
-pub mod serve;
-pub mod central;
-pub mod config;
-pub mod http;
-pub mod assets;
 pub mod agent;
-pub mod privileges;
-pub mod upstream;
-pub mod trace;
-pub mod otlp;
-pub mod grpc;
-pub mod federation;
-pub mod prescan;
-mod protobuf;
+pub mod server;
+pub mod stream;

@@ -6,8 +6,8 @@
 //! opentelemetry-proto (not with ddscope's encoder).
 
 use ddscope_export::ids::sample_trace_id;
-use ddscope_monitor::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
-use ddscope_monitor::serve::{ServeConfig, Server};
+use ddscope_monitor::stream::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
+use ddscope_monitor::server::{ServeConfig, Server};
 use ddscope_wire::Guid;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;

@@ -3,8 +3,8 @@
 //! loopback port) driven over real TCP connections by hand-written HTTP, and
 //! the server's own counters in `/api/state`.
 
-use ddscope_monitor::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
-use ddscope_monitor::serve::{HttpLimits, ServeConfig, Server};
+use ddscope_monitor::stream::protocol::{Batch, StreamItem, StreamSample, AGENT_HEADER, INGEST_PATH};
+use ddscope_monitor::server::{HttpLimits, ServeConfig, Server};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -6,9 +6,10 @@ use clap::Args;
 use ddscope_sysstat::system::SystemSource;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig};
-use ddscope_monitor::upstream::Upstream;
-use ddscope_monitor::capture::LiveCapture;
-use ddscope_monitor::privileges::{drop_privileges, restrict_syscalls};
+use ddscope_monitor::agent::upstream::Upstream;
+use ddscope_core::source::{open_interface, SourceSpec};
+use ddscope_monitor::agent::capture::Libpcap;
+use ddscope_monitor::agent::privileges::{drop_privileges, restrict_syscalls};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,12 +113,12 @@ fn export_spec(s: &str) -> Result<ExportSpec, String> {
 
 pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread of the agent inherits them.
-    ddscope_monitor::privileges::clear_bounding_set()?;
+    ddscope_monitor::agent::privileges::clear_bounding_set()?;
     set_scheduling(a.sched)?;
     let limits = a.limits.resolve()?;
     let specs: Vec<ExportSpec> = a.exports.clone();
     let duration = a.capture.duration;
-    let cap = LiveCapture::open(a.capture.config(a.immediate)?)?;
+    let cap = open_interface(a.capture.spec(a.immediate), &Libpcap)?;
     eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
     let exporters = if specs.is_empty() {
         None
@@ -146,13 +147,13 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     // The live trace reader connects (and babeltrace2 loads its plugins) before the system calls are restricted.
     let trace = match &a.trace_live {
         Some(url) => {
-            if !url.starts_with("net://") {
+            if !matches!(SourceSpec::trace(url), SourceSpec::TraceLive(_)) {
                 anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
             }
-            let cfg = ddscope_monitor::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64,
+            let cfg = ddscope_monitor::agent::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64,
                 assemble: limits.assembler(ddscope_core::ros2::AssembleConfig::default().max_open_ns),
             };
-            let f = ddscope_monitor::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
+            let f = ddscope_monitor::agent::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
             eprintln!("agent {}: following the live trace session {url}", a.name);
             Some(f)
         }
@@ -200,7 +201,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         a.name, report.frames, report.counters.received, report.counters.dropped, report.counters.if_dropped, report.decode_summary
     );
     if let Some(f) = &report.counters.filter {
-        eprintln!("agent {}: {}", a.name, ddscope_monitor::kfilter::closing_line(f));
+        eprintln!("agent {}: {}", a.name, ddscope_monitor::agent::kfilter::closing_line(f));
     }
     if !report.evicted.is_empty() {
         eprintln!("agent {}: evicted (caps): {}", a.name, report.evicted);

@@ -2,7 +2,7 @@
 
 use crate::args;
 use clap::{Args, ValueEnum};
-use ddscope_monitor::capture::{LiveConfig, Tstamp};
+use ddscope_core::source::{InterfaceSpec, Tstamp};
 use std::time::Duration;
 
 /// Where capture timestamps come from.
@@ -55,14 +55,14 @@ pub struct CaptureArgs {
 }
 
 impl CaptureArgs {
-    /// The capture configuration; `immediate` as the command decides.
-    pub fn config(&self, immediate: bool) -> anyhow::Result<LiveConfig> {
+    /// The interface source (`SourceSpec::Interface`: `-i NAME` with its capture settings); `immediate` as the command decides.
+    pub fn spec(&self, immediate: bool) -> InterfaceSpec {
         let tstamp = match self.tstamp {
             TstampArg::Host => Tstamp::Host,
             TstampArg::Adapter => Tstamp::Adapter,
             TstampArg::AdapterUnsynced => Tstamp::AdapterUnsynced,
         };
-        Ok(LiveConfig {
+        InterfaceSpec {
             interface: self.interface.clone(),
             filter: self.filter.clone(),
             snaplen: self.snaplen,
@@ -71,6 +71,6 @@ impl CaptureArgs {
             immediate,
             kernel_filter: self.kernel_filter,
             kernel_records: self.kernel_records,
-        })
+        }
     }
 }

@@ -8,10 +8,10 @@ use crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use ddscope_core::decode::Decoder;
 use ddscope_core::pipeline::{wall_clock_ns, CapturePoint, DomainFilter, FrameWriter};
-use ddscope_core::source::{InterfaceOptions, PacketSource, PcapngWriter};
-use ddscope_monitor::capture::{CaptureCounters, LiveCapture};
-use ddscope_monitor::privileges::drop_privileges;
-use ddscope_monitor::view::{LiveRow, LiveTopics, WINDOW_S};
+use ddscope_core::source::{open_interface, InterfaceOptions, PacketSource, PcapngWriter};
+use ddscope_monitor::agent::capture::{CaptureCounters, Libpcap};
+use ddscope_monitor::agent::privileges::drop_privileges;
+use ddscope_monitor::agent::view::{LiveRow, LiveTopics, WINDOW_S};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +52,7 @@ enum Finish {
     /// Renamed into place by this process.
     Output(common::Output),
     /// Renamed by a helper that stayed root (this process drops to `nobody`).
-    Helper(ddscope_monitor::privileges::RenameHelper),
+    Helper(ddscope_monitor::agent::privileges::RenameHelper),
     /// Written in place (a device or FIFO).
     Direct,
 }
@@ -141,10 +141,10 @@ fn render(s: &Snapshot, iface: &str, note: &str, elapsed: Duration) -> Vec<Strin
 
 pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread inherits the cleared bounding set.
-    ddscope_monitor::privileges::clear_bounding_set()?;
+    ddscope_monitor::agent::privileges::clear_bounding_set()?;
     let limits = a.limits.resolve()?;
     let duration = a.capture.duration;
-    let mut cap = LiveCapture::open(a.capture.config(!a.batched)?)?;
+    let mut cap = open_interface(a.capture.spec(!a.batched), &Libpcap)?;
     let mut output = None;
     let writer = match &a.write {
         Some(p) => {
@@ -153,7 +153,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
             // the directory: a helper forked now (still root, no thread yet) renames it when asked.
             output = Some(if unsafe { libc::geteuid() } == 0 {
                 match o.hand_over() {
-                    Some((tmp, fin)) => Finish::Helper(ddscope_monitor::privileges::RenameHelper::spawn(&tmp, &fin)?),
+                    Some((tmp, fin)) => Finish::Helper(ddscope_monitor::agent::privileges::RenameHelper::spawn(&tmp, &fin)?),
                     None => Finish::Direct,
                 }
             } else {
@@ -302,7 +302,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         dec.stats.summary_line()
     );
     if let Some(f) = &counters.filter {
-        eprintln!("live: {}: {}", a.capture.interface, ddscope_monitor::kfilter::closing_line(f));
+        eprintln!("live: {}: {}", a.capture.interface, ddscope_monitor::agent::kfilter::closing_line(f));
     }
     if let Some(d) = a.domain {
         eprintln!("live: --domain {d}: left out {} submessages and {} samples of other or unknown domains", left_out.0, left_out.1);

@@ -3,7 +3,7 @@
 use clap::Args;
 use crate::args;
 use anyhow::Context as _;
-use ddscope_monitor::serve::{HttpLimits, ServeConfig, Server, StateCaps};
+use ddscope_monitor::server::{HttpLimits, ServeConfig, Server, StateCaps};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use ddscope_traffic::units::{Bytes, Nanos};

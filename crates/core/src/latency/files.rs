@@ -12,7 +12,7 @@ use crate::pipeline::{Analysis, Bandwidth, BandwidthBin, CapturePoint, Correlati
 use crate::samples::SampleConfig;
 use crate::sink::RowSink;
 use crate::ros2::{AssembleConfig, ChainRow, TraceInput, TraceItem, TraceOutcome};
-use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet};
+use crate::source::{open_file, CaptureError, CaptureSummary, Packet};
 use ddscope_trace::TraceReader;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -97,7 +97,7 @@ pub fn correlate_inputs(
     // Open every input before starting: a missing file fails the run at once.
     let mut sources = vec![];
     for (i, input) in inputs.iter().enumerate() {
-        sources.push(CaptureReader::open(&input.path, progress.get(i).cloned())?);
+        sources.push(open_file(&input.path, progress.get(i).cloned())?);
     }
     let mut merge: Merge<In, Out> = Merge::new();
     for (input, mut src) in inputs.iter().cloned().zip(sources) {
@@ -248,7 +248,7 @@ pub fn estimate_offsets(
     let mut keys = vec![];
     for input in inputs {
         let mut kt = KeyTimes::with_limit(max_keys);
-        let mut src = CaptureReader::open(&input.path, None)?;
+        let mut src = open_file(&input.path, None)?;
         let mut point = CapturePoint::new(&input.name, decoder, None);
         let mut window = KeyWindow { keys: &mut kt, span_ns, start: None, stop_after_frame: false, closed: false };
         while !window.closed {

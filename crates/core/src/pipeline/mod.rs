@@ -34,7 +34,7 @@ use crate::decode::{DecodeSink, Decoder, DecoderConfig};
 pub use crate::decode::{Datagram, DatagramFrame};
 use crate::events::SubmsgEvent;
 use crate::samples::{SampleConfig, SampleRecord, SampleTracker};
-use crate::source::{CaptureError, CaptureReader, CaptureSummary, Packet, PacketSource, Poll};
+use crate::source::{CaptureError, CaptureSummary, Packet, PacketSource, Poll};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -323,7 +323,7 @@ pub fn run_file<A: Analysis + ?Sized>(
     progress: Option<Arc<AtomicU64>>,
     a: &mut A,
 ) -> Result<FileResult, CaptureError> {
-    let mut src = CaptureReader::open(path, progress)?;
+    let mut src = crate::source::open_file(path, progress)?;
     let mut point = CapturePoint::new(name, decoder, samples);
     // A file source never fails while polling: read errors end it and are kept in its summary.
     let _ = point.run(&mut src, a, &mut || true);

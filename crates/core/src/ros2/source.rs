@@ -79,9 +79,10 @@ impl TraceOutcome {
     }
 }
 
-/// Opens the trace at `input.path` (errors name the path, one line).
+/// Opens the trace at `input.path` (errors name the path, one line), as
+/// every input is opened: [`crate::source::SourceSpec::open`].
 pub fn open(input: &TraceInput) -> Result<TraceReader, ddscope_trace::TraceError> {
-    TraceReader::open(&input.path)
+    crate::source::open_trace_dir(&input.path)
 }
 
 /// Reads `reader` to its end, handing batches of `batch` items to `deliver`.

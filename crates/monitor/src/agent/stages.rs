@@ -1,6 +1,6 @@
 //! The online analyses as pipeline stages: the live per-topic view.
 
-use crate::view::LiveTopics;
+use crate::agent::view::LiveTopics;
 use ddscope_core::events::SubmsgEvent;
 use ddscope_core::pipeline::Analysis;
 use ddscope_core::samples::SampleRecord;

@@ -13,8 +13,8 @@
 //! is charged twice its size (a `Vec` grows by doubling), every string its
 //! length plus an allocation's overhead.
 
-use crate::protobuf::next_field;
-use crate::protocol::{MetricSample, StreamItem};
+use crate::stream::protobuf::next_field;
+use crate::stream::protocol::{MetricSample, StreamItem};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, EntityRef, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::trace::v1::{span, ResourceSpans, ScopeSpans, Span};
@@ -169,7 +169,7 @@ const JSON_ATTRS: [&[u8]; 3] = [b"ddscope.topics", b"ddscope.counters", b"ddscop
 struct Walk<'a> {
     est: Estimate,
     caps: &'a RequestCaps,
-    /// Traces are decoded one span at a time (`crate::otlp::decode_traces`):
+    /// Traces are decoded one span at a time (`crate::stream::otlp::decode_traces`):
     /// only the largest span (or resource) is ever materialised whole, the
     /// items made of them are kept. Logs are decoded whole.
     streaming: bool,
@@ -462,7 +462,7 @@ mod tests {
     use super::*;
     use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use crate::otlp::SAMPLE_SPAN as SAMPLE;
+    use crate::stream::otlp::SAMPLE_SPAN as SAMPLE;
     use opentelemetry_proto::tonic::common::v1::{any_value, ArrayValue};
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use prost::Message;
@@ -488,7 +488,7 @@ mod tests {
             (size_of::<Span>() + s.trace_id.capacity() + s.span_id.capacity() + s.name.capacity() + s.attributes.capacity() * size_of::<KeyValue>()) as u64
                 + s.attributes.iter().map(|k| k.key.capacity() as u64 + k.value.as_ref().map_or(0, any)).sum::<u64>()
         }
-        let d = crate::otlp::decode_traces(body).unwrap();
+        let d = crate::stream::otlp::decode_traces(body).unwrap();
         let items: u64 = d
             .batches
             .iter()
@@ -559,7 +559,7 @@ mod tests {
         let mut fat = sighting(5000);
         fat.attributes.extend((0..50_000).map(|k| kv(&format!("x{k}"), any_value::Value::StringValue("y".into()))));
         spans.push(fat);
-        let resource = Resource { attributes: vec![kv(crate::otlp::AGENT_ATTR, any_value::Value::StringValue("pc1".into()))], ..Default::default() };
+        let resource = Resource { attributes: vec![kv(crate::stream::otlp::AGENT_ATTR, any_value::Value::StringValue("pc1".into()))], ..Default::default() };
         let req = ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
                 resource: Some(resource),
@@ -570,7 +570,7 @@ mod tests {
         let body = req.encode_to_vec();
         let e = otlp(&body, false, &CAPS).unwrap();
         assert_eq!((e.items, e.attributes), (1001, 1001 * 14 + 50_000 + 1));
-        let d = crate::otlp::decode_traces(&body).unwrap();
+        let d = crate::stream::otlp::decode_traces(&body).unwrap();
         assert_eq!((d.batches[0].items.len(), d.bad_spans), (1001, 0), "{:?}", d.first_error);
         let held = held_traces(&body);
         assert!(e.bytes >= held, "{} < {held}", e.bytes);
@@ -622,7 +622,7 @@ mod tests {
         let body = format!(r#"{{"agent":"pc1","seq":1,"sent_ns":0,"dropped_items":0,"items":[{}]}}"#, vec![wm; 1000].join(","));
         let e = json_batch(body.as_bytes());
         assert_eq!(e.items, 1000);
-        let b: crate::protocol::Batch = serde_json::from_str(&body).unwrap();
+        let b: crate::stream::protocol::Batch = serde_json::from_str(&body).unwrap();
         assert!(e.bytes >= (b.items.capacity() * size_of::<StreamItem>()) as u64);
         // A topic table of numbers: a Value per number.
         let body = format!(r#"{{"agent":"pc1","seq":1,"sent_ns":0,"dropped_items":0,"items":[],"topics":[{}0]}}"#, "0,".repeat(10_000));

@@ -393,7 +393,7 @@ impl Federation {
         let mut correlation = Value::Null;
         let mut pending = Value::Null;
         let mut counters = Value::Null;
-        let mut hold = crate::otlp::HoldStats::default();
+        let mut hold = crate::stream::otlp::HoldStats::default();
         let mut held_now = 0u64;
         let mut agents: BTreeMap<String, Value> = BTreeMap::new();
         let mut warnings: Vec<String> = vec![];
@@ -408,7 +408,7 @@ impl Federation {
             sum_json(&mut correlation, &d.correlation, &mut saturated);
             sum_json(&mut pending, &d.pending, &mut saturated);
             sum_json(&mut counters, &d.counters, &mut saturated);
-            hold.add(&crate::otlp::HoldStats::from_json(&d.otlp_hold["totals"]));
+            hold.add(&crate::stream::otlp::HoldStats::from_json(&d.otlp_hold["totals"]));
             add_sat(&mut held_now, d.otlp_hold["held_now"].as_u64().unwrap_or(0), &mut saturated);
             if window.is_null() {
                 window = d.window_s.clone();
@@ -424,7 +424,7 @@ impl Federation {
             // Every shard knows every agent (its batches are broadcast): keep the freshest view.
             for a in &d.agents {
                 let Some(n) = a["name"].as_str() else { continue };
-                if !agents.contains_key(n) && agents.len() >= crate::config::MAX_AGENTS {
+                if !agents.contains_key(n) && agents.len() >= crate::server::config::MAX_AGENTS {
                     continue;
                 }
                 let items = |v: &Value| v["items"].as_u64().unwrap_or(0);
@@ -488,7 +488,7 @@ impl Federation {
 
 /// One shard answer: at most `max_bytes` on the wire, a redirect refused
 /// (never followed, so the token goes nowhere else), its decoded size
-/// estimated before parsing (`crate::prescan`) and refused over `share`,
+/// estimated before parsing (`crate::server::prescan`) and refused over `share`,
 /// then parsed into the typed form the front keeps.
 fn fetch(agent: &ureq::Agent, url: &str, token: Option<&str>, max_bytes: u64, share: u64) -> Result<ShardDoc, String> {
     let mut req = agent.get(url);
@@ -510,7 +510,7 @@ fn fetch(agent: &ureq::Agent, url: &str, token: Option<&str>, max_bytes: u64, sh
         .limit(max_bytes)
         .read_to_vec()
         .map_err(|e| format!("GET {url}: {e} (answers are read up to {} MiB)", max_bytes >> 20))?;
-    let cost = crate::prescan::json_value_cost(&body);
+    let cost = crate::server::prescan::json_value_cost(&body);
     if cost > share {
         return Err(format!(
             "GET {url}: an answer of {} MiB would take about {} MiB to decode, more than this shard's share ({} MiB) of the front's memory budget",

@@ -157,7 +157,7 @@ pub struct HttpLimits {
     pub state_cache: Duration,
     /// Heap bytes that requests being decoded may hold at once: inflated
     /// bodies and what they decode to, estimated from the body before
-    /// decoding (`crate::prescan`). A request estimated over it is refused
+    /// decoding (`crate::server::prescan`). A request estimated over it is refused
     /// (`413`, gRPC `RESOURCE_EXHAUSTED`); one that finds no room within
     /// `ingest_wait` is answered busy (`503`, `UNAVAILABLE`).
     pub decode_budget_bytes: usize,

@@ -15,7 +15,7 @@
 //! older than a watermark already handed over is counted as `late`.
 
 use ddscope_core::ros2::{AssembleConfig, AssembleStats, Assembler, TraceItem};
-use ddscope_trace::{Layout, Poll, SessionNotFound, TraceReader};
+use ddscope_trace::{Layout, Poll, TraceReader};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -185,7 +185,7 @@ impl TraceFollower {
     /// Opens the live session (errors name the URL, one line) and starts the reader thread.
     /// The reader keeps following when the session does not exist yet or ends.
     pub fn start(cfg: TraceFollowConfig) -> Result<TraceFollower, String> {
-        let reader = TraceReader::open_live(&cfg.url, SessionNotFound::Continue).map_err(|e| e.to_string())?;
+        let reader = ddscope_core::source::open_trace_live(&cfg.url).map_err(|e| e.to_string())?;
         let queue = TraceQueue::new(cfg.max_queued);
         queue.update(|c| c.url = cfg.url.clone());
         let stop = Arc::new(AtomicBool::new(false));

@@ -9,7 +9,7 @@
 //! connection its flow-control window), decode budget and ingest slots (an
 //! answer `UNAVAILABLE` when busy, which the Collector retries).
 
-use crate::http::{authorized, otlp_ingest, otlp_prepare, Ctx, OpenGuard, OtlpOutcome, Refusal, Watched};
+use crate::server::http::{authorized, otlp_ingest, otlp_prepare, Ctx, OpenGuard, OtlpOutcome, Refusal, Watched};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
@@ -104,7 +104,7 @@ async fn read_message(body: Incoming, ctx: &Ctx) -> Result<(bool, Bytes), (u32, 
                 ctx.stats.too_large.fetch_add(1, Relaxed);
                 return Err((RESOURCE_EXHAUSTED, format!("message larger than {} bytes", l.max_body_bytes)));
             }
-            let Ok(Ok(r)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(crate::http::kib(len + 5))).await else {
+            let Ok(Ok(r)) = tokio::time::timeout(l.ingest_wait, ctx.buffer.clone().acquire_many_owned(crate::server::http::kib(len + 5))).await else {
                 ctx.stats.busy.fetch_add(1, Relaxed);
                 ctx.stats.otlp_busy.fetch_add(1, Relaxed);
                 return Err((UNAVAILABLE, "busy: too many requests being received".into()));
@@ -181,7 +181,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
         Err(Refusal::Busy) => return answer(None, UNAVAILABLE, "busy: the decode budget is taken by other requests"),
     };
     match otlp_ingest(&ctx, msg, logs, room).await {
-        OtlpOutcome::Done { refused, why } => answer(Some(crate::otlp::export_response(logs, refused, why)), OK, ""),
+        OtlpOutcome::Done { refused, why } => answer(Some(crate::stream::otlp::export_response(logs, refused, why)), OK, ""),
         OtlpOutcome::Bad(e) => answer(None, INVALID_ARGUMENT, &e),
         OtlpOutcome::Busy => answer(None, UNAVAILABLE, "busy: ingest slots taken"),
         OtlpOutcome::Internal => answer(None, INTERNAL, "internal error"),
@@ -190,7 +190,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Response<GrpcBody> {
 
 pub(crate) async fn connection(stream: TcpStream, ctx: Arc<Ctx>, _permit: OwnedSemaphorePermit) {
     // What the client may make hyper buffer unread on this connection is counted in the receive budget.
-    let Ok(_window) = ctx.buffer.clone().try_acquire_many_owned(crate::http::kib(GRPC_CONN_WINDOW as usize)) else {
+    let Ok(_window) = ctx.buffer.clone().try_acquire_many_owned(crate::server::http::kib(GRPC_CONN_WINDOW as usize)) else {
         ctx.stats.grpc_refused.fetch_add(1, Relaxed);
         return;
     };

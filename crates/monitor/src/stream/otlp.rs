@@ -16,7 +16,7 @@
 //! Collector sends to *every* shard (a logs pipeline listing all shards'
 //! exporters), so each shard's correlator knows every agent's watermark.
 
-use crate::protocol::{Batch, MetricSample, StreamFrag, StreamItem, StreamSample};
+use crate::stream::protocol::{Batch, MetricSample, StreamFrag, StreamItem, StreamSample};
 use ddscope_wire::Guid;
 use bytes::Bytes;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse};
@@ -134,7 +134,7 @@ pub struct TopicMemo(ddscope_core::bounded::BoundedMap<String, (String, String)>
 
 impl Default for TopicMemo {
     fn default() -> Self {
-        TopicMemo(ddscope_core::bounded::BoundedMap::new(crate::protocol::MAX_STREAM_WRITERS))
+        TopicMemo(ddscope_core::bounded::BoundedMap::new(crate::stream::protocol::MAX_STREAM_WRITERS))
     }
 }
 
@@ -350,11 +350,11 @@ fn data_batch(agent: String) -> Batch {
 /// resource) is ever materialised as protobuf structures, and only the
 /// items made of them are kept, so what a request costs is its items, not
 /// its spans' decoded form (an empty span is 2 bytes on the wire, a ~250-byte
-/// `Span` decoded; see `crate::prescan`). A span that does not decode is
+/// `Span` decoded; see `crate::server::prescan`). A span that does not decode is
 /// refused and counted like a foreign one; a request whose framing is broken
 /// is refused whole.
 pub fn decode_traces(body: &[u8]) -> Result<DecodedSpans, String> {
-    use crate::protobuf::next_field;
+    use crate::stream::protobuf::next_field;
     let bad = |e: String| format!("bad OTLP traces request: {e}");
     let mut out = DecodedSpans::default();
     let note = |out: &mut DecodedSpans, e: String, n: u64| {

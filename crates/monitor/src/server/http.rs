@@ -25,12 +25,12 @@
 //! styles from the server only (no inline script), plus `nosniff`,
 //! `no-referrer` and `frame-ancestors 'none'`.
 
-use crate::assets;
-use crate::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
+use crate::server::assets;
+use crate::stream::protocol::{Batch, AGENT_HEADER, INGEST_PATH};
 use ddscope_core::bounded::BoundedMap;
-use crate::central::Central;
-use crate::config::{HttpLimits, ServeConfig};
-use crate::protocol::check_agent_name;
+use crate::server::central::Central;
+use crate::server::config::{HttpLimits, ServeConfig};
+use crate::stream::protocol::check_agent_name;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -205,7 +205,7 @@ pub(crate) struct Ctx {
     pub(crate) state: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
     pub(crate) epoch: Instant,
     /// A front merging shards (`serve --federate`) instead of correlating.
-    pub(crate) federation: Option<Arc<crate::federation::Federation>>,
+    pub(crate) federation: Option<Arc<crate::server::federation::Federation>>,
     pub(crate) max_state_flows: usize,
 }
 
@@ -253,7 +253,7 @@ pub(crate) fn context(central: Central, cfg: &ServeConfig, limits: HttpLimits) -
         federation: match cfg.federate.is_empty() {
             true => None,
             false => Some(
-                crate::federation::Federation::start(cfg.federate.clone(), cfg.token.clone(), Duration::from_secs(1)).map_err(|e| anyhow::anyhow!("--federate: {e}"))?,
+                crate::server::federation::Federation::start(cfg.federate.clone(), cfg.token.clone(), Duration::from_secs(1)).map_err(|e| anyhow::anyhow!("--federate: {e}"))?,
             ),
         },
         max_state_flows: cfg.caps.state_flows,
@@ -494,14 +494,14 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
                 (metrics(&ctx).await, false)
             }
         }
-        (_, crate::otlp::TRACES_PATH | crate::otlp::LOGS_PATH) => {
+        (_, crate::stream::otlp::TRACES_PATH | crate::stream::otlp::LOGS_PATH) => {
             if !authorized(&req, &ctx.token) {
                 ctx.stats.unauthorized.fetch_add(1, Relaxed);
                 (text(StatusCode::UNAUTHORIZED, "missing or wrong token\n"), false)
             } else if method != Method::POST {
                 (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false)
             } else {
-                otlp_http(req, &ctx, path == crate::otlp::LOGS_PATH).await
+                otlp_http(req, &ctx, path == crate::stream::otlp::LOGS_PATH).await
             }
         }
         (_, p) if p.starts_with("/api/") => {
@@ -514,7 +514,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
                 match (&method, p) {
                     (&Method::POST, INGEST_PATH) => ingest(req, &ctx).await,
                     (&Method::GET, "/api/state") => (state(&ctx).await, false),
-                    (&Method::GET, crate::federation::SUMMARIES_PATH) => (summaries(&ctx).await, false),
+                    (&Method::GET, crate::server::federation::SUMMARIES_PATH) => (summaries(&ctx).await, false),
                     (_, INGEST_PATH | "/api/state") => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
                     _ => (text(StatusCode::NOT_FOUND, "not found\n"), false),
                 }
@@ -557,7 +557,7 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
         Err(r) => return (r, false),
     };
     // What the batch decodes to, reserved before it is decoded.
-    let estimate = crate::prescan::json_batch(&body);
+    let estimate = crate::server::prescan::json_batch(&body);
     let room = match reserve_decode(ctx, estimate.bytes, None).await {
         Ok(r) => r,
         Err(e) => {
@@ -743,7 +743,7 @@ pub(crate) async fn reserve_decode(ctx: &Ctx, bytes: u64, held: Option<OwnedSema
     }
 }
 
-/// Inflates an OTLP body (gzip), counts it (`crate::prescan`) against the
+/// Inflates an OTLP body (gzip), counts it (`crate::server::prescan`) against the
 /// request caps and reserves what decoding it will hold; the permit goes
 /// with the body to [`otlp_ingest`].
 pub(crate) async fn otlp_prepare(ctx: &Arc<Ctx>, body: Bytes, gzip: bool, logs: bool) -> Result<(Bytes, OwnedSemaphorePermit), Refusal> {
@@ -767,19 +767,19 @@ pub(crate) async fn otlp_prepare(ctx: &Arc<Ctx>, body: Bytes, gzip: bool, logs: 
     } else {
         body
     };
-    let caps = crate::prescan::RequestCaps {
+    let caps = crate::server::prescan::RequestCaps {
         max_items: l.otlp_max_items as u64,
         max_attributes: l.otlp_max_attributes as u64,
         max_bytes: l.decode_budget_bytes as u64,
     };
     let b = body.clone();
-    let estimate = match tokio::task::spawn_blocking(move || crate::prescan::otlp(&b, logs, &caps)).await {
+    let estimate = match tokio::task::spawn_blocking(move || crate::server::prescan::otlp(&b, logs, &caps)).await {
         Ok(Ok(e)) => e,
-        Ok(Err(crate::prescan::ScanError::OverCap(e))) => {
+        Ok(Err(crate::server::prescan::ScanError::OverCap(e))) => {
             ctx.stats.decode_refused.fetch_add(1, Relaxed);
             return Err(Refusal::TooLarge(e));
         }
-        Ok(Err(crate::prescan::ScanError::Malformed(e))) => {
+        Ok(Err(crate::server::prescan::ScanError::Malformed(e))) => {
             ctx.stats.otlp_bad_requests.fetch_add(1, Relaxed);
             return Err(Refusal::Bad(e));
         }
@@ -810,10 +810,10 @@ pub(crate) async fn otlp_ingest(ctx: &Arc<Ctx>, body: Bytes, logs: bool, room: O
         let _permit = permit;
         let _room = room;
         let d = if logs {
-            let r: opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest = crate::otlp::parse(&body, "logs")?;
-            crate::otlp::decode_logs(&r)
+            let r: opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest = crate::stream::otlp::parse(&body, "logs")?;
+            crate::stream::otlp::decode_logs(&r)
         } else {
-            crate::otlp::decode_traces(&body)?
+            crate::stream::otlp::decode_traces(&body)?
         };
         let mut refused = d.bad_spans;
         let mut why = d.first_error;
@@ -935,7 +935,7 @@ async fn otlp_http(req: Request<Incoming>, ctx: &Arc<Ctx>, logs: bool) -> (Resp,
         Err(r) => return (refusal(r), true),
     };
     let resp = match otlp_ingest(ctx, body, logs, room).await {
-        OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::otlp::export_response(logs, refused, why)),
+        OtlpOutcome::Done { refused, why } => respond(StatusCode::OK, "application/x-protobuf", crate::stream::otlp::export_response(logs, refused, why)),
         OtlpOutcome::Bad(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         OtlpOutcome::Busy => {
             let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy: ingest slots taken, retry\n");

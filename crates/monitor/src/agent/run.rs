@@ -5,11 +5,11 @@
 //! a sender thread that reconnects with backoff; what does not fit is dropped
 //! and counted.
 
-use crate::capture::{CaptureCounters, LiveCapture};
-use crate::protocol::{Batch, MetricSample, StreamItem};
-use crate::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
-use crate::trace::{TraceCounters, TraceFollower};
-use crate::view::LiveTopics;
+use crate::agent::capture::{CaptureCounters, LiveCapture};
+use crate::stream::protocol::{Batch, MetricSample, StreamItem};
+use crate::agent::upstream::{now_ns, Upstream, UpstreamLink, SINK_NAME};
+use crate::agent::trace::{TraceCounters, TraceFollower};
+use crate::agent::view::LiveTopics;
 use ddscope_core::latency::Item;
 use ddscope_core::pipeline::{CapturePoint, CorrelationFeed, DomainFilter};
 use ddscope_core::window::Window;
@@ -140,7 +140,7 @@ pub fn run(
         x.registry().register_sink(SINK_NAME, link.stats().clone());
     }
     if let (Some(x), Some(link)) = (&exporters, &tx_otlp) {
-        x.registry().register_sink(crate::upstream::SINK_NAME_OTLP, link.stats().clone());
+        x.registry().register_sink(crate::agent::upstream::SINK_NAME_OTLP, link.stats().clone());
     }
     // Both links get every batch; the JSON stream's `tx` below stands for "any link".
     let links: Vec<&UpstreamLink> = tx_json.iter().chain(tx_otlp.iter()).collect();

@@ -4,15 +4,15 @@
 //! caps are in `config.rs`; this file only starts and stops the pieces, so
 //! the files below it never refer back to it.
 
-use crate::http::{self, Ctx, HttpStats};
+use crate::server::http::{self, Ctx, HttpStats};
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-pub use crate::central::Central;
-pub use crate::config::{HttpLimits, ServeConfig, StateCaps, MAX_AGENTS};
+pub use crate::server::central::Central;
+pub use crate::server::config::{HttpLimits, ServeConfig, StateCaps, MAX_AGENTS};
 
 /// A running server; dropping it stops it (connections are closed).
 pub struct Server {
@@ -62,7 +62,7 @@ impl Server {
                 let _guard = rt.enter();
                 TcpListener::from_std(l).context("cannot register the OTLP/gRPC socket")?
             };
-            rt.spawn(http::accept_loop(l, ctx.clone(), crate::grpc::connection));
+            rt.spawn(http::accept_loop(l, ctx.clone(), crate::server::grpc::connection));
         }
         let c = ctx.clone();
         rt.spawn(async move {

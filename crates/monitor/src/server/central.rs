@@ -3,14 +3,14 @@
 //! binary) shows per-topic latency, sizes, bandwidth, CPU, loss and repairs.
 //!
 //! This module holds the state ([`Central`]); its caps are in `config.rs`
-//! ([`StateCaps`](crate::config::StateCaps)), and the HTTP server in front of it (timeouts, connection
+//! ([`StateCaps`](crate::server::config::StateCaps)), and the HTTP server in front of it (timeouts, connection
 //! and rate limits, authentication) is `http.rs`. Everything keyed by what agents send is bounded: agents
 //! (64; an idle one makes room for a new one), latency series per flow (least recently updated evicted, counted),
 //! network devices per agent, the size of an agent's topic table and
 //! counters, and what one `/api/state` answer carries.
 
-use crate::config::{ServeConfig, MAX_AGENTS};
-use crate::protocol::{self, check_agent_name, Batch, MetricSample};
+use crate::server::config::{ServeConfig, MAX_AGENTS};
+use crate::stream::protocol::{self, check_agent_name, Batch, MetricSample};
 use ddscope_export::prometheus::{Registry, RegistryConfig};
 use ddscope_sysstat::promtext::{Family, Kind as MetricKind, Sample};
 use ddscope_export::traces::TraceSampling;
@@ -128,7 +128,7 @@ struct Agent {
     /// The end the agent announced over OTLP, applied at this time (see `otlp_end_grace`).
     end_at: Option<Instant>,
     /// Its OTLP batch records held until their sightings are in.
-    hold: crate::otlp::AgentHold,
+    hold: crate::stream::otlp::AgentHold,
     /// The agent's trace in the correlator, once it sent a trace item.
     trace: Option<usize>,
     trace_items: u64,
@@ -331,7 +331,7 @@ impl Central {
         self.ingest_from(b, false, false).map(|_| ())
     }
 
-    /// Takes one batch decoded from OTLP ([`crate::otlp`]): sightings
+    /// Takes one batch decoded from OTLP ([`crate::stream::otlp`]): sightings
     /// (`record` false; `seq` is the agent batch they came in, 0 if unknown:
     /// only their items count), or a batch record (watermark, counters, end;
     /// held until its sightings are in, see [`ServeConfig::otlp_hold`]).
@@ -372,7 +372,7 @@ impl Central {
                         system: SystemHistory::default(),
                         ended: false,
                         end_at: None,
-                        hold: crate::otlp::AgentHold::new(self.cfg.window_ns),
+                        hold: crate::stream::otlp::AgentHold::new(self.cfg.window_ns),
                         trace: None,
                         trace_items: 0,
                     },
@@ -414,7 +414,7 @@ impl Central {
             // The record's watermark and end wait for the sightings sent before them (see `release`).
             let watermark = items.iter().filter_map(|i| if let protocol::StreamItem::Watermark { t } = i { Some(*t) } else { None }).max();
             items.clear();
-            a.hold.hold(crate::otlp::HeldRecord { seq: b.seq, watermark, last: b.last, arrived: Instant::now() }, self.cfg.otlp_hold_max);
+            a.hold.hold(crate::stream::otlp::HeldRecord { seq: b.seq, watermark, last: b.last, arrived: Instant::now() }, self.cfg.otlp_hold_max);
         }
         a.ended = last;
         let name: Arc<str> = Arc::from(b.agent.as_str());
@@ -503,8 +503,8 @@ impl Central {
     }
 
     /// What the holds of all agents did, with the pipeline skew they saw.
-    pub fn hold_stats(&self) -> crate::otlp::HoldStats {
-        let mut s = crate::otlp::HoldStats::default();
+    pub fn hold_stats(&self) -> crate::stream::otlp::HoldStats {
+        let mut s = crate::stream::otlp::HoldStats::default();
         for a in self.agents.values() {
             s.add(&a.hold.stats);
         }
@@ -542,11 +542,11 @@ impl Central {
         }
     }
 
-    /// The shard's mergeable document ([`crate::federation`]): the state's
+    /// The shard's mergeable document ([`crate::server::federation`]): the state's
     /// counters and agents, with every flow's statistics in mergeable form.
     pub fn mergeable(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
         let mut v = self.state(server, rate_limited);
-        v["flows"] = serde_json::to_value(crate::federation::flow_parts(&self.corr)).unwrap_or_default();
+        v["flows"] = serde_json::to_value(crate::server::federation::flow_parts(&self.corr)).unwrap_or_default();
         v["counters"] = json!({"rejected_batches": self.rejected, "bad_items": self.bad_items});
         v
     }
@@ -681,7 +681,7 @@ impl Central {
     }
 
     /// Everything the dashboard shows, as one JSON document of bounded size
-    /// (see [`StateCaps`](crate::config::StateCaps)); `server` is the HTTP layer's counters and
+    /// (see [`StateCaps`](crate::server::config::StateCaps)); `server` is the HTTP layer's counters and
     /// `rate_limited` the refusals per agent name.
     pub fn state(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
         let caps = &self.cfg.caps;
@@ -814,7 +814,7 @@ fn late(corr: &Correlator, series: &SeriesStore, idx: usize, agent: &Arc<str>, i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::StreamItem;
+    use crate::stream::protocol::StreamItem;
 
     fn row(topic: &str, sender: &str, t: i64) -> LatencyRow {
         use ddscope_core::discovery::TopicNames;

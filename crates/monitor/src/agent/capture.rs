@@ -3,44 +3,29 @@
 //! clear fallback message), kernel drop counters, an optional BPF filter and
 //! snap length (header-only mode), and reopening when the interface goes
 //! down and comes back. Optionally an in-kernel filter (eBPF, see
-//! [`crate::kfilter`]) leaves out the IP fragments that carry nothing the
+//! [`crate::agent::kfilter`]) leaves out the IP fragments that carry nothing the
 //! analyses read; they are handed over as header-only frames rebuilt from
 //! what the kernel reported, so every count stays that of the full capture.
 
-use crate::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
+use crate::agent::kfilter::{FilterCounters, KernelFilter, LeftOut, Mode, Record};
 use anyhow::Context;
 use ddscope_core::bounded::BoundedMap;
 use std::collections::VecDeque;
-use ddscope_core::source::{Packet, PacketSource, Poll};
+pub use ddscope_core::source::{InterfaceSpec, Tstamp};
+use ddscope_core::source::{LiveInterfaces, Packet, PacketSource, Poll};
 use ddscope_wire::link::LinkType;
 use pcap::{Capture, Precision, TimestampType};
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tstamp {
-    Host,
-    Adapter,
-    AdapterUnsynced,
-}
+/// Opens live interfaces with libpcap: what [`ddscope_core::source::SourceSpec::open`]
+/// is given for [`ddscope_core::source::SourceSpec::Interface`] (`ddscope live`, `ddscope agent`).
+pub struct Libpcap;
 
-#[derive(Debug, Clone)]
-pub struct LiveConfig {
-    pub interface: String,
-    pub filter: Option<String>,
-    /// 0 = whole frames.
-    pub snaplen: i32,
-    pub tstamp: Tstamp,
-    pub buffer_mb: i32,
-    /// Deliver every packet as it arrives (one wakeup per packet) instead of
-    /// in blocks retired every 100 ms: faster display, more load on the host.
-    pub immediate: bool,
-    /// Attach the in-kernel filter (falls back to plain capture, with a
-    /// note, when it cannot be loaded).
-    pub kernel_filter: bool,
-    /// In-kernel records (see [`crate::kfilter::Mode::Records`]): the socket
-    /// receives only what must pass whole, every other frame comes as a
-    /// record and is rebuilt here. Falls back like `kernel_filter`.
-    pub kernel_records: bool,
+impl LiveInterfaces for Libpcap {
+    type Capture = LiveCapture;
+    fn open(&self, spec: &InterfaceSpec) -> anyhow::Result<LiveCapture> {
+        LiveCapture::open(spec.clone())
+    }
 }
 
 /// Kernel and libpcap counters (cumulative since the capture opened, over reopenings).
@@ -57,7 +42,7 @@ pub struct CaptureCounters {
 }
 
 pub struct LiveCapture {
-    cfg: LiveConfig,
+    cfg: InterfaceSpec,
     cap: Capture<pcap::Active>,
     /// Header-only mode: discovery traffic in full on a second handle.
     disc: Option<Capture<pcap::Active>>,
@@ -172,20 +157,20 @@ fn combine(user: &Option<String>, ours: &str) -> String {
 }
 
 /// Header-only mode: a snap length shorter than any DDS datagram.
-fn header_only(cfg: &LiveConfig) -> bool {
+fn header_only(cfg: &InterfaceSpec) -> bool {
     cfg.snaplen > 0 && cfg.snaplen < 1500
 }
 
 /// Opens the capture handle(s), non-blocking: we wait with poll() ourselves.
 /// (libpcap's own read timeout does not return on an idle interface with
 /// TPACKET_V3, which would leave a stop request unnoticed.)
-fn open_pair(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, Option<Capture<pcap::Active>>, String)> {
+fn open_pair(cfg: &InterfaceSpec) -> anyhow::Result<(Capture<pcap::Active>, Option<Capture<pcap::Active>>, String)> {
     if !header_only(cfg) || cfg.kernel_filter || cfg.kernel_records {
         let (c, note) = open(cfg)?;
         return Ok((c.setnonblock().context("non-blocking capture")?, None, note));
     }
-    let main_cfg = LiveConfig { filter: Some(combine(&cfg.filter, &format!("not ({DISCOVERY_BPF})"))), ..cfg.clone() };
-    let disc_cfg = LiveConfig { filter: Some(combine(&cfg.filter, DISCOVERY_BPF)), snaplen: 0, ..cfg.clone() };
+    let main_cfg = InterfaceSpec { filter: Some(combine(&cfg.filter, &format!("not ({DISCOVERY_BPF})"))), ..cfg.clone() };
+    let disc_cfg = InterfaceSpec { filter: Some(combine(&cfg.filter, DISCOVERY_BPF)), snaplen: 0, ..cfg.clone() };
     let (main, note) = open(&main_cfg)?;
     let (disc, _) = open(&disc_cfg)?;
     let main = main.setnonblock().context("non-blocking capture")?;
@@ -193,7 +178,7 @@ fn open_pair(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, Option<
     Ok((main, Some(disc), format!("{note}; header-only: {} bytes per frame, discovery (even RTPS ports) in full", cfg.snaplen)))
 }
 
-fn open(cfg: &LiveConfig) -> anyhow::Result<(Capture<pcap::Active>, String)> {
+fn open(cfg: &InterfaceSpec) -> anyhow::Result<(Capture<pcap::Active>, String)> {
     let base = || -> anyhow::Result<Capture<pcap::Inactive>> {
         let mut c = Capture::from_device(cfg.interface.as_str())
             .with_context(|| format!("cannot capture on {}", cfg.interface))?
@@ -245,7 +230,7 @@ fn explain_open_error(iface: &str, e: pcap::Error) -> anyhow::Error {
 
 /// Attaches the in-kernel filter to the capture socket, or says in one line
 /// why the capture goes on without it.
-fn attach_filter(cfg: &LiveConfig, cap: &Capture<pcap::Active>) -> (Option<KernelFilter>, String) {
+fn attach_filter(cfg: &InterfaceSpec, cap: &Capture<pcap::Active>) -> (Option<KernelFilter>, String) {
     use std::os::unix::io::AsRawFd;
     if !cfg.kernel_filter && !cfg.kernel_records {
         return (None, String::new());
@@ -268,7 +253,8 @@ fn attach_filter(cfg: &LiveConfig, cap: &Capture<pcap::Active>) -> (Option<Kerne
 }
 
 impl LiveCapture {
-    pub fn open(cfg: LiveConfig) -> anyhow::Result<LiveCapture> {
+    /// Opened through [`Libpcap`] only.
+    fn open(cfg: InterfaceSpec) -> anyhow::Result<LiveCapture> {
         if (cfg.kernel_filter || cfg.kernel_records) && cfg.filter.is_some() {
             anyhow::bail!("the in-kernel filter replaces the capture filter: use one of them");
         }

@@ -10,7 +10,7 @@
 //! to the agent as a note the first time it appears, so a misconfigured
 //! agent says so instead of sending into the void until it exits.
 
-use crate::protocol::{Batch, StreamItem, AGENT_HEADER, INGEST_PATH};
+use crate::stream::protocol::{Batch, StreamItem, AGENT_HEADER, INGEST_PATH};
 use ddscope_export::delivery::{self, Delivery, DeliveryConfig, Encoder, Http, Outcome, Transport};
 use ddscope_export::{SinkStats, SinkStatsSnapshot};
 use std::collections::BTreeSet;
@@ -28,7 +28,7 @@ pub struct Upstream {
     /// Send OTLP/HTTP to an OpenTelemetry Collector (`url` is its base, e.g.
     /// `http://collector:4318`) instead of the JSON stream to `serve`: the
     /// sightings as spans to `/v1/traces`, then the batch record (watermark,
-    /// counters, end) as a log record to `/v1/logs` (see [`crate::otlp`]).
+    /// counters, end) as a log record to `/v1/logs` (see [`crate::stream::otlp`]).
     pub otlp: bool,
 }
 
@@ -47,7 +47,7 @@ pub(crate) fn now_ns() -> i64 {
 struct BatchEncoder {
     pending: Vec<Batch>,
     otlp: bool,
-    memo: crate::otlp::TopicMemo,
+    memo: crate::stream::otlp::TopicMemo,
 }
 
 impl Encoder for BatchEncoder {
@@ -61,7 +61,7 @@ impl Encoder for BatchEncoder {
         for b in self.pending.drain(..) {
             if self.otlp {
                 // Sightings first, then the record whose watermark covers them.
-                let (traces, logs, _) = crate::otlp::encode_bodies(&b, &mut self.memo);
+                let (traces, logs, _) = crate::stream::otlp::encode_bodies(&b, &mut self.memo);
                 let spans = b.items.iter().filter(|i| matches!(i, StreamItem::Sample(_) | StreamItem::Frag(_))).count() as u64;
                 if spans > 0 {
                     out.push(delivery::Batch { body: traces, records: spans, endpoint: 0 });
@@ -141,7 +141,7 @@ impl UpstreamLink {
     /// the server can check it and rate-limit before reading a body).
     /// A name the server would refuse on every batch is refused here, at once.
     pub fn start(up: &Upstream, agent: &str) -> std::io::Result<Self> {
-        crate::protocol::check_agent_name(agent).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the central server refuses this agent: {e}")))?;
+        crate::stream::protocol::check_agent_name(agent).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the central server refuses this agent: {e}")))?;
         let cfg = DeliveryConfig {
             batch_max_bytes: 64 << 20,
             batch_max_records: usize::MAX,
@@ -164,7 +164,7 @@ impl UpstreamLink {
             http: Http::new(cfg.request_timeout),
             urls: match up.otlp {
                 false => vec![format!("{base}{INGEST_PATH}")],
-                true => vec![format!("{base}{}", crate::otlp::TRACES_PATH), format!("{base}{}", crate::otlp::LOGS_PATH)],
+                true => vec![format!("{base}{}", crate::stream::otlp::TRACES_PATH), format!("{base}{}", crate::stream::otlp::LOGS_PATH)],
             },
             content_type: if up.otlp { "application/x-protobuf" } else { "application/json" },
             headers,
