@@ -26,10 +26,10 @@ from sources that are not ddscope's analysis:
     `link_queueing` verdict on an image no iperf3 frame overlapped (publish to
     receive) is a wrong one;
   * a CPU hog (examples/lab/explain-cpu-hog.toml: a SCHED_FIFO node on pc2
-    spinning 40 ms four times a second on the CPU the /image subscriber is
+    spinning 40 ms 3.7 times a second on the CPU the /image subscriber is
     pinned to): the hog's own ground truth (its callbacks' start and end)
-    says when it spun; an image published while it spun waited for the
-    end of the spin (expected `cpu_contention`), and a `cpu_contention`
+    says when it spun; an image due at the subscriber while it spun waited
+    for the end of the spin (expected `cpu_contention`), and a `cpu_contention`
     verdict on an image whose life no spin overlapped is a wrong one;
   * a sender burst (examples/lab/explain-sender-burst.toml: every 10th
     period the camera publishes 4 images of 64 kB at once on a 100 Mbit/s
@@ -269,13 +269,16 @@ def test_cpu_hog_is_explained_as_cpu_contention(runs, ddscope):
     assert len(spins) >= 30 and all(38_000_000 <= e - s <= 80_000_000 for s, e in spins), spins[:3]
     pub = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "publish") if r["topic"] == "/image"}
     rcv = {(r["writer_guid"], r["seq"]): r["t_ns"] for r in truth(run, "receive") if r["topic"] == "/image"}
-    # Injected: an image published while the hog spun, more than the floor (+1 ms) before the spin ended.
+    # Injected: an image due at fusion (published + the images' median publish -> receive) while the hog spun,
+    # more than the floor (+1 ms) before the spin ended.
+    import statistics
+    due = statistics.median(rcv[k] - t for k, t in pub.items() if k in rcv)
     expected, delayed = {}, set()
     for k, t in pub.items():
         for s, e in spins:
-            if s <= t < e:
+            if s <= t + due < e:
                 expected[k] = "cpu_contention"
-                if e - t > FLOOR_NS + 1_000_000:
+                if e - (t + due) > FLOOR_NS + 1_000_000:
                     delayed.add(k)
     assert len(delayed) >= 15, (len(delayed), len(pub))
     x = explain(ddscope, run)
@@ -306,7 +309,10 @@ def test_sender_burst_is_explained_as_sender_burst(runs, ddscope):
     # Injected: the 2nd to 4th sample of each burst (sequence numbers 10k+2 … 10k+4), published together with
     # the one before it (the truth says so), and delayed past the floor (+1 ms) by it.
     in_burst = {k for k in pub if (k[1] - 1) % 10 in (1, 2, 3)}
-    assert all(pub[k] - pub[(k[0], k[1] - 1)] < 5_000_000 for k in in_burst if (k[0], k[1] - 1) in pub), "the bursts were not published at once"
+    # At once: each right after the one before returned (a write may block while the socket's buffer drains), far
+    # inside the 50 ms period.
+    gaps = [pub[k] - pub[(k[0], k[1] - 1)] for k in in_burst if (k[0], k[1] - 1) in pub]
+    assert gaps and max(gaps) < 20_000_000, ("the bursts were not published at once", sorted(gaps)[-3:])
     expected = {k: "sender_burst" for k in in_burst}
     delayed = {k for k in in_burst if k in e2e and e2e[k] - typical > FLOOR_NS + 1_000_000}
     assert len(delayed) >= 30, (len(delayed), len(in_burst), typical)
@@ -320,7 +326,7 @@ def test_sender_burst_is_explained_as_sender_burst(runs, ddscope):
     assert len(wrong) <= 0.05 * len(verdicts), [(i["sn"], i["evidence"]) for i in wrong[:5]]
     for i in verdicts:
         assert i["layer"] in ("dds_send", "ros_publish", "sender_stack"), i
-        assert re.match(r"the writer sent [123] other sample\(s\) in the [\d.]+ ms before this one \(period 5\d\.\d+ ms\)", i["evidence"]), i["evidence"]
+        assert re.match(r"the writer sent [123] other sample\(s\) in the [\d.]+ ms before this one \(period (?:49|50)\.\d+ ms\)", i["evidence"]), i["evidence"]
 
 
 def test_wrong_clock_offset_is_explained_as_clock_offset(runs, ddscope):

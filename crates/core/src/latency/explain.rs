@@ -116,7 +116,7 @@ impl Default for ExplainOptions {
             link_rate_from: "the link rate given",
             link_peak_span_ns: 1_000_000,
             link_busy_share: 0.8,
-            cpu_busy_cores: 0.5,
+            cpu_busy_cores: 0.3,
         }
     }
 }
@@ -607,12 +607,12 @@ impl Explainer {
         };
         // Another process on `host` than the waiting node kept a CPU busy while the sample waited in
         // [from, to) (`what`): between the readings around the wait (at most one interval outside it on
-        // each side) it kept at least `cpu_busy_cores` busy and ran at least half as long as the wait.
+        // each side) it kept at least `cpu_busy_cores` busy and ran at least 80 % as long as the wait.
         let cpu_interval = self.cpu.as_ref().and_then(|c| c.interval_ns());
         let cpu_hog = |host: &Arc<str>, node: &Arc<str>, from: i64, to: i64, what: &str| -> Option<String> {
             let (cpu, step) = (self.cpu.as_ref()?, cpu_interval?);
             let u = cpu.busiest(host, &[node], from, to, step)?;
-            (u.cores() >= self.opts.cpu_busy_cores && 2 * u.cpu_ns >= to - from).then(|| {
+            (u.cores() >= self.opts.cpu_busy_cores && 10 * u.cpu_ns >= 8 * (to - from)).then(|| {
                 format!(
                     "on {host}, {} used {:.1} ms of CPU in the {:.1} ms of readings around the {:.3} ms {what} ({:.0} % of a core)",
                     u.process,
