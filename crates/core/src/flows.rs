@@ -29,7 +29,7 @@ use crate::bounded::BoundedMap;
 use crate::ipfrag::{ReassemblyLimits, ReassemblyStats};
 use crate::latency::stats::{Dist, DistSummary};
 use crate::pipeline::merge::BATCH;
-use crate::pipeline::{Analysis, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
+use crate::pipeline::{Analysis, Batcher, CapturePoint, Datagram, Mark, Marked, Merge, Merger, WATERMARK_EVERY_NS};
 use crate::record::{opt_i, Value};
 use crate::sink::RowSink;
 use crate::source::{open_file, CaptureError, CaptureSummary, Packet};
@@ -991,32 +991,41 @@ pub fn run_files(
             // counters are not used here).
             let dcfg = crate::decode::DecoderConfig { reassembly: cfg.reassembly, ..Default::default() };
             let mut point = CapturePoint::new(&input.name, dcfg, None);
-            // a batch goes when full, at the end, or when the capture has moved on by a watermark interval
-            let mut sent_wm = i64::MIN;
+            // The one batcher (as the correlation feed's): a batch goes when full and at the end, a
+            // watermark goes in once the capture has moved on by a watermark interval.
+            let stopped = std::cell::Cell::new(false);
             let mut started = false;
+            let mut batch = Batcher::new(BATCH, |items: Vec<FlowItem>| {
+                if !stopped.get() && !send(items) {
+                    stopped.set(true);
+                }
+            });
             loop {
                 let ended = !matches!(point.step(&mut src, &mut tap), Ok(p) if p != crate::source::Poll::Ended);
                 if ended {
                     point.finish(&mut tap);
                     tap.stats.ip = point.decoder.stats.ip;
                 }
-                if ended || tap.pending() >= BATCH || tap.watermark().saturating_sub(sent_wm) >= WATERMARK_EVERY_NS {
-                    sent_wm = tap.watermark();
-                    let mut items = Vec::with_capacity(tap.pending() + 2);
-                    if !started && tap.first_ts() != i64::MIN {
-                        started = true;
-                        items.push(FlowItem::Start(tap.first_ts()));
-                    }
-                    items.extend(tap.take().into_iter().map(FlowItem::Seen));
-                    items.push(if ended { FlowItem::End } else { FlowItem::Watermark(tap.watermark()) });
-                    if !send(items) {
-                        break;
-                    }
+                if !started && tap.first_ts() != i64::MIN {
+                    started = true;
+                    batch.push(FlowItem::Start(tap.first_ts()));
+                }
+                for s in tap.take() {
+                    batch.push(FlowItem::Seen(s));
                 }
                 if ended {
+                    batch.push(FlowItem::End);
+                    batch.flush();
+                    break;
+                }
+                if batch.watermark_due(tap.watermark(), WATERMARK_EVERY_NS) {
+                    batch.push(FlowItem::Watermark(tap.watermark()));
+                }
+                if stopped.get() {
                     break;
                 }
             }
+            drop(batch);
             Box::new((src.into_summary(), tap.stats.clone()))
         });
     }
