@@ -297,6 +297,15 @@ def test_cpu_hog_is_explained_as_cpu_contention(runs, ddscope):
     c = x["cpu_load"]
     assert c["hosts"] == ["pc1", "pc2"] and c["bad_lines"] == 0 and c["not_kept"] == 0, c
     assert 8_000_000 <= c["interval_ns"] <= 15_000_000, c
+    # The same load given by hand (`--load HOST=FILE`, every process of the file on pc2) to the run's files: the
+    # same verdicts.
+    by_hand = json.loads(ddscope("latency", run / "pc1.pcapng", run / "pc2.pcapng", "--trace", f"pc1={run / 'pc1.lttng'}",
+                                 "--trace", f"pc2={run / 'pc2.lttng'}", "--truth", run / "pc1.truth.jsonl", "--truth",
+                                 run / "pc2.truth.jsonl", "--load", f"pc2={run / 'load.csv'}", "--explain", "--format", "json").stdout)["incidents"]
+    assert by_hand["cpu_load"]["hosts"] == ["pc2"], by_hand["cpu_load"]
+    assert {(i["sn"], i["cause"]) for i in by_hand["incidents"]} == {(i["sn"], i["cause"]) for i in x["incidents"]}
+    cp = ddscope("latency", run, "--explain", "--load", "pc2=/nonexistent/load.csv", check=False)
+    assert cp.returncode != 0 and "--load /nonexistent/load.csv" in cp.stderr, cp.stderr
 
 
 def test_sender_burst_is_explained_as_sender_burst(runs, ddscope):
