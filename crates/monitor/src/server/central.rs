@@ -198,14 +198,18 @@ fn thin<T: Copy>(q: &VecDeque<T>, max: usize, pair: impl Fn(T) -> Value) -> Vec<
 /// Counters of the HTTP layer, shown in `/api/state` under `server`.
 pub type ServerCounters = Value;
 
-/// Where the correlator's rows go: the dashboard's series and the exporters.
-struct RowSink<'a> {
+/// Where the correlator's rows go, as a row stage: the exporters look at each
+/// row, the dashboard's series store takes it.
+struct ServeRows<'a> {
     series: &'a mut SeriesStore,
     export: Option<&'a Exporters>,
 }
 
-impl RowSink<'_> {
-    fn on_row(&mut self, r: LatencyRow) {
+impl ddscope_core::sink::RowSink<LatencyRow> for ServeRows<'_> {
+    fn row(&mut self, r: &LatencyRow) {
+        self.take(r.clone())
+    }
+    fn take(&mut self, r: LatencyRow) {
         if let Some(e) = self.export {
             e.on_latency(&r);
         }
@@ -382,7 +386,7 @@ impl Central {
         };
         let topics = b.topics.map(|t| self.capped(t, Some(self.cfg.caps.agent_topic_rows)));
         let counters = b.counters.map(|c| self.capped(c, None).0);
-        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
         let Some(a) = self.agents.get_mut(&b.agent) else {
             return Err("agent table changed while ingesting".into());
         };
@@ -419,9 +423,9 @@ impl Central {
         a.ended = last;
         let name: Arc<str> = Arc::from(b.agent.as_str());
         if was_ended && !last {
-            self.corr.set_ended(idx, false, &mut |r| series.on_row(r));
+            self.corr.set_ended(idx, false, &mut rows);
             if let Some(t) = a.trace {
-                self.corr.set_trace_ended(t, false, &mut |r| series.on_row(r));
+                self.corr.set_trace_ended(t, false, &mut rows);
             }
         }
         let mut refused = 0u64;
@@ -429,16 +433,16 @@ impl Central {
         for w in items {
             match self.decoder.decode(&name, w) {
                 Ok(protocol::Decoded::Capture(item)) => {
-                    if data_only && late(&self.corr, series.series, idx, &name, &item) {
+                    if data_only && late(&self.corr, rows.series, idx, &name, &item) {
                         a.hold.stats.late_sightings += 1;
                         continue;
                     }
-                    self.corr.push(idx, item, &mut |r| series.on_row(r))
+                    self.corr.push(idx, item, &mut rows)
                 }
                 Ok(protocol::Decoded::Trace(item)) => {
                     let t = *a.trace.get_or_insert_with(|| self.corr.add_trace(idx));
                     a.trace_items += 1;
-                    self.corr.push_trace(t, item, &mut |r| series.on_row(r));
+                    self.corr.push_trace(t, item, &mut rows);
                 }
                 Err(e) => {
                     self.bad_items += 1;
@@ -448,9 +452,9 @@ impl Central {
             }
         }
         if last && !was_ended {
-            self.corr.set_ended(idx, true, &mut |r| series.on_row(r));
+            self.corr.set_ended(idx, true, &mut rows);
             if let Some(t) = a.trace {
-                self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
+                self.corr.set_trace_ended(t, true, &mut rows);
             }
         }
         if data_only {
@@ -484,19 +488,19 @@ impl Central {
             ));
         };
         self.agents_evicted += 1;
-        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
-        Ok(self.corr.replace_capture(old.idx, newcomer, &mut |r| series.on_row(r)))
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
+        Ok(self.corr.replace_capture(old.idx, newcomer, &mut rows))
     }
 
     /// Lets an agent's held OTLP batch records take effect once their
     /// sightings are in (a sighting of a later batch arrived) or their hold expired.
     fn release(&mut self, agent: &str) {
         let now = Instant::now();
-        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
         let Some(a) = self.agents.get_mut(agent) else { return };
         for r in a.hold.release(now, self.cfg.otlp_hold) {
             if let Some(t) = r.watermark {
-                self.corr.push(a.idx, ddscope_core::latency::Item::Watermark(t), &mut |x| series.on_row(x));
+                self.corr.push(a.idx, ddscope_core::latency::Item::Watermark(t), &mut rows);
             }
             a.end_at = r.last.then(|| now + self.cfg.otlp_end_grace);
         }
@@ -518,16 +522,16 @@ impl Central {
             self.release(&n);
         }
         let idle = self.cfg.idle;
-        let mut series = RowSink { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
         for a in self.agents.values_mut() {
             let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
             // An agent with records held is not idle: its sightings are still on the way.
             if !a.ended && ((a.last_seen.elapsed() > idle && a.hold.is_empty()) || announced) {
                 a.end_at = None;
                 a.ended = true;
-                self.corr.set_ended(a.idx, true, &mut |r| series.on_row(r));
+                self.corr.set_ended(a.idx, true, &mut rows);
                 if let Some(t) = a.trace {
-                    self.corr.set_trace_ended(t, true, &mut |r| series.on_row(r));
+                    self.corr.set_trace_ended(t, true, &mut rows);
                 }
             }
         }
