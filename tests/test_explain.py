@@ -312,6 +312,27 @@ def test_cpu_hog_is_explained_as_cpu_contention(runs, ddscope):
     assert cp.returncode != 0 and "--load /nonexistent/load.csv" in cp.stderr, cp.stderr
 
 
+def test_bad_load_lines_are_counted_and_named(runs, ddscope, tmp_path):
+    """A load.csv line that cannot be read is skipped, counted and named by `latency` and by `report`, never silent."""
+    run = runs["hog"]
+    bad = tmp_path / "hog"
+    bad.mkdir()
+    for f in run.iterdir():
+        if f.name != "load.csv":
+            (bad / f.name).symlink_to(f)
+    lines = (run / "load.csv").read_text().splitlines()
+    n = len(lines)
+    (bad / "load.csv").write_text("\n".join(lines + ["123,hog,x,1,2"]) + "\n")
+    cp = ddscope("latency", bad, "--budget", "/image=20ms", "--explain", "--format", "json")
+    c = json.loads(cp.stdout)["incidents"]["cpu_load"]
+    assert c["bad_lines"] == 1 and c["first_problem"] == f"{bad / 'load.csv'}: line {n + 1}: pid is not a number", c
+    assert f"latency: warning: per-process load: 1 line(s) not read" in cp.stderr, cp.stderr
+    cp = ddscope("report", bad, "--budget", "/image=20ms", "--html", tmp_path / "r.html")
+    warned = [l for l in cp.stderr.splitlines() if "warning" in l]
+    assert any("per-process load: 1 line(s) not read" in l and f"line {n + 1}" in l for l in warned), cp.stderr
+    assert any("1 line(s) of the per-process load not drawn" in l and f"line {n + 1}" in l for l in warned), cp.stderr
+
+
 def test_sender_burst_is_explained_as_sender_burst(runs, ddscope):
     import statistics
     run = runs["burst"]

@@ -106,6 +106,7 @@
       chart(g, C.line, { title: r.name + ": resident memory", xLabel: "time since start (s)", yLabel: "MiB", yFromZero: true, series: ps.map((p) => ({ name: p.name, points: p.rss })) });
       chart(g, C.line, { title: r.name + ": context switches", xLabel: "time since start (s)", yLabel: "switches/s", yFromZero: true, series: ps.map((p) => ({ name: p.name, points: p.ctx })) });
       if (r.load.not_drawn) ld.append(el("p", { class: "muted" }, r.name + ": " + r.load.not_drawn + " processes with less CPU time not drawn (all are in load.csv)"));
+      if (r.load.bad_lines) ld.append(el("p", { class: "muted" }, r.name + ": " + r.load.bad_lines + " lines of load.csv could not be read and are not drawn"));
     }
     main.append(ld);
   }

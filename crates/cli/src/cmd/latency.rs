@@ -184,7 +184,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
     }
     let link_rate = link_rate(a.link_rate, &a.inputs);
-    let cpu_load = if a.explain || !budgets.is_empty() { cpu_load(&a.load, &a.inputs, &limits)? } else { None };
+    let cpu_load = if a.explain || !budgets.is_empty() { cpu_load(&a.load, &a.inputs, &limits, None)? } else { None };
     let explainer = (a.explain || !budgets.is_empty()).then(|| {
         ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
             budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed")).collect(),
@@ -452,7 +452,8 @@ pub fn link_rate(given: Option<ddscope_traffic::units::Rate>, inputs: &[PathBuf]
 /// The per-process load `--explain` reads for CPU contention: `--load HOST=FILE`
 /// (every process of FILE on HOST), else a lab run directory's load.csv (each
 /// node on its scenario host, `NAME_on_HOST` on HOST), else none.
-pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::limits::Limits) -> anyhow::Result<Option<ddscope_core::latency::cpuload::CpuLoad>> {
+/// `lab_load`: the run directory's load.csv when the caller has read it already.
+pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::limits::Limits, lab_load: Option<&str>) -> anyhow::Result<Option<ddscope_core::latency::cpuload::CpuLoad>> {
     use ddscope_core::latency::cpuload::{host_in_name, CpuLoad};
     let mut load = CpuLoad::new(limits.explain.max_load_processes, limits.explain.max_load_points);
     if !given.is_empty() {
@@ -464,9 +465,11 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
     }
     let [dir] = inputs else { return Ok(None) };
     let file = dir.join(ddscope_lab::run::LOAD_FILE);
-    if !file.is_file() {
-        return Ok(None);
-    }
+    let text = match lab_load {
+        Some(t) => std::borrow::Cow::Borrowed(t),
+        None if file.is_file() => std::borrow::Cow::Owned(std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?),
+        None => return Ok(None),
+    };
     let mut hosts = std::collections::HashMap::new();
     if let Ok(run) = std::fs::read_to_string(dir.join("run.json")).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())) {
         for n in run["nodes"].as_array().into_iter().flatten() {
@@ -475,7 +478,7 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
             }
         }
     }
-    load.read_csv(&file, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(|e| anyhow::anyhow!("{e}"))?;
+    load.add_csv(&file.display().to_string(), &text, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some(load))
 }
 

@@ -228,7 +228,15 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
     let link_rate = super::latency::link_rate(a.link_rate, inputs);
-    let cpu_load = if a.budgets.is_empty() { None } else { super::latency::cpu_load(&a.load, inputs, &limits)? };
+    // A lab run's load.csv, read once: the CPU charts and the incidents' CPU-contention evidence.
+    let lab_load = match inputs {
+        [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => {
+            let path = dir.join(ddscope_lab::run::LOAD_FILE);
+            Some((std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?, path))
+        }
+        _ => None,
+    };
+    let cpu_load = if a.budgets.is_empty() { None } else { super::latency::cpu_load(&a.load, inputs, &limits, lab_load.as_ref().map(|(t, _)| t.as_str()))? };
     // The link timelines for the incidents' queueing evidence: with budgets, when the section is shown.
     if !a.budgets.is_empty() {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
@@ -313,9 +321,9 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     } else {
         super::flows::report_section(inputs, &a.offsets, a.window.window.ns(), &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?
     };
-    let load = match inputs {
-        [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => Some(load_series(&dir.join(ddscope_lab::run::LOAD_FILE), start_ns)?),
-        _ => None,
+    let load = match &lab_load {
+        Some((text, path)) => Some(load_series(text, path, start_ns)?),
+        None => None,
     };
     for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
         if let Some(l) = o.link.take() {
@@ -326,6 +334,9 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         explainer.add_cpu_load(l);
     }
     let x = explainer.finish();
+    if let Some(l) = x.cpu_load.as_ref().and_then(super::latency::cpu_load_problem) {
+        eprintln!("report: run {name}: warning: {l}");
+    }
     // The timeline: every incident's time and excess, one series per cause (capped like the latency series).
     let mut by: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     for i in x.incidents.iter().take(MAX_POINTS * 4) {
@@ -376,8 +387,7 @@ const MAX_LOAD_PROCESSES: usize = 12;
 
 /// A lab run's per-process load (load.csv) as chart series on the report's time axis:
 /// CPU % (user + system), RSS (MiB) and context switches per second, per process.
-fn load_series(path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+fn load_series(text: &str, path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
     let mut lines = text.lines();
     let header = lines.next().unwrap_or("");
     if header != ddscope_lab::procs::LOAD_CSV_HEADER && header != ddscope_lab::procs::LOAD_CSV_HEADER_V1 {
@@ -386,16 +396,27 @@ fn load_series(path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
     let columns = header.split(',').count();
     // (process, pid) -> rows (t_ns, cpu_s, rss_bytes, ctx)
     let mut by: BTreeMap<(String, i64), Vec<(i64, f64, f64, f64)>> = BTreeMap::new();
+    // A line that cannot be read is skipped, counted and the first named (the charts keep the rest).
+    let (mut bad_lines, mut first_bad) = (0u64, None);
     for (i, l) in lines.enumerate() {
         let f: Vec<&str> = l.split(',').collect();
-        let bad = || anyhow::anyhow!("{}: line {}: expected {columns} columns, numeric but the process name: {l:?}", path.display(), i + 2);
-        if f.len() != columns {
-            return Err(bad());
+        let parsed = (|| {
+            if f.len() != columns {
+                return None;
+            }
+            let n = |k: usize| f[k].parse::<f64>().ok().filter(|v| v.is_finite());
+            Some((f[0].parse::<i64>().ok()?, f[2].parse::<i64>().ok()?, n(3)? + n(4)?, n(5)?, n(6)? + n(7)?))
+        })();
+        match parsed {
+            Some((t, pid, cpu, rss, ctx)) => by.entry((f[1].to_string(), pid)).or_default().push((t, cpu, rss, ctx)),
+            None => {
+                bad_lines += 1;
+                first_bad.get_or_insert_with(|| format!("{}: line {}: expected {columns} columns, numeric but the process name: {l:?}", path.display(), i + 2));
+            }
         }
-        let n = |k: usize| f[k].parse::<f64>().map_err(|_| bad());
-        let t = f[0].parse::<i64>().map_err(|_| bad())?;
-        let pid = f[2].parse::<i64>().map_err(|_| bad())?;
-        by.entry((f[1].to_string(), pid)).or_default().push((t, n(3)? + n(4)?, n(5)?, n(6)? + n(7)?));
+    }
+    if let Some(first) = &first_bad {
+        eprintln!("report: warning: {bad_lines} line(s) of the per-process load not drawn; first: {first}");
     }
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut procs: Vec<(f64, Value)> = by
@@ -418,7 +439,7 @@ fn load_series(path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
     procs.sort_by(|a, b| b.0.total_cmp(&a.0));
     let not_drawn = procs.len().saturating_sub(MAX_LOAD_PROCESSES);
     procs.truncate(MAX_LOAD_PROCESSES);
-    Ok(json!({"processes": procs.into_iter().map(|p| p.1).collect::<Vec<_>>(), "not_drawn": not_drawn}))
+    Ok(json!({"processes": procs.into_iter().map(|p| p.1).collect::<Vec<_>>(), "not_drawn": not_drawn, "bad_lines": bad_lines}))
 }
 
 /// Escapes a JSON document for a <script> element.

@@ -115,7 +115,17 @@ impl CpuLoad {
                     continue;
                 }
             };
-            let host = hosts.entry(name.clone()).or_insert_with(|| host_of(&name).map(Arc::from)).clone();
+            // The name → host cache is as bounded as the processes kept: past it, `host_of` is asked each time.
+            let host = match hosts.get(&name) {
+                Some(h) => h.clone(),
+                None => {
+                    let h = host_of(&name).map(Arc::from);
+                    if hosts.len() < self.max_processes {
+                        hosts.insert(name.clone(), h.clone());
+                    }
+                    h
+                }
+            };
             let Some(host) = host else {
                 self.not_kept += 1;
                 continue;
