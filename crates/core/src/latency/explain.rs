@@ -51,6 +51,10 @@ impl std::fmt::Display for Limit {
 pub struct Budget {
     pub pattern: String,
     pub limit: Limit,
+    /// The end-to-end measure it judges (`ros_e2e`, `application`, `wire`); `None`: whichever the
+    /// flow has (`latency --budget`). `serve` ties each of its `TOPIC:LAYER` budgets to the measure
+    /// that layer is.
+    pub measure: Option<&'static str>,
     matcher: globset::GlobMatcher,
 }
 
@@ -66,7 +70,13 @@ impl Budget {
             _ => {}
         }
         let g = globset::Glob::new(pattern).map_err(|e| format!("budget topic pattern {pattern:?}: {e}"))?;
-        Ok(Budget { pattern: pattern.to_string(), limit, matcher: g.compile_matcher() })
+        Ok(Budget { pattern: pattern.to_string(), limit, measure: None, matcher: g.compile_matcher() })
+    }
+
+    /// The budget judges only flows whose end to end is `measure` (`ros_e2e`, `application`, `wire`).
+    pub fn for_measure(mut self, measure: &'static str) -> Budget {
+        self.measure = Some(measure);
+        self
     }
     fn matches(&self, topic: &str) -> bool {
         self.pattern == topic || self.matcher.is_match(topic)
@@ -274,6 +284,7 @@ struct Sample {
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowKey {
     pub topic: String,
+    pub domain: Option<u32>,
     pub sender: Arc<str>,
     pub receiver: Arc<str>,
 }
@@ -282,6 +293,7 @@ pub struct FlowKey {
 #[derive(Debug, Clone, Serialize)]
 pub struct Incident {
     pub topic: String,
+    pub domain: Option<u32>,
     pub sender: Arc<str>,
     pub receiver: Arc<str>,
     pub writer_id: String,
@@ -376,7 +388,7 @@ pub struct Explainer {
     links: HashMap<Arc<str>, LinkLoad>,
     cpu: Option<CpuLoad>,
     flows: Vec<FlowKey>,
-    flow_ids: HashMap<(String, Arc<str>, Arc<str>), u32>,
+    flow_ids: HashMap<(String, Option<u32>, Arc<str>, Arc<str>), u32>,
     samples: Vec<Sample>,
     seen: u64,
     not_kept: u64,
@@ -426,7 +438,7 @@ impl Explainer {
             return;
         }
         let topic = r.topic.as_ref().map(|t| t.topic_name.clone()).unwrap_or_else(|| format!("writer {}", r.writer_id));
-        let key = (topic, r.sender.clone(), r.receiver.clone());
+        let key = (topic, r.topic.as_ref().and_then(|t| t.domain), r.sender.clone(), r.receiver.clone());
         let flow = match self.flow_ids.get(&key) {
             Some(f) => *f,
             None => {
@@ -436,7 +448,7 @@ impl Explainer {
                     return;
                 }
                 let id = self.flows.len() as u32;
-                self.flows.push(FlowKey { topic: key.0.clone(), sender: key.1.clone(), receiver: key.2.clone() });
+                self.flows.push(FlowKey { topic: key.0.clone(), domain: key.1, sender: key.2.clone(), receiver: key.3.clone() });
                 self.flow_ids.insert(key, id);
                 id
             }
@@ -495,8 +507,9 @@ impl Explainer {
         });
     }
 
-    fn budget(&self, topic: &str) -> Option<Limit> {
-        self.opts.budgets.iter().find(|b| b.matches(topic)).map(|b| b.limit)
+    /// The first budget matching the topic that judges the flow's end-to-end measure.
+    fn budget(&self, topic: &str, measure: Option<&'static str>) -> Option<Limit> {
+        self.opts.budgets.iter().find(|b| b.matches(topic) && (b.measure.is_none() || b.measure == measure)).map(|b| b.limit)
     }
 
     /// Judges every kept sample.
@@ -534,7 +547,11 @@ impl Explainer {
                 buf.extend(t.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0));
                 period[f] = median(&mut buf);
                 // The flow's budget: given, or derived from the flow itself (its period, a percentile of its end to end).
-                flow_budget[f] = match self.budget(&self.flows[f].topic) {
+                // The flow's end-to-end measure: that of most of its samples (traced, ground truth, wire).
+                let mut measures: Vec<&'static str> = idx.iter().map(|&i| self.samples[i].e2e_kind).collect();
+                measures.sort_unstable();
+                let measure = measures.chunk_by(|a, b| a == b).max_by_key(|c| c.len()).map(|c| c[0]);
+                flow_budget[f] = match self.budget(&self.flows[f].topic, measure) {
                     None => None,
                     Some(Limit::Fixed(ns)) => Some(ns),
                     Some(Limit::Period) => period[f],
@@ -820,6 +837,7 @@ impl Explainer {
             };
             incidents.push(Incident {
                 topic: fk.topic.clone(),
+                domain: fk.domain,
                 sender: fk.sender.clone(),
                 receiver: fk.receiver.clone(),
                 writer_id: s.writer.to_string(),

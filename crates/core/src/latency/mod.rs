@@ -21,7 +21,7 @@
 //! Files by job: [`item`] (what captures hand the correlator), [`layers`]
 //! (levels, statuses, layers, stacks), [`rows`] (the rows and summaries it
 //! writes), [`correlator`] (the judging), [`files`] (capture files and traces
-//! merged into it), [`stats`], [`offset`], [`readers`], [`app`], [`explain`] (with [`cpuload`], its CPU evidence).
+//! merged into it), [`stats`], [`offset`], [`readers`], [`app`], [`explain`] (with [`cpuload`], its CPU evidence, and [`live_explain`], the same judged per window for `serve`).
 //! The names below are re-exported for other crates; files of this crate
 //! import from the file that defines a name.
 
@@ -32,6 +32,7 @@ pub mod explain;
 pub mod files;
 pub mod item;
 pub mod layers;
+pub mod live_explain;
 pub mod offset;
 pub mod readers;
 pub mod rows;
