@@ -9,6 +9,7 @@ use crate::push::PushSink;
 use ddscope_sysstat::system::{now_ns, SystemSampler, SystemSource};
 use crate::SinkStatsSnapshot;
 use ddscope_core::events::SubmsgEvent;
+use ddscope_core::latency::explain::Incident;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
@@ -227,6 +228,17 @@ impl Exporters {
         self.registry.on_latency(r);
         for s in &self.sinks {
             s.sink.on_latency(r);
+        }
+    }
+
+    /// The incidents of a window `serve` judged (counts by cause, their points and spans).
+    pub fn on_incidents(&self, incidents: &[Incident]) {
+        if incidents.is_empty() {
+            return;
+        }
+        self.registry.on_incidents(incidents);
+        for s in &self.sinks {
+            s.sink.on_incidents(incidents);
         }
     }
 

@@ -9,6 +9,7 @@
 //!   (INFO_TS), identical at every capture point, so InfluxQL can join
 //!   two captures with `GROUP BY time(1ns), writer_id` without a
 //!   per-sample tag (InfluxQL groups by tags and time only).
+//! - `ddscope_incident`: one point per incident `serve` judged (tags: topic, cause, layer).
 //! - `ddscope_sample`, `ddscope_latency`, `ddscope_topic`, `ddscope_capture`
 //!   and one measurement per system family (`node_cpu_seconds_total`…, field `value`).
 //!
@@ -23,6 +24,7 @@ use crate::push::PushSink;
 use ddscope_sysstat::promtext::Family;
 use ddscope_sysstat::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
+use ddscope_core::latency::explain::Incident;
 use ddscope_core::latency::{Level, LatencyRow};
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
@@ -617,6 +619,36 @@ impl LineEncoder {
         self.done(ok)
     }
 
+    /// One incident `serve` judged: tags topic, sender, receiver, cause, layer; at the sample's
+    /// first sighting at the sender (unique per series like the latency points).
+    pub fn incident(&mut self, i: &Incident) -> u64 {
+        let mut l = Line::new(&mut self.buf, "ddscope_incident");
+        l.tag("topic_name", &i.topic);
+        if let Some(d) = i.domain {
+            l.tag_fmt("domain", d);
+        }
+        l.tag("sender", &i.sender).tag("receiver", &i.receiver).tag("cause", i.cause.name());
+        if let Some(layer) = i.layer {
+            l.tag("layer", layer.name());
+        }
+        let ts = self.times.get(l.series_hash(), i.sender_first_ts_ns);
+        let kinds: Vec<&str> = i.kinds.iter().map(|k| ddscope_core::latency::explain::kind_name(*k)).collect();
+        l.string("writer_id", &i.writer_id)
+            .int("sn", i.sn)
+            .int("sender_first_ts_ns", i.sender_first_ts_ns)
+            .string("kinds", &kinds.join(","))
+            .opt_int("e2e_ns", i.e2e_ns)
+            .string("e2e_measure", i.e2e_measure)
+            .opt_int("typical_e2e_ns", i.typical_e2e_ns)
+            .int("excess_ns", i.excess_ns())
+            .opt_int("budget_ns", i.budget_ns)
+            .opt_int("layer_ns", i.layer_ns)
+            .opt_int("layer_typical_ns", i.layer_typical_ns)
+            .string("evidence", &i.evidence);
+        let ok = l.finish(ts);
+        self.done(ok)
+    }
+
     pub fn topic_row(&mut self, r: &TopicRow, ts_ns: i64) -> u64 {
         /// The ROS nodes of a topic row as one tag value: at most 8 names, then `+N`.
         fn node_list(nodes: &[String]) -> Option<String> {
@@ -856,6 +888,10 @@ impl InfluxSink {
         self.delivery.with_encoder(|enc| (enc.chain(r), ()));
     }
 
+    pub fn on_incidents(&self, incidents: &[Incident]) {
+        self.delivery.add_each(incidents, |enc, i| enc.incident(i));
+    }
+
     /// Writes a per-topic snapshot (`ddscope topics` rows) at `ts_ns`.
     pub fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
         self.delivery.add_each(rows, |enc, r| enc.topic_row(r, ts_ns));
@@ -910,6 +946,9 @@ impl PushSink for InfluxSink {
     }
     fn on_chain_row(&self, r: &ChainRow) {
         InfluxSink::on_chain_row(self, r)
+    }
+    fn on_incidents(&self, i: &[Incident]) {
+        InfluxSink::on_incidents(self, i)
     }
     fn on_topic_rows(&self, rows: &[TopicRow], ts_ns: i64) {
         InfluxSink::on_topic_rows(self, rows, ts_ns)

@@ -15,6 +15,7 @@ use crate::ids::{fnv1a, sample_trace_id};
 use crate::push::PushSink;
 use crate::traces::{HostSpan, SampleTracer, TraceSampling, TraceStats};
 use ddscope_core::events::SubmsgEvent;
+use ddscope_core::latency::explain::Incident;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
 use std::sync::Mutex;
@@ -453,6 +454,19 @@ impl OtlpSink {
         }
     }
 
+    /// An `incident` span per incident `serve` judged, in its sample's trace (with `sample_traces`).
+    pub fn on_incidents(&self, incidents: &[Incident]) {
+        let Some(mut t) = self.tracer() else { return };
+        let mut out = vec![];
+        for i in incidents {
+            t.on_incident(i, &mut out);
+        }
+        drop(t);
+        if !out.is_empty() {
+            self.delivery.with_encoder(|enc| (enc.add_host_spans(out), ()));
+        }
+    }
+
     /// What the sample tracer made and left out, with `sample_traces`.
     pub fn trace_stats(&self) -> Option<Arc<TraceStats>> {
         self.tracer().map(|t| t.stats.clone())
@@ -499,6 +513,9 @@ impl PushSink for OtlpSink {
     }
     fn on_latency(&self, r: &LatencyRow) {
         OtlpSink::on_latency(self, r)
+    }
+    fn on_incidents(&self, i: &[Incident]) {
+        OtlpSink::on_incidents(self, i)
     }
     fn on_chain_row(&self, r: &ChainRow) {
         // A chain's rows come hop by hop; the chain is its topics joined by commas.

@@ -14,6 +14,7 @@ use crate::health::CaptureHealth;
 use ddscope_sysstat::promtext::{self, write_header, write_value, Family, Kind};
 use ddscope_core::discovery::TopicNames;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
+use ddscope_core::latency::explain::{Cause, Incident};
 use ddscope_core::latency::{Layer, LatencyRow, Status, Timing};
 use ddscope_core::ros2::chain::{ChainRow, HOP_LAYERS};
 use crate::budget::{row_layers, row_topic, Budget, Budgets};
@@ -252,6 +253,8 @@ struct FlowSeries {
     status: [u64; STATUSES.len()],
     timing: [u64; TIMINGS.len()],
     repaired: u64,
+    /// Incidents judged by `serve`'s explainer, per cause ([`Cause::ALL`]'s order).
+    incidents: [u64; Cause::ALL.len()],
     /// |d(X) − d(X−1)| of consecutive samples (Bosk et al. Eq. 10), seconds.
     jitter: Option<Histogram>,
     /// The counters were exposed to a scrape at least once (zero-first rule).
@@ -515,6 +518,7 @@ impl Inner {
                     status: [0; STATUSES.len()],
                     timing: [0; TIMINGS.len()],
                     repaired: 0,
+                    incidents: [0; Cause::ALL.len()],
                     jitter: None,
                     shown: false,
                 },
@@ -548,6 +552,18 @@ impl Inner {
             }
             if let Some(j) = row.jitter_ns {
                 f.jitter.get_or_insert_with(|| Histogram::new(bounds)).observe(j.saturating_abs() as f64 / 1e9);
+            }
+        }
+    }
+
+    /// Counts the incidents of a judged window on their flows' series (a flow without a series,
+    /// over `max_latency_series`, is refused and counted like its rows).
+    fn on_incidents(&mut self, incidents: &[Incident]) {
+        for i in incidents {
+            let key = FlowKey { topic: i.topic.clone(), domain: i.domain, sender: i.sender.clone(), receiver: i.receiver.clone() };
+            match self.flows.get_mut(&key) {
+                Some(f) => f.incidents[Cause::ALL.iter().position(|c| *c == i.cause).expect("every cause is in Cause::ALL")] += 1,
+                None => self.flow_overflow.refuse(hash_of(&key)),
             }
         }
     }
@@ -658,6 +674,11 @@ impl Registry {
     /// Observes one correlated latency row.
     pub fn on_latency(&self, row: &LatencyRow) {
         self.lock().on_latency(row);
+    }
+
+    /// Counts the incidents `serve` judged in one window (`ddscope_incidents_total`).
+    pub fn on_incidents(&self, incidents: &[Incident]) {
+        self.lock().on_incidents(incidents);
     }
 
     /// Replaces the capture-health counters of `h.capture`.
@@ -900,6 +921,17 @@ impl Inner {
         for f in self.flows.values() {
             for (i, n) in f.timing.iter().enumerate() {
                 let _ = writeln!(out, "ddscope_latency_timing_total{{{},timing=\"{}\"}} {}", f.labels, TIMINGS[i].as_str(), if z(f.shown) { 0 } else { *n });
+            }
+        }
+        write_header(
+            out,
+            "ddscope_incidents_total",
+            "Samples serve judged incidents (over budget, lost, late, outliers, impossible layers), by the cause the evidence supports (docs/latency.md, \"Why was it late\"); counted when their window of sample time is judged.",
+            Kind::Counter,
+        );
+        for f in self.flows.values() {
+            for (i, n) in f.incidents.iter().enumerate() {
+                let _ = writeln!(out, "ddscope_incidents_total{{{},cause=\"{}\"}} {}", f.labels, Cause::ALL[i].name(), if z(f.shown) { 0 } else { *n });
             }
         }
         write_header(out, "ddscope_latency_jitter_seconds", "Jitter |d(X) - d(X-1)| of the message latency of consecutive samples (Bosk et al. Eq. 10).", Kind::Histogram);

@@ -6,6 +6,7 @@ use crate::delivery::{SinkStats, SinkStatsSnapshot};
 use crate::health::CaptureHealth;
 use crate::traces::TraceStats;
 use ddscope_core::events::SubmsgEvent;
+use ddscope_core::latency::explain::Incident;
 use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
@@ -23,6 +24,8 @@ pub trait PushSink: Send + Sync {
     fn on_event(&self, _e: &SubmsgEvent) {}
     fn on_sample(&self, _r: &SampleRecord) {}
     fn on_latency(&self, _r: &LatencyRow) {}
+    /// The incidents of a window `serve` judged ("why was it late", with their causes).
+    fn on_incidents(&self, _i: &[Incident]) {}
     /// One hop row of a measured chain (`serve --path`).
     fn on_chain_row(&self, _r: &ChainRow) {}
     fn on_topic_rows(&self, _rows: &[TopicRow], _ts_ns: i64) {}

@@ -29,6 +29,7 @@
 
 use crate::budget::{row_topic, Budgets};
 use crate::ids::sample_trace_id;
+use ddscope_core::latency::explain::Incident;
 use ddscope_core::latency::{LatencyRow, Level, Status, Timing};
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_wire::Guid;
@@ -379,6 +380,47 @@ impl SampleTracer {
         }
         self.stats.deliveries.fetch_add(1, Relaxed);
         self.stats.spans.fetch_add((out.len() - before) as u64, Relaxed);
+    }
+
+    /// An incident `serve` judged, as an `incident <cause>` span in its sample's trace (under the
+    /// receiver's `receive` span): the cause, the layer that took the excess and the evidence, on the
+    /// trace a user opens for that sample. Every incident gets one, whatever `--trace-sample` kept:
+    /// the samples worth a look. A trace-to-trace delivery without a sequence number has no trace id
+    /// here (its trace is keyed by its publish time, which the incident does not keep): left out, counted.
+    pub fn on_incident(&mut self, i: &Incident, out: &mut Vec<HostSpan>) {
+        if i.sn <= 0 {
+            self.stats.deliveries_left_out.fetch_add(1, Relaxed);
+            return;
+        }
+        let trace = sample_trace_id(&i.writer, i.sn);
+        let receiver: Arc<str> = i.receiver.clone();
+        let parent = span_id(&trace, &format!("receive {}", i.topic), &receiver);
+        let kinds: Vec<&str> = i.kinds.iter().map(|k| ddscope_core::latency::explain::kind_name(*k)).collect();
+        let mut a = vec![
+            kv_str("dds.topic", &i.topic),
+            kv_str("dds.writer_guid", &i.writer_id),
+            kv_int("dds.sn", i.sn),
+            kv_str("ddscope.sender", &i.sender),
+            kv_str("ddscope.receiver", &i.receiver),
+            kv_str("ddscope.incident.cause", i.cause.name()),
+            kv_str("ddscope.incident.kinds", &kinds.join(",")),
+            kv_str("ddscope.incident.evidence", &i.evidence),
+            kv_str("ddscope.incident.e2e_measure", i.e2e_measure),
+            kv_int("ddscope.incident.excess_ns", i.excess_ns()),
+        ];
+        if let Some(l) = i.layer {
+            a.push(kv_str("ddscope.incident.layer", l.name()));
+        }
+        for (k, v) in [("ddscope.incident.e2e_ns", i.e2e_ns), ("ddscope.incident.budget_ns", i.budget_ns), ("ddscope.incident.layer_ns", i.layer_ns), ("ddscope.incident.layer_typical_ns", i.layer_typical_ns)] {
+            if let Some(v) = v {
+                a.push(kv_int(k, v));
+            }
+        }
+        let start = i.sender_first_ts_ns;
+        let end = start + i.e2e_ns.unwrap_or(0).max(0);
+        let span = make(SpanArgs { trace: &trace, name: format!("incident {}", i.cause.name()), host: &receiver, parent: Some(parent), kind: SpanKind::Internal, start, end }, a);
+        out.push((receiver.clone(), error(span, &format!("incident: {}", i.cause.name()))));
+        self.stats.spans.fetch_add(1, Relaxed);
     }
 
     /// The spans of one hop of a measured chain's instance (rows come hop

@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// An agent silent this long no longer holds back judgement; 1s to 1h
     #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
     pub idle: Duration,
+    /// The live incident feed ("why was it late", /api/incidents, ddscope_incidents_total): sample time judged
+    /// together, as `latency --explain` judges a run (medians, budgets, verdicts); 1s to 1h. A window is judged
+    /// once rows past it by --window and a second arrived, or when no row came for --idle
+    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
+    pub explain_window: Duration,
     /// Connections served at once (more are answered 503 and closed)
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
@@ -109,7 +114,8 @@ pub struct ServeExportArgs {
     pub exports: Vec<ddscope_export::ExportSpec>,
     /// Latency budget of a topic's layer (TOPIC[:LAYER]=DURATION, layer message by default, * for every
     /// topic): ddscope_latency_budget_seconds, ddscope_latency_over_budget_total and --trace-sample over-budget;
-    /// repeatable
+    /// a budget of layer message, application or ros_e2e also makes the incident feed's over-budget incidents of the
+    /// flows whose end to end is that layer (wire only, ground truth, traced); repeatable
     #[arg(long = "budget", value_name = "TOPIC[:LAYER]=DURATION", value_parser = budget)]
     pub budgets: Vec<ddscope_export::Budget>,
     /// Which samples get a trace with --export otlp=…: all, none, or a comma-separated union of every=N
@@ -247,6 +253,16 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         trace_sampling: a.export.trace_sample.clone(),
         max_export_series: a.export.max_export_series as usize,
         offsets: a.export.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
+        explain: ddscope_core::latency::live_explain::LiveExplainOptions {
+            window_ns: a.explain_window.as_nanos() as i64,
+            explain: ddscope_core::latency::explain::ExplainOptions {
+                max_samples: resolved.explain.max_samples.min(200_000),
+                max_flows: resolved.explain.max_flows,
+                examples: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
     };
     let open = a.token.as_deref().is_none_or(str::is_empty);
     let server = Server::start(cfg)?;

@@ -231,6 +231,20 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Every cause, in the order of the enum.
+    pub const ALL: [Cause; 10] = [
+        Cause::Repair,
+        Cause::Loss,
+        Cause::HeadOfLine,
+        Cause::SenderBurst,
+        Cause::CallbackOverrun,
+        Cause::ExecutorBusy,
+        Cause::LinkQueueing,
+        Cause::CpuContention,
+        Cause::ClockOffset,
+        Cause::Unknown,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Cause::Repair => "repair",
@@ -297,6 +311,9 @@ pub struct Incident {
     pub sender: Arc<str>,
     pub receiver: Arc<str>,
     pub writer_id: String,
+    /// The writer (the sample's trace id with `sn`).
+    #[serde(skip)]
+    pub writer: Guid,
     pub sn: i64,
     pub kinds: Vec<Kind>,
     pub sender_first_ts_ns: i64,
@@ -841,6 +858,7 @@ impl Explainer {
                 sender: fk.sender.clone(),
                 receiver: fk.receiver.clone(),
                 writer_id: s.writer.to_string(),
+                writer: s.writer,
                 sn: s.sn,
                 kinds,
                 sender_first_ts_ns: s.sender_first,

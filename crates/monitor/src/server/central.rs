@@ -10,6 +10,7 @@
 //! counters, and what one `/api/state` answer carries.
 
 use crate::server::config::{ServeConfig, MAX_AGENTS};
+use crate::server::incidents::{explain_budgets, Incidents};
 use crate::stream::protocol::{self, check_agent_name, Batch, MetricSample};
 use ddscope_export::prometheus::{Registry, RegistryConfig};
 use ddscope_sysstat::promtext::{Family, Kind as MetricKind, Sample};
@@ -17,6 +18,8 @@ use ddscope_export::traces::TraceSampling;
 use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_core::bounded::BoundedMap;
 use ddscope_core::latency::app::AppTruth;
+use ddscope_core::latency::explain::ExplainOptions;
+use ddscope_core::latency::live_explain::LiveExplainOptions;
 use ddscope_core::latency::{Correlator, CorrelatorConfig, Level, LatencyRow};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -203,6 +206,7 @@ pub type ServerCounters = Value;
 struct ServeRows<'a> {
     series: &'a mut SeriesStore,
     export: Option<&'a Exporters>,
+    incidents: &'a mut Incidents,
 }
 
 impl ddscope_core::sink::RowSink<LatencyRow> for ServeRows<'_> {
@@ -213,6 +217,7 @@ impl ddscope_core::sink::RowSink<LatencyRow> for ServeRows<'_> {
         if let Some(e) = self.export {
             e.on_latency(&r);
         }
+        self.incidents.row(&r, self.export);
         self.series.on_row(r);
     }
 }
@@ -225,6 +230,8 @@ pub struct Central {
     decoder: protocol::ItemDecoder,
     agents: BTreeMap<String, Agent>,
     series: SeriesStore,
+    /// The live incident feed ("why was it late", judged per window of sample time).
+    incidents: Incidents,
     /// Batches refused after they were read (bad JSON, bad agent name, agent cap).
     pub(crate) rejected: u64,
     bad_items: u64,
@@ -290,6 +297,15 @@ impl Central {
             Arc::new(AppTruth::default()),
         );
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points, cfg.stream.max_lost_keys);
+        let incidents = Incidents::new(
+            LiveExplainOptions {
+                explain: ExplainOptions { budgets: explain_budgets(&cfg.budgets), ..cfg.explain.explain.clone() },
+                // A window's rows are in once the correlator's window (lost samples) and a second more have passed.
+                grace_ns: cfg.explain.grace_ns.max(cfg.window_ns + 1_000_000_000),
+                ..cfg.explain.clone()
+            },
+            cfg.idle,
+        );
         let stream = cfg.stream;
         if let Some(e) = export.as_deref() {
             e.set_clock_offsets(&cfg.offsets);
@@ -301,6 +317,7 @@ impl Central {
             decoder: protocol::ItemDecoder::new(stream),
             agents: BTreeMap::new(),
             series,
+            incidents,
             rejected: 0,
             bad_items: 0,
             topic_rows_truncated: 0,
@@ -386,7 +403,7 @@ impl Central {
         };
         let topics = b.topics.map(|t| self.capped(t, Some(self.cfg.caps.agent_topic_rows)));
         let counters = b.counters.map(|c| self.capped(c, None).0);
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
         let Some(a) = self.agents.get_mut(&b.agent) else {
             return Err("agent table changed while ingesting".into());
         };
@@ -488,7 +505,7 @@ impl Central {
             ));
         };
         self.agents_evicted += 1;
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
         Ok(self.corr.replace_capture(old.idx, newcomer, &mut rows))
     }
 
@@ -496,7 +513,7 @@ impl Central {
     /// sightings are in (a sighting of a later batch arrived) or their hold expired.
     fn release(&mut self, agent: &str) {
         let now = Instant::now();
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
         let Some(a) = self.agents.get_mut(agent) else { return };
         for r in a.hold.release(now, self.cfg.otlp_hold) {
             if let Some(t) = r.watermark {
@@ -522,7 +539,7 @@ impl Central {
             self.release(&n);
         }
         let idle = self.cfg.idle;
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref() };
+        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
         for a in self.agents.values_mut() {
             let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
             // An agent with records held is not idle: its sightings are still on the way.
@@ -535,7 +552,20 @@ impl Central {
                 }
             }
         }
+        let export = self.export.as_deref();
+        self.incidents.tick(export);
         self.drain_chains();
+    }
+
+    /// Judges the incident windows still open (serve is stopping).
+    pub fn flush_incidents(&mut self) {
+        let export = self.export.as_deref();
+        self.incidents.flush(export);
+    }
+
+    /// The live incident feed: totals and the newest `feed` incidents.
+    pub fn incidents(&self, feed: usize) -> Value {
+        self.incidents.json(feed)
     }
 
     /// Hands the chain instances evaluated since the last call to the exporters.
@@ -756,6 +786,7 @@ impl Central {
             "correlation_evicted": self.corr.stats.problem_line(),
             "pending": {"samples": ps, "submessages": pf},
             "warnings": self.corr.warnings(),
+            "incidents": self.incidents.json(caps.state_incidents),
             "ros2": {
                 "join": self.corr.join_stats(),
                 "chains": self.corr.chains().map(|c| {

@@ -32,6 +32,8 @@ pub struct StateCaps {
     pub agent_json_bytes: usize,
     /// End-to-end chains (topic sequences) in one answer (those found most often).
     pub state_chains: usize,
+    /// Incidents of the live feed in one `/api/state` answer (newest first; `/api/incidents` has the whole feed).
+    pub state_incidents: usize,
 }
 
 impl Default for StateCaps {
@@ -45,6 +47,7 @@ impl Default for StateCaps {
             agent_topic_rows: 200,
             agent_json_bytes: 256 * 1024,
             state_chains: 20,
+            state_incidents: 20,
         }
     }
 }
@@ -92,6 +95,9 @@ pub struct ServeConfig {
     pub max_export_series: usize,
     /// Clock offset t_o per agent (Bosk et al. Eq. 9), subtracted from its timestamps and its trace's.
     pub offsets: Vec<(String, i64)>,
+    /// The live incident feed: its window of sample time, caps and feed length (the budgets come
+    /// from `budgets`, the grace is at least `window_ns` and a second).
+    pub explain: ddscope_core::latency::live_explain::LiveExplainOptions,
 }
 
 impl ServeConfig {
@@ -119,6 +125,7 @@ impl ServeConfig {
             trace_sampling: TraceSampling::default(),
             max_export_series: 2000,
             offsets: vec![],
+            explain: Default::default(),
         }
     }
 }

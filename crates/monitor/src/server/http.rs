@@ -514,6 +514,7 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
                 match (&method, p) {
                     (&Method::POST, INGEST_PATH) => ingest(req, &ctx).await,
                     (&Method::GET, "/api/state") => (state(&ctx).await, false),
+                    (&Method::GET, INCIDENTS_PATH) => (incidents(&ctx).await, false),
                     (&Method::GET, crate::server::federation::SUMMARIES_PATH) => (summaries(&ctx).await, false),
                     (_, INGEST_PATH | "/api/state") => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
                     _ => (text(StatusCode::NOT_FOUND, "not found\n"), false),
@@ -655,6 +656,25 @@ async fn state(ctx: &Arc<Ctx>) -> Resp {
 }
 
 /// `GET /api/v1/summaries`: this shard's mergeable statistics (built on the blocking pool).
+/// The live incident feed, whole (`/api/state` has its newest entries).
+pub const INCIDENTS_PATH: &str = "/api/incidents";
+
+/// `GET /api/incidents`: the incident totals and the whole feed (newest first).
+async fn incidents(ctx: &Arc<Ctx>) -> Resp {
+    if ctx.federation.is_some() {
+        return text(StatusCode::NOT_FOUND, "a front has no incident feed of its own: ask its shards\n");
+    }
+    let c = ctx.clone();
+    let built = tokio::task::spawn_blocking(move || serde_json::to_vec(&c.central().incidents(usize::MAX)).map(Bytes::from)).await;
+    match built {
+        Ok(Ok(b)) => respond(StatusCode::OK, "application/json", b),
+        _ => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while building the incident feed\n")
+        }
+    }
+}
+
 async fn summaries(ctx: &Arc<Ctx>) -> Resp {
     if ctx.federation.is_some() {
         return text(StatusCode::NOT_FOUND, "a front has no summaries of its own: ask its shards\n");

@@ -91,10 +91,12 @@ impl Server {
 
     /// Hands what was judged so far to the exporters and waits up to `timeout` for the push sinks to
     /// deliver; returns their counters (what they dropped is in there). Samples not judged yet stay
-    /// pending (`ddscope_serve_correlation{what="pending_samples"}`).
+    /// pending (`ddscope_serve_correlation{what="pending_samples"}`); the incident windows open are judged.
     pub fn flush_export(&self, timeout: Duration) -> Vec<(&'static str, ddscope_export::SinkStatsSnapshot)> {
         let mut c = self.ctx.central();
         c.tick();
+        // The incident windows still open are judged now: their counts and spans go out with the rest.
+        c.flush_incidents();
         c.refresh_metrics(self.ctx.stats.families());
         c.flush_export(timeout);
         c.export_stats()
