@@ -259,3 +259,15 @@ mod tests {
         assert!(path("/a,b").unwrap_err().contains("not a ROS 2 topic"));
     }
 }
+
+/// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
+pub fn duration_between(min: std::time::Duration, max: std::time::Duration) -> impl Fn(&str) -> Result<std::time::Duration, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let d = s.parse::<ddscope_traffic::units::Nanos>().map_err(|e| e.to_string())?.as_duration();
+        if d < min || d > max {
+            return Err(format!("must be between {} and {}", ddscope_traffic::units::Nanos(min.as_nanos() as u64), ddscope_traffic::units::Nanos(max.as_nanos() as u64)));
+        }
+        Ok(d)
+    }
+}
+

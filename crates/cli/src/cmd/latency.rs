@@ -117,6 +117,10 @@ pub struct LatencyArgs {
     /// Find the incidents (over budget, lost, late, outliers, negative layers) and say for each which layer took the excess and which cause the evidence supports
     #[arg(long)]
     pub explain: bool,
+    /// Judge the incidents per window of sample time as `serve`'s live feed does (its --explain-window): medians,
+    /// derived budgets and verdicts per window, without the link and CPU evidence serve does not have; implies --explain
+    #[arg(long, value_name = "DURATION", value_parser = args::duration_between(std::time::Duration::from_secs(1), std::time::Duration::from_secs(3600)))]
+    pub explain_window: Option<std::time::Duration>,
     /// Exit with status 1 when a budget is broken (a sample over it, or lost), with a one-line summary; needs --budget or --budget-file
     #[arg(long)]
     pub fail_on_incidents: bool,
@@ -184,18 +188,34 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
     }
     let link_rate = link_rate(a.link_rate, &a.inputs);
-    let cpu_load = if a.explain || !budgets.is_empty() { cpu_load(&a.load, &a.inputs, &limits, None)? } else { None };
-    let explainer = (a.explain || !budgets.is_empty()).then(|| {
-        ddscope_core::latency::explain::Explainer::new(ddscope_core::latency::explain::ExplainOptions {
+    let explain = a.explain || a.explain_window.is_some() || !budgets.is_empty();
+    let cpu_load = if explain && a.explain_window.is_none() { cpu_load(&a.load, &a.inputs, &limits, None)? } else { None };
+    let explainer = explain.then(|| {
+        let opts = ddscope_core::latency::explain::ExplainOptions {
             budgets: budgets.iter().map(|b| ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed")).collect(),
             max_samples: limits.explain.max_samples,
             max_flows: limits.explain.max_flows,
             link_rate_bps: link_rate.map(|r| r.0),
             link_rate_from: link_rate.map_or("", |r| r.1),
             ..Default::default()
-        })
+        };
+        match a.explain_window {
+            None => Judge::Run(ddscope_core::latency::explain::Explainer::new(opts)),
+            Some(w) => Judge::Windows(
+                ddscope_core::latency::live_explain::WindowedExplainer::new(ddscope_core::latency::live_explain::LiveExplainOptions {
+                    explain: opts,
+                    window_ns: w.as_nanos() as i64,
+                    // Offline every row of a window is in before the next window's rows: no grace is needed,
+                    // and no window may be judged early (all of a run's windows may be open at once).
+                    grace_ns: i64::MAX / 4,
+                    max_open: usize::MAX,
+                    feed: 0,
+                }),
+                vec![],
+            ),
+        }
     });
-    if explainer.is_some() {
+    if matches!(explainer, Some(Judge::Run(_))) {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
     }
     // The rows of the selected topics go to the explainer and the writers.
@@ -260,16 +280,24 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         .into_iter()
         .filter(|r| flows.iter().any(|f| f.topic == r.topic && f.sender == r.sender && f.receiver == r.receiver))
         .collect();
-    let explanation = explainer.map(|mut e| {
-        for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
-            if let Some(l) = o.link.take() {
-                e.add_link(&c.name, l);
+    let explanation = explainer.map(|j| match j {
+        Judge::Run(mut e) => {
+            for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
+                if let Some(l) = o.link.take() {
+                    e.add_link(&c.name, l);
+                }
             }
+            if let Some(l) = cpu_load {
+                e.add_cpu_load(l);
+            }
+            e.finish()
         }
-        if let Some(l) = cpu_load {
-            e.add_cpu_load(l);
+        Judge::Windows(mut w, mut judged) => {
+            judged.extend(w.flush());
+            let mut x = ddscope_core::latency::explain::Explanation::merge(judged);
+            x.samples_not_kept += w.stats.late_rows;
+            x
         }
-        e.finish()
     });
     if let Some(c) = explanation.as_ref().and_then(|x| x.cpu_load.as_ref()) {
         if let Some(l) = cpu_load_problem(c) {
@@ -480,6 +508,21 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
     }
     load.add_csv(&file.display().to_string(), &text, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some(load))
+}
+
+/// `--explain` over the whole run, or per window as `serve` judges (`--explain-window`).
+enum Judge {
+    Run(ddscope_core::latency::explain::Explainer),
+    Windows(ddscope_core::latency::live_explain::WindowedExplainer, Vec<ddscope_core::latency::explain::Explanation>),
+}
+
+impl ddscope_core::sink::RowSink<LatencyRow> for Judge {
+    fn row(&mut self, r: &LatencyRow) {
+        match self {
+            Judge::Run(e) => e.add(r),
+            Judge::Windows(w, judged) => judged.extend(w.row(r)),
+        }
+    }
 }
 
 /// What of the per-process load could not be read or kept, or `None`.

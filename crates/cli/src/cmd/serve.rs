@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use ddscope_monitor::server::{HttpLimits, ServeConfig, Server, StateCaps};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use ddscope_traffic::units::{Bytes, Nanos};
+use ddscope_traffic::units::Bytes;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -51,12 +51,12 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub window: args::WindowArg,
     /// An agent silent this long no longer holds back judgement; 1s to 1h
-    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
+    #[arg(long, default_value = "10s", value_parser = args::duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
     pub idle: Duration,
     /// The live incident feed ("why was it late", /api/incidents, ddscope_incidents_total): sample time judged
     /// together, as `latency --explain` judges a run (medians, budgets, verdicts); 1s to 1h. A window is judged
     /// once rows past it by --window and a second arrived, or when no row came for --idle
-    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
+    #[arg(long, default_value = "10s", value_parser = args::duration_between(Duration::from_secs(1), Duration::from_secs(3600)))]
     pub explain_window: Duration,
     /// Connections served at once (more are answered 503 and closed)
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -82,10 +82,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 20.0, value_parser = rate_between(0.1, 100_000.0))]
     pub agent_rate: f64,
     /// Time for a request's headers to arrive; 100ms to 10m
-    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
+    #[arg(long, default_value = "10s", value_parser = args::duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
     pub header_timeout: Duration,
     /// Time for a request's body to arrive; 100ms to 10m
-    #[arg(long, default_value = "30s", value_parser = duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
+    #[arg(long, default_value = "30s", value_parser = args::duration_between(Duration::from_millis(100), Duration::from_secs(600)))]
     pub body_timeout: Duration,
     /// Latency series (topic, sender, receiver) kept; the least recently updated is evicted first
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -157,7 +157,7 @@ pub struct ScaleOutArgs {
     pub otlp_grpc: Option<SocketAddr>,
     /// An agent's end announced over OTLP takes effect this much later (its last sightings may still be
     /// in the Collector); 0s to 1m
-    #[arg(long, default_value = "2s", value_parser = duration_between(Duration::ZERO, Duration::from_secs(60)))]
+    #[arg(long, default_value = "2s", value_parser = args::duration_between(Duration::ZERO, Duration::from_secs(60)))]
     pub otlp_end_grace: Duration,
     /// Shard: an agent's batch record (watermark, end) that came over OTLP takes effect once a sighting of a
     /// later batch of that agent arrived (the traces pipeline is FIFO per shard), or at the latest this long
@@ -165,7 +165,7 @@ pub struct ScaleOutArgs {
     /// this hold causes no false losses; 0s turns the hold off. Sightings that still come after their sample
     /// was judged are counted (/api/state → otlp_hold, per agent, with the observed skew between the two
     /// pipelines); 0s to 10m
-    #[arg(long, default_value = "10s", value_parser = duration_between(Duration::ZERO, Duration::from_secs(600)))]
+    #[arg(long, default_value = "10s", value_parser = args::duration_between(Duration::ZERO, Duration::from_secs(600)))]
     pub otlp_hold: Duration,
     /// Shard: batch records held per agent; beyond it the oldest is folded into the next (its watermark takes
     /// effect later, with the next one; counted as otlp_hold.evicted)
@@ -175,17 +175,6 @@ pub struct ScaleOutArgs {
     /// merged view on the dashboard and /api/state instead of correlating
     #[arg(long, value_name = "SHARD_URL", num_args = 1..=64)]
     pub federate: Vec<String>,
-}
-
-/// A clap parser for a duration (`500ms`, `5s`, `2m`) within [min, max].
-fn duration_between(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let d = s.parse::<Nanos>().map_err(|e| e.to_string())?.as_duration();
-        if d < min || d > max {
-            return Err(format!("must be between {} and {}", Nanos(min.as_nanos() as u64), Nanos(max.as_nanos() as u64)));
-        }
-        Ok(d)
-    }
 }
 
 /// A clap parser for a byte size (`64KiB`, `16MiB`) within [min, max] bytes.

@@ -873,33 +873,7 @@ impl Explainer {
                 evidence,
             });
         }
-        let total_excess: i64 = incidents.iter().map(|i| i.excess_ns()).sum();
-        let mut causes: HashMap<Cause, (CauseRow, HashMap<Option<Layer>, u64>)> = HashMap::new();
-        let mut kinds: HashMap<Kind, u64> = HashMap::new();
-        for inc in &incidents {
-            for k in &inc.kinds {
-                *kinds.entry(*k).or_default() += 1;
-            }
-            let e = causes.entry(inc.cause).or_insert_with(|| {
-                (CauseRow { cause: inc.cause, incidents: 0, over_budget: 0, lost: 0, excess_ms: 0.0, share_of_excess_pct: 0.0, layer: None }, HashMap::new())
-            });
-            e.0.incidents += 1;
-            e.0.over_budget += inc.kinds.contains(&Kind::OverBudget) as u64;
-            e.0.lost += inc.kinds.contains(&Kind::Lost) as u64;
-            e.0.excess_ms += inc.excess_ns() as f64 / 1e6;
-            *e.1.entry(inc.layer).or_default() += 1;
-        }
-        let mut by_cause: Vec<CauseRow> = causes
-            .into_values()
-            .map(|(mut r, layers)| {
-                r.share_of_excess_pct = if total_excess > 0 { 100.0 * r.excess_ms * 1e6 / total_excess as f64 } else { 0.0 };
-                r.layer = layers.into_iter().max_by_key(|(l, n)| (*n, std::cmp::Reverse(*l))).and_then(|x| x.0);
-                r
-            })
-            .collect();
-        by_cause.sort_by(|a, b| b.incidents.cmp(&a.incidents).then(a.cause.cmp(&b.cause)));
-        let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
-        by_kind.sort();
+        let (by_cause, by_kind) = summarize(&incidents);
         let budgets = std::mem::take(&mut self.opts.budgets).into_iter().map(|b| (b.pattern, b.limit.to_string())).collect();
         let cpu_load = self.cpu.as_ref().map(|c| CpuLoadInfo {
             files: c.files.clone(),
@@ -911,6 +885,58 @@ impl Explainer {
             first_problem: c.first_problem.clone(),
         });
         Explanation { samples: self.seen, samples_not_kept: self.not_kept, flows_not_kept: self.flows_not_kept, incidents, by_cause, by_kind, budget_broken, budgets, links, cpu_load }
+    }
+}
+
+/// Per cause (counts, share of the excess, the layer most took it in) and per kind, over `incidents`.
+fn summarize(incidents: &[Incident]) -> (Vec<CauseRow>, Vec<(Kind, u64)>) {
+    let total_excess: i64 = incidents.iter().map(|i| i.excess_ns()).sum();
+    let mut causes: HashMap<Cause, (CauseRow, HashMap<Option<Layer>, u64>)> = HashMap::new();
+    let mut kinds: HashMap<Kind, u64> = HashMap::new();
+    for inc in incidents {
+        for k in &inc.kinds {
+            *kinds.entry(*k).or_default() += 1;
+        }
+        let e = causes.entry(inc.cause).or_insert_with(|| {
+            (CauseRow { cause: inc.cause, incidents: 0, over_budget: 0, lost: 0, excess_ms: 0.0, share_of_excess_pct: 0.0, layer: None }, HashMap::new())
+        });
+        e.0.incidents += 1;
+        e.0.over_budget += inc.kinds.contains(&Kind::OverBudget) as u64;
+        e.0.lost += inc.kinds.contains(&Kind::Lost) as u64;
+        e.0.excess_ms += inc.excess_ns() as f64 / 1e6;
+        *e.1.entry(inc.layer).or_default() += 1;
+    }
+    let mut by_cause: Vec<CauseRow> = causes
+        .into_values()
+        .map(|(mut r, layers)| {
+            r.share_of_excess_pct = if total_excess > 0 { 100.0 * r.excess_ms * 1e6 / total_excess as f64 } else { 0.0 };
+            r.layer = layers.into_iter().max_by_key(|(l, n)| (*n, std::cmp::Reverse(*l))).and_then(|x| x.0);
+            r
+        })
+        .collect();
+    by_cause.sort_by(|a, b| b.incidents.cmp(&a.incidents).then(a.cause.cmp(&b.cause)));
+    let mut by_kind: Vec<(Kind, u64)> = kinds.into_iter().collect();
+    by_kind.sort();
+    (by_cause, by_kind)
+}
+
+impl Explanation {
+    /// Windows judged one by one (`serve`'s feed, `latency --explain-window`) as one explanation:
+    /// their incidents in order, counts summed, causes and kinds summed again.
+    pub fn merge(parts: Vec<Explanation>) -> Explanation {
+        let mut x = Explanation::default();
+        for p in parts {
+            x.samples += p.samples;
+            x.samples_not_kept += p.samples_not_kept;
+            x.flows_not_kept += p.flows_not_kept;
+            x.budget_broken += p.budget_broken;
+            x.incidents.extend(p.incidents);
+            if x.budgets.is_empty() {
+                x.budgets = p.budgets;
+            }
+        }
+        (x.by_cause, x.by_kind) = summarize(&x.incidents);
+        x
     }
 }
 
