@@ -284,7 +284,7 @@ def test_serve_exports_to_prometheus_influxdb_and_the_collector(repo, tmp_path, 
     serve_log = tmp_path / "serve.log"
     serve = subprocess.Popen([exe, "serve", "--listen", f"0.0.0.0:{port}", "--token", TOKEN, "--window", "3s", "--idle", "5s",
                               "--export", f"influx=http://127.0.0.1:{influx_port}/ddscope", "--export", f"otlp=http://127.0.0.1:{otlp_port}",
-                              "--budget", "/image=50ms", "--trace-sample", "all", "--path", "/raw_image,/image,/actuator"],
+                              "--budget", "/image=50ms", "--budget", "/drive:ros_e2e=100us", "--explain-window", "5s", "--trace-sample", "all", "--path", "/raw_image,/image,/actuator"],
                              stdout=subprocess.DEVNULL, stderr=open(serve_log, "w"))
     processes.append(serve)
     wait("serve", lambda: serve.poll() is None and "dashboard on" in serve_log.read_text(), 30)
@@ -469,6 +469,39 @@ scrape_configs:
         print(f"InfluxDB ddscope_latency {topic}: {len(mine)} delivered samples, {same} with the latency ddscope latency computed to the ns")
         assert same >= len(mine) - 2, f"{topic}: {len(mine) - same} of {len(mine)} stored latencies differ from ddscope latency's"
 
+    # 5. The live incident feed (issue 27): serve judged every message row in 5 s windows of sample time once no row
+    #    came for --idle, and its verdicts are those `ddscope latency --explain-window 5s` gives on the run's captures
+    #    and traces (the rows are the same, see above). serve's budgets: /drive:ros_e2e=100us judges /drive's traced
+    #    end to end (offline: --budget /drive=100us, the flow's own measure); /image=50ms (message) judges only flows
+    #    whose end to end is the wire.
+    feed = wait("serve to judge its last incident window", lambda: (f := get_json(f"http://127.0.0.1:{port}/api/incidents", TOKEN))["open_windows"] == 0 and f, 30)
+    st = feed["stats"]
+    assert st["late_rows"] == 0 and st["samples_not_kept"] == 0 and st["feed_evicted"] == 0, st
+    cp = subprocess.run([exe, "latency", str(out / "pc1.pcapng"), str(out / "pc2.pcapng"), "--trace", f"pc1={out / 'pc1.lttng'}", "--trace", f"pc2={out / 'pc2.lttng'}",
+                         "--explain-window", "5s", "--budget", "/drive=100us", "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    off = json.loads(cp.stdout)["incidents"]
+    def verdicts(incidents):
+        return {(i["writer_id"], i["sn"], i["receiver"]): (i["cause"], i["layer"], tuple(i["kinds"]), i["e2e_measure"]) for i in incidents}
+    live = verdicts(feed["recent"])
+    wire_image = [k for k, v in live.items() if "over_budget" in v[2] and v[3] == "wire"]
+    offline_v = verdicts(off["incidents"])
+    print(f"incident feed: {st['windows_judged']} windows, {st['samples']} samples, {st['incidents']} incidents {feed['by_cause']}; "
+          f"offline --explain-window: {off['samples']} samples, {len(offline_v)} incidents; {len(wire_image)} over /image's message budget")
+    assert st["samples"] == off["samples"], (st, off["samples"])
+    assert not wire_image, "the traced run's /image flows judge ros_e2e, not the message budget"
+    assert live == offline_v, {k: (live.get(k), offline_v.get(k)) for k in set(live) ^ set(offline_v) | {k for k in live if live[k] != offline_v.get(k)}}
+    assert st["incidents"] == len(live) > 0 and st["budget_broken"] == off["budget_broken"] > 0, (st, off["budget_broken"])
+    # /metrics: the incidents by cause on the flows' series; InfluxDB: a point per incident.
+    metrics = get_text(f"http://127.0.0.1:{port}/metrics", TOKEN)
+    by_cause = defaultdict(int)
+    for c, n in re.findall(r'^ddscope_incidents_total\{[^}]*cause="(\w+)"\} (\d+)$', metrics, re.M):
+        by_cause[c] += int(n)
+    assert {c: n for c, n in by_cause.items() if n} == {c["cause"]: c["incidents"] for c in feed["by_cause"]}, (dict(by_cause), feed["by_cause"])
+    r = influx_query(influx_port, f"SELECT \"cause\", \"sn\", \"writer_id\" FROM \"ddscope_incident\" WHERE {tf}")["results"][0]
+    points = {(v[3], int(v[2])): v[1] for series in r.get("series", []) for v in series["values"]}
+    assert len(points) == len({(w, sn) for w, sn, _ in live}) and all(points.get((w, sn)) == c[0] for (w, sn, _), c in live.items()), (len(points), len(live))
+
     # 4. The Collector: one trace per delivered sample, id from (writer, sn), its spans.
     serve.send_signal(signal.SIGINT)
     serve.wait(30)
@@ -501,6 +534,12 @@ scrape_configs:
                 got = [s["attrs"]["ddscope.latency_ns"] for s in ss if s["Name"] == layer and s["host"] == host]
                 assert got == [offline_ros[(w, sn)][layer]], f"/image {w} {sn} {layer} on {host}: spans {got}, ddscope latency {offline_ros.get((w, sn))}"
         checked += 1
+    # The incidents' spans: each in its sample's trace, with the cause serve judged.
+    inc_spans = {(s["attrs"]["dds.writer_guid"], s["attrs"]["dds.sn"], s["host"]): s for s in spans if s["Name"].startswith("incident ")}
+    # (A trace-to-trace delivery without a sequence number has no trace id an incident could name: counted, no span.)
+    assert set(inc_spans) == {k for k in live if k[1] > 0}, (len(inc_spans), len(live))
+    for (w, sn, rcv), s in inc_spans.items():
+        assert s["Trace ID"] == sample_trace_id(w, sn) and s["attrs"]["ddscope.incident.cause"] == live[(w, sn, rcv)][0], s
     traces = {s["Trace ID"] for s in spans if s["Name"].startswith("publish ")}
     print(f"Collector: {len(spans)} spans, {len(traces)} traces; {checked} delivered /image and /drive samples checked")
     assert checked == sum(flows[(t, "pc1", "pc2")]["delivered"] for t in TOPICS)

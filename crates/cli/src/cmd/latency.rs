@@ -453,7 +453,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         writeln!(out)?;
         write_reader_table(&mut out, &reader_rows)?;
     }
-    if let (true, Some(x)) = (a.explain, &explanation) {
+    if let (true, Some(x)) = (a.explain || a.explain_window.is_some(), &explanation) {
         writeln!(out)?;
         write_explanation(&mut out, x)?;
     }
