@@ -37,7 +37,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import ddscope_bin, free_port, require_tool
+from conftest import browser_inspect, ddscope_bin, free_port, require_tool
 
 pytestmark = pytest.mark.usefixtures("needs_root")
 
@@ -492,6 +492,10 @@ scrape_configs:
     assert not wire_image, "the traced run's /image flows judge ros_e2e, not the message budget"
     assert live == offline_v, {k: (live.get(k), offline_v.get(k)) for k in set(live) ^ set(offline_v) | {k for k in live if live[k] != offline_v.get(k)}}
     assert st["incidents"] == len(live) > 0 and st["budget_broken"] == off["budget_broken"] > 0, (st, off["budget_broken"])
+    # The dashboard's incident section, drawn by headless Chromium: the causes and the latest incidents.
+    causes = [c["cause"] for c in feed["by_cause"]]
+    seen = browser_inspect(f"http://127.0.0.1:{port}/?token={TOKEN}", tmp_path / "dashboard-incidents.png", 2500, ["Incidents: why samples were late", "Latest incidents", *causes])
+    assert not seen["errors"] and all(seen["found"].values()), seen
     # /metrics: the incidents by cause on the flows' series; InfluxDB: a point per incident.
     metrics = get_text(f"http://127.0.0.1:{port}/metrics", TOKEN)
     by_cause = defaultdict(int)

@@ -109,6 +109,7 @@
         series: fls.map((x) => ({ name: name(x), points: x.size, mode: "points" })) });
     }
     drawRos(s, flows);
+    drawIncidents(s.incidents);
     const sc = $("system-charts");
     C.line(holder(sc, "cpu"), { title: "CPU utilisation", xTime: true, yLabel: "%", yRange: [0, 100], legend: true,
       series: agents.map((a) => ({ name: text(a.name), points: arr(a.cpu) })) });
@@ -119,6 +120,28 @@
     }
     C.line(holder(sc, "net"), { title: "Bandwidth per interface", xTime: true, yLabel: "Mbit/s", yFromZero: true, legend: true, series: net });
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+  }
+
+  // The live incident feed (serve judges each window of sample time as `latency --explain` does).
+  function drawIncidents(x) {
+    if (!x) {
+      $("incident-causes").textContent = "";
+      return;
+    }
+    const st = x.stats || {};
+    const causes = arr(x.by_cause);
+    if (causes.length) {
+      put("incident-causes", table(["cause", "incidents", "over budget", "lost", "excess ms"], causes.map((c) => [text(c.cause), c.incidents, c.over_budget, bad(c.lost), f(c.excess_ms, 1)]), 1));
+    } else {
+      $("incident-causes").textContent = (st.windows_judged ? "no incident in " + st.samples + " samples judged" : "no window judged yet") + " (windows of " + x.window_s + " s of sample time)";
+    }
+    $("incident-note").textContent = "windows judged " + (st.windows_judged || 0) + ", open " + (x.open_windows || 0) + ", samples " + (st.samples || 0) +
+      (st.late_rows ? ", rows after their window was judged " + st.late_rows : "") + (st.samples_not_kept ? ", samples not judged (caps) " + st.samples_not_kept : "") +
+      (arr(x.budgets).length ? "; budgets " + arr(x.budgets).map((b) => text(b.topic) + "=" + text(b.limit) + " (" + text(b.measure || "e2e") + ")").join(", ") : "");
+    const rows = arr(x.recent).map((i) => [text(i.topic), i.sender + " → " + i.receiver, i.sn, arr(i.kinds).join(", "), text(i.cause), text(i.layer || ""),
+      i.e2e_ns === null || i.e2e_ns === undefined ? "" : f(i.e2e_ns / 1e6, 3), text(i.evidence)]);
+    if (rows.length) put("incident-table", table(["topic", "sender → receiver", "sn", "kinds", "cause", "layer", "e2e ms", "evidence"], rows, 4));
+    else $("incident-table").textContent = "";
   }
 
   // The ROS 2 layers in the order they add up (wire: ros_publish + dds_send + message +

@@ -553,7 +553,8 @@ impl Central {
             }
         }
         let export = self.export.as_deref();
-        self.incidents.tick(export);
+        let settled = self.corr.pending().0 == 0;
+        self.incidents.tick(settled, export);
         self.drain_chains();
     }
 

@@ -3,7 +3,7 @@
 //! exporters (counts by cause in `/metrics` and InfluxDB, an `incident` span in
 //! the sample's OTLP trace) and to the feed `/api/state` and `/api/incidents`
 //! show. A window is judged once rows past its grace arrive, or when no row
-//! came for `idle` (the agents went quiet, or the run ended).
+//! came for `idle` and the correlator holds no sample (the run ended).
 
 use ddscope_core::latency::explain::{kind_name, Budget as ExplainBudget, Incident};
 use ddscope_core::latency::live_explain::{LiveExplainOptions, WindowedExplainer};
@@ -68,9 +68,10 @@ impl Incidents {
         }
     }
 
-    /// Judges the open windows once no row came for `idle`.
-    pub fn tick(&mut self, export: Option<&Exporters>) {
-        if self.live.pending() > 0 && self.last_row.is_some_and(|t| t.elapsed() >= self.idle) {
+    /// Judges the open windows once no row came for `idle` and the correlator holds no sample
+    /// (`settled`): rows still to come (an agent not yet ended) would arrive after their window.
+    pub fn tick(&mut self, settled: bool, export: Option<&Exporters>) {
+        if settled && self.live.pending() > 0 && self.last_row.is_some_and(|t| t.elapsed() >= self.idle) {
             self.flush(export);
         }
     }
