@@ -15,6 +15,8 @@ tshark 4.0 (Debian's) has no Zenoh dissector (`tshark -G protocols` lists none),
 serve as a second oracle for Zenoh; test_no_tshark_zenoh_dissector says so and fails the day one
 arrives, so that this test can be extended to it.
 """
+import csv
+import io
 import json
 import os
 import pathlib
@@ -74,6 +76,15 @@ def read_jsonl(path):
     return [json.loads(l) for l in pathlib.Path(path).read_text().splitlines() if l.strip()]
 
 
+# The publisher's QoS, in rmw_zenoh's token format (lab/zenoh/rmw_node.py --qos), and what it says in
+# rmw/types.h's numbers, worked by hand: reliability 2 = best effort, durability 1 = transient local,
+# history empty = keep last (rmw_zenoh's default) with depth 5, deadline 0 s + 100000000 ns, lifespan
+# and liveliness empty = rmw_zenoh's defaults (infinite; automatic with an infinite lease).
+PUB_QOS = "2:1:,5:0,100000000:,:,,"
+PUB_QOS_COLUMNS = {"reliability": "best_effort", "durability": "transient_local", "history": "keep_last(5)",
+                   "deadline": "0.1s", "lifespan": "infinite", "liveliness": "automatic"}
+
+
 def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
     require_tool("tcpdump")
     tag = f"zl{os.getpid() % 100000}{proto[0]}"
@@ -95,6 +106,7 @@ def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
         size_args = [x for s in sizes for x in ("--size", s)]
         pub = subprocess.run([str(x) for x in ["ip", "netns", "exec", n.a, "python3", NODE, "pub", "--node", "talker", "--connect", endpoint,
                               "--count", count, "--period", "0.01", *size_args, "--truth", tmp_path / "pub.jsonl", "--wait", "1.5",
+                              "--qos", PUB_QOS,
                               *([] if shm else ["--no-shm"])]],
                              capture_output=True, text=True, timeout=120)
         assert pub.returncode == 0, pub.stdout + pub.stderr
@@ -146,6 +158,16 @@ def test_zenoh_samples_and_latency_match_the_processes(ddscope, tmp_path, needs_
     t = [x for x in topics["topics"] if x["topic_name"] == "/chatter"]
     assert len(t) == 1 and t[0]["samples"] == count and t[0]["type_name"] == "std_msgs/msg/String", t
     assert t[0]["topic_raw"] == decl["key"] and t[0]["incomplete_samples"] == 0, t
+    # ... and, from the liveliness tokens alone, the publisher's node and declared QoS in the DDS
+    # columns, and the subscription as the topic's reader with its node.
+    assert decl["qos"] == PUB_QOS
+    assert {k: t[0][k] for k in PUB_QOS_COLUMNS} == PUB_QOS_COLUMNS, t
+    assert t[0]["writer_nodes"] == ["/talker"] and t[0]["writers"] == 1, t
+    assert t[0]["readers"] == 1 and t[0]["reader_nodes"] == ["/listener"], t
+    assert "QoS field" not in cp.stderr, cp.stderr
+    cp = ddscope("topics", b_pcap, "--format", "csv")
+    csv_row = next(r for r in csv.DictReader(io.StringIO(cp.stdout)) if r["topic_name"] == "/chatter")
+    assert {k: csv_row[k] for k in PUB_QOS_COLUMNS} == PUB_QOS_COLUMNS, csv_row
 
     # latency between the two capture points, per sample, inside the processes' own times.
     rows_path = tmp_path / "rows.jsonl"
