@@ -292,3 +292,68 @@ def test_zenoh_router_hop(ddscope, tmp_path, needs_root, processes):
         hops.append(router_out_first - router_in_done)
     hops.sort()
     print(f"router hop (complete in → first byte out): p50 {hops[len(hops) // 2] / 1e3:.1f} µs, max {hops[-1] / 1e3:.1f} µs")
+
+    # The router hop as its own row per sample (level `router`, ra → rb: the router's own two
+    # capture points, found by the Zenoh ids of the sessions), checked against the frames of the
+    # router's two captures read by tshark: its TCP reassembly gives each byte's segment and frame
+    # time; the sample is found in the stream by its attachment (the bytes the publisher logged:
+    # sequence number, source timestamp, gid); the Zenoh batch that holds it by the 16-bit lengths
+    # that cut a Zenoh TCP stream. Completion in = the segment holding the batch's last byte on the
+    # router's inbound link; first byte out = the segment holding the batch's first byte outbound.
+    all_rows = [json.loads(l) for l in rows_path.read_text().splitlines() if l.strip()]
+    router = {r["sn"]: r for r in all_rows if r["level"] == "router"}
+    assert sorted(router) == sorted(published), (sorted(router), cp.stderr)
+    decl = next(r for r in read_jsonl(tmp_path / "pub.jsonl") if r["event"] == "declare")
+    inbound = tcp_batches(pcaps[1], lambda s, d: d == 7447)   # publisher → router, on the router's side
+    outbound = tcp_batches(pcaps[2], lambda s, d: s == 7447)  # router → subscriber, on the router's side
+    for sn, p in published.items():
+        r = router[sn]
+        assert (r["sender"], r["receiver"], r["status"]) == (names[1], names[2], "delivered"), r
+        att = sn.to_bytes(8, "little", signed=True) + p["publish_ns"].to_bytes(8, "little", signed=True) + b"\x10" + bytes.fromhex(decl["gid"])
+        in_first, in_last = inbound(att)
+        out_first, out_last = outbound(att)
+        assert (r["sender_last_ts_ns"], r["receiver_first_ts_ns"]) == (in_last, out_first), (sn, r, in_last, out_first)
+        assert r["latency_ns"] == out_first - in_last > 0, r
+        assert r["latency_ns"] == per[(names[2], sn)]["receiver_first_ts_ns"] - per[(names[1], sn)]["receiver_last_ts_ns"]
+    # ... and in the summary tables: text and JSON.
+    text = ddscope("latency", *pcaps).stdout
+    assert any(l.split()[:4] == ["/chatter", names[1], names[2], "router"] for l in text.splitlines()), text
+    doc = json.loads(ddscope("latency", *pcaps, "--format", "json").stdout)
+    hop_flow = [f for f in doc["flows"] if (f["sender"], f["receiver"]) == (names[1], names[2])]
+    assert len(hop_flow) == 1 and dict(hop_flow[0]["layers"])["router"]["count"] == count, hop_flow
+    assert hop_flow[0]["delivered"] == count and hop_flow[0]["late"] == 0, hop_flow
+
+
+def tcp_batches(pcap, direction):
+    """One direction of the Zenoh TCP stream in `pcap` (tshark's fields, no Zenoh decoding but the
+    batch lengths): a function from bytes in a batch to (time of the segment holding the batch's
+    first byte, time of the segment holding its last byte), in ns."""
+    tshark = require_tool("tshark")
+    cp = subprocess.run([tshark, "-r", str(pcap), "-Y", "tcp.len > 0", "-o", "tcp.desegment_tcp_streams:FALSE", "-T", "fields",
+                         "-e", "frame.time_epoch", "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "tcp.seq", "-e", "tcp.payload"],
+                        capture_output=True, text=True, check=True, timeout=120)
+    segs = {}
+    for line in cp.stdout.splitlines():
+        t, sport, dport, seq, payload = line.split("\t")
+        if direction(int(sport), int(dport)):
+            sec, frac = t.split(".")
+            segs.setdefault(int(seq), (int(sec) * 10**9 + int(frac.ljust(9, "0")[:9]), bytes.fromhex(payload.replace(":", ""))))
+    stream, marks = b"", []
+    for seq in sorted(segs):
+        t, b = segs[seq]
+        assert seq - min(segs) == len(stream), "a segment missing from the capture"
+        marks.append((len(stream), t))
+        stream += b
+    bounds, off = [], 0
+    while off + 2 <= len(stream):
+        n = int.from_bytes(stream[off:off + 2], "little")
+        bounds.append((off, off + 2 + n))
+        off += 2 + n
+    at = lambda o: [t for m, t in marks if m <= o][-1]
+
+    def find(needle):
+        i = stream.find(needle)
+        assert i >= 0 and stream.find(needle, i + 1) < 0, "the attachment is not in the stream exactly once"
+        start, end = next(b for b in bounds if b[0] <= i < b[1])
+        return at(start), at(end - 1)
+    return find

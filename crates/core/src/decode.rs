@@ -563,7 +563,7 @@ impl Decoder {
         let endpoints = self.zenoh.take_endpoints();
         if !endpoints.is_empty() {
             for z in endpoints {
-                self.discovery.add_zenoh_endpoint(z);
+                z.record(&mut self.discovery);
             }
             self.stats.discovery = self.discovery.stats();
         }

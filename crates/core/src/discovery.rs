@@ -823,18 +823,6 @@ impl Discovery {
         e
     }
 
-    /// Records an rmw_zenoh publisher or subscription (its liveliness token):
-    /// the endpoint, and its node in the ROS graph.
-    pub fn add_zenoh_endpoint(&mut self, z: crate::zenoh::ZenohEndpoint) {
-        let role = match z.endpoint.kind {
-            EndpointKind::Writer => crate::ros_graph::EntityRole::Writer,
-            EndpointKind::Reader => crate::ros_graph::EntityRole::Reader,
-        };
-        let guid = z.endpoint.guid;
-        self.add_endpoint(z.endpoint);
-        self.ros.add_entity(guid, z.node, z.participant, role);
-    }
-
     pub fn dispose(&mut self, guid: Guid) {
         if let Some(e) = self.endpoints.get_mut(&guid) {
             Arc::make_mut(e).disposed = true;

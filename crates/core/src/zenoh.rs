@@ -236,6 +236,20 @@ pub struct ZenohEndpoint {
     pub participant: Guid,
 }
 
+impl ZenohEndpoint {
+    /// Records it in `d`: the endpoint, and its node in the ROS graph (as SEDP
+    /// and ros_discovery_info record a DDS writer or reader).
+    pub fn record(self, d: &mut crate::discovery::Discovery) {
+        let role = match self.endpoint.kind {
+            EndpointKind::Writer => crate::ros_graph::EntityRole::Writer,
+            EndpointKind::Reader => crate::ros_graph::EntityRole::Reader,
+        };
+        let guid = self.endpoint.guid;
+        d.add_endpoint(self.endpoint);
+        d.ros.add_entity(guid, self.node, self.participant, role);
+    }
+}
+
 /// rmw's enum numbers (rmw/types.h) on the discovery enums the DDS rows use;
 /// values rmw_zenoh resolves before it declares a token (system default,
 /// unknown) keep their rmw number as `unknown(N)`.
@@ -580,7 +594,8 @@ impl ZenohDecoder {
         e.kind = SubmsgKind::Zenoh;
         e.traffic_type = TrafficType::Builtin;
         let zid = self.sessions.get(&ctx.dir).and_then(|s| s.zid).map(|z| Arc::from(z.to_string()));
-        e.zenoh = Some(Box::new(ZenohInfo { msg, key_expr: None, zid, first_byte_ts_ns: first_ts_ns }));
+        let peer_zid = self.sessions.get(&reverse(ctx.dir)).and_then(|s| s.zid).map(|z| Arc::from(z.to_string()));
+        e.zenoh = Some(Box::new(ZenohInfo { msg, key_expr: None, zid, peer_zid, first_byte_ts_ns: first_ts_ns }));
         e
     }
 
@@ -1092,7 +1107,7 @@ mod tests {
         assert_eq!(eps.len(), 2);
         let mut disc = Discovery::default();
         for e in eps {
-            disc.add_zenoh_endpoint(e);
+            e.record(&mut disc);
         }
         let w = disc.endpoint(&Guid::new(GuidPrefix(rmw::gid_of(&mp)[..12].try_into().unwrap()), EntityId(rmw::gid_of(&mp)[12..].try_into().unwrap()))).unwrap();
         assert_eq!((w.reliability, w.durability, w.history), (Reliability::BestEffort, Durability::TransientLocal, Some(History::KeepLast(5))));
