@@ -15,6 +15,8 @@ tshark 4.0 (Debian's) has no Zenoh dissector (`tshark -G protocols` lists none),
 serve as a second oracle for Zenoh; test_no_tshark_zenoh_dissector says so and fails the day one
 arrives, so that this test can be extended to it.
 """
+import csv
+import io
 import json
 import os
 import pathlib
@@ -74,6 +76,15 @@ def read_jsonl(path):
     return [json.loads(l) for l in pathlib.Path(path).read_text().splitlines() if l.strip()]
 
 
+# The publisher's QoS, in rmw_zenoh's token format (lab/zenoh/rmw_node.py --qos), and what it says in
+# rmw/types.h's numbers, worked by hand: reliability 2 = best effort, durability 1 = transient local,
+# history empty = keep last (rmw_zenoh's default) with depth 5, deadline 0 s + 100000000 ns, lifespan
+# and liveliness empty = rmw_zenoh's defaults (infinite; automatic with an infinite lease).
+PUB_QOS = "2:1:,5:0,100000000:,:,,"
+PUB_QOS_COLUMNS = {"reliability": "best_effort", "durability": "transient_local", "history": "keep_last(5)",
+                   "deadline": "0.1s", "lifespan": "infinite", "liveliness": "automatic"}
+
+
 def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
     require_tool("tcpdump")
     tag = f"zl{os.getpid() % 100000}{proto[0]}"
@@ -95,6 +106,7 @@ def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
         size_args = [x for s in sizes for x in ("--size", s)]
         pub = subprocess.run([str(x) for x in ["ip", "netns", "exec", n.a, "python3", NODE, "pub", "--node", "talker", "--connect", endpoint,
                               "--count", count, "--period", "0.01", *size_args, "--truth", tmp_path / "pub.jsonl", "--wait", "1.5",
+                              "--qos", PUB_QOS,
                               *([] if shm else ["--no-shm"])]],
                              capture_output=True, text=True, timeout=120)
         assert pub.returncode == 0, pub.stdout + pub.stderr
@@ -146,6 +158,16 @@ def test_zenoh_samples_and_latency_match_the_processes(ddscope, tmp_path, needs_
     t = [x for x in topics["topics"] if x["topic_name"] == "/chatter"]
     assert len(t) == 1 and t[0]["samples"] == count and t[0]["type_name"] == "std_msgs/msg/String", t
     assert t[0]["topic_raw"] == decl["key"] and t[0]["incomplete_samples"] == 0, t
+    # ... and, from the liveliness tokens alone, the publisher's node and declared QoS in the DDS
+    # columns, and the subscription as the topic's reader with its node.
+    assert decl["qos"] == PUB_QOS
+    assert {k: t[0][k] for k in PUB_QOS_COLUMNS} == PUB_QOS_COLUMNS, t
+    assert t[0]["writer_nodes"] == ["/talker"] and t[0]["writers"] == 1, t
+    assert t[0]["readers"] == 1 and t[0]["reader_nodes"] == ["/listener"], t
+    assert "QoS field" not in cp.stderr, cp.stderr
+    cp = ddscope("topics", b_pcap, "--format", "csv")
+    csv_row = next(r for r in csv.DictReader(io.StringIO(cp.stdout)) if r["topic_name"] == "/chatter")
+    assert {k: csv_row[k] for k in PUB_QOS_COLUMNS} == PUB_QOS_COLUMNS, csv_row
 
     # latency between the two capture points, per sample, inside the processes' own times.
     rows_path = tmp_path / "rows.jsonl"
@@ -270,3 +292,68 @@ def test_zenoh_router_hop(ddscope, tmp_path, needs_root, processes):
         hops.append(router_out_first - router_in_done)
     hops.sort()
     print(f"router hop (complete in → first byte out): p50 {hops[len(hops) // 2] / 1e3:.1f} µs, max {hops[-1] / 1e3:.1f} µs")
+
+    # The router hop as its own row per sample (level `router`, ra → rb: the router's own two
+    # capture points, found by the Zenoh ids of the sessions), checked against the frames of the
+    # router's two captures read by tshark: its TCP reassembly gives each byte's segment and frame
+    # time; the sample is found in the stream by its attachment (the bytes the publisher logged:
+    # sequence number, source timestamp, gid); the Zenoh batch that holds it by the 16-bit lengths
+    # that cut a Zenoh TCP stream. Completion in = the segment holding the batch's last byte on the
+    # router's inbound link; first byte out = the segment holding the batch's first byte outbound.
+    all_rows = [json.loads(l) for l in rows_path.read_text().splitlines() if l.strip()]
+    router = {r["sn"]: r for r in all_rows if r["level"] == "router"}
+    assert sorted(router) == sorted(published), (sorted(router), cp.stderr)
+    decl = next(r for r in read_jsonl(tmp_path / "pub.jsonl") if r["event"] == "declare")
+    inbound = tcp_batches(pcaps[1], lambda s, d: d == 7447)   # publisher → router, on the router's side
+    outbound = tcp_batches(pcaps[2], lambda s, d: s == 7447)  # router → subscriber, on the router's side
+    for sn, p in published.items():
+        r = router[sn]
+        assert (r["sender"], r["receiver"], r["status"]) == (names[1], names[2], "delivered"), r
+        att = sn.to_bytes(8, "little", signed=True) + p["publish_ns"].to_bytes(8, "little", signed=True) + b"\x10" + bytes.fromhex(decl["gid"])
+        in_first, in_last = inbound(att)
+        out_first, out_last = outbound(att)
+        assert (r["sender_last_ts_ns"], r["receiver_first_ts_ns"]) == (in_last, out_first), (sn, r, in_last, out_first)
+        assert r["latency_ns"] == out_first - in_last > 0, r
+        assert r["latency_ns"] == per[(names[2], sn)]["receiver_first_ts_ns"] - per[(names[1], sn)]["receiver_last_ts_ns"]
+    # ... and in the summary tables: text and JSON.
+    text = ddscope("latency", *pcaps).stdout
+    assert any(l.split()[:4] == ["/chatter", names[1], names[2], "router"] for l in text.splitlines()), text
+    doc = json.loads(ddscope("latency", *pcaps, "--format", "json").stdout)
+    hop_flow = [f for f in doc["flows"] if (f["sender"], f["receiver"]) == (names[1], names[2])]
+    assert len(hop_flow) == 1 and dict(hop_flow[0]["layers"])["router"]["count"] == count, hop_flow
+    assert hop_flow[0]["delivered"] == count and hop_flow[0]["late"] == 0, hop_flow
+
+
+def tcp_batches(pcap, direction):
+    """One direction of the Zenoh TCP stream in `pcap` (tshark's fields, no Zenoh decoding but the
+    batch lengths): a function from bytes in a batch to (time of the segment holding the batch's
+    first byte, time of the segment holding its last byte), in ns."""
+    tshark = require_tool("tshark")
+    cp = subprocess.run([tshark, "-r", str(pcap), "-Y", "tcp.len > 0", "-o", "tcp.desegment_tcp_streams:FALSE", "-T", "fields",
+                         "-e", "frame.time_epoch", "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "tcp.seq", "-e", "tcp.payload"],
+                        capture_output=True, text=True, check=True, timeout=120)
+    segs = {}
+    for line in cp.stdout.splitlines():
+        t, sport, dport, seq, payload = line.split("\t")
+        if direction(int(sport), int(dport)):
+            sec, frac = t.split(".")
+            segs.setdefault(int(seq), (int(sec) * 10**9 + int(frac.ljust(9, "0")[:9]), bytes.fromhex(payload.replace(":", ""))))
+    stream, marks = b"", []
+    for seq in sorted(segs):
+        t, b = segs[seq]
+        assert seq - min(segs) == len(stream), "a segment missing from the capture"
+        marks.append((len(stream), t))
+        stream += b
+    bounds, off = [], 0
+    while off + 2 <= len(stream):
+        n = int.from_bytes(stream[off:off + 2], "little")
+        bounds.append((off, off + 2 + n))
+        off += 2 + n
+    at = lambda o: [t for m, t in marks if m <= o][-1]
+
+    def find(needle):
+        i = stream.find(needle)
+        assert i >= 0 and stream.find(needle, i + 1) < 0, "the attachment is not in the stream exactly once"
+        start, end = next(b for b in bounds if b[0] <= i < b[1])
+        return at(start), at(end - 1)
+    return find

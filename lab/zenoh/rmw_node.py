@@ -12,6 +12,15 @@ docs/design.md and rmw_zenoh_cpp/src/detail/{liveliness_utils,attachment_helpers
   does: int64 sequence number, int64 source timestamp, the 16-byte gid as a sequence;
 - the gid: XXH3-128 of the entity's liveliness key expression, low 64 bits then high, little-endian.
 
+The QoS field of a publisher's or subscription's token is `--qos`, written exactly as rmw_zenoh's
+`qos_to_keyexpr` writes it (liveliness_utils.cpp): `<reliability>:<durability>:<history>,<depth>:
+<deadline s>,<deadline ns>:<lifespan s>,<lifespan ns>:<liveliness>,<lease s>,<lease ns>`, rmw's enum
+numbers (rmw/types.h), each field empty when it is rmw_zenoh's default (qos.cpp: reliable, volatile,
+keep last 42, infinite deadline and lifespan, automatic liveliness with an infinite lease); e.g.
+`2:1:,5:0,100000000:,:,,` is best effort, transient local, keep last 5, deadline 100 ms. Only the
+token says it: the Zenoh entities are the same (rmw_zenoh would add a publication cache for
+transient local, which changes nothing on the wire checked here).
+
 Ground truth, one JSON line per sample: the publisher logs its sequence number, gid and the
 time just before `put` (which is also the source timestamp it sends); the subscriber logs
 every sample it receives with the time its callback ran and what the attachment said.
@@ -65,6 +74,14 @@ def config(args) -> zenoh.Config:
     return c
 
 
+def check_qos(q: str) -> str:
+    """The shape rmw_zenoh's keyexpr_to_qos accepts: 6 ':'-parts; 2, 2, 2 and 3 ','-values in the last four."""
+    parts = q.split(":")
+    if len(parts) != 6 or [len(p.split(",")) for p in parts[2:]] != [2, 2, 2, 3] or "," in parts[0] + parts[1]:
+        raise argparse.ArgumentTypeError(f"{q!r} is not rmw_zenoh's QoS field (e.g. {QOS_DEFAULT!r})")
+    return q
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("role", choices=["pub", "sub", "router"])
@@ -74,6 +91,8 @@ def main() -> int:
     p.add_argument("--domain", type=int, default=0)
     p.add_argument("--topic", default="/chatter")
     p.add_argument("--node", default="talker")
+    p.add_argument("--qos", type=check_qos, default=QOS_DEFAULT,
+                   help="the QoS field of the publisher's/subscription's token, in rmw_zenoh's format (default: all defaults)")
     p.add_argument("--count", type=int, default=50)
     p.add_argument("--period", type=float, default=0.02, help="seconds between publishes")
     p.add_argument("--size", type=int, action="append", default=[], help="payload sizes, cycled")
@@ -105,11 +124,11 @@ def main() -> int:
     node_tok = session.liveliness().declare_token(token_key(args.domain, zid, 0, 0, "NN", args.node))
     key = data_key(args.domain, args.topic)
     if args.role == "pub":
-        tkey = token_key(args.domain, zid, 0, 10, "MP", args.node, args.topic)
+        tkey = token_key(args.domain, zid, 0, 10, "MP", args.node, args.topic, args.qos)
         gid = gid_of(tkey)
         tok = session.liveliness().declare_token(tkey)
         pub = session.declare_publisher(key)
-        log({"event": "declare", "role": "pub", "zid": zid, "key": key, "token": tkey, "gid": gid.hex(), "node": "/" + args.node})
+        log({"event": "declare", "role": "pub", "zid": zid, "key": key, "token": tkey, "gid": gid.hex(), "node": "/" + args.node, "qos": args.qos})
         if args.ready:
             open(args.ready, "w").close()
         time.sleep(args.wait)
@@ -126,7 +145,7 @@ def main() -> int:
         time.sleep(0.5)
         tok.undeclare()
     elif args.role == "sub":
-        tkey = token_key(args.domain, zid, 0, 11, "MS", args.node, args.topic)
+        tkey = token_key(args.domain, zid, 0, 11, "MS", args.node, args.topic, args.qos)
         tok = session.liveliness().declare_token(tkey)
         done = threading.Event()
         got = [0]
@@ -142,7 +161,7 @@ def main() -> int:
                 done.set()
 
         sub = session.declare_subscriber(key, on_sample)
-        log({"event": "declare", "role": "sub", "zid": zid, "key": key, "token": tkey, "node": "/" + args.node})
+        log({"event": "declare", "role": "sub", "zid": zid, "key": key, "token": tkey, "node": "/" + args.node, "qos": args.qos})
         if args.ready:
             open(args.ready, "w").close()
         done.wait(args.duration)

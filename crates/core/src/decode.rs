@@ -558,6 +558,15 @@ impl Decoder {
         for (frame, msg) in std::mem::take(&mut self.zenoh.problems) {
             self.diag(frame, || msg);
         }
+        // rmw_zenoh's publisher and subscription tokens: endpoints and ROS graph entries,
+        // as SEDP and ros_discovery_info give them for DDS.
+        let endpoints = self.zenoh.take_endpoints();
+        if !endpoints.is_empty() {
+            for z in endpoints {
+                z.record(&mut self.discovery);
+            }
+            self.stats.discovery = self.discovery.stats();
+        }
         self.stats.zenoh.clone_from(&self.zenoh.stats);
     }
 

@@ -162,6 +162,68 @@ pub enum History {
     Other(u32),
 }
 
+/// A QoS duration (deadline, lifespan, liveliness lease): finite or infinite (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QosDuration {
+    Infinite,
+    Ns(i64),
+}
+
+impl QosDuration {
+    /// From nanoseconds, i64::MAX (what [`read_duration_ns`] gives DURATION_INFINITE) being infinite.
+    pub fn from_ns(ns: i64) -> Self {
+        if ns == i64::MAX {
+            QosDuration::Infinite
+        } else {
+            QosDuration::Ns(ns)
+        }
+    }
+}
+
+/// The liveliness policy: kind and lease duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Liveliness {
+    pub kind: LivelinessKind,
+    pub lease: QosDuration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LivelinessKind {
+    Automatic,
+    ManualByParticipant,
+    ManualByTopic,
+    Other(u32),
+}
+
+/// The defaults of DDS (and of rmw_zenoh): infinite deadline and lifespan, automatic liveliness with an infinite lease.
+pub const LIVELINESS_DEFAULT: Liveliness = Liveliness { kind: LivelinessKind::Automatic, lease: QosDuration::Infinite };
+
+impl std::fmt::Display for QosDuration {
+    /// `infinite`, or seconds (`0.1s`, `2s`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QosDuration::Infinite => f.write_str("infinite"),
+            QosDuration::Ns(ns) => write!(f, "{}s", *ns as f64 / 1e9),
+        }
+    }
+}
+impl std::fmt::Display for Liveliness {
+    /// `automatic` (infinite lease), `manual_by_topic(1.5s)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            LivelinessKind::Automatic => f.write_str("automatic")?,
+            LivelinessKind::ManualByParticipant => f.write_str("manual_by_participant")?,
+            LivelinessKind::ManualByTopic => f.write_str("manual_by_topic")?,
+            LivelinessKind::Other(v) => write!(f, "unknown({v})")?,
+        }
+        match self.lease {
+            QosDuration::Infinite => Ok(()),
+            l => write!(f, "({l})"),
+        }
+    }
+}
 impl std::fmt::Display for Reliability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -234,6 +296,10 @@ pub struct EndpointInfo {
     pub durability: Durability,
     /// History is not part of the standard SEDP data; some vendors send it.
     pub history: Option<History>,
+    /// Effective deadline, lifespan and liveliness (default infinite, infinite, automatic with an infinite lease).
+    pub deadline: QosDuration,
+    pub lifespan: QosDuration,
+    pub liveliness: Liveliness,
     pub partitions: Vec<String>,
     #[serde(serialize_with = "ser_locators")]
     pub unicast: Vec<Locator>,
@@ -344,6 +410,9 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
     let mut reliability = None;
     let mut durability = None;
     let mut history = None;
+    let mut deadline = QosDuration::Infinite;
+    let mut lifespan = QosDuration::Infinite;
+    let mut liveliness = LIVELINESS_DEFAULT;
     let mut partitions = vec![];
     let mut unicast = vec![];
     let mut multicast = vec![];
@@ -387,6 +456,22 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
                     other => History::Other(other),
                 });
             }
+            plist::PID_DEADLINE => deadline = QosDuration::from_ns(read_duration_ns(v, le, "PID_DEADLINE")?),
+            plist::PID_LIFESPAN => lifespan = QosDuration::from_ns(read_duration_ns(v, le, "PID_LIFESPAN")?),
+            plist::PID_LIVELINESS => {
+                let k = CdrReader::new(v, le).u32("PID_LIVELINESS")?;
+                let lease = match v.get(4..) {
+                    Some(d) if d.len() >= 8 => QosDuration::from_ns(read_duration_ns(d, le, "PID_LIVELINESS")?),
+                    _ => QosDuration::Infinite,
+                };
+                let kind = match k {
+                    0 => LivelinessKind::Automatic,
+                    1 => LivelinessKind::ManualByParticipant,
+                    2 => LivelinessKind::ManualByTopic,
+                    other => LivelinessKind::Other(other),
+                };
+                liveliness = Liveliness { kind, lease };
+            }
             plist::PID_PARTITION => {
                 let mut r = CdrReader::new(v, le);
                 let n = r.u32("PID_PARTITION")?;
@@ -418,6 +503,9 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
         reliability_announced: reliability.is_some(),
         durability: durability.unwrap_or(Durability::Volatile),
         history,
+        deadline,
+        lifespan,
+        liveliness,
         partitions,
         unicast,
         multicast,
@@ -710,7 +798,8 @@ impl Discovery {
     /// [`add_endpoint`](Self::add_endpoint); when the participant's domain is not
     /// known (yet), the domain of `sedp_dst` (the SEDP datagram's destination port).
     pub fn add_endpoint_at(&mut self, mut e: EndpointInfo, sedp_dst: Option<&std::net::SocketAddr>) -> Arc<EndpointInfo> {
-        let domain = self.domain_of(&e.guid.prefix).or_else(|| sedp_dst.and_then(domain_of_destination));
+        // An rmw_zenoh endpoint comes with the domain of its token (no participant, no SEDP datagram).
+        let domain = self.domain_of(&e.guid.prefix).or_else(|| sedp_dst.and_then(domain_of_destination)).or(e.names.domain);
         if domain != e.names.domain {
             e.names = Arc::new((*e.names).clone().in_domain(domain));
         }
@@ -894,6 +983,9 @@ mod tests {
             reliability_announced: true,
             durability: Durability::Volatile,
             history: None,
+            deadline: QosDuration::Infinite,
+            lifespan: QosDuration::Infinite,
+            liveliness: LIVELINESS_DEFAULT,
             partitions: vec![],
             unicast: vec![],
             multicast: vec![],

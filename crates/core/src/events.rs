@@ -116,6 +116,9 @@ pub struct ZenohInfo {
     pub key_expr: Option<Arc<str>>,
     /// The sending session's Zenoh id, when its handshake was captured.
     pub zid: Option<Arc<str>>,
+    /// The receiving session's Zenoh id, when its handshake was captured
+    /// (with `zid`: which node a message left and which it reached; the router hop).
+    pub peer_zid: Option<Arc<str>>,
     /// Capture time of the frame that carried the message's first byte (on
     /// TCP, a segment; on UDP, the first IP fragment of the first datagram).
     pub first_byte_ts_ns: i64,

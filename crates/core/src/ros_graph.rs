@@ -592,6 +592,15 @@ impl RosGraph {
         self.participants.set_weight(&p.gid, bytes, &mut gone);
     }
 
+    /// Records one entity's node without a participant's list: rmw_zenoh
+    /// announces each publisher and subscription by its own liveliness token
+    /// (`participant` is the owner's stand-in, e.g. derived from its Zenoh id).
+    /// Capped like the rest (least recently announced forgotten first, counted).
+    pub fn add_entity(&mut self, gid: Guid, node: Arc<RosNode>, participant: Guid, role: EntityRole) {
+        self.generation += 1;
+        self.entities.insert(gid, GidOwner { node, participant, role }, &mut |_, _| {});
+    }
+
     fn forget(&mut self, participant: &Guid, state: &ParticipantNodes) {
         self.nodes -= state.nodes.len();
         Self::forget_in(&mut self.entities, participant, state);

@@ -108,6 +108,20 @@ pub struct SampleRecord {
     /// reader's unicast locator, or the multicast group all readers share.
     /// Not in the CSV/JSONL columns; per-reader latency keys on it.
     pub dst: Option<std::net::SocketAddr>,
+    /// Zenoh: the sending and the receiving session's Zenoh ids (hashed,
+    /// [`zid_key`]) of the message that carried the sample, when both
+    /// handshakes were captured; `None` for RTPS. Not in the CSV/JSONL
+    /// columns; the router hop (a node that received the sample in one
+    /// session and sent it in another) keys on it.
+    pub zenoh_zids: Option<(u64, u64)>,
+}
+
+/// A Zenoh id as a number to compare (SipHash with fixed keys: the same in every process).
+pub fn zid_key(zid: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    zid.hash(&mut h);
+    h.finish()
 }
 
 /// Why a sample record was emitted (its `closed_by` column).
@@ -194,6 +208,7 @@ impl SampleRecord {
             closed_by: ClosedBy::Open,
             source_ts_ns: e.source_ts_ns,
             dst: Some(e.dst),
+            zenoh_zids: e.zenoh.as_deref().and_then(|z| Some((zid_key(z.zid.as_deref()?), zid_key(z.peer_zid.as_deref()?)))),
         }
     }
 

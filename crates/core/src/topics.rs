@@ -6,7 +6,7 @@
 //! O(writers · log) plus one index lookup per topic for its reader count.
 
 use crate::bounded::BoundedMap;
-use crate::discovery::{Discovery, Durability, History, Reliability, TopicNames};
+use crate::discovery::{Discovery, Durability, History, Liveliness, QosDuration, Reliability, TopicNames};
 use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::rate::{RateKind, SampleTimes, TopicRate};
@@ -346,6 +346,9 @@ impl TopicsAnalysis {
             let mut rel: Vec<Reliability> = vec![];
             let mut dur: Vec<Durability> = vec![];
             let mut hist: Vec<History> = vec![];
+            let mut deadline: Vec<QosDuration> = vec![];
+            let mut lifespan: Vec<QosDuration> = vec![];
+            let mut liveliness: Vec<Liveliness> = vec![];
             let mut parts: Vec<String> = vec![];
             let mut vendors: Vec<u16> = vec![];
             let mut nodes: Vec<String> = vec![];
@@ -362,6 +365,9 @@ impl TopicsAnalysis {
                     if let Some(h) = ep.history {
                         hist.push(h);
                     }
+                    deadline.push(ep.deadline);
+                    lifespan.push(ep.lifespan);
+                    liveliness.push(ep.liveliness);
                     for p in &ep.partitions {
                         if !parts.contains(p) {
                             parts.push(p.clone());
@@ -415,6 +421,9 @@ impl TopicsAnalysis {
             row.reliability = Qos::of(rel);
             row.durability = Qos::of(dur);
             row.history = Qos::of(hist);
+            row.deadline = Qos::of(deadline);
+            row.lifespan = Qos::of(lifespan);
+            row.liveliness = Qos::of(liveliness);
             row.partitions = parts;
             vendors.sort();
             row.vendors = vendors;
@@ -452,6 +461,9 @@ impl TopicsAnalysis {
                         reliability: Some(Qos::One(e.reliability)),
                         durability: Some(Qos::One(e.durability)),
                         history: e.history.map(Qos::One),
+                        deadline: Some(Qos::One(e.deadline)),
+                        lifespan: Some(Qos::One(e.lifespan)),
+                        liveliness: Some(Qos::One(e.liveliness)),
                         vendors: e.vendor_id.into_iter().collect(),
                         rate_kind: Some(RateKind::None),
                         ..Default::default()
@@ -530,6 +542,10 @@ pub struct TopicRow {
     pub reliability: Option<Qos<Reliability>>,
     pub durability: Option<Qos<Durability>>,
     pub history: Option<Qos<History>>,
+    /// Deadline, lifespan and liveliness (with its lease) of the row's writers (SEDP, or rmw_zenoh's tokens).
+    pub deadline: Option<Qos<QosDuration>>,
+    pub lifespan: Option<Qos<QosDuration>>,
+    pub liveliness: Option<Qos<Liveliness>>,
     pub partitions: Vec<String>,
     pub writers: u64,
     pub readers: u64,
@@ -595,6 +611,9 @@ crate::record!(TopicRow, r, {
     domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
     span_s: F64 => r.span_s().map_or(Value::Null, Value::F),
     rate_kind: Str => r.rate_kind.map_or(Value::Null, |k| Value::S(k.as_str())),
+    deadline: Str => r.deadline.as_ref().map_or(Value::Null, |q| Value::Text(q)),
+    lifespan: Str => r.lifespan.as_ref().map_or(Value::Null, |q| Value::Text(q)),
+    liveliness: Str => r.liveliness.as_ref().map_or(Value::Null, |q| Value::Text(q)),
 });
 
 impl TopicRow {

@@ -19,7 +19,7 @@
 //! partial batch and waits for a segment that starts a batch again.
 
 use crate::bounded::BoundedMap;
-use crate::discovery::TopicNames;
+use crate::discovery::{Durability, EndpointInfo, EndpointKind, History, Liveliness, LivelinessKind, QosDuration, Reliability, TopicNames};
 use crate::events::{SubmsgEvent, TrafficType, ZenohInfo};
 use crate::ros;
 use crate::ros_graph::RosNode;
@@ -123,6 +123,9 @@ pub struct ZenohStats {
     pub ros_tokens: u64,
     /// `@ros2_lv` tokens that are not rmw_zenoh's layout.
     pub bad_ros_tokens: u64,
+    /// Publisher and subscription tokens whose QoS field is not rmw_zenoh's format
+    /// (`keyexpr_to_qos` refuses it, and so rmw_zenoh's graph): node named, no endpoint recorded.
+    pub bad_ros_qos: u64,
 }
 
 impl ZenohStats {
@@ -140,6 +143,7 @@ impl ZenohStats {
             + self.fragmented_dropped
             + self.unresolved_keyexprs
             + self.bad_ros_tokens
+            + self.bad_ros_qos
             + self.ros_puts_without_attachment
     }
 
@@ -157,6 +161,7 @@ impl ZenohStats {
             (self.unresolved_keyexprs, "Zenoh key expressions not resolved"),
             (self.ros_puts_without_attachment, "rmw_zenoh PUTs without an rmw_zenoh attachment"),
             (self.bad_ros_tokens, "malformed @ros2_lv tokens"),
+            (self.bad_ros_qos, "rmw_zenoh tokens with a QoS field not in rmw_zenoh's format"),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)
@@ -221,6 +226,75 @@ pub struct ZenohEntity {
     pub token: Arc<rmw::Token>,
 }
 
+/// A publisher (`MP`) or subscription (`MS`) token as a discovery endpoint:
+/// what `topics` counts and shows like an SEDP writer or reader.
+#[derive(Debug, Clone)]
+pub struct ZenohEndpoint {
+    pub endpoint: EndpointInfo,
+    pub node: Arc<RosNode>,
+    /// A stand-in for the owner's participant: the session's Zenoh id folded into a GUID.
+    pub participant: Guid,
+}
+
+impl ZenohEndpoint {
+    /// Records it in `d`: the endpoint, and its node in the ROS graph (as SEDP
+    /// and ros_discovery_info record a DDS writer or reader).
+    pub fn record(self, d: &mut crate::discovery::Discovery) {
+        let role = match self.endpoint.kind {
+            EndpointKind::Writer => crate::ros_graph::EntityRole::Writer,
+            EndpointKind::Reader => crate::ros_graph::EntityRole::Reader,
+        };
+        let guid = self.endpoint.guid;
+        d.add_endpoint(self.endpoint);
+        d.ros.add_entity(guid, self.node, self.participant, role);
+    }
+}
+
+/// rmw's enum numbers (rmw/types.h) on the discovery enums the DDS rows use;
+/// values rmw_zenoh resolves before it declares a token (system default,
+/// unknown) keep their rmw number as `unknown(N)`.
+pub fn endpoint_qos(q: &rmw::Qos) -> (Reliability, Durability, History, QosDuration, QosDuration, Liveliness) {
+    let dur = |t: rmw::RmwTime| t.ns().map_or(QosDuration::Infinite, QosDuration::Ns);
+    (
+        match q.reliability {
+            1 => Reliability::Reliable,
+            2 => Reliability::BestEffort,
+            v => Reliability::Other(v),
+        },
+        match q.durability {
+            1 => Durability::TransientLocal,
+            2 => Durability::Volatile,
+            v => Durability::Other(v),
+        },
+        match q.history {
+            1 => History::KeepLast(q.depth.min(i32::MAX as u64) as i32),
+            2 => History::KeepAll,
+            v => History::Other(v),
+        },
+        dur(q.deadline),
+        dur(q.lifespan),
+        Liveliness {
+            kind: match q.liveliness {
+                1 => LivelinessKind::Automatic,
+                3 => LivelinessKind::ManualByTopic,
+                v => LivelinessKind::Other(v),
+            },
+            lease: dur(q.liveliness_lease),
+        },
+    )
+}
+
+/// The names of an rmw_zenoh data key expression, as events and endpoints carry them.
+fn names_of_data_key(key: &str) -> Option<TopicNames> {
+    rmw::parse_data_key(key).map(|k| TopicNames {
+        topic_raw: key.to_string(),
+        type_raw: k.type_raw.to_string(),
+        topic_name: k.topic.clone(),
+        type_name: ros::demangle_type(k.type_raw),
+        domain: Some(k.domain),
+    })
+}
+
 /// A session's negotiated options that change how its batches read.
 #[derive(Debug, Clone, Copy, Default)]
 struct SessionInfo {
@@ -254,6 +328,9 @@ pub struct ZenohDecoder {
     joining: BoundedMap<(Dir, bool, u8), Joining>,
     tokens: BoundedMap<[u8; 16], ZenohEntity>,
     topic_names: BoundedMap<Arc<str>, Option<Arc<TopicNames>>>,
+    /// Publishers and subscriptions announced since the caller last took them
+    /// ([`take_endpoints`](Self::take_endpoints), after every packet: bounded by what one packet holds).
+    endpoints: Vec<ZenohEndpoint>,
     pub stats: ZenohStats,
     /// Problems with their frame number (the caller keeps a bounded list).
     pub problems: Vec<(u64, String)>,
@@ -270,6 +347,7 @@ impl ZenohDecoder {
             joining: BoundedMap::new(cfg.max_fragmented),
             tokens: BoundedMap::new(cfg.max_tokens),
             topic_names: BoundedMap::new(4096),
+            endpoints: Vec::new(),
             stats: ZenohStats::default(),
             problems: Vec::new(),
         }
@@ -278,6 +356,11 @@ impl ZenohDecoder {
     /// The rmw_zenoh entity a gid belongs to, once its token was seen.
     pub fn entity(&self, gid: &[u8; 16]) -> Option<&ZenohEntity> {
         self.tokens.get(gid)
+    }
+
+    /// The publishers and subscriptions whose tokens were read since the last call.
+    pub fn take_endpoints(&mut self) -> Vec<ZenohEndpoint> {
+        std::mem::take(&mut self.endpoints)
     }
 
     fn problem(&mut self, frame: u64, msg: impl FnOnce() -> String) {
@@ -511,7 +594,8 @@ impl ZenohDecoder {
         e.kind = SubmsgKind::Zenoh;
         e.traffic_type = TrafficType::Builtin;
         let zid = self.sessions.get(&ctx.dir).and_then(|s| s.zid).map(|z| Arc::from(z.to_string()));
-        e.zenoh = Some(Box::new(ZenohInfo { msg, key_expr: None, zid, first_byte_ts_ns: first_ts_ns }));
+        let peer_zid = self.sessions.get(&reverse(ctx.dir)).and_then(|s| s.zid).map(|z| Arc::from(z.to_string()));
+        e.zenoh = Some(Box::new(ZenohInfo { msg, key_expr: None, zid, peer_zid, first_byte_ts_ns: first_ts_ns }));
         e
     }
 
@@ -707,15 +791,7 @@ impl ZenohDecoder {
         if let Some(t) = self.topic_names.get_touch(&Arc::from(key)) {
             return t.clone();
         }
-        let names = rmw::parse_data_key(key).map(|k| {
-            Arc::new(TopicNames {
-                topic_raw: key.to_string(),
-                type_raw: k.type_raw.to_string(),
-                topic_name: k.topic.clone(),
-                type_name: ros::demangle_type(k.type_raw),
-                domain: Some(k.domain),
-            })
-        });
+        let names = names_of_data_key(key).map(Arc::new);
         self.topic_names.insert(Arc::from(key), names.clone(), &mut |_, _| {});
         names
     }
@@ -780,6 +856,7 @@ impl ZenohDecoder {
                                 Some(t) => {
                                     self.stats.ros_tokens += 1;
                                     let node = Arc::new(RosNode::new(&t.namespace, &t.node));
+                                    self.endpoint_of(ctx.frame, &t, &node);
                                     let gid = t.gid;
                                     let stats = &mut self.stats;
                                     self.tokens.insert(gid, ZenohEntity { node, token: Arc::new(t) }, &mut |_, _| stats.tokens_evicted += 1);
@@ -806,6 +883,53 @@ impl ZenohDecoder {
         emit(&e);
     }
 
+    /// Queues a publisher's or subscription's token as a discovery endpoint;
+    /// a QoS field rmw_zenoh would refuse is counted and reported instead.
+    fn endpoint_of(&mut self, frame: u64, t: &rmw::Token, node: &Arc<RosNode>) {
+        let kind = match t.kind {
+            rmw::EntityKind::Publisher => EndpointKind::Writer,
+            rmw::EntityKind::Subscription => EndpointKind::Reader,
+            _ => return,
+        };
+        let Some(topic) = &t.topic else { return };
+        let q = match &topic.qos {
+            Ok(q) => q,
+            Err(e) => {
+                self.stats.bad_ros_qos += 1;
+                let (raw, node) = (topic.qos_raw.clone(), node.fq_name.clone());
+                self.problem(frame, || format!("rmw_zenoh token of {node} on {}: QoS field {raw:?}: {e}", topic.name));
+                return;
+            }
+        };
+        let Some(names) = t.data_key().as_deref().and_then(names_of_data_key) else { return };
+        let (reliability, durability, history, deadline, lifespan, liveliness) = endpoint_qos(q);
+        let g = |b: &[u8; 16]| Guid::new(GuidPrefix(b[..12].try_into().expect("12 bytes")), EntityId(b[12..].try_into().expect("4 bytes")));
+        let endpoint = EndpointInfo {
+            guid: g(&t.gid),
+            kind,
+            names: Arc::new(names),
+            reliability,
+            reliability_announced: true,
+            durability,
+            history: Some(history),
+            deadline,
+            lifespan,
+            liveliness,
+            partitions: vec![],
+            unicast: vec![],
+            multicast: vec![],
+            vendor_id: Some(ddscope_zenoh::VENDOR_MARKER),
+            disposed: false,
+        };
+        let participant = g(&rmw::gid_of(&t.zid));
+        if self.endpoints.len() < 4096 {
+            self.endpoints.push(ZenohEndpoint { endpoint, node: node.clone(), participant });
+        } else {
+            // More than one packet can hold: not reachable from the wire, counted all the same.
+            self.stats.tokens_evicted += 1;
+        }
+    }
+
     /// End of the capture: partial batches and messages still open are counted.
     pub fn finish(&mut self) {
         for (_, s) in self.streams.drain_lru() {
@@ -827,6 +951,7 @@ fn plausible_batch_start(p: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discovery::Discovery;
     use ddscope_zenoh::emit;
     use std::net::{IpAddr, Ipv4Addr};
 
@@ -942,6 +1067,60 @@ mod tests {
         }
         assert!(d.stats.fragmented_dropped >= 1);
         assert_eq!(evs.iter().filter(|e| e.kind == SubmsgKind::Data).count(), 1);
+    }
+
+    fn s<T: std::fmt::Display>(q: &Option<crate::topics::Qos<T>>) -> Option<String> {
+        q.as_ref().map(|x| x.to_string())
+    }
+
+    #[test]
+    fn publisher_and_subscription_tokens_give_endpoints_with_their_qos() {
+        // Oracle: the QoS field as rmw_zenoh's qos_to_keyexpr writes it
+        // (liveliness_utils.cpp; unit-tested in ddscope_zenoh::rmw), the
+        // numbers of rmw/types.h, and the topics row a DDS writer with the same
+        // SEDP QoS gets.
+        let q = rmw::Qos { reliability: 2, durability: 1, depth: 5, deadline: rmw::RmwTime { sec: 0, nsec: 100_000_000 }, ..rmw::DEFAULT_QOS };
+        let topic = |q: &str| Some(("/chatter", "std_msgs::msg::dds_::String_", "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18", q.to_string()));
+        let key = |kind, node: &str, eid, qos: Option<String>| {
+            let mut k = rmw::token_key(0, "aa", 0, eid, kind, "/", node, None);
+            if let Some((n, t, h, q)) = qos.and_then(|q| topic(&q)) {
+                k.push_str(&format!("/{}/{}/{}/{q}", n.replace('/', "%"), t, h));
+            }
+            k
+        };
+        let mp = key(rmw::EntityKind::Publisher, "talker", 10, Some(q.to_key()));
+        let ms = key(rmw::EntityKind::Subscription, "listener", 11, Some(rmw::DEFAULT_QOS.to_key()));
+        let bad = key(rmw::EntityKind::Subscription, "old", 12, Some("1:2:1,10".into()));
+        let mut b = vec![];
+        emit::frame_header(&mut b, true, 1);
+        for (i, k) in [&mp, &ms, &bad, &key(rmw::EntityKind::Node, "talker", 0, None)].iter().enumerate() {
+            emit::declare_token(&mut b, i as u32, k);
+        }
+        emit::push_put(&mut b, KEY, Some(&rmw::attachment(1, 5, &rmw::gid_of(&mp))), b"hello");
+        let mut d = ZenohDecoder::new(ZenohLimits::default());
+        let cap: Arc<str> = Arc::from("c");
+        let mut analysis = crate::topics::TopicsAnalysis::new();
+        d.udp(&cap, 1, 1, 1, 0, None, addr(1, 7447), addr(2, 7447), &b, false, &mut |e| analysis.on_event(e));
+        assert_eq!((d.stats.ros_tokens, d.stats.bad_ros_qos), (4, 1));
+        assert!(d.problems.iter().any(|(_, m)| m.contains("/old") && m.contains("1:2:1,10")), "{:?}", d.problems);
+        let eps = d.take_endpoints();
+        assert_eq!(eps.len(), 2);
+        let mut disc = Discovery::default();
+        for e in eps {
+            e.record(&mut disc);
+        }
+        let w = disc.endpoint(&Guid::new(GuidPrefix(rmw::gid_of(&mp)[..12].try_into().unwrap()), EntityId(rmw::gid_of(&mp)[12..].try_into().unwrap()))).unwrap();
+        assert_eq!((w.reliability, w.durability, w.history), (Reliability::BestEffort, Durability::TransientLocal, Some(History::KeepLast(5))));
+        assert_eq!((w.deadline, w.lifespan, w.liveliness), (QosDuration::Ns(100_000_000), QosDuration::Infinite, crate::discovery::LIVELINESS_DEFAULT));
+        assert_eq!((w.names.topic_name.as_str(), w.names.domain, w.names.topic_raw.as_str()), ("/chatter", Some(0), KEY));
+        assert_eq!((disc.writers_of(Some(0), KEY), disc.readers_of(Some(0), KEY)), (1, 1));
+        // The topics row: QoS in the DDS columns, the writer's node, one reader and its node.
+        let rows = analysis.rows("c", &disc, false, &[]);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!((r.writers, r.readers, r.reader_nodes.clone(), r.writer_nodes.clone()), (1, 1, vec!["/listener".to_string()], vec!["/talker".to_string()]));
+        assert_eq!((s(&r.reliability), s(&r.durability), s(&r.history)), (Some("best_effort".into()), Some("transient_local".into()), Some("keep_last(5)".into())));
+        assert_eq!((s(&r.deadline), s(&r.lifespan), s(&r.liveliness)), (Some("0.1s".into()), Some("infinite".into()), Some("automatic".into())));
     }
 
     #[test]

@@ -138,7 +138,7 @@ fn samples_are_judged_in_first_sighting_order() {
         first_ts_ns: t, first_ip_ts_ns: t, last_ts_ns: t, complete: true, first_frame: 1, last_frame: 1,
         sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: 1, submsgs: 1, ip_frags: 1,
         bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0, pcp: None,
-        vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None,
+        vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None, zenoh_zids: None,
     };
     let mut rows: Vec<LatencyRow> = vec![];
     for sn in 1..=5 {
@@ -233,7 +233,7 @@ proptest! {
             first_ts_ns: first, first_ip_ts_ns: first, last_ts_ns: last, complete, first_frame: 1, last_frame: 1,
             sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: u32::from(complete), submsgs: 1,
             ip_frags: 1, bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0,
-            pcp: None, vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None,
+            pcp: None, vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None, zenoh_zids: None,
         };
         let mut expect = vec![];
         for (i, &(t_snd, t_rcv_first, t_rcv_last, wm, fate)) in samples.iter().enumerate() {
@@ -467,7 +467,7 @@ fn correlator_tables_are_capped_and_counted() {
         first_ts_ns: t, first_ip_ts_ns: t, last_ts_ns: t, complete: true, first_frame: 1, last_frame: 1,
         sample_size: 16, fragment_size: None, frags_expected: 1, frags_seen: 1, submsgs: 1, ip_frags: 1,
         bytes: 16, retransmitted_frags: 0, retransmitted_bytes: 0, destinations: 1, nack_frags: 0, pcp: None,
-        vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None,
+        vendor_id: 0, closed_by: ddscope_core::samples::ClosedBy::Complete, source_ts_ns: None, dst: None, zenoh_zids: None,
     };
     for i in 0..10_000u32 {
         let t = i as i64 * 1000;

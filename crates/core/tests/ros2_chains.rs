@@ -110,6 +110,7 @@ fn sample(cap: &str, w: Guid, sn: i64, first: i64, last: i64, sts: i64) -> Sampl
         closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: Some(sts),
         dst: None,
+        zenoh_zids: None,
         node: None,
     }
 }

@@ -115,7 +115,8 @@ pub fn row_topic(r: &LatencyRow) -> String {
 /// Every layer a row measured, as (layer, ns): message-level rows give the
 /// wire layers (message, first_first, last_last), the ground truth's
 /// (sender_stack, receiver_stack, application), source_ts_to_wire and the
-/// ROS 2 layers of their trace columns; submessage rows their submessage latency.
+/// ROS 2 layers of their trace columns; submessage rows their submessage latency;
+/// router rows (Zenoh) the router hop.
 pub fn row_layers(r: &LatencyRow) -> impl Iterator<Item = (Layer, i64)> + '_ {
     let ros = r.ros.as_deref();
     let msg = r.level == Level::Message;
@@ -126,6 +127,7 @@ pub fn row_layers(r: &LatencyRow) -> impl Iterator<Item = (Layer, i64)> + '_ {
         (Layer::FirstFirst, pick(msg, r.first_first_ns)),
         (Layer::LastLast, pick(msg, r.last_last_ns)),
         (Layer::Submessage, pick(sub, r.latency_ns)),
+        (Layer::Router, pick(r.level == Level::Router, r.latency_ns)),
         (Layer::SenderStack, pick(msg, r.sender_stack_ns)),
         (Layer::ReceiverStack, pick(msg, r.receiver_stack_ns)),
         (Layer::Application, pick(msg, r.app_latency_ns)),

@@ -25,7 +25,7 @@ use ddscope_sysstat::promtext::Family;
 use ddscope_sysstat::system::SystemSnapshot;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::explain::Incident;
-use ddscope_core::latency::{Level, LatencyRow};
+use ddscope_core::latency::LatencyRow;
 use ddscope_core::ros2::chain::ChainRow;
 use ddscope_core::samples::SampleRecord;
 use ddscope_core::topics::TopicRow;
@@ -517,10 +517,7 @@ impl LineEncoder {
         }
         l.tag("sender", &r.sender)
             .tag("receiver", &r.receiver)
-            .tag("level", match r.level {
-                Level::Message => "message",
-                Level::Submessage => "submessage",
-            })
+            .tag("level", r.level.as_str())
             .tag("status", r.status.as_str());
         let ts = self.times.get(l.series_hash(), r.sender_first_ts_ns);
         l.string_fmt("writer_id", r.writer_id)

@@ -68,6 +68,7 @@ fn sample(capture: &Arc<str>, topic: &Arc<TopicNames>, writer: Guid, sn: i64, ts
         closed_by: ddscope_core::samples::ClosedBy::Complete,
         source_ts_ns: None,
         dst: None,
+        zenoh_zids: None,
     }
 }
 

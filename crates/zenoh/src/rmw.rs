@@ -124,50 +124,154 @@ impl EntityKind {
     }
 }
 
-/// QoS as rmw_zenoh encodes it in a token (`qos_to_keyexpr`): values equal
-/// to rmw_zenoh's defaults are left empty. Numbers are rmw's enums.
+/// An rmw_time_t: seconds and nanoseconds, as rmw_zenoh writes them (unsigned decimals).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Qos {
-    /// rmw_qos_reliability_policy_e: 1 reliable, 2 best effort.
-    pub reliability: u32,
-    /// rmw_qos_durability_policy_e: 1 transient local, 2 volatile.
-    pub durability: u32,
-    /// rmw_qos_history_policy_e: 1 keep last, 2 keep all.
-    pub history: u32,
-    pub depth: u64,
+pub struct RmwTime {
+    pub sec: u64,
+    pub nsec: u64,
 }
 
-/// rmw_zenoh's defaults (`qos.cpp`): reliable, volatile, keep last 42.
-pub const DEFAULT_QOS: Qos = Qos { reliability: 1, durability: 2, history: 1, depth: 42 };
+/// `RMW_DURATION_INFINITE` (rmw/time.h): `{9223372036, 854775807}`, i.e. i64::MAX ns.
+pub const DURATION_INFINITE: RmwTime = RmwTime { sec: 9_223_372_036, nsec: 854_775_807 };
 
-impl Qos {
-    /// Reads `rel:dur:hist,depth:dl_s,dl_ns:ls_s,ls_ns:lv,lv_s,lv_ns`.
-    pub fn parse(s: &str) -> Option<Qos> {
-        let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() < 6 {
+impl RmwTime {
+    pub fn is_infinite(&self) -> bool {
+        *self == DURATION_INFINITE
+    }
+
+    /// In nanoseconds, `None` for `RMW_DURATION_INFINITE` (and anything longer than i64 ns).
+    pub fn ns(&self) -> Option<i64> {
+        if self.is_infinite() {
             return None;
         }
-        let num = |p: &str, default: u64| -> Option<u64> { if p.is_empty() { Some(default) } else { p.parse().ok() } };
-        let (hist, depth) = parts[2].split_once(',')?;
+        let ns = (self.sec as i128) * 1_000_000_000 + self.nsec as i128;
+        i64::try_from(ns).ok()
+    }
+}
+
+/// QoS as rmw_zenoh writes it in a publisher's or subscription's liveliness
+/// token (ros2/rmw_zenoh `rmw_zenoh_cpp/src/detail/liveliness_utils.cpp`,
+/// `qos_to_keyexpr` and `keyexpr_to_qos`, Jazzy/Kilted/Rolling):
+///
+/// `<reliability>:<durability>:<history>,<depth>:<deadline s>,<deadline ns>:<lifespan s>,<lifespan ns>:<liveliness>,<lease s>,<lease ns>`
+///
+/// each field empty when it equals rmw_zenoh's default (`qos.cpp`,
+/// `QoS::QoS`: reliable, volatile, keep last 42, deadline and lifespan
+/// infinite, liveliness automatic with an infinite lease). Policies are rmw's
+/// enum numbers (rmw/types.h): reliability 1 reliable, 2 best effort;
+/// durability 1 transient local, 2 volatile; history 1 keep last, 2 keep
+/// all; liveliness 1 automatic, 3 manual by topic (0 is system default and
+/// the unknown values are accepted as `keyexpr_to_qos` accepts them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Qos {
+    /// rmw_qos_reliability_policy_e: 0 system default, 1 reliable, 2 best effort, 3 unknown.
+    pub reliability: u32,
+    /// rmw_qos_durability_policy_e: 0 system default, 1 transient local, 2 volatile, 3 unknown.
+    pub durability: u32,
+    /// rmw_qos_history_policy_e: 0 system default, 1 keep last, 2 keep all, 3 unknown.
+    pub history: u32,
+    pub depth: u64,
+    pub deadline: RmwTime,
+    pub lifespan: RmwTime,
+    /// rmw_qos_liveliness_policy_e: 0 system default, 1 automatic, 3 manual by topic, 4 unknown, 5 best available.
+    pub liveliness: u32,
+    pub liveliness_lease: RmwTime,
+}
+
+/// rmw_zenoh's defaults (`qos.cpp`, `QoS::QoS`).
+pub const DEFAULT_QOS: Qos = Qos {
+    reliability: 1,
+    durability: 2,
+    history: 1,
+    depth: 42,
+    deadline: DURATION_INFINITE,
+    lifespan: DURATION_INFINITE,
+    liveliness: 1,
+    liveliness_lease: DURATION_INFINITE,
+};
+
+/// Why a token's QoS field is not rmw_zenoh's format (names the part).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosError(pub String);
+
+impl std::fmt::Display for QosError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Qos {
+    /// Reads the QoS field as `keyexpr_to_qos` does: at least 6 `:`-parts,
+    /// history and deadline and lifespan of at least 2 `,`-parts, liveliness of
+    /// at least 3; an empty value is the default; the policies must be one of
+    /// the values rmw_zenoh's tables (`str_to_qos_*`) hold; numbers are
+    /// unsigned decimals (`strtoul` with nothing after the digits).
+    pub fn parse(s: &str) -> Result<Qos, QosError> {
+        let err = |m: String| Err(QosError(m));
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() < 6 {
+            return err(format!("{} ':'-separated parts, rmw_zenoh writes 6", parts.len()));
+        }
+        let sub = |i: usize, name: &str, n: usize| -> Result<Vec<&str>, QosError> {
+            let v: Vec<&str> = parts[i].split(',').collect();
+            if v.len() < n {
+                return Err(QosError(format!("{name} {:?}: {} ','-separated values, rmw_zenoh writes {n}", parts[i], v.len())));
+            }
+            Ok(v)
+        };
+        let hist = sub(2, "history", 2)?;
+        let deadline = sub(3, "deadline", 2)?;
+        let lifespan = sub(4, "lifespan", 2)?;
+        let live = sub(5, "liveliness", 3)?;
         let d = DEFAULT_QOS;
-        Some(Qos {
-            reliability: num(parts[0], d.reliability as u64)?.try_into().ok()?,
-            durability: num(parts[1], d.durability as u64)?.try_into().ok()?,
-            history: num(hist, d.history as u64)?.try_into().ok()?,
-            depth: num(depth, d.depth)?,
+        let policy = |v: &str, name: &str, allowed: &[u32], default: u32| -> Result<u32, QosError> {
+            if v.is_empty() {
+                return Ok(default);
+            }
+            match v.parse::<u32>() {
+                Ok(n) if allowed.contains(&n) && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+                _ => Err(QosError(format!("{name} {v:?} is not one of rmw's values {allowed:?}"))),
+            }
+        };
+        let num = |v: &str, name: &str, default: u64| -> Result<u64, QosError> {
+            if v.is_empty() {
+                return Ok(default);
+            }
+            if !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(QosError(format!("{name} {v:?} is not an unsigned decimal")));
+            }
+            v.parse::<u64>().map_err(|_| QosError(format!("{name} {v:?} overflows")))
+        };
+        let time = |v: &[&str], name: &str, default: RmwTime| -> Result<RmwTime, QosError> {
+            Ok(RmwTime { sec: num(v[0], &format!("{name} seconds"), default.sec)?, nsec: num(v[1], &format!("{name} nanoseconds"), default.nsec)? })
+        };
+        Ok(Qos {
+            reliability: policy(parts[0], "reliability", &[0, 1, 2, 3], d.reliability)?,
+            durability: policy(parts[1], "durability", &[0, 1, 2, 3], d.durability)?,
+            history: policy(hist[0], "history", &[0, 1, 2, 3], d.history)?,
+            depth: num(hist[1], "depth", d.depth)?,
+            deadline: time(&deadline, "deadline", d.deadline)?,
+            lifespan: time(&lifespan, "lifespan", d.lifespan)?,
+            liveliness: policy(live[0], "liveliness", &[0, 1, 3, 4, 5], d.liveliness)?,
+            liveliness_lease: time(&live[1..], "liveliness lease", d.liveliness_lease)?,
         })
     }
 
-    /// The token form of a profile whose deadline, lifespan and liveliness are the defaults.
+    /// The token form, as `qos_to_keyexpr` writes it (defaults left empty).
     pub fn to_key(&self) -> String {
         let d = DEFAULT_QOS;
         let f = |v: u64, dv: u64| if v == dv { String::new() } else { v.to_string() };
+        let t = |v: RmwTime, dv: RmwTime| format!("{},{}", f(v.sec, dv.sec), f(v.nsec, dv.nsec));
         format!(
-            "{}:{}:{},{}:,:,:,,",
+            "{}:{}:{},{}:{}:{}:{},{}",
             f(self.reliability as u64, d.reliability as u64),
             f(self.durability as u64, d.durability as u64),
             f(self.history as u64, d.history as u64),
-            f(self.depth, d.depth)
+            f(self.depth, d.depth),
+            t(self.deadline, d.deadline),
+            t(self.lifespan, d.lifespan),
+            f(self.liveliness as u64, d.liveliness as u64),
+            t(self.liveliness_lease, d.liveliness_lease),
         )
     }
 }
@@ -196,9 +300,10 @@ pub struct TokenTopic {
     pub name: String,
     pub type_raw: String,
     pub type_hash: String,
-    pub qos: Qos,
-    /// The raw QoS chunk when it did not parse.
-    pub qos_raw: Option<String>,
+    /// `Err` when the QoS field is not rmw_zenoh's format (rmw_zenoh refuses such a token).
+    pub qos: Result<Qos, QosError>,
+    /// The QoS field as on the wire.
+    pub qos_raw: String,
 }
 
 impl Token {
@@ -258,13 +363,12 @@ pub fn parse_token(key: &str) -> Option<Token> {
         if parts.len() != 13 {
             return None;
         }
-        let qos = Qos::parse(parts[12]);
         Some(TokenTopic {
             name: demangle(parts[9]),
             type_raw: demangle(parts[10]),
             type_hash: demangle(parts[11]),
-            qos: qos.unwrap_or(DEFAULT_QOS),
-            qos_raw: qos.is_none().then(|| parts[12].to_string()),
+            qos: Qos::parse(parts[12]),
+            qos_raw: parts[12].to_string(),
         })
     };
     Some(Token {
@@ -305,7 +409,7 @@ mod tests {
         assert_eq!(t.kind, EntityKind::Publisher);
         assert_eq!(t.node_fq(), "/talker");
         let tt = t.topic.as_ref().unwrap();
-        assert_eq!((tt.name.as_str(), tt.qos), ("/chatter", Qos { depth: 7, ..DEFAULT_QOS }));
+        assert_eq!((tt.name.as_str(), &tt.qos), ("/chatter", &Ok(Qos { depth: 7, ..DEFAULT_QOS })));
         assert_eq!(t.data_key().unwrap(), "2/chatter/std_msgs::msg::dds_::String_/RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18");
         let n = parse_token("@ros2_lv/2/aac3178e146ba6f1fc6e6a4085e77f21/0/0/NN/%/%/listener").unwrap();
         assert_eq!((n.kind, n.node.as_str(), n.namespace.as_str()), (EntityKind::Node, "listener", "/"));
@@ -314,6 +418,58 @@ mod tests {
         let best_effort = Qos::parse("2::,7:,:,:,,").unwrap();
         assert_eq!(best_effort.reliability, 2);
         assert_eq!(best_effort.to_key(), "2::,7:,:,:,,");
+    }
+
+    #[test]
+    fn qos_field_as_rmw_zenoh_writes_and_reads_it() {
+        // Oracle: rmw_zenoh_cpp/src/detail/liveliness_utils.cpp, `qos_to_keyexpr`
+        // (each field empty when equal to `QoS::default_qos()`, qos.cpp) and
+        // `keyexpr_to_qos`; the defaults-only string is the one in docs/design.md's
+        // token examples (`::,7:,:,:,,` is keep last 7).
+        assert_eq!(Qos::parse("::,:,:,:,,").unwrap(), DEFAULT_QOS);
+        assert_eq!(DEFAULT_QOS.to_key(), "::,:,:,:,,");
+        // rclcpp's SensorDataQoS (rmw_qos_profile_sensor_data: best effort, keep last 5).
+        let sensor = Qos { reliability: 2, depth: 5, ..DEFAULT_QOS };
+        assert_eq!(sensor.to_key(), "2::,5:,:,:,,");
+        assert_eq!(Qos::parse("2::,5:,:,:,,").unwrap(), sensor);
+        // /tf_static, /robot_description: reliable, transient local, keep last 1.
+        let latched = Qos { durability: 1, depth: 1, ..DEFAULT_QOS };
+        assert_eq!(latched.to_key(), ":1:,1:,:,:,,");
+        assert_eq!(Qos::parse(":1:,1:,:,:,,").unwrap(), latched);
+        // Keep all; deadline 100 ms, lifespan 2 s, manual by topic with a 1.5 s lease: every field set.
+        let all = Qos {
+            history: 2,
+            deadline: RmwTime { sec: 0, nsec: 100_000_000 },
+            lifespan: RmwTime { sec: 2, nsec: 0 },
+            liveliness: 3,
+            liveliness_lease: RmwTime { sec: 1, nsec: 500_000_000 },
+            ..DEFAULT_QOS
+        };
+        assert_eq!(all.to_key(), "::2,:0,100000000:2,0:3,1,500000000");
+        assert_eq!(Qos::parse(&all.to_key()).unwrap(), all);
+        assert_eq!((all.deadline.ns(), all.lifespan.ns(), DEFAULT_QOS.deadline.ns()), (Some(100_000_000), Some(2_000_000_000), None));
+        // What keyexpr_to_qos refuses, refused with the part named: the pre-1.0
+        // three-part form of the same file's older docstring ("1:2:1,10"), a
+        // policy outside rmw's tables (reliability 4 is BEST_AVAILABLE, resolved
+        // before a token is made; liveliness 2 is the deprecated MANUAL_BY_NODE),
+        // junk after a number, too few history or liveliness values.
+        for (bad, says) in [
+            ("1:2:1,10", "parts"),
+            ("4::,:,:,:,,", "reliability"),
+            ("::,:,:,:2,,", "liveliness"),
+            ("::,5x:,:,:,,", "depth"),
+            ("::-1,:,:,:,,", "history"),
+            ("::5:,:,:,,", "history"),
+            ("::,:,:,:,", "liveliness"),
+            ("::,:,:,:,,99999999999999999999999", "overflows"),
+        ] {
+            let e = Qos::parse(bad).expect_err(bad);
+            assert!(e.0.contains(says), "{bad}: {e}");
+        }
+        // A token with a bad QoS field still names its node and topic; the QoS is the error.
+        let t = parse_token("@ros2_lv/0/z/0/10/MP/%/%/talker/%chatter/std_msgs::msg::dds_::String_/RIHS01_x/1:2:1,10").unwrap();
+        let tt = t.topic.unwrap();
+        assert!(tt.qos.is_err() && tt.qos_raw == "1:2:1,10");
     }
 
     #[test]

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("callback", "callback_start -> callback_end"),
     ("ros_e2e", "rclcpp_publish -> callback_start, end to end"),
     ("node", "in a chain: callback_start of a hop -> rclcpp_publish of the next"),
+    ("router", "Zenoh router hop: complete on the router's inbound link -> first byte on its outbound link (sender/receiver: those two capture points)"),
 ];
 
 /// One line per layer that `layers` holds, in the table's order of first appearance.

@@ -43,8 +43,11 @@ without a rate (samples and span_s tell what there was); mixed (the rate sums
 the steady writers only; --by writer shows each); no_samples (none here).
 bandwidth is rate x mean sample size. writer_nodes/reader_nodes (writer_node with --by writer)
 are the ROS 2 nodes owning the writers and readers, as their participants
-announce them on ros_discovery_info (empty without ROS 2 or when that was not
-captured); sizes are serialized payload sizes (CDR incl. the 4-byte
+announce them on ros_discovery_info, or rmw_zenoh's liveliness tokens (empty
+without ROS 2 or when those were not captured); reliability, durability,
+history, deadline, lifespan and liveliness come from SEDP, or for rmw_zenoh
+from the QoS field of the publisher's token, and readers counts SEDP readers
+or rmw_zenoh subscriptions; sizes are serialized payload sizes (CDR incl. the 4-byte
 encapsulation header); rtps_frags_per_sample counts DATA_FRAG fragments
 (0 for unfragmented samples); ip_frags_per_sample counts IP fragments of the
 datagrams carrying the sample; sn_gaps counts sequence numbers skipped in the

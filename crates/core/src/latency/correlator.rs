@@ -136,6 +136,8 @@ struct Sighting {
     retransmitted_bytes: u64,
     frags_expected: u32,
     sample_size: u32,
+    /// Zenoh: the sending and receiving sessions' ids (hashed) of this sighting (the router hop).
+    zids: Option<(u64, u64)>,
 }
 
 struct PendingSample {
@@ -829,6 +831,7 @@ impl Correlator {
                     retransmitted_bytes: r.retransmitted_bytes,
                     frags_expected: r.frags_expected,
                     sample_size: r.sample_size,
+                    zids: r.zenoh_zids,
                 };
                 self.note_span(c, s.first_ts);
                 let w = self.writers.get_or_insert_with(r.writer_id, WriterState::default, &mut |_, _| {});
@@ -1239,6 +1242,73 @@ impl Correlator {
                 out.take(row);
             }
         }
+        self.judge_router_hops(writer, sn, sender, &p, &topic, sts, out);
+    }
+
+    /// The router hop (docs/zenoh.md, "Through a router"): a Zenoh node that
+    /// received the sample in one session and sent it on in another, both
+    /// captured (sessions named by their Zenoh ids, from the captured
+    /// handshakes; RTPS sightings have none, so nothing happens for them).
+    /// In: of the captures that saw the sample complete on its way to the
+    /// node, the one where it completed last (nearest the node); out, for each
+    /// session it left the node on: the capture where its first byte came
+    /// first. One `router` row and layer value per (in, out): first byte out −
+    /// completion in.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_router_hops(&mut self, writer: Guid, sn: i64, sender: usize, p: &PendingSample, topic: &Option<Arc<TopicNames>>, sts: Option<i64>, out: &mut dyn RowSink<LatencyRow>) {
+        if !p.seen.iter().any(|(_, s)| s.zids.is_some()) {
+            return;
+        }
+        let mut pairs: SmallVec<[(usize, Sighting, usize, Sighting); 2]> = SmallVec::new();
+        for &(oc, o) in p.seen.iter() {
+            let Some((node, to)) = o.zids else { continue };
+            if p.seen.iter().any(|(c, s)| s.zids == o.zids && (s.first_ts, *c) < (o.first_ts, oc)) {
+                continue; // another capture saw this session's copy first
+            }
+            let inbound = p
+                .seen
+                .iter()
+                .filter(|(c, s)| *c != oc && s.complete && s.zids.is_some_and(|(from, at)| at == node && from != to))
+                .max_by_key(|(c, s)| (s.last_ts, std::cmp::Reverse(*c)));
+            if let Some(&(ic, i)) = inbound {
+                pairs.push((ic, i, oc, o));
+            }
+        }
+        for (ic, i, oc, o) in pairs {
+            let hop = o.first_ts.saturating_sub(i.last_ts);
+            let key = (topic_key(topic, &writer), topic_domain(topic), ic, oc);
+            let evicted = &mut self.stats.flow_samples_evicted;
+            let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
+            if flow.names.is_none() {
+                flow.names = topic.clone();
+            }
+            flow.layer(Layer::Router, hop);
+            // The flow between the router's two capture points: every sample forwarded, delivered
+            // once complete (unless the inbound capture is the sample's sender: that flow counts it already).
+            if ic != sender {
+                flow.samples += 1;
+                if o.complete {
+                    flow.delivered += 1;
+                } else {
+                    flow.incomplete += 1;
+                }
+            }
+            self.reweigh(&key);
+            if self.cfg.message_rows {
+                let status = if o.complete { Status::Delivered } else { Status::Incomplete };
+                out.take(LatencyRow {
+                    sample_size: Some(o.sample_size),
+                    frags_expected: Some(o.frags_expected),
+                    sender_first_ip_ts_ns: i.first_ip_ts,
+                    sender_last_ts_ns: Some(i.last_ts),
+                    receiver_first_ts_ns: Some(o.first_ts),
+                    receiver_last_ts_ns: o.complete.then_some(o.last_ts),
+                    latency_ns: Some(hop),
+                    source_ts_ns: sts,
+                    ..LatencyRow::new(Level::Router, topic.clone(), writer, sn, self.names[ic].clone(), self.names[oc].clone(), status, i.first_ts)
+                });
+            }
+        }
     }
 
     /// Judges the DATA_FRAGs held for `writer` once its sender is known.
@@ -1322,6 +1392,7 @@ impl Correlator {
             (Some(p), Some(d)) => d.count_at_most(p),
             _ => 0,
         };
+        let router_only = |f: &FlowStats| f.layers.contains_key(&Layer::Router) && !f.layers.contains_key(&Layer::Message);
         self.flows()
             .into_iter()
             .map(|((topic, domain, s, r), f)| {
@@ -1341,7 +1412,8 @@ impl Correlator {
                     retransmitted_bytes: f.retransmitted_bytes,
                     period_ms: f.period_ns.map(|p| p as f64 / 1e6),
                     in_time: in_time(f),
-                    late: f.delivered.saturating_sub(in_time(f)),
+                    // A router hop's flow has no message latency to be late with.
+                    late: if router_only(f) { 0 } else { f.delivered.saturating_sub(in_time(f)) },
                     layers,
                     jitter: f.jitter_signed.summary(),
                     jitter_abs: f.jitter_abs.summary(),
@@ -1477,6 +1549,7 @@ mod tests {
             closed_by: crate::samples::ClosedBy::Complete,
             source_ts_ns: None,
             dst: None,
+            zenoh_zids: None,
         }
     }
 

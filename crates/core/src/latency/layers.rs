@@ -9,6 +9,8 @@ use serde::Serialize;
 pub enum Level {
     Message,
     Submessage,
+    /// A Zenoh router's hop: complete on its inbound link → first byte on its outbound link.
+    Router,
 }
 
 impl Level {
@@ -16,6 +18,7 @@ impl Level {
         match self {
             Level::Message => "message",
             Level::Submessage => "submessage",
+            Level::Router => "router",
         }
     }
 }
@@ -131,10 +134,12 @@ pub enum Layer {
     Callback,
     /// In a chain: callback_start of a hop → rclcpp_publish of the next (the relay node's own time).
     Node,
+    /// Through a Zenoh router: complete on the router's inbound link → first byte on its outbound link.
+    Router,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 17] = [
+    pub const ALL: [Layer; 18] = [
         Layer::RosE2e,
         Layer::Application,
         Layer::RosPublish,
@@ -152,6 +157,7 @@ impl Layer {
         Layer::Executor,
         Layer::Callback,
         Layer::Node,
+        Layer::Router,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -173,6 +179,7 @@ impl Layer {
             Layer::Executor => "executor",
             Layer::Callback => "callback",
             Layer::Node => "node",
+            Layer::Router => "router",
         }
     }
 
@@ -234,7 +241,7 @@ pub fn layer_group(l: Layer) -> &'static str {
         Layer::RosE2e | Layer::Application => "e2e",
         Layer::RosPublish | Layer::Executor | Layer::Callback => "ros2",
         Layer::DdsSend | Layer::DdsReceive | Layer::DdsLocal | Layer::DdsRemote | Layer::SenderStack | Layer::ReceiverStack | Layer::SourceTsToWire => "dds",
-        Layer::Node => "node",
+        Layer::Node | Layer::Router => "node",
         _ => "wire",
     }
 }

@@ -358,6 +358,7 @@ mod tests {
                 closed_by: ddscope_core::samples::ClosedBy::Complete,
                 source_ts_ns: None,
                 dst: None,
+                zenoh_zids: None,
             };
             v.on_sample(&r);
         }
@@ -471,6 +472,7 @@ mod tests {
             closed_by: ddscope_core::samples::ClosedBy::Complete,
             source_ts_ns: None,
             dst: None,
+            zenoh_zids: None,
         };
         for i in 0..200 {
             if i < 100 {

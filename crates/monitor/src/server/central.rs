@@ -181,6 +181,8 @@ impl SeriesStore {
                 }
             }
             Level::Submessage => push(&mut s.submessage, (t, l as f64 / 1e6), points),
+            // Router hops come from Zenoh captures merged by `latency`; serve's series have no place for them yet.
+            Level::Router => {}
         }
     }
 }

@@ -481,6 +481,7 @@ impl ItemDecoder {
                     },
                     source_ts_ns: s.sts,
                     dst: None,
+                    zenoh_zids: None,
                 })
             }
         })
@@ -572,6 +573,7 @@ mod tests {
             closed_by: ddscope_core::samples::ClosedBy::Complete,
             source_ts_ns: Some(5),
             dst: None,
+            zenoh_zids: None,
         };
         let json = serde_json::to_string(&StreamItem::sample(&r)).unwrap();
         let back: StreamItem = serde_json::from_str(&json).unwrap();
