@@ -1242,6 +1242,13 @@ impl Scenario {
         if self.zenoh.port == 0 {
             bail!("zenoh.port: 0 is not a port");
         }
+        let tagged: BTreeSet<&str> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.publish.iter().chain(n.relay.iter().map(|r| &r.output)))
+            .filter(|f| f.pcp.is_some())
+            .map(|f| f.topic.as_str())
+            .collect();
         let mut family: BTreeMap<&str, (&str, Vendor)> = BTreeMap::new();
         for n in &self.nodes {
             let t = self.tracing_of(n);
@@ -1260,6 +1267,12 @@ impl Scenario {
                 .chain(n.subscribe.iter().map(|s| s.topic.as_str()));
             let zenoh = n.vendor == Vendor::Zenoh;
             for t in topics {
+                if zenoh && tagged.contains(t) {
+                    bail!(
+                        "node {} (zenoh): topic {t} has a pcp, which the lab applies through Cyclone DDS network partitions; Zenoh nodes cannot carry it (remove pcp or use vendor cyclone)",
+                        n.name
+                    );
+                }
                 match family.get(t) {
                     Some((other, v)) if (*v == Vendor::Zenoh) != zenoh => bail!(
                         "topic {t}: node {} ({}) and node {other} ({}) cannot talk: Zenoh nodes and DDS nodes share no topic (no bridge is emulated; set their vendor alike)",
