@@ -47,7 +47,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub middleware: Option<Vendor>,
     /// How the Zenoh nodes meet (docs/lab.md, "Zenoh").
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "ZenohConfig::is_default")]
     pub zenoh: ZenohConfig,
     #[serde(default)]
     pub capture: CaptureConfig,
@@ -395,6 +395,12 @@ pub struct ZenohConfig {
 impl Default for ZenohConfig {
     fn default() -> Self {
         ZenohConfig { mode: ZenohMode::default(), router: default_router(), port: default_zenoh_port() }
+    }
+}
+
+impl ZenohConfig {
+    pub fn is_default(&self) -> bool {
+        *self == ZenohConfig::default()
     }
 }
 
