@@ -50,7 +50,8 @@ else
   step pip "Python test packages (${PYTHON_MODULES[*]})" pip_install "${PYTHON_MODULES[@]}"
 fi
 
-# The Zenoh lab (lab/zenoh/rmw_node.py, tests/test_zenoh_lab.py): real Zenoh from PyPI, pinned.
+# The Zenoh lab (lab/zenoh/rmw_node.py, tests/test_zenoh_lab.py; the lab's ddslab-zenoh node,
+# lab/zenoh/ddslab_zenoh.py, which the lab build below installs): real Zenoh from PyPI, pinned.
 if have_modules zenoh xxhash; then
   skip "Zenoh for the lab (eclipse-zenoh, xxhash)" "already installed"
 else

@@ -45,7 +45,7 @@ def lab_processes() -> dict[int, str]:
             cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if re.search(r"ddslab-(cyclone|fastdds)|tcpdump|iperf3", cmd):
+        if re.search(r"ddslab-(cyclone|fastdds|zenoh)|tcpdump|iperf3", cmd):
             out[int(p.name)] = cmd
     return out
 

@@ -49,6 +49,9 @@ pub struct Lab {
     pub hosts: Vec<HostNet>,
     /// The bridge namespace (more than two hosts).
     pub switch_ns: Option<String>,
+    /// The switch's own address on its bridge (the last of the subnet), where the Zenoh router
+    /// listens when it runs on the switch.
+    pub switch_ip: Option<Ipv4Addr>,
     pub prefix_len: u8,
     created: Vec<String>,
     keep: bool,
@@ -80,7 +83,7 @@ impl Lab {
     /// Creates the hosts of `sc`. On error, whatever was created is removed again.
     pub fn up(sc: &Scenario, id: &str) -> Result<Lab> {
         let (base, len) = parse_subnet(&sc.network.subnet, sc.hosts.len())?;
-        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, prefix_len: len, created: vec![], keep: false, ebpf: Ebpf::default() };
+        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, switch_ip: None, prefix_len: len, created: vec![], keep: false, ebpf: Ebpf::default() };
         for (i, h) in sc.hosts.iter().enumerate() {
             let netns = format!("{NS_PREFIX}{id}-{}", h.name);
             lab.add_ns(&netns)?;
@@ -96,7 +99,9 @@ impl Lab {
         let mtu = sc.network.mtu.to_string();
         // Loss is dropped on the switch's egress ports, between the sender's and the
         // receiver's capture: two hosts with loss are joined through the switch too.
-        if lab.hosts.len() == 2 && sc.network.loss.is_none() {
+        // So is the Zenoh router when it runs on the switch (between the hosts: every host's
+        // capture then holds its own link to it).
+        if lab.hosts.len() == 2 && sc.network.loss.is_none() && !sc.zenoh_router_on_switch() {
             let (a, b) = (lab.hosts[0].netns.clone(), lab.hosts[1].netns.clone());
             run_cmd(&["ip", "link", "add", HOST_IF, "netns", &a, "mtu", &mtu, "type", "veth", "peer", "name", HOST_IF, "netns", &b, "mtu", &mtu])?;
         } else {
@@ -110,6 +115,20 @@ impl Lab {
                 run_cmd(&["ip", "link", "add", HOST_IF, "netns", &h.netns, "mtu", &mtu, "type", "veth", "peer", "name", &port, "netns", &sw, "mtu", &mtu])?;
                 run_cmd(&["ip", "-n", &sw, "link", "set", &port, "master", "br0"])?;
                 run_cmd(&["ip", "-n", &sw, "link", "set", &port, "up"])?;
+            }
+            if sc.zenoh_router_on_switch() {
+                // the last address of the subnet: hosts count up from the first
+                let last = Ipv4Addr::from(u32::from(base) + (1u32 << (32 - len)) - 2);
+                if u32::from(last) <= u32::from(base) + lab.hosts.len() as u32 {
+                    bail!("network.subnet {}: no address left for the Zenoh router on the switch", sc.network.subnet);
+                }
+                run_cmd(&[
+                    "ip", "netns", "exec", &sw, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ])?;
+                run_cmd(&["ip", "-n", &sw, "link", "set", "lo", "up"])?;
+                run_cmd(&["ip", "-n", &sw, "addr", "add", &format!("{last}/{len}"), "dev", "br0"])?;
+                lab.switch_ip = Some(last);
             }
         }
         let cidr = |ip: &Ipv4Addr| format!("{ip}/{len}");

@@ -48,6 +48,9 @@ pub struct RunReport {
     /// The per-process load series (`load.csv`, every 200 ms); null in runs before it existed.
     #[serde(default)]
     pub load: Option<crate::procs::LoadStats>,
+    /// The Zenoh router (runs with Zenoh nodes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zenoh_router: Option<ZenohRouterReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +69,23 @@ pub struct Tools {
     /// `babeltrace2 --version` (tracing runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub babeltrace2: Option<String>,
+    /// eclipse-zenoh's version under the Zenoh nodes (runs with Zenoh nodes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zenoh: Option<String>,
+}
+
+/// The Zenoh router of a run with Zenoh nodes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZenohRouterReport {
+    /// `client` (all data through the router) or `peer` (the router for discovery).
+    pub mode: String,
+    /// `switch` or the host it ran on.
+    pub runs_on: String,
+    /// Where it listened, `tcp/10.77.0.254:7447`.
+    pub endpoint: String,
+    pub pid: Option<i32>,
+    pub exit_code: Option<i32>,
+    pub log: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

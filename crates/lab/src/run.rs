@@ -19,7 +19,7 @@ use crate::pcapng;
 use crate::procs::{self, in_netns, Procs};
 use crate::report::{
     AgentReport, CaptureReport, CaptureStats, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
-    RunReport, Timing, Tools, TopicChecks, TopicReport, TopicsDoc, Topology, TracingReport, TruthFile, WireCheck, FORMAT,
+    RunReport, Timing, Tools, TopicChecks, TopicReport, TopicsDoc, Topology, TracingReport, TruthFile, WireCheck, ZenohRouterReport, FORMAT,
 };
 use crate::scenario::{self, Scenario, Tracing, Vendor};
 use crate::tracecheck::{self, NodeProc};
@@ -278,6 +278,8 @@ struct DriveResult {
     agent_exits: BTreeMap<String, Option<i32>>,
     /// The per-process load series (load.csv).
     load: procs::LoadStats,
+    /// The Zenoh router, when the scenario has Zenoh nodes.
+    zenoh_router: Option<ZenohRouterReport>,
 }
 
 /// In `--agent`'s arguments: the host's live trace session, as `ddscope agent --trace-live` takes it.
@@ -380,6 +382,32 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         iperf_servers.push(i);
     }
 
+    // 2b. the Zenoh router (before the nodes, which connect to it at start; after the captures,
+    //     so they hold every session's setup)
+    let mut zenoh_router = None;
+    if sc.has_zenoh() {
+        let (ns, ip, runs_on) = if sc.zenoh_router_on_switch() {
+            let ns = lab.switch_ns.clone().ok_or_else(|| anyhow!("internal: Zenoh router on the switch but no switch"))?;
+            let ip = lab.switch_ip.ok_or_else(|| anyhow!("internal: the switch has no address for the Zenoh router"))?;
+            (ns, ip, "switch".to_string())
+        } else {
+            let h = lab.host(&sc.zenoh.router).ok_or_else(|| anyhow!("internal: zenoh.router {} not in the lab", sc.zenoh.router))?;
+            (h.netns.clone(), h.ip, h.name.clone())
+        };
+        let endpoint = format!("tcp/{ip}:{}", sc.zenoh.port);
+        let log = out.join("logs").join("zenoh-router.log");
+        let prog = bins.path(Vendor::Zenoh)?;
+        let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?.to_string();
+        let mut cmd = in_netns(&ns, &prog);
+        let f = File::create(&log)?;
+        cmd.args(["--router", "--listen", &endpoint, "--run-id", run_id]).stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
+        let i = procs.spawn("zenoh router", cmd)?;
+        wait_for_text(&log, "READY", Duration::from_secs(15), procs.get(i))?;
+        say!(opts, "zenoh router on {runs_on} listening on {endpoint} (nodes in {} mode)", sc.zenoh.mode.as_str());
+        let stdin = procs.get(i).child.stdin.take();
+        zenoh_router = Some((i, stdin, endpoint, runs_on));
+    }
+
     // 3. workload
     let (tx, rx) = mpsc::channel::<(usize, String)>();
     let mut nodes: Vec<RunningNode> = vec![];
@@ -390,7 +418,11 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         let truth_part = tmp.join(format!("truth-{}.jsonl", n.name));
         let log = out.join("logs").join(format!("{}.log", n.name));
         let prog = bins.path(n.vendor)?;
-        let args = workload::node_args_with(&facts, sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
+        let mut args = workload::node_args_with(&facts, sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
+        if n.vendor == Vendor::Zenoh {
+            let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: Zenoh node {} without a router", n.name))?;
+            args.extend(workload::zenoh_args(sc, &h.ip.to_string(), endpoint));
+        }
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
         // a traced host's processes live in its session daemon's mount namespace
         let mut cmd = match sessions.get(&n.host) {
@@ -512,6 +544,12 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
                 bail!("lttng-sessiond on {host} exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
             }
         }
+        if let Some((i, ..)) = &zenoh_router {
+            if let Some(st) = procs.get(*i).poll() {
+                let log = fs::read_to_string(out.join("logs").join("zenoh-router.log")).unwrap_or_default();
+                bail!("the zenoh router exited early ({st}): {}", log.lines().last().unwrap_or("").trim());
+            }
+        }
         if last_note.elapsed() > Duration::from_secs(10) {
             say!(opts, "{:.0} s to go", (end - now_ns()) as f64 / 1e9);
             last_note = Instant::now();
@@ -533,6 +571,26 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         node_exits.insert(n.name.clone(), st.code());
         cpu.insert(format!("node {}", n.name), procs.get(n.proc_idx).cpu_s);
     }
+    // 6a. the nodes are gone: the Zenoh router may go
+    let zenoh_router = match zenoh_router {
+        None => None,
+        Some((i, stdin, endpoint, runs_on)) => {
+            if let Some(mut s) = stdin {
+                let _ = writeln!(s, "STOP");
+            }
+            let p = procs.get(i);
+            let st = p.wait_timeout(Duration::from_secs(10));
+            cpu.insert("zenoh router".to_string(), p.cpu_s);
+            Some(ZenohRouterReport {
+                mode: sc.zenoh.mode.as_str().to_string(),
+                runs_on,
+                endpoint,
+                pid: Some(p.pid()),
+                exit_code: st.code(),
+                log: "logs/zenoh-router.log".to_string(),
+            })
+        }
+    };
     // 6b. the nodes are gone: stop the trace sessions (flushing every event to disk)
     let mut traces = vec![];
     for (host, s) in &sessions {
@@ -594,7 +652,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         );
     }
     let node_list = nodes.iter().map(|n| (n.name.clone(), n.host.clone(), n.vendor, n.truth_part.clone())).collect();
-    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, node_pids, traces, cpu, agent_exits, load })
+    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, node_pids, traces, cpu, agent_exits, load, zenoh_router })
 }
 
 /// Runs `ddscope topics CAPTURE --format json` (this very binary).
@@ -690,6 +748,11 @@ fn analyse(
     for (name, code) in &d.node_exits {
         if *code != Some(0) {
             failures.push(format!("node {name} exited with {code:?}"));
+        }
+    }
+    if let Some(r) = &d.zenoh_router {
+        if r.exit_code != Some(0) {
+            failures.push(format!("the zenoh router exited with {:?} ({})", r.exit_code, r.log));
         }
     }
     for (host, code) in &d.agent_exits {
@@ -981,6 +1044,7 @@ fn analyse(
         cpus,
         lttng: if traced { lttng::version() } else { None },
         babeltrace2: if traced { first_line(&["babeltrace2", "--version"]) } else { None },
+        zenoh: if sc.has_zenoh() { bins.version(Vendor::Zenoh) } else { None },
     };
     Ok(RunReport {
         format: FORMAT.to_string(),
@@ -1002,7 +1066,7 @@ fn analyse(
             mtu: sc.network.mtu,
             rate: sc.network.rate.map(|r| r.to_string()),
             tbf_burst: sc.network.rate.map(|r| crate::net::tbf_burst(&sc.network, r).0),
-            topology: if hosts.len() == 2 && sc.network.loss.is_none() { Topology::PointToPoint } else { Topology::Bridge },
+            topology: if hosts.len() == 2 && sc.network.loss.is_none() && !sc.zenoh_router_on_switch() { Topology::PointToPoint } else { Topology::Bridge },
             hosts: hosts.to_vec(),
             ebpf: None,
             kernel_drops: vec![],
@@ -1020,6 +1084,7 @@ fn analyse(
         wire_checks_skipped: wire_skipped,
         tracing,
         load: Some(d.load.clone()),
+        zenoh_router: d.zenoh_router.clone(),
     })
 }
 

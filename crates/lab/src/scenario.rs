@@ -42,6 +42,13 @@ pub struct Scenario {
     pub network: Network,
     #[serde(default)]
     pub dds: DdsConfig,
+    /// The middleware of every node (`cyclone`, `fastdds` or `zenoh`); a node or
+    /// `[[generate]]` block that names another `vendor` is refused. Unset: each node's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub middleware: Option<Vendor>,
+    /// How the Zenoh nodes meet (docs/lab.md, "Zenoh").
+    #[serde(default, skip_serializing_if = "ZenohConfig::is_default")]
+    pub zenoh: ZenohConfig,
     #[serde(default)]
     pub capture: CaptureConfig,
     #[serde(default)]
@@ -344,6 +351,8 @@ pub enum Vendor {
     #[default]
     Cyclone,
     Fastdds,
+    /// rmw_zenoh's conventions on eclipse-zenoh (lab/zenoh/ddslab_zenoh.py).
+    Zenoh,
 }
 
 impl Vendor {
@@ -351,13 +360,70 @@ impl Vendor {
         match self {
             Vendor::Cyclone => "cyclone",
             Vendor::Fastdds => "fastdds",
+            Vendor::Zenoh => "zenoh",
         }
     }
-    /// RTPS vendor id on the wire.
+    /// RTPS vendor id on the wire (Zenoh: ddscope's marker for its samples, docs/zenoh.md).
     pub fn vendor_id(self) -> &'static str {
         match self {
             Vendor::Cyclone => "0x0110",
             Vendor::Fastdds => "0x010f",
+            Vendor::Zenoh => "0x5a00",
+        }
+    }
+}
+
+/// How the lab's Zenoh nodes meet: every node is a session of its own (an rmw_zenoh context)
+/// and one Zenoh router runs where `router` says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZenohConfig {
+    /// `client`: every node is a client of the router, all data goes through it (the router in
+    /// the middle); `peer`: rmw_zenoh's session default, peers that learn of each other through
+    /// the router's gossip and send data to each other directly.
+    #[serde(default)]
+    pub mode: ZenohMode,
+    /// Where the router runs: `switch` (default; the bridge namespace between the hosts, so each
+    /// host's capture holds its own link to the router) or the name of a host.
+    #[serde(default = "default_router")]
+    pub router: String,
+    /// The router's TCP port (rmw_zenoh's default 7447).
+    #[serde(default = "default_zenoh_port")]
+    pub port: u16,
+}
+
+impl Default for ZenohConfig {
+    fn default() -> Self {
+        ZenohConfig { mode: ZenohMode::default(), router: default_router(), port: default_zenoh_port() }
+    }
+}
+
+impl ZenohConfig {
+    pub fn is_default(&self) -> bool {
+        *self == ZenohConfig::default()
+    }
+}
+
+fn default_router() -> String {
+    "switch".to_string()
+}
+fn default_zenoh_port() -> u16 {
+    7447
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ZenohMode {
+    #[default]
+    Client,
+    Peer,
+}
+
+impl ZenohMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZenohMode::Client => "client",
+            ZenohMode::Peer => "peer",
         }
     }
 }
@@ -368,7 +434,8 @@ impl std::str::FromStr for Vendor {
         match s {
             "cyclone" | "cyclonedds" => Ok(Vendor::Cyclone),
             "fastdds" | "fastrtps" => Ok(Vendor::Fastdds),
-            _ => bail!("unknown DDS vendor {s:?} (use cyclone or fastdds)"),
+            "zenoh" | "rmw_zenoh" => Ok(Vendor::Zenoh),
+            _ => bail!("unknown middleware {s:?} (use cyclone, fastdds or zenoh)"),
         }
     }
 }
@@ -648,9 +715,29 @@ pub fn load(path: &Path) -> Result<Scenario> {
 pub fn parse(text: &str) -> Result<Scenario> {
     let mut value: toml::Table = toml::from_str(text).map_err(|e| anyhow!("{}", toml_error(text, &e)))?;
     fill_interference_rates(&mut value)?;
+    check_middleware_conflicts(&value)?;
     let sc: Scenario = Scenario::deserialize(toml::Value::Table(value)).map_err(|e| anyhow!("{}", one_line(&e.to_string())))?;
     sc.check()?;
     Ok(sc)
+}
+
+/// `middleware` sets every node's vendor: a node or generate block that names another is refused
+/// (read from the file, where an explicit `vendor = "cyclone"` differs from none).
+fn check_middleware_conflicts(v: &toml::Table) -> Result<()> {
+    let Some(m) = v.get("middleware").and_then(|m| m.as_str()) else { return Ok(()) };
+    let m: Vendor = m.parse().map_err(|e| anyhow!("middleware: {e}"))?;
+    for section in ["nodes", "generate"] {
+        let Some(list) = v.get(section).and_then(|l| l.as_array()) else { continue };
+        for (i, n) in list.iter().enumerate() {
+            if let Some(vendor) = n.get("vendor").and_then(|x| x.as_str()) {
+                let vendor: Vendor = vendor.parse().map_err(|e| anyhow!("{section}[{i}].vendor: {e}"))?;
+                if vendor != m {
+                    bail!("{section}[{i}].vendor = {:?} contradicts middleware = {:?} (which sets every node's)", vendor.as_str(), m.as_str());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `load = "40%"` is a share of the link rate: compute the flow's `rate` before the
@@ -984,7 +1071,8 @@ impl Scenario {
                 self.nodes.push(Node {
                     name: format!("gen{gi}_sub{s}"),
                     host: g.subscriber_hosts[s % g.subscriber_hosts.len()].clone(),
-                    vendor: Vendor::Cyclone,
+                    // Zenoh nodes only talk to Zenoh nodes
+                    vendor: if g.vendor == Vendor::Zenoh { Vendor::Zenoh } else { Vendor::Cyclone },
                     domain: None,
                     tracing: None,
                     publish: vec![],
@@ -1003,6 +1091,11 @@ impl Scenario {
             self.tracing = t;
             for n in &mut self.nodes {
                 n.tracing = None;
+            }
+        }
+        if let Some(m) = self.middleware {
+            for n in &mut self.nodes {
+                n.vendor = m;
             }
         }
         for (node, vendor) in vendors {
@@ -1074,6 +1167,7 @@ impl Scenario {
             sub.history_depth = Some(s.history_depth.unwrap_or(w.history_depth));
         }
         self.check_domains()?;
+        self.check_zenoh()?;
         // relay rates: at most the rate of their input (relays of relays resolve in order)
         let nominal = self.nominal_rates()?;
         for n in &self.nodes {
@@ -1129,6 +1223,74 @@ impl Scenario {
             }
             if n.vendor == Vendor::Fastdds && n.relay.iter().any(|r| r.output_domain.is_some_and(|d| d != nd)) {
                 bail!("node {}: a relay output in another domain (a bridge) needs vendor cyclone", n.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any node runs on Zenoh (the run then starts a Zenoh router).
+    pub fn has_zenoh(&self) -> bool {
+        self.nodes.iter().any(|n| n.vendor == Vendor::Zenoh)
+    }
+
+    /// The Zenoh router runs in the switch namespace (which the lab then creates even for two hosts).
+    pub fn zenoh_router_on_switch(&self) -> bool {
+        self.has_zenoh() && self.zenoh.router == "switch"
+    }
+
+    /// What Zenoh nodes cannot do is refused, naming the field: ros2_tracing (the Zenoh node emits
+    /// no tracepoints); topics shared between Zenoh and DDS nodes (no bridge is emulated).
+    /// PCP topics are refused for every non-Cyclone node by the eBPF checks.
+    fn check_zenoh(&self) -> Result<()> {
+        if self.zenoh.router != "switch" && self.host_index(&self.zenoh.router).is_none() {
+            bail!("zenoh.router {:?}: neither \"switch\" nor a host of the scenario", self.zenoh.router);
+        }
+        if self.zenoh.port == 0 {
+            bail!("zenoh.port: 0 is not a port");
+        }
+        let tagged: BTreeSet<&str> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.publish.iter().chain(n.relay.iter().map(|r| &r.output)))
+            .filter(|f| f.pcp.is_some())
+            .map(|f| f.topic.as_str())
+            .collect();
+        let mut family: BTreeMap<&str, (&str, Vendor)> = BTreeMap::new();
+        for n in &self.nodes {
+            let t = self.tracing_of(n);
+            if n.vendor == Vendor::Zenoh && !t.is_off() {
+                bail!(
+                    "node {}: tracing {}: the Zenoh node emits no ros2_tracing tracepoints (nodes[].tracing, the scenario's tracing or --tracing must be off for it)",
+                    n.name,
+                    t.as_str()
+                );
+            }
+            let topics = n
+                .publish
+                .iter()
+                .map(|f| f.topic.as_str())
+                .chain(n.relay.iter().flat_map(|r| [r.input.as_str(), r.output.topic.as_str()]))
+                .chain(n.subscribe.iter().map(|s| s.topic.as_str()));
+            let zenoh = n.vendor == Vendor::Zenoh;
+            for t in topics {
+                if zenoh && tagged.contains(t) {
+                    bail!(
+                        "node {} (zenoh): topic {t} has a pcp, which the lab applies through Cyclone DDS network partitions; Zenoh nodes cannot carry it (remove pcp or use vendor cyclone)",
+                        n.name
+                    );
+                }
+                match family.get(t) {
+                    Some((other, v)) if (*v == Vendor::Zenoh) != zenoh => bail!(
+                        "topic {t}: node {} ({}) and node {other} ({}) cannot talk: Zenoh nodes and DDS nodes share no topic (no bridge is emulated; set their vendor alike)",
+                        n.name,
+                        n.vendor.as_str(),
+                        v.as_str()
+                    ),
+                    Some(_) => {}
+                    None => {
+                        family.insert(t, (n.name.as_str(), n.vendor));
+                    }
+                }
             }
         }
         Ok(())

@@ -10,6 +10,8 @@ use ddscope_traffic::Reliability;
 
 pub const CYCLONE_NODE: &str = "ddslab-cyclone";
 pub const FASTDDS_NODE: &str = "ddslab-fastdds";
+/// lab/zenoh/ddslab_zenoh.py as the build installs it, with libddslab-rosmsg.so beside it.
+pub const ZENOH_NODE: &str = "ddslab-zenoh";
 
 #[derive(Debug, Clone)]
 pub struct NodeBins {
@@ -58,9 +60,16 @@ impl NodeBins {
         let name = match vendor {
             Vendor::Cyclone => CYCLONE_NODE,
             Vendor::Fastdds => FASTDDS_NODE,
+            Vendor::Zenoh => ZENOH_NODE,
         };
         let p = self.dir.join(name);
         if !p.is_file() {
+            if vendor == Vendor::Zenoh {
+                bail!(
+                    "workload node {} not found: rebuild lab/ (cmake -S lab -B lab/build && cmake --build lab/build installs it, with libddslab-rosmsg.so)",
+                    p.display()
+                );
+            }
             bail!("workload node {} not found (Fast DDS nodes need libfastrtps-dev when lab/ is built)", p.display());
         }
         Ok(p)
@@ -200,6 +209,18 @@ pub fn node_args_with(facts: &ScenarioFacts, sc: &Scenario, node: &Node, truth: 
         ));
     }
     Ok(a)
+}
+
+/// The Zenoh session of a Zenoh node: a client of the router at `router` (`tcp/IP:PORT`), or a
+/// peer that connects to it (for the gossip that tells it about the other peers) and listens on
+/// its host's address for them.
+pub fn zenoh_args(sc: &Scenario, host_ip: &str, router: &str) -> Vec<String> {
+    let mut a = vec!["--mode".to_string(), sc.zenoh.mode.as_str().to_string(), "--connect".to_string(), router.to_string()];
+    if sc.zenoh.mode == crate::scenario::ZenohMode::Peer {
+        a.push("--listen".into());
+        a.push(format!("tcp/{host_ip}:0"));
+    }
+    a
 }
 
 /// Cyclone DDS configuration (CYCLONEDDS_URI) of every node of a run.
