@@ -284,8 +284,9 @@ pub fn endpoint_qos(q: &rmw::Qos) -> (Reliability, Durability, History, QosDurat
     )
 }
 
-/// The names of an rmw_zenoh data key expression, as events and endpoints carry them.
-fn names_of_data_key(key: &str) -> Option<TopicNames> {
+/// The names of an rmw_zenoh data key expression, as events and endpoints carry them
+/// (`serve` names an agent's Zenoh samples with it too).
+pub fn names_of_data_key(key: &str) -> Option<TopicNames> {
     rmw::parse_data_key(key).map(|k| TopicNames {
         topic_raw: key.to_string(),
         type_raw: k.type_raw.to_string(),

@@ -343,7 +343,8 @@ impl ItemDecoder {
         let t = match t {
             Some(t) => t,
             None => {
-                let t = Arc::new(TopicNames::new(&k.0, &k.1));
+                // An rmw_zenoh sample's topic is its data key expression (`0/drive/…/hash`): named as `latency` names it.
+                let t = Arc::new(ddscope_core::zenoh::names_of_data_key(&k.0).unwrap_or_else(|| TopicNames::new(&k.0, &k.1)));
                 let w = names_weight(&t) + k.0.capacity() + k.1.capacity();
                 let slot = self.names.get_or_insert_slot(k, || t.clone(), &mut |_, _| {});
                 self.names.set_weight_at(slot, w, &mut |_, _| {});
@@ -586,6 +587,17 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(d.item(&Arc::from("pc1"), StreamItem::Frag(StreamFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0, topic: None })).is_err());
+        // An rmw_zenoh sample: its topic is the data key expression, named as the agent's decoder names it.
+        let key = "0/drive/autoware_auto_vehicle_msgs::msg::dds_::VelocityReport_/TypeHashNotSupported";
+        let z = SampleRecord { topic: ddscope_core::zenoh::names_of_data_key(key).map(Arc::new), sn: 8, ..r };
+        let back: StreamItem = serde_json::from_str(&serde_json::to_string(&StreamItem::sample(&z)).unwrap()).unwrap();
+        match d.item(&Arc::from("pc1"), back).unwrap() {
+            Item::Sample(s) => {
+                let t = s.topic.unwrap();
+                assert_eq!((t.topic_name.as_str(), t.type_name.as_str(), t.domain), ("/drive", "autoware_auto_vehicle_msgs/msg/VelocityReport", Some(0)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
 
