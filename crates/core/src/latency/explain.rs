@@ -641,12 +641,13 @@ impl Explainer {
         };
         // Another process on `host` than the waiting node kept a CPU busy while the sample waited in
         // [from, to) (`what`): between the readings around the wait (at most one interval outside it on
-        // each side) it kept at least `cpu_busy_cores` busy and ran at least 80 % as long as the wait.
+        // each side) it kept at least `cpu_busy_cores` busy and ran at least 60 % as long as the wait (the rest: the
+        // host waking the node once the CPU was free, which a loaded host takes longer to do).
         let cpu_interval = self.cpu.as_ref().and_then(|c| c.interval_ns());
         let cpu_hog = |host: &Arc<str>, node: &Arc<str>, from: i64, to: i64, what: &str| -> Option<String> {
             let (cpu, step) = (self.cpu.as_ref()?, cpu_interval?);
             let u = cpu.busiest(host, &[node], from, to, step)?;
-            (u.cores() >= self.opts.cpu_busy_cores && 10 * u.cpu_ns >= 8 * (to - from)).then(|| {
+            (u.cores() >= self.opts.cpu_busy_cores && 5 * u.cpu_ns >= 3 * (to - from)).then(|| {
                 format!(
                     "on {host}, {} used {:.1} ms of CPU in the {:.1} ms of readings around the {:.3} ms {what} ({:.0} % of a core)",
                     u.process,

@@ -224,6 +224,13 @@ impl ddscope_core::sink::RowSink<LatencyRow> for ServeRows<'_> {
     }
 }
 
+/// Windows of the incident feed open at once: its cap, or what the grace spans (plus the one filling), at most 64.
+fn live_open(cfg: &ServeConfig) -> usize {
+    let grace = cfg.explain.grace_ns.max(cfg.window_ns + cfg.idle.as_nanos() as i64 + 1_000_000_000);
+    let w = cfg.explain.window_ns.max(1);
+    cfg.explain.max_open.max((grace / w + 2).min(64) as usize)
+}
+
 pub struct Central {
     cfg: ServeConfig,
     /// `/metrics` and the `--export` sinks (None with `metrics` off and no export).
@@ -301,9 +308,16 @@ impl Central {
         let series = SeriesStore::new(cfg.caps.max_series, cfg.caps.series_points, cfg.stream.max_lost_keys);
         let incidents = Incidents::new(
             LiveExplainOptions {
-                explain: ExplainOptions { budgets: explain_budgets(&cfg.budgets), ..cfg.explain.explain.clone() },
-                // A window's rows are in once the correlator's window (lost samples) and a second more have passed.
-                grace_ns: cfg.explain.grace_ns.max(cfg.window_ns + 1_000_000_000),
+                // A window's rows are in once the correlator's window (lost samples), the time an agent or its
+                // trace may lag before it stops holding back judgement (--idle) and a second more have passed;
+                // enough windows stay open to cover that (each holding a share of the samples kept).
+                grace_ns: cfg.explain.grace_ns.max(cfg.window_ns + cfg.idle.as_nanos() as i64 + 1_000_000_000),
+                max_open: live_open(&cfg),
+                explain: ExplainOptions {
+                    budgets: explain_budgets(&cfg.budgets),
+                    max_samples: (cfg.explain.explain.max_samples * cfg.explain.max_open / live_open(&cfg)).max(10_000),
+                    ..cfg.explain.explain.clone()
+                },
                 ..cfg.explain.clone()
             },
             cfg.idle,
