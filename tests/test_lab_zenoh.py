@@ -184,6 +184,34 @@ def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
         assert pub["t_ns"] <= row["sender_first_ts_ns"] <= row["receiver_last_ts_ns"] <= rcv["t_ns"], (k, row)
         assert row["app_latency_ns"] == rcv["t_ns"] - pub["t_ns"]
 
+    # The router's hop, captured on its two links at the switch's ports (router-pc1: PC1's link,
+    # router-pc2: PC2's): one `router` row per sample, inside the sample's path, and its two times
+    # are frames tshark finds on those links (into the router's port on router-pc1, out of it on
+    # router-pc2).
+    assert run["zenoh_router"]["captures"] == ["router-pc1", "router-pc2"]
+    assert {c["host"] for c in run["captures"]} == {"pc1", "pc2", "router-pc1", "router-pc2"}
+    all_rows = read_jsonl(rows_file)
+    hops = {(r["writer_id"], r["sn"]): r for r in all_rows
+            if r["level"] == "router" and r["topic_name"] in gids and (r["sender"], r["receiver"]) == ("router-pc1", "router-pc2")}
+    assert set(hops) == set(pubs), f"samples without a router row: {sorted(set(pubs) - set(hops))[:5]}"
+    into = {(r["writer_id"], r["sn"]): r for r in all_rows
+            if r["level"] == "message" and (r["sender"], r["receiver"]) == ("pc1", "router-pc1") and r["topic_name"] in gids}
+    assert set(into) == set(pubs)
+    router = "10.77.0.254"
+    frames = {}
+    for point, flt in (("router-pc1", f"ip.dst == {router} && tcp.dstport == 7447 && tcp.len > 0"),
+                       ("router-pc2", f"ip.src == {router} && tcp.srcport == 7447 && tcp.len > 0")):
+        t = subprocess.run(["tshark", "-r", out / f"{point}.pcapng", "-Y", flt, "-T", "fields", "-e", "frame.time_epoch"],
+                           capture_output=True, text=True, timeout=120, check=True).stdout.split()
+        frames[point] = {int(s.split(".")[0]) * 10**9 + int(s.split(".")[1].ljust(9, "0")[:9]) for s in t}
+    for k, h in hops.items():
+        row, m = rows[k], into[k]
+        assert h["status"] == "delivered" and h["sample_size"] == pubs[k]["size"], h
+        assert h["sender_last_ts_ns"] == m["receiver_last_ts_ns"], (k, h, m)
+        assert row["sender_first_ts_ns"] <= h["sender_last_ts_ns"] <= h["receiver_first_ts_ns"] <= row["receiver_last_ts_ns"], (k, h, row)
+        assert h["latency_ns"] == h["receiver_first_ts_ns"] - h["sender_last_ts_ns"]
+        assert h["sender_last_ts_ns"] in frames["router-pc1"] and h["receiver_first_ts_ns"] in frames["router-pc2"], (k, h)
+
 
 def test_agents_and_serve_on_a_zenoh_run(tmp_path):
     """`lab run --agent` on Zenoh: an agent per host streams its Zenoh sightings to a real `ddscope serve`, which
@@ -264,6 +292,14 @@ def test_zenoh_refusals_name_the_field(tmp_path):
     sc.write_text(text)
     p = ddscope("lab", "check", sc, check=False)
     assert p.returncode != 0 and 'nodes[1].vendor = "cyclone" contradicts middleware = "zenoh"' in p.stderr, p.stderr
+    # a host named like the capture point on the router's link to another host
+    text = ROBOTIC.format(extra='middleware = "zenoh"\n').replace('[[hosts]]\nname = "pc2"\n', '[[hosts]]\nname = "pc2"\n[[hosts]]\nname = "router-pc1"\n')
+    sc.write_text(text)
+    p = ddscope("lab", "check", sc, check=False)
+    assert p.returncode != 0 and "host router-pc1: the name of the capture point on the Zenoh router's link" in p.stderr, p.stderr
+    sc.write_text(text.replace('middleware = "zenoh"\n', 'middleware = "zenoh"\n[zenoh]\ncapture_router = false\n', 1))
+    p = ddscope("lab", "check", sc, check=False)
+    assert p.returncode == 0, p.stderr
     # a topic shared by a Zenoh node and a DDS node
     text = ROBOTIC.format(extra="").replace('name = "monitor_node"\nhost = "pc2"\n', 'name = "monitor_node"\nhost = "pc2"\nvendor = "zenoh"\n')
     sc.write_text(text)
@@ -307,5 +343,14 @@ def test_sweep_compares_cyclone_fastdds_zenoh(tmp_path):
         run_json = json.loads((run / "run.json").read_text())
         assert {n["vendor"] for n in run_json["nodes"]} == {r["middleware"]}
         assert (run_json.get("zenoh_router") is not None) == (r["middleware"] == "zenoh")
+        # the router's hop (Zenoh only): the mean of the run's `router` rows, as `ddscope latency` makes them
+        if r["middleware"] == "zenoh":
+            rows_file = tmp_path / f"{r['cell']}-{r['topic'][1:]}.jsonl"
+            ddscope("latency", run, "--rows", rows_file)
+            hop = [x["latency_ns"] for x in read_jsonl(rows_file) if x["level"] == "router" and x["topic_name"] == r["topic"]]
+            assert hop and abs(float(r["router_mean_ms"]) - sum(hop) / len(hop) / 1e6) < 1e-6, (r["router_mean_ms"], hop)
+            assert float(r["router_p50_ms"]) > 0
+        else:
+            assert r["router_mean_ms"] == "" and r["router_p50_ms"] == ""
     html = (out / "report.html").read_text()
     assert "zenoh" in html and "fastdds" in html and "cyclone" in html

@@ -86,6 +86,9 @@ pub struct ZenohRouterReport {
     pub pid: Option<i32>,
     pub exit_code: Option<i32>,
     pub log: String,
+    /// The capture points on its links (`router-HOST`, one per host; `zenoh.capture_router`).
+    #[serde(default)]
+    pub captures: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -310,6 +310,28 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             captures.push((h.name.clone(), i, pcap, log));
         }
         say!(opts, "capturing on {}", lab.hosts.iter().map(|h| format!("{}/{}", h.name, h.iface)).collect::<Vec<_>>().join(", "));
+        // the Zenoh router's link to every host, at the switch's port towards it: so the router's
+        // hop (complete on the port from the publisher's host → first byte on the port to the
+        // subscriber's) is a capture point pair of its own
+        let router_points = sc.zenoh_router_captures();
+        if !router_points.is_empty() {
+            let sw = lab.switch_ns.clone().ok_or_else(|| anyhow!("internal: Zenoh router captures but no switch"))?;
+            for (i, name) in &router_points {
+                let pcap = tmp.join(format!("{name}.pcap"));
+                let log = out.join("logs").join(format!("tcpdump-{name}.log"));
+                let mut cmd = in_netns(&sw, "tcpdump");
+                cmd.args(["-i", &format!("p{i}"), "-n", "-s", &sc.capture.snaplen.to_string(), "--time-stamp-precision=nano"])
+                    .args(["-B", &(sc.capture.buffer.0 / 1024).max(1).to_string(), "-Z", "root", "-w"])
+                    .arg(&pcap)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(File::create(&log)?);
+                let k = procs.spawn(&format!("tcpdump on {name}"), cmd)?;
+                wait_for_text(&log, "listening on", Duration::from_secs(10), procs.get(k))?;
+                captures.push((name.clone(), k, pcap, log));
+            }
+            say!(opts, "capturing the Zenoh router's links on {}", router_points.iter().map(|(i, n)| format!("switch/p{i} ({n})")).collect::<Vec<_>>().join(", "));
+        }
     }
 
     // 1b. one LTTng session per traced host, recording before any node of the host starts
@@ -588,6 +610,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
                 pid: Some(p.pid()),
                 exit_code: st.code(),
                 log: "logs/zenoh-router.log".to_string(),
+                captures: sc.zenoh_router_captures().into_iter().map(|(_, n)| n).collect(),
             })
         }
     };
@@ -691,13 +714,23 @@ fn analyse(
     // captures -> pcapng
     let mut captures = vec![];
     let mut capture_files: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let router_points = sc.zenoh_router_captures();
     for (host, pcap, st) in &d.captures {
-        let h = hosts.iter().find(|h| &h.name == host).ok_or_else(|| anyhow!("internal: capture of unknown host {host}"))?;
         let name = if opts.gzip { format!("{host}.pcapng.gz") } else { format!("{host}.pcapng") };
         let dst = out.join(&name);
-        let descr = format!("ddscope lab host {host} ({} {} {}), scenario {}, run {run_id}", h.netns, h.ip, h.mac, sc.name);
+        let (descr, iface) = match hosts.iter().find(|h| &h.name == host) {
+            Some(h) => (format!("ddscope lab host {host} ({} {} {}), scenario {}, run {run_id}", h.netns, h.ip, h.mac, sc.name), format!("{host}/{}", h.iface)),
+            None => {
+                let (i, _) = router_points.iter().find(|(_, n)| n == host).ok_or_else(|| anyhow!("internal: capture of unknown host {host}"))?;
+                let to = hosts.get(*i).ok_or_else(|| anyhow!("internal: router capture {host} of no host"))?;
+                (
+                    format!("ddscope lab switch port p{i} towards {} ({}): the Zenoh router's link to it, scenario {}, run {run_id}", to.name, to.ip, sc.name),
+                    format!("switch/p{i}"),
+                )
+            }
+        };
         let info = pcapng::InterfaceInfo {
-            name: &format!("{host}/{}", h.iface),
+            name: &iface,
             description: &descr,
             received: st.received_by_filter,
             dropped: st.dropped_by_kernel,
@@ -724,7 +757,9 @@ fn analyse(
         }
         let file_bytes = fs::metadata(&dst).map(|m| m.len()).unwrap_or(0);
         captures.push(CaptureReport::new(host, &name, &cs, st.clone(), file_bytes));
-        capture_files.insert(host.clone(), dst);
+        if !router_points.iter().any(|(_, n)| n == host) {
+            capture_files.insert(host.clone(), dst); // the wire checks are per host
+        }
     }
 
     // ground truth: one file per host

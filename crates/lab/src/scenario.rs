@@ -390,11 +390,16 @@ pub struct ZenohConfig {
     /// The router's TCP port (rmw_zenoh's default 7447).
     #[serde(default = "default_zenoh_port")]
     pub port: u16,
+    /// With the router on the switch: capture the router's link to every host at the switch's
+    /// port towards it (`router-HOST.pcapng`), so `ddscope latency RUN` times the router's hop as
+    /// its own row (default true).
+    #[serde(default = "yes")]
+    pub capture_router: bool,
 }
 
 impl Default for ZenohConfig {
     fn default() -> Self {
-        ZenohConfig { mode: ZenohMode::default(), router: default_router(), port: default_zenoh_port() }
+        ZenohConfig { mode: ZenohMode::default(), router: default_router(), port: default_zenoh_port(), capture_router: true }
     }
 }
 
@@ -1238,6 +1243,15 @@ impl Scenario {
         self.has_zenoh() && self.zenoh.router == "switch"
     }
 
+    /// The capture points on the Zenoh router's links (`zenoh.capture_router`, with the router on
+    /// the switch and captures on): per host, its index and the point's name, `router-HOST`.
+    pub fn zenoh_router_captures(&self) -> Vec<(usize, String)> {
+        if !(self.capture.enabled && self.zenoh_router_on_switch() && self.zenoh.capture_router) {
+            return vec![];
+        }
+        self.hosts.iter().enumerate().map(|(i, h)| (i, format!("router-{}", h.name))).collect()
+    }
+
     /// What Zenoh nodes cannot do is refused, naming the field: ros2_tracing (the Zenoh node emits
     /// no tracepoints); topics shared between Zenoh and DDS nodes (no bridge is emulated).
     /// PCP topics are refused for every non-Cyclone node by the eBPF checks.
@@ -1247,6 +1261,11 @@ impl Scenario {
         }
         if self.zenoh.port == 0 {
             bail!("zenoh.port: 0 is not a port");
+        }
+        for (_, name) in self.zenoh_router_captures() {
+            if self.host_index(&name).is_some() {
+                bail!("host {name}: the name of the capture point on the Zenoh router's link to a host (rename the host or set zenoh.capture_router = false)");
+            }
         }
         let tagged: BTreeSet<&str> = self
             .nodes

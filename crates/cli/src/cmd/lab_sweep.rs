@@ -26,6 +26,8 @@ pub const METRICS: &[(&str, &str)] = &[
     ("msg_p50_ms", "message latency, median (captures)"),
     ("msg_p99_ms", "message latency, p99 (captures)"),
     ("msg_max_ms", "message latency, max (captures)"),
+    ("router_mean_ms", "Zenoh router hop, mean (captures on the router's links)"),
+    ("router_p50_ms", "Zenoh router hop, median (captures on the router's links)"),
     ("app_mean_ms", "application latency publish -> receive, mean (ddscope with the ground truth)"),
     ("app_p99_ms", "application latency, p99 (ddscope with the ground truth)"),
     ("throughput_mbps", "payload of the delivered samples / publication time, Mbit/s (captures)"),
@@ -92,13 +94,30 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
     )?;
     session::check_correlated(&run).map_err(common::session_error)?;
     let scenario_topics: Vec<&str> = truth.iter().map(|t| t.topic.as_str()).collect();
+    // the Zenoh router's links as capture points (`router-HOST`): their router hop goes into the
+    // row of the hosts' flow; their other flows are not flows between hosts
+    let router_points: Vec<String> =
+        run_json["zenoh_router"]["captures"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    let host_of = |p: &str| router_points.iter().any(|r| r == p).then(|| p.trim_start_matches("router-").to_string());
+    let summaries = run.correlator.summaries();
+    let mut router_hops: BTreeMap<(String, String, String), ddscope_core::latency::stats::DistSummary> = BTreeMap::new();
+    for f in &summaries {
+        if let (Some(s), Some(r), Some(d)) = (host_of(&f.sender), host_of(&f.receiver), f.layer(Layer::Router).filter(|d| d.count > 0)) {
+            let topic = f.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| f.topic.clone());
+            router_hops.insert((topic, s, r), d.clone());
+        }
+    }
     let mut rows = vec![];
     let mut matched = vec![false; truth.len()];
-    for f in run.correlator.summaries() {
+    for f in summaries {
         let topic = f.names.as_ref().map(|n| n.topic_name.clone()).unwrap_or_else(|| f.topic.clone());
         if !scenario_topics.contains(&topic.as_str()) {
             continue; // discovery, ROS 2 housekeeping: not the workload's
         }
+        if host_of(&f.sender).is_some() || host_of(&f.receiver).is_some() {
+            continue;
+        }
+        let hop = router_hops.get(&(topic.clone(), f.sender.clone(), f.receiver.clone()));
         let ti = truth.iter().position(|t| t.topic == topic && t.sender == f.sender && t.receiver == f.receiver);
         if let Some(i) = ti {
             matched[i] = true;
@@ -121,6 +140,8 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
         put(&mut m, "msg_p50_ms", msg.as_ref().map(|d| d.p50_ms));
         put(&mut m, "msg_p99_ms", msg.as_ref().map(|d| d.p99_ms));
         put(&mut m, "msg_max_ms", msg.as_ref().map(|d| d.max_ms));
+        put(&mut m, "router_mean_ms", hop.map(|d| d.mean_ms));
+        put(&mut m, "router_p50_ms", hop.map(|d| d.p50_ms));
         put(&mut m, "app_mean_ms", app.as_ref().map(|d| d.mean_ms));
         put(&mut m, "app_p99_ms", app.as_ref().map(|d| d.p99_ms));
         put(&mut m, "throughput_mbps", Some(b as f64 * 8.0 / 1e6 / duration_s));
@@ -135,7 +156,7 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
         m.insert("topic".into(), json!(t.topic));
         m.insert("sender".into(), json!(t.sender));
         m.insert("receiver".into(), json!(t.receiver));
-        for k in ["samples", "delivered", "lost", "loss_pct", "msg_mean_ms", "msg_p50_ms", "msg_p99_ms", "msg_max_ms", "app_mean_ms", "app_p99_ms", "throughput_mbps"] {
+        for k in ["samples", "delivered", "lost", "loss_pct", "msg_mean_ms", "msg_p50_ms", "msg_p99_ms", "msg_max_ms", "router_mean_ms", "router_p50_ms", "app_mean_ms", "app_p99_ms", "throughput_mbps"] {
             m.insert(k.into(), Value::Null);
         }
         truth_cols(&mut m, Some(t), duration_s);
