@@ -12,9 +12,9 @@ attachment_helpers.cpp, qos.cpp; the same layouts ddscope's decoder reads, crate
 - one Zenoh session per context (per domain), a liveliness token for the node
   (`@ros2_lv/<domain>/<zid>/<nid>/<nid>/NN/%/%/<node>`) and one per publisher / subscription
   (`…/<nid>/<eid>/MP|MS/%/%/<node>/<topic>/<type>/<hash>/<qos>`, `/` in names written `%`);
-- data on `<domain>/<topic without its leading />/<DDS type>/<type hash>`; the lab's types carry no
-  RIHS01 hash (it needs their full type descriptions), so the hash is `TypeHashNotSupported`, what
-  rmw_zenoh writes when the type support has none (Humble);
+- data on `<domain>/<topic without its leading />/<DDS type>/<type hash>`, the type hash being the
+  RIHS01 hash (REP-2011) rmw_zenoh writes on Jazzy and later, computed from the type's description
+  by type_hash.py (installed beside this program);
 - every sample's attachment: int64 sequence number, int64 source timestamp, the 16-byte gid, by
   zenoh's own serializer; the gid is XXH3-128 of the entity's token key expression;
 - publishers with congestion control DROP (rmw_zenoh's for every topic but transient local +
@@ -39,8 +39,9 @@ import sys
 import threading
 import time
 
+from type_hash import type_hash
+
 PROG = "ddslab-zenoh"
-TYPE_HASH = "TypeHashNotSupported"
 MAX_SPECS = 64
 
 
@@ -306,11 +307,11 @@ class Context:
         eid = self.next_eid
         self.next_eid += 1
         key = (f"@ros2_lv/{self.domain}/{self.zid}/{self.nid}/{eid}/{kind}/%/%/{mangle(self.node)}/{mangle(topic)}/"
-               f"{mangle(ty)}/{TYPE_HASH}/{qos_key(reliable, depth)}")
+               f"{mangle(ty)}/{type_hash(ty)}/{qos_key(reliable, depth)}")
         return key
 
     def data_key(self, topic, ty):
-        return f"{self.domain}/{topic.strip('/')}/{ty}/{TYPE_HASH}"
+        return f"{self.domain}/{topic.strip('/')}/{ty}/{type_hash(ty)}"
 
 
 class Graph:

@@ -36,8 +36,10 @@ import xxhash
 import zenoh
 from zenoh.ext import Int64, z_deserialize, z_serialize
 
+from type_hash import type_hash
+
 TYPE_RAW = "std_msgs::msg::dds_::String_"
-TYPE_HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+TYPE_HASH = type_hash(TYPE_RAW)  # RIHS01_df668c74…, as rmw_zenoh's docs/design.md shows it
 # rmw_zenoh's default QoS (reliable, volatile, keep last 42) is written as empty fields.
 QOS_DEFAULT = "::,:,:,:,,"
 
