@@ -23,6 +23,7 @@ import json
 import pathlib
 import re
 import subprocess
+import sys
 
 import pytest
 import xxhash
@@ -101,6 +102,11 @@ topic = "/drive"
 
 TYPES = {"/image": "sensor_msgs::msg::dds_::Image_", "/drive": "autoware_auto_vehicle_msgs::msg::dds_::VelocityReport_"}
 SENDERS = {"/image": "/filter", "/drive": "/sensor"}
+# rmw_zenoh's type hash of each (REP-2011 RIHS01; tests/test_type_hash.py checks the computation
+# against hashes published by real ROS 2 builds)
+sys.path.insert(0, str(REPO / "lab" / "zenoh"))
+from type_hash import type_hash  # noqa: E402
+HASH = {t: type_hash(ty) for t, ty in TYPES.items()}
 
 
 def ddscope(*args, timeout=300, check=True):
@@ -156,8 +162,8 @@ def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
         m = re.search(rf"publisher {topic} key (\S+) \d+ bytes gid ([0-9a-f]{{32}}) token (\S+)", log)
         assert m, log
         key, gid, token = m.groups()
-        assert key == f"0/{topic[1:]}/{TYPES[topic]}/TypeHashNotSupported"
-        assert re.fullmatch(rf"@ros2_lv/0/[0-9a-f]+/0/\d+/MP/%/%/{node}/%{topic[1:]}/{TYPES[topic]}/TypeHashNotSupported/::,10:,:,:,,", token), token
+        assert key == f"0/{topic[1:]}/{TYPES[topic]}/{HASH[topic]}"
+        assert re.fullmatch(rf"@ros2_lv/0/[0-9a-f]+/0/\d+/MP/%/%/{node}/%{topic[1:]}/{TYPES[topic]}/{HASH[topic]}/::,10:,:,:,,", token), token
         h = xxhash.xxh3_128_intdigest(token.encode())
         assert gid == ((h & (1 << 64) - 1).to_bytes(8, "little") + (h >> 64).to_bytes(8, "little")).hex()
         gids[topic] = gid
@@ -177,7 +183,7 @@ def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
         row, rcv = rows[k], recvs[k]
         topic = pub["topic"]
         assert row["status"] == "delivered" and row["sample_size"] == pub["size"], row
-        assert row["topic_raw"] == f"0/{topic[1:]}/{TYPES[topic]}/TypeHashNotSupported"
+        assert row["topic_raw"] == f"0/{topic[1:]}/{TYPES[topic]}/{HASH[topic]}"
         assert row["sender_node"] == SENDERS[topic], row["sender_node"]
         assert row["source_ts_ns"] == pub["t_ns"] == row["app_publish_ts_ns"]
         assert row["app_receive_ts_ns"] == rcv["t_ns"]
