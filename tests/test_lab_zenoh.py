@@ -236,11 +236,15 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
     try:
         sc = tmp_path / "robotic.toml"
-        sc.write_text(ROBOTIC.format(extra='middleware = "zenoh"\n').replace('duration = "2s"', 'duration = "4s"'))
+        # Four agents beside the Python nodes and router on two cores: the publishing rates are not what this test is
+        # about (test_zenoh_lab_run_latency_is_the_ground_truth_per_sample checks them at 2 %); one run with helpers'
+        # builds beside it published /image at 10.39 Hz.
+        sc.write_text(ROBOTIC.format(extra='middleware = "zenoh"\n[fidelity]\nrate_tolerance = "10%"\n').replace('duration = "2s"', 'duration = "4s"'))
         out = tmp_path / "run"
         ddscope("lab", "run", sc, "--out", out, "--quiet", "--agent", f"--send-to http://{{gateway}}:{port} --token {token}", timeout=240)
         run = json.loads((out / "run.json").read_text())
-        assert run["ok"] and [a["exit_code"] for a in run["agents"]] == [0, 0], run
+        # an agent per host, and one on each of the router's links (the switch's ports)
+        assert run["ok"] and {a["host"]: a["exit_code"] for a in run["agents"]} == {"pc1": 0, "pc2": 0, "router-pc1": 0, "router-pc2": 0}, run
         def state():
             req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Authorization": f"Bearer {token}"})
             with urllib.request.urlopen(req, timeout=5) as r:
@@ -256,10 +260,12 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
         truth = read_jsonl(out / "pc1.truth.jsonl")
         rows_file = tmp_path / "rows.jsonl"
         ddscope("latency", out, "--rows", rows_file)
-        offline = {}
+        offline, hops = {}, {}
         for r in read_jsonl(rows_file):
             if r["level"] == "message" and r["sender"] == "pc1" and r["receiver"] == "pc2" and r["topic_name"] in TYPES:
                 offline.setdefault(r["topic_name"], []).append(r)
+            if r["level"] == "router" and (r["sender"], r["receiver"]) == ("router-pc1", "router-pc2") and r["topic_name"] in TYPES:
+                hops.setdefault(r["topic_name"], []).append(r["latency_ns"])
         for topic in TYPES:
             published = sum(1 for t in truth if t["event"] == "publish" and t["topic"] == topic)
             f = flows.get((topic, "pc1", "pc2"))
@@ -272,6 +278,19 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
             # the kernel per socket (this machine: the means 1.4 us apart on 0.32 ms). Close, not to the ns.
             off_mean = sum(lat) / len(lat) / 1e6
             assert abs(mine["mean_ms"] - off_mean) <= max(0.02, 0.05 * off_mean), (mine, off_mean)
+            # The router's hop, from the agents on its two links (they stream each sighting's Zenoh session ids):
+            # every sample, and the mean as close to the run's own captures as the message latency's.
+            h = flows.get((topic, "router-pc1", "router-pc2"))
+            assert h is not None, sorted(flows)
+            hop = dict(h["layers"])["router"]
+            hop_off = sum(hops[topic]) / len(hops[topic]) / 1e6
+            hop_p50 = sorted(hops[topic])[(len(hops[topic]) - 1) // 2] / 1e6
+            print(f"serve on Zenoh {topic}: router hop {hop['count']} samples, mean {hop['mean_ms']:.4f} ms, p50 {hop['p50_ms']:.4f} ms; "
+                  f"offline {len(hops[topic])}, {hop_off:.4f} ms, p50 {hop_p50:.4f} ms")
+            assert hop["count"] == published == len(hops[topic]), (topic, json.dumps(h), {str(k): (v["samples"], v["delivered"]) for k, v in flows.items() if k[0] == topic}, st["pending"], st.get("stats"))
+            # Compared by median: the hop is short (~0.2 ms) and one sample stamped apart by the agents' sockets moves
+            # the mean of 40 by tens of us (one run: 0.270 vs 0.245 ms, the medians equal within 2 us).
+            assert abs(hop["p50_ms"] - hop_p50) <= max(0.02, 0.05 * hop_p50), (hop, hop_p50)
     finally:
         serve.send_signal(signal.SIGINT)
         serve.wait(30)

@@ -52,6 +52,9 @@ pub struct Lab {
     /// The switch's own address on its bridge (the last of the subnet), where the Zenoh router
     /// listens when it runs on the switch.
     pub switch_ip: Option<Ipv4Addr>,
+    /// The switch's management link (its address, the root side's), when [`Lab::add_management`]
+    /// ran and there is a switch: agents on the Zenoh router's links reach `serve` through it.
+    pub switch_mgmt: Option<(Ipv4Addr, Ipv4Addr)>,
     pub prefix_len: u8,
     created: Vec<String>,
     keep: bool,
@@ -83,7 +86,7 @@ impl Lab {
     /// Creates the hosts of `sc`. On error, whatever was created is removed again.
     pub fn up(sc: &Scenario, id: &str) -> Result<Lab> {
         let (base, len) = parse_subnet(&sc.network.subnet, sc.hosts.len())?;
-        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, switch_ip: None, prefix_len: len, created: vec![], keep: false, ebpf: Ebpf::default() };
+        let mut lab = Lab { id: id.to_string(), hosts: vec![], switch_ns: None, switch_ip: None, switch_mgmt: None, prefix_len: len, created: vec![], keep: false, ebpf: Ebpf::default() };
         for (i, h) in sc.hosts.iter().enumerate() {
             let netns = format!("{NS_PREFIX}{id}-{}", h.name);
             lab.add_ns(&netns)?;
@@ -287,19 +290,25 @@ impl Lab {
     pub fn add_management(&mut self) -> Result<()> {
         let h = self.id.bytes().fold(0xcbf29ce484222325u64, |a, b| (a ^ b as u64).wrapping_mul(0x100000001b3));
         let (o2, o3) = (200 + (h % 50) as u8, (h >> 8) as u8);
-        for (i, host) in self.hosts.iter_mut().enumerate() {
-            if i >= 63 {
-                bail!("a management network supports at most 63 hosts");
-            }
+        // the hosts, then the switch (when there is one) as the last
+        let mut namespaces: Vec<String> = self.hosts.iter().map(|h| h.netns.clone()).collect();
+        namespaces.extend(self.switch_ns.clone());
+        if namespaces.len() > 63 {
+            bail!("a management network supports at most 63 namespaces (hosts and the switch)");
+        }
+        for (i, ns) in namespaces.iter().enumerate() {
             let root_if = format!("dm{:06x}{i:02}", (h >> 16) & 0xff_ffff);
             let gw = Ipv4Addr::new(10, o2, o3, (4 * i + 1) as u8);
             let ip = Ipv4Addr::new(10, o2, o3, (4 * i + 2) as u8);
-            run_cmd(&["ip", "link", "add", &root_if, "type", "veth", "peer", "name", MGMT_IF, "netns", &host.netns])?;
+            run_cmd(&["ip", "link", "add", &root_if, "type", "veth", "peer", "name", MGMT_IF, "netns", ns])?;
             run_cmd(&["ip", "addr", "add", &format!("{gw}/30"), "dev", &root_if])?;
             run_cmd(&["ip", "link", "set", &root_if, "up"])?;
-            run_cmd(&["ip", "-n", &host.netns, "addr", "add", &format!("{ip}/30"), "dev", MGMT_IF])?;
-            run_cmd(&["ip", "-n", &host.netns, "link", "set", MGMT_IF, "up"])?;
-            host.mgmt = Some((ip, gw));
+            run_cmd(&["ip", "-n", ns, "addr", "add", &format!("{ip}/30"), "dev", MGMT_IF])?;
+            run_cmd(&["ip", "-n", ns, "link", "set", MGMT_IF, "up"])?;
+            match self.hosts.get_mut(i) {
+                Some(host) => host.mgmt = Some((ip, gw)),
+                None => self.switch_mgmt = Some((ip, gw)),
+            }
         }
         Ok(())
     }

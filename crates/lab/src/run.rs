@@ -382,7 +382,28 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             wait_for_text(&log, "capturing on", Duration::from_secs(10), procs.get(i))?;
             agents.push((h.name.clone(), i, log));
         }
-        say!(opts, "agents running on {}", lab.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "));
+        // and on the Zenoh router's links (the capture points `router-HOST`), so `serve` sees the
+        // router's hop too; not with a live trace session to follow (the switch runs no node)
+        let router_points = sc.zenoh_router_captures();
+        if !router_points.is_empty() && !extra.iter().any(|a| a.contains(TRACE_LIVE)) {
+            let sw = lab.switch_ns.clone().ok_or_else(|| anyhow!("internal: Zenoh router captures but no switch"))?;
+            let (mip, gw) = lab.switch_mgmt.map(|(m, g)| (m.to_string(), g.to_string())).unwrap_or_default();
+            let sip = lab.switch_ip.map(|ip| ip.to_string()).unwrap_or_default();
+            for (i, name) in &router_points {
+                let subst = |a: &str| a.replace("{host}", name).replace("{ip}", &sip).replace("{mgmt_ip}", &mip).replace("{gateway}", &gw);
+                let log = out.join("logs").join(format!("agent-{name}.log"));
+                let mut cmd = in_netns(&sw, &exe);
+                cmd.args(["agent", "-i", &format!("p{i}"), "--name", name])
+                    .args(extra.iter().map(|a| subst(a)))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(File::create(&log)?);
+                let k = procs.spawn(&format!("agent on {name}"), cmd)?;
+                wait_for_text(&log, "capturing on", Duration::from_secs(10), procs.get(k))?;
+                agents.push((name.clone(), k, log));
+            }
+        }
+        say!(opts, "agents running on {}", agents.iter().map(|a| a.0.as_str()).collect::<Vec<_>>().join(", "));
     }
 
     // 2. iperf3 servers

@@ -306,6 +306,7 @@ fn sample(w: &str, sn: i64, t: i64) -> StreamItem {
         vendor: 0x0110,
         supp: 0,
         sts: None,
+        z: None,
     })
 }
 

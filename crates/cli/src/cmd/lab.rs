@@ -89,7 +89,7 @@ struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Also run `ddscope agent -i eth0 --name HOST ARGS` on every host, from before the workload
-    /// starts until it ends ({host}, {ip}, {mgmt_ip}, {gateway} are replaced per host; {trace_live} by the host's live trace session, which makes the traced hosts' sessions live); implies --management
+    /// starts until it ends ({host}, {ip}, {mgmt_ip}, {gateway} are replaced per host; {trace_live} by the host's live trace session, which makes the traced hosts' sessions live); with the Zenoh router's links captured, also on each of them (--name router-HOST); implies --management
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     agent: Option<String>,
     /// Link every host to the root namespace (mgmt0, a /30 per host) for monitoring traffic

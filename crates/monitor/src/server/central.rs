@@ -935,6 +935,7 @@ mod tests {
             vendor: 0x0110,
             supp: 0,
             sts: None,
+            z: None,
         };
         Batch { agent: agent.into(), seq, sent_ns: 0, items: vec![StreamItem::Sample(s)], dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
     }

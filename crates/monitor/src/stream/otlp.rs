@@ -112,6 +112,11 @@ fn sample_span(agent: &str, x: &StreamSample) -> Option<Span> {
     if let Some(t) = x.sts {
         a.push(i("dds.source_ts_ns", t));
     }
+    if let Some((from, to)) = x.z {
+        // the keys' bits as OTLP's signed integers
+        a.push(i("zenoh.session_from", from as i64));
+        a.push(i("zenoh.session_to", to as i64));
+    }
     Some(Span {
         trace_id: tid.to_vec(),
         span_id: span_id(agent, 1, &tid, 0),
@@ -314,6 +319,10 @@ fn item_of(sp: &Span) -> Result<StreamItem, String> {
                 vendor: u16::try_from(need_i(&a, "dds.vendor_id")?).map_err(|_| "dds.vendor_id out of range")?,
                 supp: get_i(&a, "ddscope.supplement").map(|v| u8::try_from(v).map_err(|_| "ddscope.supplement out of range")).transpose()?.unwrap_or(0),
                 sts: get_i(&a, "dds.source_ts_ns"),
+                z: match (get_i(&a, "zenoh.session_from"), get_i(&a, "zenoh.session_to")) {
+                    (Some(f), Some(t)) => Some((f as u64, t as u64)),
+                    _ => None,
+                },
             }))
         }
         FRAG_SPAN => Ok(StreamItem::Frag(StreamFrag {
@@ -759,6 +768,7 @@ mod tests {
             vendor: 0x0110,
             supp: 1,
             sts: Some(1_699_999_999_999_000_000),
+            z: Some((u64::MAX - 5, 42)),
         };
         let frag = StreamFrag { w: w.clone(), sn: 42, frag: 1345, first_ip: 5, last: 9, topic: None };
         let b = Batch {

@@ -48,6 +48,10 @@ pub struct StreamSample {
     /// The sample's source timestamp (INFO_TS), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sts: Option<i64>,
+    /// Zenoh: the keys of the Zenoh ids of the session that sent this sighting and of the one
+    /// that received it ([`ddscope_core::samples::zid_key`]), which the router hop is found by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub z: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -199,6 +203,7 @@ impl StreamItem {
                 _ => 0,
             },
             sts: r.source_ts_ns,
+            z: r.zenoh_zids,
         })
     }
 
@@ -482,7 +487,7 @@ impl ItemDecoder {
                     },
                     source_ts_ns: s.sts,
                     dst: None,
-                    zenoh_zids: None,
+                    zenoh_zids: s.z,
                 })
             }
         })
