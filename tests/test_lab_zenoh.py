@@ -246,7 +246,7 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
 def test_zenoh_refusals_name_the_field(tmp_path):
     """What the Zenoh nodes cannot do is refused with one line naming the scenario field (no root needed)."""
     cases = [
-        ('middleware = "zenoh"\ntracing = "jazzy"\n', "tracing jazzy: the Zenoh node emits no ros2_tracing"),
+        ('middleware = "zenoh"\ntracing = "humble"\n', "tracing humble: the Zenoh node emits rmw_zenoh_cpp's tracepoints in Jazzy's layout only"),
         ('middleware = "zenoh"\n[zenoh]\nrouter = "pc9"\n', 'zenoh.router "pc9"'),
         ('middleware = "zenoh"\n[zenoh]\nmode = "mesh"\n', "mode"),
     ]
