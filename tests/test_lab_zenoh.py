@@ -309,3 +309,141 @@ def test_sweep_compares_cyclone_fastdds_zenoh(tmp_path):
         assert (run_json.get("zenoh_router") is not None) == (r["middleware"] == "zenoh")
     html = (out / "report.html").read_text()
     assert "zenoh" in html and "fastdds" in html and "cyclone" in html
+
+
+def test_traced_zenoh_run_ros_layers_are_the_trace_and_the_truth(tmp_path):
+    """`lab run` with Zenoh nodes traced (tracing jazzy, client mode): each node fires rmw_zenoh_cpp's
+    ros2_tracing tracepoints from its own process through LTTng-UST (docs/zenoh.md, "ROS 2 traces"), and
+    `ddscope latency RUN` joins them to the captured samples by rmw_zenoh's own keys: the publisher by
+    its gid (rmw_publisher_init = the attachment's source_gid), the sample by the source timestamp
+    rmw_publish records and the attachment carries, the take by (topic, rmw_take.source_timestamp).
+
+    Oracles, independent of ddscope: babeltrace2's Python bindings (python3-bt2, /usr/bin/python3) read
+    both traces; the nodes' ground truth records, per sample, the gid, sequence number, source timestamp,
+    thread and the LTTng time stamp (the clock plugin's reading) of every tracepoint it went through.
+    Per sample, every ros layer ddscope reports equals the difference of the babeltrace2 event times to
+    the ns, and its instants are babeltrace2's."""
+    need_root()
+    require_tool("tcpdump")
+    if subprocess.run(["/usr/bin/python3", "-c", "import bt2"], capture_output=True).returncode != 0:
+        pytest.fail("python3-bt2 is not importable by /usr/bin/python3 (Debian: apt install python3-bt2)")
+    sc = tmp_path / "robotic.toml"
+    sc.write_text(ROBOTIC.format(extra='middleware = "zenoh"\ntracing = "jazzy"\n[zenoh]\nmode = "client"\n'))
+    out = tmp_path / "run"
+    before = lab_processes()
+    p = ddscope("lab", "run", sc, "--out", out, timeout=240, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run_id = re.search(r" run (\d+-[0-9a-f]{4}) ", p.stderr).group(1)
+    # nothing of this run left behind (other developers' lab runs may share the machine: only ours counted)
+    from test_lab import lab_namespaces
+    assert not lab_namespaces(run_id)
+    left = {pid: cmd for pid, cmd in lab_processes().items() if pid not in before and (run_id in cmd or str(out) in cmd)}
+    assert not left, f"processes left behind: {left}"
+    run = json.loads((out / "run.json").read_text())
+    assert run["ok"], run["failures"]
+    # the lab's own check of each host's trace against its nodes' truth
+    for h in run["tracing"]["hosts"]:
+        assert h["lost_events"] == 0 and h["discarded_events"] == 0, h
+        assert all(n["ok"] for n in h["nodes"]), h["nodes"]
+
+    # babeltrace2's events, per host
+    bt2_script = REPO / "crates" / "trace" / "tests" / "support" / "bt2_jsonl.py"
+    events = {}
+    for h in ("pc1", "pc2"):
+        cp = subprocess.run(["/usr/bin/python3", str(bt2_script), str(out / f"{h}.lttng")], capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0 and "discarded" not in cp.stderr, cp.stderr[-2000:]
+        events[h] = [json.loads(line) for line in cp.stdout.splitlines()]
+    pids = {n["name"]: n["pid"] for n in run["nodes"]}
+    node_of = {(n["host"], n["pid"]): n["name"] for n in run["nodes"]}
+    names = {e["name"] for h in events for e in events[h]}
+    # rmw_zenoh records no dds:* events; the chain is rclcpp/rcl/rmw's
+    assert all(n.startswith("ros2:") for n in names), names
+    assert {"ros2:rmw_publisher_init", "ros2:rmw_subscription_init", "ros2:rclcpp_publish", "ros2:rcl_publish", "ros2:rmw_publish",
+            "ros2:rmw_take", "ros2:rcl_take", "ros2:rclcpp_take", "ros2:callback_start", "ros2:callback_end"} <= names, names
+    for h in events:
+        for e in events[h]:
+            assert (h, e["vpid"]) in node_of and e["procname"].startswith("python"), e  # fired by the node's own process
+    # gids: a publisher's is its attachment's source_gid (the truth's writer_guid); a subscription's is zero
+    truth = read_jsonl(out / "pc1.truth.jsonl") + read_jsonl(out / "pc2.truth.jsonl")
+    writer_of = {(t["node"], t["topic"]): t["writer_guid"] for t in truth if t["event"] == "publish"}
+    rmw_gid, rcl_topic = {}, {}
+    for h in events:
+        for e in events[h]:
+            f = e["fields"]
+            if e["name"] == "ros2:rmw_publisher_init":
+                rmw_gid[(h, e["vpid"], f["rmw_publisher_handle"])] = bytes(f["gid"][:16]).hex()
+                assert f["gid"][16:] == [0] * 8
+            elif e["name"] == "ros2:rmw_subscription_init":
+                assert f["gid"] == [0] * 24, e
+            elif e["name"] == "ros2:rcl_publisher_init":
+                rcl_topic[(h, e["vpid"], f["rmw_publisher_handle"])] = f["topic_name"]
+    assert len(rmw_gid) == len(writer_of) == 4  # /raw_image, /image, /actuator, /drive
+    for k, g in rmw_gid.items():
+        assert writer_of[(node_of[(k[0], k[1])], rcl_topic[k])] == g, k
+
+    # every tracepoint the truth mirrors is a babeltrace2 event of that process and thread, at the same instant
+    by_time = {(h, e["vpid"], e["name"], e["cycles"]): e for h in events for e in events[h]}
+    bt_ns = {}  # (host, vpid, name, monotonic) -> babeltrace2's ns from origin
+    for t in truth:
+        h, pid = t["host"], pids[t["node"]]
+        names_ = ("rclcpp_publish", "rmw_publish") if t["event"] == "publish" else ("rmw_take", "callback_start", "callback_end")
+        for n in names_:
+            e = by_time.get((h, pid, "ros2:" + n, t[f"{n}_mono_ns"]))
+            assert e is not None and e["vtid"] == t["tid"], (n, t)
+            bt_ns[(h, pid, n, t[f"{n}_mono_ns"])] = e["ns"]
+            if n == "rmw_publish":
+                # the source timestamp rmw_zenoh puts in the attachment, recorded by rmw_publish
+                assert e["fields"]["timestamp"] == t["source_ts_ns"] == t["t_ns"], (e, t)
+                assert rmw_gid[(h, pid, e["fields"]["rmw_publisher_handle"])] == t["writer_guid"]
+            if n == "rmw_take":
+                assert e["fields"]["source_timestamp"] == t["source_ts_ns"] and e["fields"]["taken"] == 1, (e, t)
+
+    # ddscope's rows, per sample
+    rows_file = tmp_path / "rows.jsonl"
+    ddscope("latency", out, "--format", "jsonl", "-o", rows_file)
+    rows = [r for r in read_jsonl(rows_file) if r["level"] == "message"]
+    pubs = {(t["writer_guid"], t["seq"]): t for t in truth if t["event"] == "publish"}
+    recvs = {(t["host"], t["writer_guid"], t["seq"]): t for t in truth if t["event"] == "receive"}
+    pub_by_ts = {(t["writer_guid"], t["source_ts_ns"]): t for t in truth if t["event"] == "publish"}
+    seen = set()
+    wire = local = 0
+    for r in rows:
+        assert r["join"] == "source_ts", r
+        pub = pubs.get((r["writer_id"], r["sn"])) if r["status"] == "delivered" else pub_by_ts.get((r["writer_id"], r["source_ts_ns"]))
+        assert pub is not None and r["source_ts_ns"] == pub["source_ts_ns"], r
+        rcv = recvs[(r["receiver"], pub["writer_guid"], pub["seq"])]
+        assert r["sender_node"] == "/" + pub["node"] and r["receiver_node"] == "/" + rcv["node"], (r, pub, rcv)
+        sp, rp = (pub["host"], pids[pub["node"]]), (rcv["host"], pids[rcv["node"]])
+        ev = {n: bt_ns[(*sp, n, pub[f"{n}_mono_ns"])] for n in ("rclcpp_publish", "rmw_publish")}
+        ev |= {n: bt_ns[(*rp, n, rcv[f"{n}_mono_ns"])] for n in ("rmw_take", "callback_start", "callback_end")}
+        # the instants are babeltrace2's, to the ns
+        for n, v in ev.items():
+            assert r[f"{n}_ts_ns"] == v, (n, r, v)
+        # the layers: differences of those events, to the ns, and of the truth's LTTng time stamps
+        want = {"ros_publish_ns": ev["rmw_publish"] - ev["rclcpp_publish"], "executor_ns": ev["callback_start"] - ev["rmw_take"],
+                "callback_ns": ev["callback_end"] - ev["callback_start"], "ros_e2e_ns": ev["callback_start"] - ev["rclcpp_publish"]}
+        if r["status"] == "same_host":
+            want["dds_local_ns"] = ev["rmw_take"] - ev["rmw_publish"]
+            assert r["dds_local_ns"] == rcv["rmw_take_mono_ns"] - pub["rmw_publish_mono_ns"], r
+            local += 1
+        else:
+            assert r["status"] == "delivered" and r["sender"] == "pc1" and r["receiver"] == "pc2", r
+            want["dds_send_ns"] = r["sender_first_ts_ns"] - ev["rmw_publish"]
+            want["dds_receive_ns"] = ev["rmw_take"] - r["receiver_last_ts_ns"]
+            assert r["ros_publish_ns"] + r["dds_send_ns"] + r["latency_ns"] + r["dds_receive_ns"] + r["executor_ns"] == r["ros_e2e_ns"], r
+            wire += 1
+        for k, v in want.items():
+            assert r[k] == v, (k, r[k], v, r)
+        for k, a, b in (("ros_publish_ns", "rclcpp_publish", "rmw_publish"), ("callback_ns", "callback_start", "callback_end")):
+            src = pub if k == "ros_publish_ns" else rcv
+            assert r[k] == src[f"{b}_mono_ns"] - src[f"{a}_mono_ns"], (k, r)
+        assert r["executor_ns"] == rcv["callback_start_mono_ns"] - rcv["rmw_take_mono_ns"], r
+        # across the two hosts' traces too (one kernel clock; each trace declares its own offset to CLOCK_REALTIME)
+        assert abs(r["ros_e2e_ns"] - (rcv["callback_start_mono_ns"] - pub["rclcpp_publish_mono_ns"])) <= 1000, r
+        key = (r["receiver"], pub["writer_guid"], pub["seq"])
+        assert key not in seen
+        seen.add(key)
+    # every received sample has its joined row: none unjoined, none ambiguous
+    assert seen == set(recvs), f"received samples without a row: {sorted(set(recvs) - seen)[:3]}"
+    assert wire == sum(1 for k in recvs if k[0] == "pc2" and pubs[k[1:]]["host"] == "pc1") and local == len(recvs) - wire > 0, (wire, local)
+    print(f"traced Zenoh run: {len(rows)} rows ({wire} over the wire, {local} same host), every ros layer = babeltrace2's events to the ns")
