@@ -25,6 +25,9 @@ attachment_helpers.cpp, qos.cpp; the same layouts ddscope's decoder reads, crate
   readers and every subscription as many publisher tokens as it has writers (rmw_zenoh's graph
   cache, which counts matched endpoints from the tokens).
 
+With --tracing jazzy the node fires the ros2_tracing tracepoints rmw_zenoh_cpp and rclcpp record (Ros2Trace below,
+docs/zenoh.md "ROS 2 traces"), from this process through LTTng-UST, and its ground truth gets the C nodes' trace fields.
+
 The payload is the CDR the C nodes put on the wire, built by the same code (lab/common/rosmsg.c,
 loaded from libddslab-rosmsg.so next to this program or $DDSLAB_ROSMSG_LIB): exact sizes, the
 publish time in the stamps, the sample counter in the first byte array.
