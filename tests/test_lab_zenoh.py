@@ -446,4 +446,28 @@ def test_traced_zenoh_run_ros_layers_are_the_trace_and_the_truth(tmp_path):
     # every received sample has its joined row: none unjoined, none ambiguous
     assert seen == set(recvs), f"received samples without a row: {sorted(set(recvs) - seen)[:3]}"
     assert wire == sum(1 for k in recvs if k[0] == "pc2" and pubs[k[1:]]["host"] == "pc1") and local == len(recvs) - wire > 0, (wire, local)
-    print(f"traced Zenoh run: {len(rows)} rows ({wire} over the wire, {local} same host), every ros layer = babeltrace2's events to the ns")
+
+    # the chain the relays make (/raw_image -> /image -> /actuator), end to end per image: the truth's first
+    # rclcpp_publish -> last callback_start, walked back through the relays' source links
+    chain = ["/raw_image", "/image", "/actuator"]
+    chain_file = tmp_path / "chain.jsonl"
+    ddscope("latency", out, "--path", ",".join(chain), "--rows", chain_file)
+    hops = {}
+    for h in read_jsonl(chain_file):
+        hops.setdefault(h["instance"], []).append(h)
+    actuator = {k: v for k, v in recvs.items() if v["topic"] == "/actuator"}
+    assert len(hops) == len(actuator) > 0, (len(hops), len(actuator))
+    for inst in hops.values():
+        inst.sort(key=lambda h: h["hop"])
+        assert [h["topic_name"] for h in inst] == chain and [h["delivery"] for h in inst] == ["same_host", "wire", "same_host"], inst
+        last = inst[-1]
+        rcv = actuator[("pc2", last["writer_id"], last["sn"])]
+        p0 = pubs[(last["writer_id"], last["sn"])]
+        walked = [p0]
+        while "src_writer_guid" in walked[-1]:
+            walked.append(pubs[(walked[-1]["src_writer_guid"], walked[-1]["src_seq"])])
+        assert [h["writer_id"] for h in inst] == [q["writer_guid"] for q in reversed(walked)]
+        assert abs(last["chain_e2e_ns"] - (rcv["callback_start_mono_ns"] - walked[-1]["rclcpp_publish_mono_ns"])) <= 1000, last
+        assert sum(h["ros_e2e_ns"] for h in inst) + sum(h["node_ns"] for h in inst[:-1]) == last["chain_e2e_ns"]
+    print(f"traced Zenoh run: {len(rows)} rows ({wire} over the wire, {local} same host), every ros layer = babeltrace2's events "
+          f"to the ns; {len(hops)} chain instances = the truth")
