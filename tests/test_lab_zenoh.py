@@ -471,3 +471,63 @@ def test_traced_zenoh_run_ros_layers_are_the_trace_and_the_truth(tmp_path):
         assert sum(h["ros_e2e_ns"] for h in inst) + sum(h["node_ns"] for h in inst[:-1]) == last["chain_e2e_ns"]
     print(f"traced Zenoh run: {len(rows)} rows ({wire} over the wire, {local} same host), every ros layer = babeltrace2's events "
           f"to the ns; {len(hops)} chain instances = the truth")
+
+
+def test_agents_and_serve_on_a_traced_zenoh_run(tmp_path):
+    """`lab run --agent` on traced Zenoh nodes: each host's agent streams its captured Zenoh samples and its live
+    LTTng trace ({trace_live}) to a real `ddscope serve`, which joins rmw_zenoh's tracepoints to the samples as
+    `ddscope latency` does (docs/zenoh.md, "ROS 2 traces"). Oracles: the nodes' ground truth (every sample
+    published is delivered, each flow's ros_e2e counted for every sample) and `ddscope latency` on the run's own
+    traces (per flow, the same ros_e2e mean: both read the same events)."""
+    import os
+    import signal
+    import time
+    import urllib.request
+    from conftest import free_port
+    need_root()
+    token = "z" + os.urandom(4).hex()
+    port = free_port()
+    serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"0.0.0.0:{port}", "--token", token, "--window", "3s", "--idle", "3s"],
+                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
+    try:
+        sc = tmp_path / "robotic.toml"
+        sc.write_text(ROBOTIC.format(extra='middleware = "zenoh"\ntracing = "jazzy"\n').replace('duration = "2s"', 'duration = "4s"'))
+        out = tmp_path / "run"
+        ddscope("lab", "run", sc, "--out", out, "--quiet", "--agent",
+                f"--send-to http://{{gateway}}:{port} --token {token} --trace-live {{trace_live}} --trace-lag 1s", timeout=240)
+        run = json.loads((out / "run.json").read_text())
+        assert run["ok"] and [a["exit_code"] for a in run["agents"]] == [0, 0], run
+
+        def state():
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return json.loads(r.read())
+        deadline = time.time() + 60
+        while True:
+            st = state()
+            if not any(a["running"] for a in st["agents"]) and st["pending"]["samples"] == 0:
+                break
+            assert time.time() < deadline, st["agents"]
+            time.sleep(1)
+        flows = {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in st["flows"]}
+        truth = read_jsonl(out / "pc1.truth.jsonl") + read_jsonl(out / "pc2.truth.jsonl")
+        rows_file = tmp_path / "rows.jsonl"
+        ddscope("latency", out, "--format", "jsonl", "-o", rows_file)
+        offline = {}
+        for r in read_jsonl(rows_file):
+            if r["level"] == "message":
+                offline.setdefault((r["topic_name"], r["sender"], r["receiver"]), []).append(r["ros_e2e_ns"])
+        for key, sender in (("/raw_image", "pc1"), ("/image", "pc1"), ("/actuator", "pc2"), ("/drive", "pc1")):
+            receiver = "pc1" if key == "/raw_image" else "pc2"
+            published = sum(1 for t in truth if t["event"] == "publish" and t["topic"] == key)
+            f = flows.get((key, sender, receiver))
+            assert f is not None, sorted(flows)
+            e2e = dict(f["layers"])["ros_e2e"]
+            off = offline[(key, sender, receiver)]
+            assert f["delivered"] == published == e2e["count"] == len(off) and f["lost"] == 0, (key, f, published)
+            assert all(v is not None for v in off)
+            assert abs(e2e["mean_ms"] - sum(off) / len(off) / 1e6) <= 1e-6, (key, e2e, sum(off) / len(off) / 1e6)
+            print(f"serve on traced Zenoh {key}: {f['delivered']} of {published} delivered, ros_e2e mean {e2e['mean_ms']:.6f} ms = offline")
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(30)
