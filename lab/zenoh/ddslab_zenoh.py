@@ -25,6 +25,9 @@ attachment_helpers.cpp, qos.cpp; the same layouts ddscope's decoder reads, crate
   readers and every subscription as many publisher tokens as it has writers (rmw_zenoh's graph
   cache, which counts matched endpoints from the tokens).
 
+With --tracing jazzy the node fires the ros2_tracing tracepoints rmw_zenoh_cpp and rclcpp record (Ros2Trace below,
+docs/zenoh.md "ROS 2 traces"), from this process through LTTng-UST, and its ground truth gets the C nodes' trace fields.
+
 The payload is the CDR the C nodes put on the wire, built by the same code (lab/common/rosmsg.c,
 loaded from libddslab-rosmsg.so next to this program or $DDSLAB_ROSMSG_LIB): exact sizes, the
 publish time in the stamps, the sample counter in the first byte array.
@@ -95,6 +98,109 @@ def load_rosmsg():
     lib.rosmsg_free.argtypes = [ctypes.POINTER(RosMsg)]
     lib.rosmsg_list.argtypes = [vp]
     return lib
+
+
+# ---------------------------------------------------------------- ros2_tracing, as rmw_zenoh_cpp emits it
+
+class Instant:
+    """A tracepoint's instants (nodetrace.h): CLOCK_REALTIME read right before it, and the time stamp LTTng
+    gave the event (the clock plugin's reading), or CLOCK_MONOTONIC right after it if nothing was recorded."""
+    __slots__ = ("rt_ns", "mono_ns")
+
+    def __init__(self):
+        self.rt_ns = self.mono_ns = 0
+
+
+class PubTrace:
+    def __init__(self):
+        self.rclcpp_publish, self.rmw_publish, self.tid = Instant(), Instant(), 0
+
+
+class RecvTrace:
+    def __init__(self):
+        self.rmw_take, self.callback_start, self.callback_end, self.tid = Instant(), Instant(), Instant(), 0
+
+
+class Ros2Trace:
+    """ros2_tracing's tracepoints of an rclcpp process on rmw_zenoh_cpp (Jazzy), fired from this process
+    through the lab's `ros2` provider replica (lab/common/ros2_tp.h, libddslab-ros2tp-jazzy.so) with
+    the lab's clock plugin (libddslab-lttng-clock.so), both loaded here by ctypes: the events carry this
+    process's vpid/vtid and LTTng's own clock, as the C nodes' do (lab/common/nodetrace.h).
+
+    What rmw_zenoh_cpp records (docs/zenoh.md, "ROS 2 traces"): rmw_publisher_init(gid = the entity gid,
+    the attachment's source_gid), rmw_publish(publisher, message, source_timestamp = the attachment's
+    source_timestamp, taken right before it), rmw_subscription_init(gid all zeros: rmw_zenoh gives
+    subscriptions none), rmw_take(subscription, message, source_timestamp = the attachment's, taken);
+    no dds:* events. rclcpp and rcl record the rest (rcl_*_init, rclcpp_publish, rcl_publish, rcl_take,
+    rclcpp_take, callback_start/end) as on any rmw."""
+
+    GID_SIZE = 24  # ROS2TP_GID_SIZE
+
+    def __init__(self, distro):
+        here = os.path.dirname(os.path.abspath(__file__))
+        d = os.environ.get("DDSLAB_ROS2TP_DIR") or here
+        plugin = os.path.join(d, "libddslab-lttng-clock.so")
+        provider = os.path.join(d, f"libddslab-ros2tp-{distro}.so")
+        for f in (plugin, provider):
+            if not os.path.isfile(f):
+                die(f"--tracing {distro}: {f} not found (built with lab/ when lttng-ust is installed)")
+        os.environ["LTTNG_UST_CLOCK_PLUGIN"] = plugin  # lttng-ust reads it when it loads, with the provider
+        self.lib = ctypes.CDLL(provider)
+        clock = ctypes.CDLL(plugin, mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL)
+        vp, u8p, i64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64
+        sig = {
+            "rcl_init": [vp], "rcl_node_init": [vp, vp, u8p, u8p], "rmw_publisher_init": [vp, u8p],
+            "rcl_publisher_init": [vp, vp, vp, u8p, ctypes.c_size_t], "rclcpp_publish": [vp, vp], "rcl_publish": [vp, vp],
+            "rmw_publish": [vp, vp, i64], "rmw_subscription_init": [vp, u8p],
+            "rcl_subscription_init": [vp, vp, vp, u8p, ctypes.c_size_t], "rclcpp_subscription_init": [vp, vp],
+            "rclcpp_subscription_callback_added": [vp, vp], "rmw_take": [vp, vp, i64, ctypes.c_int], "rcl_take": [vp],
+            "rclcpp_take": [vp], "rcl_timer_init": [vp, i64], "rclcpp_timer_callback_added": [vp, vp],
+            "rclcpp_timer_link_node": [vp, vp], "rclcpp_callback_register": [vp, u8p], "callback_start": [vp, ctypes.c_int],
+            "callback_end": [vp],
+        }
+        for name, args in sig.items():
+            f = getattr(self.lib, "ros2tp_impl_" + name)
+            f.argtypes, f.restype = args, None
+            setattr(self, name, f)
+        self.lib.ros2tp_impl_distro.restype = ctypes.c_char_p
+        if self.lib.ros2tp_impl_distro().decode() != distro:
+            die(f"--tracing {distro}: {provider} is not the {distro} provider")
+        self.clock_last = clock.ddslab_lttng_clock_last
+        self.clock_reads = clock.ddslab_lttng_clock_reads
+        self.clock_last.restype = self.clock_reads.restype = ctypes.c_uint64
+        clock.ddslab_lttng_clock_active.restype = ctypes.c_int
+        if not clock.ddslab_lttng_clock_active():
+            die(f"--tracing {distro}: lttng-ust did not take the clock plugin {plugin}")
+        self.objects = []  # keeps every handle's memory alive
+        self.context, self.node, self.rmw_node = self.obj(), self.obj(), self.obj()
+
+    def obj(self):
+        """An object whose address is a handle in the trace."""
+        b = ctypes.create_string_buffer(16)
+        self.objects.append(b)
+        return ctypes.addressof(b)
+
+    def mark(self, instant, fn, *args):
+        """Fires fn(*args), recording its instants in `instant`."""
+        m = self.clock_reads()
+        instant.rt_ns = time.time_ns()
+        fn(*args)
+        instant.mono_ns = self.clock_last() if self.clock_reads() != m else time.monotonic_ns()
+
+    def node_init(self, name, namespace="/"):
+        self.rcl_init(self.context)
+        self.rcl_node_init(self.node, self.rmw_node, name.encode(), namespace.encode())
+
+    def gid24(self, gid16):
+        return bytes(gid16) + bytes(self.GID_SIZE - len(gid16))
+
+
+def trace_symbol_sub(node, ros_type, topic):
+    return f"void ddslab::{node}::on_message(std::shared_ptr<{ros_type.replace('/', '::')} const>) [{topic}]"
+
+
+def trace_symbol_timer(node, topic):
+    return f"void ddslab::{node}::on_timer() [{topic}]"
 
 
 CONTENT = {"pattern": 0, "zeros": 1, "random": 2}
@@ -182,7 +288,7 @@ def parse_spec(kind, text):
 
 def parse_args(argv):
     cfg = {"node": "node", "host": "host", "truth": None, "domain": 0, "content": "pattern", "check": False,
-           "ready_timeout": 30.0, "mode": "client", "connect": [], "listen": [], "router": False, "specs": []}
+           "ready_timeout": 30.0, "tracing": None, "mode": "client", "connect": [], "listen": [], "router": False, "specs": []}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -216,8 +322,9 @@ def parse_args(argv):
         elif a == "--run-id":
             pass  # only tags the command line so a run's processes can be found
         elif a == "--tracing":
-            if v != "off":
-                die(f"--tracing {v}: the Zenoh node emits no ros2_tracing tracepoints")
+            if v not in ("off", "jazzy"):
+                die(f"--tracing {v}: off or jazzy (rmw_zenoh_cpp's tracepoints are Jazzy's layout)")
+            cfg["tracing"] = None if v == "off" else v
         elif a == "--mode":
             if v not in ("client", "peer"):
                 die(f"--mode {v}: client or peer")
@@ -261,15 +368,22 @@ class Truth:
         self.lock = threading.Lock()
         self.head = f',"host":{json.dumps(host)},"node":{json.dumps(node)},"topic":'
 
-    def publish(self, t_ns, topic, guid, seq, size, src_guid=None, src_seq=None):
+    @staticmethod
+    def instants(tr, names):
+        return "".join(f',"{n}_ns":{getattr(tr, n).rt_ns},"{n}_mono_ns":{getattr(tr, n).mono_ns}' for n in names) + f',"tid":{tr.tid}'
+
+    def publish(self, t_ns, topic, guid, seq, size, src_guid=None, src_seq=None, tr=None):
         src = f',"src_writer_guid":"{src_guid}","src_seq":{src_seq}' if src_guid else ""
+        if tr is not None:
+            src += f',"source_ts_ns":{t_ns}' + self.instants(tr, ("rclcpp_publish", "rmw_publish"))
         line = f'{{"event":"publish","t_ns":{t_ns}{self.head}{json.dumps(topic)},"writer_guid":"{guid}","seq":{seq},"size":{size}{src}}}\n'
         with self.lock:
             self.f.write(line)
 
-    def receive(self, t_ns, topic, guid, seq, size, source_ts):
+    def receive(self, t_ns, topic, guid, seq, size, source_ts, tr=None):
+        extra = self.instants(tr, ("rmw_take", "callback_start", "callback_end")) if tr is not None else ""
         line = (f'{{"event":"receive","t_ns":{t_ns}{self.head}{json.dumps(topic)},"writer_guid":"{guid}","seq":{seq},'
-                f'"size":{size},"source_ts_ns":{source_ts}}}\n')
+                f'"size":{size},"source_ts_ns":{source_ts}{extra}}}\n')
         with self.lock:
             self.f.write(line)
 
@@ -354,14 +468,45 @@ class Outlet:
         self.published = self.failed = 0
         self.credit = 0.0
         self.thread = None
+        tr = node.trace
+        if tr:
+            # rcl_publisher_init creates the rmw publisher first (rmw_publisher_init with its gid), then records itself
+            self.h_rcl, self.h_rmw = tr.obj(), tr.obj()
+            self.h_msg = ctypes.addressof(msg.msg.buf.contents) if msg.size else tr.obj()
+            tr.rmw_publisher_init(self.h_rmw, tr.gid24(self.gid))
+            tr.rcl_publisher_init(self.h_rcl, tr.node, self.h_rmw, sp["topic"].encode(), sp["depth"])
+            if sp["kind"] == "pub":
+                self.h_timer, self.h_timer_cb = tr.obj(), tr.obj()
+                tr.rcl_timer_init(self.h_timer, round(1e9 / sp["rate"]))
+                tr.rclcpp_timer_callback_added(self.h_timer, self.h_timer_cb)
+                tr.rclcpp_timer_link_node(self.h_timer, tr.node)
+                tr.rclcpp_callback_register(self.h_timer_cb, trace_symbol_timer(node.name, sp["topic"]).encode())
 
     def publish_one(self, src_guid=None, src_seq=None):
         from zenoh.ext import Int64, z_serialize
+        tr = self.node.trace
         with self.lock:
             sn = self.published + 1
-            t = time.time_ns()  # rmw_publish's source timestamp, also the ground truth's publish time
-            payload = self.msg.payload(t, sn)
-            att = z_serialize((Int64(sn), Int64(t), self.gid))
+            if tr:
+                # the user fills the message, then rclcpp::Publisher::publish -> rcl_publish -> rmw_publish:
+                # rmw_zenoh_cpp's PublisherData::publish takes source_timestamp = get_system_time_in_ns(), puts it
+                # in the attachment, records rmw_publish with it and puts the sample
+                rec = PubTrace()
+                payload = self.msg.payload(time.time_ns(), sn)
+                tr.mark(rec.rclcpp_publish, tr.rclcpp_publish, self.h_rcl, self.h_msg)
+                tr.rcl_publish(self.h_rcl, self.h_msg)
+                t = time.time_ns()
+                att = z_serialize((Int64(sn), Int64(t), self.gid))
+                m = tr.clock_reads()
+                rec.rmw_publish.rt_ns = t
+                tr.rmw_publish(self.h_rmw, self.h_msg, t)
+                rec.rmw_publish.mono_ns = tr.clock_last() if tr.clock_reads() != m else time.monotonic_ns()
+                rec.tid = threading.get_native_id()
+            else:
+                rec = None
+                t = time.time_ns()  # rmw_publish's source timestamp, also the ground truth's publish time
+                payload = self.msg.payload(t, sn)
+                att = z_serialize((Int64(sn), Int64(t), self.gid))
             try:
                 self.pub.put(payload, attachment=att)
             except Exception as e:  # noqa: BLE001 - a failed put is counted and reported, as the C nodes do
@@ -370,7 +515,7 @@ class Outlet:
                     print(f"{self.node.name}: put on {self.sp['topic']} failed: {e}", file=sys.stderr, flush=True)
                 return
             self.published = sn
-            self.node.truth.publish(t, self.sp["topic"], self.guid, sn, self.msg.size, src_guid, src_seq)
+            self.node.truth.publish(t, self.sp["topic"], self.guid, sn, self.msg.size, src_guid, src_seq, rec)
 
     def run_periodic(self, t0, tstop, stop):
         period = 1e9 / self.sp["rate"]
@@ -382,6 +527,10 @@ class Outlet:
             delay = (due - time.time_ns()) / 1e9
             if delay > 0 and stop.wait(delay):
                 break
+            # the timer callback of a ROS 2 publisher node
+            tr = self.node.trace
+            if tr:
+                tr.callback_start(self.h_timer_cb, 0)
             self.publish_one()
             be, bc = self.sp["burst_every"], self.sp["burst_count"]
             if be and k % be == 0:
@@ -390,6 +539,8 @@ class Outlet:
                         break
                     self.publish_one()
                     k += 1
+            if tr:
+                tr.callback_end(self.h_timer_cb)
             k += 1
 
 
@@ -416,6 +567,15 @@ class Inlet:
         self.relays = []
         self.received = 0
         self.undecodable = 0
+        tr = node.trace
+        if tr:
+            # rmw_zenoh_cpp gives subscriptions no gid: rmw_subscription_init records zeros
+            self.h_rcl, self.h_rmw, self.h_rclcpp, self.h_cb, self.h_msg = (tr.obj() for _ in range(5))
+            tr.rmw_subscription_init(self.h_rmw, bytes(tr.GID_SIZE))
+            tr.rcl_subscription_init(self.h_rcl, tr.node, self.h_rmw, sp["topic"].encode(), sp["depth"])
+            tr.rclcpp_subscription_init(self.h_rcl, self.h_rclcpp)
+            tr.rclcpp_subscription_callback_added(self.h_rclcpp, self.h_cb)
+            tr.rclcpp_callback_register(self.h_cb, trace_symbol_sub(node.name, sp["type"], sp["topic"]).encode())
         self.thread = threading.Thread(target=self.take_loop, daemon=True)
 
     def take_loop(self):
@@ -430,6 +590,15 @@ class Inlet:
                 continue
             size = len(s.payload)
             self.received += 1
+            tr, rec = self.node.trace, None
+            if tr:
+                # rmw_take (source_timestamp: the attachment's) -> rcl_take -> rclcpp_take -> the callback
+                rec = RecvTrace()
+                tr.mark(rec.rmw_take, tr.rmw_take, self.h_rmw, self.h_msg, src_ts, 1)
+                t = rec.rmw_take.rt_ns  # the take returned the sample
+                tr.rcl_take(self.h_msg)
+                tr.rclcpp_take(self.h_msg)
+                tr.mark(rec.callback_start, tr.callback_start, self.h_cb, 0)
             for o in self.relays:
                 o.credit += o.sp["ratio"]
                 if o.credit >= 1.0 - 1e-9:
@@ -437,12 +606,16 @@ class Inlet:
                     d = o.sp["slow_ns"] if o.sp["slow_every"] and sn > 0 and sn % o.sp["slow_every"] == 0 else o.sp["delay_ns"]
                     compute_for(d, o.sp["spin"])
                     o.publish_one(guid, sn)
-            self.node.truth.receive(t, self.sp["topic"], guid, sn, size, src_ts)
+            if tr:
+                tr.mark(rec.callback_end, tr.callback_end, self.h_cb)
+                rec.tid = threading.get_native_id()
+            self.node.truth.receive(t, self.sp["topic"], guid, sn, size, src_ts, rec)
 
 
 class Node:
     def __init__(self, cfg, lib):
         self.cfg, self.lib, self.name = cfg, lib, cfg["node"]
+        self.trace = None
         self.types = {}
         self.msgs = []
         for i, sp in enumerate(cfg["specs"]):
@@ -469,6 +642,9 @@ class Node:
         self.truth = Truth(cfg["truth"], cfg["host"], cfg["node"])
         self.graph = Graph()
         self.contexts = {}
+        if cfg["tracing"]:
+            self.trace = Ros2Trace(cfg["tracing"])
+            self.trace.node_init(cfg["node"])
 
         def ctx(domain):
             if domain not in self.contexts:

@@ -520,7 +520,9 @@ impl Assembler {
 
     fn resolve(&self, vpid: i64, ep: &ddscope_trace::Endpoint) -> Resolved {
         let node = self.entities.node(vpid, ep.node_handle).map(|n| node_name(&n.namespace, &n.name));
-        (ep.gid.as_ref().map(guid_of), Arc::from(ep.topic_name.as_str()), node, ep.handle, ep.node_handle)
+        // An all-zero gid is no gid: rmw_zenoh_cpp records zeros for every subscription (docs/zenoh.md, "ROS 2 traces")
+        let gid = ep.gid.as_ref().filter(|g| g.guid() != [0u8; 16]).map(guid_of);
+        (gid, Arc::from(ep.topic_name.as_str()), node, ep.handle, ep.node_handle)
     }
 
     fn note_unresolved(&mut self, rec: &Record, what: &'static str, reason: Unresolved, handle: u64, gid: Option<Guid>) {
