@@ -124,11 +124,12 @@ def need_root():
     assert have_root(), "the Zenoh lab tests need root (network namespaces); CI runs as root"
 
 
-# Client mode only (every node a client of the router). In peer mode (rmw_zenoh's default) a CI run on
-# this machine once found no row for any /drive sample although PC2 received them all (the /image samples
-# had their rows): the peers open several TCP connections to each other at once and /drive's went on one
-# the decoder did not read. Open (docs/zenoh.md, "Not done yet"); peer mode is not claimed until it is found.
-@pytest.mark.parametrize("mode", ["client"])
+# client: every node a client of the router; peer (rmw_zenoh's default): the router carries discovery, the
+# nodes open direct TCP sessions to each other. Peers that connect to each other at once keep both
+# connections as links of one session, and a subscriber may declare the key expression on one link while
+# the publisher sends the samples on the other (3 of 14 peer runs on this loaded machine): the rows must still
+# name the topic (the declarations are the session's, not a connection's; docs/zenoh.md).
+@pytest.mark.parametrize("mode", ["client", "peer"])
 def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
     need_root()
     require_tool("tcpdump")
@@ -175,7 +176,9 @@ def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
     assert len(pubs) >= 2 * (20 + 58) // 2 and set(recvs) == set(pubs), "every /image and /drive sample reached PC2"
 
     rows_file = tmp_path / "rows.jsonl"
-    ddscope("latency", out, "--rows", rows_file)
+    p = ddscope("latency", out, "--rows", rows_file)
+    # a PUT whose key expression was not resolved would still be matched, but without its topic
+    assert "not resolved" not in p.stderr, p.stderr[-2000:]
     rows = {(r["writer_id"], r["sn"]): r for r in read_jsonl(rows_file)
             if r["level"] == "message" and r["sender"] == "pc1" and r["receiver"] == "pc2" and r["topic_name"] in gids}
     assert set(rows) == set(pubs), f"samples without a row: {sorted(set(pubs) - set(rows))[:5]}; rows of no sample: {sorted(set(rows) - set(pubs))[:5]}"

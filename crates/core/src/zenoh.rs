@@ -192,6 +192,23 @@ fn reverse(d: Dir) -> Dir {
     (d.1, d.0)
 }
 
+/// Whose declarations a numeric key-expression scope refers to. A Zenoh
+/// session (transport) may run over several links: peers that connect to
+/// each other at once both finish the handshake and keep both TCP
+/// connections, and one side may declare a key expression on one connection
+/// and the other side send the PUTs that refer to it on the other (seen in a
+/// lab run: a subscriber's declaration on the connection the publisher had
+/// opened, the publisher's samples on the one the subscriber had opened). So a
+/// declaration belongs to the session direction (sender's Zenoh id → the
+/// receiver's) once both ends' Init of the link were captured, and only to
+/// the link direction when they were not (capture started late, UDP
+/// multicast).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum DeclScope {
+    Session(ZenohId, ZenohId),
+    Link(Dir),
+}
+
 /// A TCP stream direction being cut into batches.
 struct Stream {
     next_seq: Option<u32>,
@@ -325,7 +342,7 @@ pub struct ZenohDecoder {
     streams: BoundedMap<Dir, Stream>,
     /// Directions known to carry Zenoh (an Init seen, or a Zenoh port), with the sender's session facts.
     sessions: BoundedMap<Dir, SessionInfo>,
-    keyexprs: BoundedMap<(Dir, u16), Arc<str>>,
+    keyexprs: BoundedMap<(DeclScope, u16), Arc<str>>,
     joining: BoundedMap<(Dir, bool, u8), Joining>,
     tokens: BoundedMap<[u8; 16], ZenohEntity>,
     topic_names: BoundedMap<Arc<str>, Option<Arc<TopicNames>>>,
@@ -772,14 +789,32 @@ impl ZenohDecoder {
         }
     }
 
-    /// Resolves a wire expression sent in direction `dir` to its key expression.
+    /// The scope of the declarations sent in direction `dir`: its session
+    /// direction when both ends' Zenoh ids are known, else the link direction.
+    fn decl_scope(&self, dir: Dir) -> DeclScope {
+        let zid = |d: Dir| self.sessions.get(&d).and_then(|s| s.zid);
+        match (zid(dir), zid(reverse(dir))) {
+            (Some(from), Some(to)) => DeclScope::Session(from, to),
+            _ => DeclScope::Link(dir),
+        }
+    }
+
+    /// Resolves a wire expression sent in direction `dir` to its key expression:
+    /// through the declarations of its session, on whichever of the session's
+    /// links they were sent (see [`DeclScope`]), else of its link.
     fn resolve(&mut self, dir: Dir, w: &WireExpr<'_>) -> Option<String> {
         let suffix = std::str::from_utf8(w.suffix).ok()?;
         if w.scope == 0 {
             return Some(suffix.to_string());
         }
         let declarer = if w.sender_mapping { dir } else { reverse(dir) };
-        match self.keyexprs.get_touch(&(declarer, w.scope)) {
+        let scope = self.decl_scope(declarer);
+        let mut base = self.keyexprs.get_touch(&(scope, w.scope)).cloned();
+        if base.is_none() && scope != DeclScope::Link(declarer) {
+            // Declared before the link's handshake was complete in the capture.
+            base = self.keyexprs.get_touch(&(DeclScope::Link(declarer), w.scope)).cloned();
+        }
+        match base {
             Some(base) => Some(format!("{base}{suffix}")),
             None => {
                 self.stats.unresolved_keyexprs += 1;
@@ -839,9 +874,10 @@ impl ZenohDecoder {
                 match body {
                     Declaration::KeyExpr { id, .. } => {
                         if let Some(k) = key.as_deref() {
-                            let stats = &mut self.stats;
                             let weight = k.len() + 64;
-                            let slot = self.keyexprs.get_or_insert_slot((ctx.dir, *id), || Arc::from(k), &mut |_, _| stats.keyexprs_evicted += 1);
+                            let scope = self.decl_scope(ctx.dir);
+                            let stats = &mut self.stats;
+                            let slot = self.keyexprs.get_or_insert_slot((scope, *id), || Arc::from(k), &mut |_, _| stats.keyexprs_evicted += 1);
                             if let Some(v) = self.keyexprs.value_at(slot) {
                                 *v = Arc::from(k);
                             }
@@ -849,7 +885,9 @@ impl ZenohDecoder {
                         }
                     }
                     Declaration::UndeclareKeyExpr { id } => {
-                        self.keyexprs.remove(&(ctx.dir, *id));
+                        let scope = self.decl_scope(ctx.dir);
+                        self.keyexprs.remove(&(scope, *id));
+                        self.keyexprs.remove(&(DeclScope::Link(ctx.dir), *id));
                     }
                     Declaration::Token { .. } => {
                         if let Some(k) = key.as_deref().filter(|k| k.starts_with(rmw::ADMIN_SPACE)) {
@@ -1033,6 +1071,110 @@ mod tests {
         assert_eq!(r.d.stats.tcp_gaps, 1);
         let sns: Vec<_> = r.events.iter().filter(|e| e.kind == SubmsgKind::Data).map(|e| e.sn.unwrap()).collect();
         assert_eq!(sns, vec![1, 2]);
+    }
+
+    /// One TCP connection between two peers, as `tcp` sees its segments.
+    struct Conn {
+        client: SocketAddr,
+        server: SocketAddr,
+        seq: [u32; 2],
+    }
+
+    impl Conn {
+        fn new(client: SocketAddr, server: SocketAddr) -> Self {
+            Conn { client, server, seq: [1000, 5000] }
+        }
+        /// A segment from the client (`from_client`) or the server; false if the decoder did not take it as Zenoh.
+        fn send(&mut self, d: &mut ZenohDecoder, evs: &mut Vec<SubmsgEvent>, frame: u64, from_client: bool, flags: u8, payload: &[u8]) -> bool {
+            let (src, dst, i) = if from_client { (self.client, self.server, 0) } else { (self.server, self.client, 1) };
+            let seq = self.seq[i];
+            self.seq[i] = seq.wrapping_add(payload.len() as u32 + u32::from(flags & ddscope_wire::tcp::SYN != 0));
+            let b = ddscope_wire::tcp::emit(src.port(), dst.port(), seq, 0, flags, payload);
+            let seg = ddscope_wire::tcp::parse(&b).unwrap();
+            let cap: Arc<str> = Arc::from("c");
+            d.tcp(&cap, frame, frame as i64 * 10, 0, None, src, dst, &seg, 0, &mut |e| evs.push(e.clone()))
+        }
+        /// SYN, SYN-ACK, then InitSyn/InitAck with the two peers' Zenoh ids, OpenSyn/OpenAck.
+        fn handshake(&mut self, d: &mut ZenohDecoder, evs: &mut Vec<SubmsgEvent>, frame: u64, client_zid: &[u8], server_zid: &[u8]) {
+            use ddscope_wire::tcp::{ACK, SYN};
+            assert!(!self.send(d, evs, frame, true, SYN, &[]));
+            assert!(!self.send(d, evs, frame + 1, false, SYN | ACK, &[]));
+            for (i, (from_client, zid)) in [(true, client_zid), (false, server_zid)].into_iter().enumerate() {
+                let mut b = vec![];
+                emit::init(&mut b, !from_client, 1, zid, b"cookie");
+                assert!(self.send(d, evs, frame + 2 + i as u64, from_client, ACK, &emit::stream_batch(&b)));
+            }
+            for (i, from_client) in [true, false].into_iter().enumerate() {
+                let mut b = vec![];
+                emit::open(&mut b, !from_client, 10_000, 1, b"cookie");
+                assert!(self.send(d, evs, frame + 4 + i as u64, from_client, ACK, &emit::stream_batch(&b)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_session_over_two_links_resolves_declarations_made_on_the_other() {
+        // The shape of a peer-mode lab run (tshark on PC1's capture, run of
+        // 2026-11-28): the publisher A and the subscriber B connected to each
+        // other at once, both handshakes completed and both connections stayed
+        // open as links of one session. B declared the data key expression
+        // (id 4) on the connection A had opened; A sent every sample on the
+        // connection B had opened, referring to it as the receiver's id 4 (M=0).
+        // Keyed by connection the PUTs were unresolved: rows without a topic.
+        let (a_zid, b_zid, c_zid) = ([0xa1u8; 16], [0xb2u8; 16], [0xc3u8; 16]);
+        let (a, b, c) = (IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1)), IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)), IpAddr::V4(Ipv4Addr::new(10, 77, 0, 3)));
+        let mut d = ZenohDecoder::new(ZenohLimits::default());
+        let mut evs = vec![];
+        // A → B's listening port, and B → A's, at once.
+        let mut ab = Conn::new(SocketAddr::new(a, 57604), SocketAddr::new(b, 37073));
+        let mut ba = Conn::new(SocketAddr::new(b, 36968), SocketAddr::new(a, 42827));
+        ab.handshake(&mut d, &mut evs, 1, &a_zid, &b_zid);
+        ba.handshake(&mut d, &mut evs, 10, &b_zid, &a_zid);
+        // B's declaration on the link A opened (B is its server).
+        let mut decl = vec![];
+        emit::frame_header(&mut decl, true, 2);
+        emit::declare_keyexpr(&mut decl, 4, KEY);
+        assert!(ab.send(&mut d, &mut evs, 20, false, ddscope_wire::tcp::ACK, &emit::stream_batch(&decl)));
+        // A third peer C's session with A declares id 4 as something else: not A–B's.
+        let mut ca = Conn::new(SocketAddr::new(c, 41000), SocketAddr::new(a, 42827));
+        ca.handshake(&mut d, &mut evs, 30, &c_zid, &a_zid);
+        let mut other = vec![];
+        emit::frame_header(&mut other, true, 2);
+        emit::declare_keyexpr(&mut other, 4, "0/other/std_msgs::msg::dds_::String_/RIHS01_00");
+        assert!(ca.send(&mut d, &mut evs, 40, true, ddscope_wire::tcp::ACK, &emit::stream_batch(&other)));
+        // A's samples on the link B opened (A is its server), M=0: B's id 4.
+        for sn in 1..=3i64 {
+            let mut put = vec![];
+            emit::frame_header(&mut put, true, 2 + sn as u64);
+            emit::push_put_scoped(&mut put, 4, "", false, Some(&rmw::attachment(sn, 1_000 + sn, &[8; 16])), &[0x55; 40]);
+            assert!(ba.send(&mut d, &mut evs, 50 + sn as u64, false, ddscope_wire::tcp::ACK, &emit::stream_batch(&put)));
+        }
+        let data: Vec<_> = evs.iter().filter(|e| e.kind == SubmsgKind::Data).collect();
+        assert_eq!(data.len(), 3);
+        for (e, sn) in data.iter().zip(1..) {
+            assert_eq!((e.sn, e.src, e.dst), (Some(sn), SocketAddr::new(a, 42827), SocketAddr::new(b, 36968)));
+            assert_eq!(e.topic.as_ref().map(|t| t.topic_name.as_str()), Some("/chatter"));
+            assert_eq!(e.zenoh.as_ref().unwrap().key_expr.as_deref(), Some(KEY));
+        }
+        assert_eq!((d.stats.unresolved_keyexprs, d.stats.ros_samples, d.stats.malformed_batches), (0, 3, 0));
+        // The same PUT from A to C refers to C's id 4, not B's.
+        let mut put = vec![];
+        emit::frame_header(&mut put, true, 9);
+        emit::push_put_scoped(&mut put, 4, "", false, None, b"x");
+        assert!(ca.send(&mut d, &mut evs, 60, false, ddscope_wire::tcp::ACK, &emit::stream_batch(&put)));
+        assert_eq!(evs.last().unwrap().zenoh.as_ref().unwrap().key_expr.as_deref(), Some("0/other/std_msgs::msg::dds_::String_/RIHS01_00"));
+        // A link whose handshake was not captured (a Zenoh port, capture started
+        // late) keeps its own declarations, and refers to no other link's.
+        let mut late = Conn::new(SocketAddr::new(c, 41001), SocketAddr::new(b, 7447));
+        assert!(late.send(&mut d, &mut evs, 70, false, ddscope_wire::tcp::ACK, &emit::stream_batch(&put)));
+        assert_eq!(d.stats.unresolved_keyexprs, 1);
+        let mut decl7 = vec![];
+        emit::frame_header(&mut decl7, true, 3);
+        emit::declare_keyexpr(&mut decl7, 4, KEY);
+        assert!(late.send(&mut d, &mut evs, 71, true, ddscope_wire::tcp::ACK, &emit::stream_batch(&decl7)));
+        assert!(late.send(&mut d, &mut evs, 72, false, ddscope_wire::tcp::ACK, &emit::stream_batch(&put)));
+        assert_eq!(evs.last().unwrap().zenoh.as_ref().unwrap().key_expr.as_deref(), Some(KEY));
+        assert_eq!(d.stats.unresolved_keyexprs, 1);
     }
 
     #[test]
