@@ -85,13 +85,25 @@ PUB_QOS_COLUMNS = {"reliability": "best_effort", "durability": "transient_local"
                    "deadline": "0.1s", "lifespan": "infinite", "liveliness": "automatic"}
 
 
-def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
+def run_scenario(tmp_path, proto, sizes, count, procs, shm=False, live=None):
+    """`live`: a file for the output of `ddscope live` on the subscriber's interface, run beside its tcpdump."""
     require_tool("tcpdump")
     tag = f"zl{os.getpid() % 100000}{proto[0]}"
     with Namespaces(tag) as n:
         a_pcap, b_pcap = tmp_path / "pub.pcap", tmp_path / "sub.pcap"
         ca = capture(n.a, n.va, a_pcap, procs)
         cb = capture(n.b, n.vb, b_pcap, procs)
+        lv = None
+        if live is not None:
+            from conftest import ddscope_bin
+            # (its output to files: an unread pipe would fill up and stall the capture)
+            lv = subprocess.Popen(["ip", "netns", "exec", n.b, ddscope_bin(), "live", "-i", n.vb, "--duration", "60s"],
+                                  stdout=open(live, "w"), stderr=open(f"{live}.err", "w"))
+            procs.append(lv)
+            deadline = time.time() + 10
+            while "running as" not in pathlib.Path(f"{live}.err").read_text() and time.time() < deadline:
+                time.sleep(0.05)
+            assert lv.poll() is None, pathlib.Path(f"{live}.err").read_text()
         ready = tmp_path / "sub.ready"
         endpoint = f"{proto}/{n.ip_b}:7447"
         sub = subprocess.Popen([str(x) for x in ["ip", "netns", "exec", n.b, "python3", NODE, "sub", "--node", "listener", "--listen", endpoint,
@@ -113,9 +125,11 @@ def run_scenario(tmp_path, proto, sizes, count, procs, shm=False):
         out, _ = sub.communicate(timeout=60)
         assert sub.returncode == 0, out
         time.sleep(0.3)
-        for c in (ca, cb):
+        for c in (ca, cb, *([lv] if lv else [])):
             c.send_signal(signal.SIGINT)
             c.wait(10)
+        if lv:
+            assert lv.returncode == 0, pathlib.Path(f"{live}.err").read_text()
     return a_pcap, b_pcap, read_jsonl(tmp_path / "pub.jsonl"), read_jsonl(tmp_path / "sub.jsonl")
 
 
@@ -190,6 +204,31 @@ def test_zenoh_samples_and_latency_match_the_processes(ddscope, tmp_path, needs_
     app = sorted(received[sn]["receive_ns"] - published[sn]["publish_ns"] for sn in published)
     print(f"{proto}: wire latency p50 {wire[len(wire) // 2] / 1e3:.1f} µs max {wire[-1] / 1e3:.1f} µs; "
           f"process publish→callback p50 {app[len(app) // 2] / 1e3:.1f} µs max {app[-1] / 1e3:.1f} µs")
+
+
+def test_live_shows_the_zenoh_topic_as_topics_reads_it(ddscope, tmp_path, needs_root, processes):
+    """`ddscope live` on the subscriber's interface while real Zenoh processes talk: its last table has the
+    rmw_zenoh topic with every sample the publisher logged (oracle: the processes' own logs) and the size
+    `ddscope topics` reads from the tcpdump capture of the same interface."""
+    count = 24
+    live = tmp_path / "live.txt"
+    _, b_pcap, pub_log, _ = run_scenario(tmp_path, "tcp", [3000], count, processes, live=live)
+    published = [r for r in pub_log if r["event"] == "publish"]
+    assert len(published) == count
+    text = live.read_text()
+    last = text[text.rindex("ddscope live"):]
+    header = next(l for l in last.splitlines() if l.startswith("topic "))
+    row = next((l for l in last.splitlines() if l.startswith("/chatter ")), None)
+    assert row is not None, last
+    # the columns by the header's positions (right-aligned numbers end where their header ends)
+    def col(name):
+        end = header.index(name) + len(name)
+        start = header.rindex("  ", 0, header.index(name)) if "  " in header[:header.index(name)] else 0
+        return row[start:end].strip()
+    t = next(x for x in json.loads(ddscope("topics", b_pcap, "--format", "json").stdout)["topics"] if x["topic_name"] == "/chatter")
+    assert int(col("samples")) == count == t["samples"], (row, t["samples"])
+    assert int(col("max B")) == t["max_sample_size"] == 3000, (row, t)
+    assert "malformed" not in pathlib.Path(f"{live}.err").read_text()
 
 
 def test_no_tshark_zenoh_dissector():
