@@ -18,12 +18,17 @@ Needs root (network namespaces); CI runs as root.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 import xxhash
@@ -226,22 +231,43 @@ def test_zenoh_lab_run_latency_is_the_ground_truth_per_sample(tmp_path, mode):
         assert h["sender_last_ts_ns"] in frames["router-pc1"] and h["receiver_first_ts_ns"] in frames["router-pc2"], (k, h)
 
 
-def test_agents_and_serve_on_a_zenoh_run(tmp_path):
-    """`lab run --agent` on Zenoh: an agent per host streams its Zenoh sightings to a real `ddscope serve`, which
-    correlates them by (gid, sequence number) and names the topics as `ddscope latency` does. Oracle: the nodes'
-    ground truth (every /image and /drive sample published at PC1 is delivered at PC2) and `ddscope latency` on the
-    run's own captures (the same samples, the same message latency per sample)."""
-    import os
-    import signal
-    import time
-    import urllib.request
+@contextlib.contextmanager
+def serve_for_agents(tmp_path):
+    """A real `ddscope serve` on a free port for the lab's agents: yields (port, token); stopped with SIGINT."""
     from conftest import free_port
-    need_root()
     token = "z" + os.urandom(4).hex()
     port = free_port()
     serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"0.0.0.0:{port}", "--token", token, "--window", "3s", "--idle", "3s"],
                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
     try:
+        yield port, token
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(30)
+
+
+def settled_state(port, token):
+    """serve's /api/state once every agent has ended and no sample is pending (60 s at most), and its flows by
+    (topic, sender, receiver)."""
+    deadline = time.time() + 60
+    while True:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            st = json.loads(r.read())
+        if not any(a["running"] for a in st["agents"]) and st["pending"]["samples"] == 0:
+            break
+        assert time.time() < deadline, st["agents"]
+        time.sleep(1)
+    return st, {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in st["flows"]}
+
+
+def test_agents_and_serve_on_a_zenoh_run(tmp_path):
+    """`lab run --agent` on Zenoh: an agent per host streams its Zenoh sightings to a real `ddscope serve`, which
+    correlates them by (gid, sequence number) and names the topics as `ddscope latency` does. Oracle: the nodes'
+    ground truth (every /image and /drive sample published at PC1 is delivered at PC2) and `ddscope latency` on the
+    run's own captures (the same samples, the same message latency per sample)."""
+    need_root()
+    with serve_for_agents(tmp_path) as (port, token):
         sc = tmp_path / "robotic.toml"
         # Four agents beside the Python nodes and router on two cores: the publishing rates are not what this test is
         # about (test_zenoh_lab_run_latency_is_the_ground_truth_per_sample checks them at 2 %); one run with helpers'
@@ -252,18 +278,7 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
         run = json.loads((out / "run.json").read_text())
         # an agent per host, and one on each of the router's links (the switch's ports)
         assert run["ok"] and {a["host"]: a["exit_code"] for a in run["agents"]} == {"pc1": 0, "pc2": 0, "router-pc1": 0, "router-pc2": 0}, run
-        def state():
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Authorization": f"Bearer {token}"})
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read())
-        deadline = time.time() + 60
-        while True:
-            st = state()
-            if not any(a["running"] for a in st["agents"]) and st["pending"]["samples"] == 0:
-                break
-            assert time.time() < deadline, st["agents"]
-            time.sleep(1)
-        flows = {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in st["flows"]}
+        st, flows = settled_state(port, token)
         truth = read_jsonl(out / "pc1.truth.jsonl")
         rows_file = tmp_path / "rows.jsonl"
         ddscope("latency", out, "--rows", rows_file)
@@ -299,9 +314,6 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
             # Compared by median: the hop is short (~0.2 ms) and one sample stamped apart by the agents' sockets moves
             # the mean of 40 by tens of us (one run: 0.270 vs 0.245 ms, the medians equal within 2 us).
             assert abs(hop["p50_ms"] - hop_p50) <= max(0.02, 0.05 * hop_p50), (hop, hop_p50)
-    finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(30)
 
 
 def test_zenoh_refusals_name_the_field(tmp_path):
@@ -558,17 +570,8 @@ def test_agents_and_serve_on_a_traced_zenoh_run(tmp_path):
     `ddscope latency` does (docs/zenoh.md, "ROS 2 traces"). Oracles: the nodes' ground truth (every sample
     published is delivered, each flow's ros_e2e counted for every sample) and `ddscope latency` on the run's own
     traces (per flow, the same ros_e2e mean: both read the same events)."""
-    import os
-    import signal
-    import time
-    import urllib.request
-    from conftest import free_port
     need_root()
-    token = "z" + os.urandom(4).hex()
-    port = free_port()
-    serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"0.0.0.0:{port}", "--token", token, "--window", "3s", "--idle", "3s"],
-                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
-    try:
+    with serve_for_agents(tmp_path) as (port, token):
         sc = tmp_path / "robotic.toml"
         sc.write_text(ROBOTIC.format(extra='middleware = "zenoh"\ntracing = "jazzy"\n').replace('duration = "2s"', 'duration = "4s"'))
         out = tmp_path / "run"
@@ -576,19 +579,7 @@ def test_agents_and_serve_on_a_traced_zenoh_run(tmp_path):
                 f"--send-to http://{{gateway}}:{port} --token {token} --trace-live {{trace_live}} --trace-lag 1s", timeout=240)
         run = json.loads((out / "run.json").read_text())
         assert run["ok"] and [a["exit_code"] for a in run["agents"]] == [0, 0], run
-
-        def state():
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Authorization": f"Bearer {token}"})
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read())
-        deadline = time.time() + 60
-        while True:
-            st = state()
-            if not any(a["running"] for a in st["agents"]) and st["pending"]["samples"] == 0:
-                break
-            assert time.time() < deadline, st["agents"]
-            time.sleep(1)
-        flows = {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in st["flows"]}
+        st, flows = settled_state(port, token)
         truth = read_jsonl(out / "pc1.truth.jsonl") + read_jsonl(out / "pc2.truth.jsonl")
         rows_file = tmp_path / "rows.jsonl"
         ddscope("latency", out, "--format", "jsonl", "-o", rows_file)
@@ -607,6 +598,3 @@ def test_agents_and_serve_on_a_traced_zenoh_run(tmp_path):
             assert all(v is not None for v in off)
             assert abs(e2e["mean_ms"] - sum(off) / len(off) / 1e6) <= 1e-6, (key, e2e, sum(off) / len(off) / 1e6)
             print(f"serve on traced Zenoh {key}: {f['delivered']} of {published} delivered, ros_e2e mean {e2e['mean_ms']:.6f} ms = offline")
-    finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(30)
