@@ -435,6 +435,11 @@ struct Validation {
     measured_write_to_take_ms: f64,
     predicted_write_to_take_ms: f64,
     write_to_take_error_pct: f64,
+    /// The hosts' share of write -> take (median write -> take minus median DDS layer) in this run
+    /// and in the calibration's run. No model fitted on one run knows the other's: the write -> take
+    /// error is the DDS-layer error plus about their difference.
+    stack_median_ms: f64,
+    calibration_stack_median_ms: f64,
 }
 
 /// DDS layer (thesis 3.2.5) and write -> take, each measured and predicted.
@@ -518,6 +523,8 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
             measured_write_to_take_ms: o.measured.latency_mean_ms,
             predicted_write_to_take_ms: w2t.mean_ms,
             write_to_take_error_pct: (w2t.mean_ms - mw) / mw * 100.0,
+            stack_median_ms: mw - md,
+            calibration_stack_median_ms: cal.measured.latency_median_ms - cal.measured.dds_layer_median_ms,
         });
     }
     if a.format == Format::Json {
@@ -566,10 +573,12 @@ calibrated: the run's layout and writer pacing (DDS layer, thesis 3.2.5); write-
         let _ = writeln!(o, "\nOut of sample (other no-gate runs, their own link and layout, this calibration's host times)");
         for v in &rep.validation {
             let _ = writeln!(o, "  {} ({}{}; {} samples): DDS layer measured {:.3} ms median ({:.3} mean), predicted {:.3} ms ({:+.2} %); \
-write -> take measured {:.3} ms median ({:.3} mean), predicted {:.3} ms ({:+.2} %)",
+write -> take measured {:.3} ms median ({:.3} mean), predicted {:.3} ms ({:+.2} %); \
+the hosts' stack time {:.3} ms median there, {:.3} ms in the calibration's run",
                 v.run, Rate(v.link_rate_bps), v.shaper_burst_bytes.map(|b| format!(", tbf bucket {b} B")).unwrap_or_default(), v.samples_used,
                 v.measured_dds_layer_median_ms, v.measured_dds_layer_ms, v.predicted_dds_layer_ms, v.dds_layer_error_pct,
-                v.measured_write_to_take_median_ms, v.measured_write_to_take_ms, v.predicted_write_to_take_ms, v.write_to_take_error_pct);
+                v.measured_write_to_take_median_ms, v.measured_write_to_take_ms, v.predicted_write_to_take_ms, v.write_to_take_error_pct,
+                v.stack_median_ms, v.calibration_stack_median_ms);
         }
     }
     print!("{o}");
