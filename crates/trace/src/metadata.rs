@@ -249,13 +249,10 @@ fn check_arrays(norm: &str) -> Result<(), String> {
             } else {
                 Some(t.parse::<u64>().unwrap_or(u64::MAX))
             };
-            match n {
-                Some(n) => {
-                    lengths.push(t.to_string());
-                    product = product.saturating_mul(n);
-                }
-                // A sequence (`[length_field]`): its length comes from the data.
-                None => {}
+            // None: a sequence (`[length_field]`), whose length comes from the data.
+            if let Some(n) = n {
+                lengths.push(t.to_string());
+                product = product.saturating_mul(n);
             }
             i += 3;
         }
