@@ -310,7 +310,10 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
             print(f"serve on Zenoh {topic}: router hop {hop['count']} samples, mean {hop['mean_ms']:.4f} ms, p50 {hop['p50_ms']:.4f} ms; "
                   f"offline {len(hops[topic])}, {hop_off:.4f} ms, p50 {hop_p50:.4f} ms")
             assert hop["count"] == published == len(hops[topic]), (topic, hop, {f"{k[1]}->{k[2]}": (v["samples"], v["delivered"], [(l, d["count"]) for l, d in v["layers"]])
-                                                                              for k, v in flows.items() if k[0] == topic}, st["pending"])
+                                                                              for k, v in flows.items() if k[0] == topic}, st["pending"],
+                                                               # an agent silent for --idle is judged without; its sightings then count here
+                                                               {a["name"]: a["late_sightings"] for a in st["agents"]},
+                                                               st["correlation"]["samples_without_sender"])
             # Compared by median: the hop is short (~0.2 ms) and one sample stamped apart by the agents' sockets moves
             # the mean of 40 by tens of us (one run: 0.270 vs 0.245 ms, the medians equal within 2 us).
             assert abs(hop["p50_ms"] - hop_p50) <= max(0.02, 0.05 * hop_p50), (hop, hop_p50)

@@ -314,6 +314,9 @@ pub struct CorrelationStats {
     /// DATA_FRAGs not judged because the writer's sender capture did not see
     /// them (no sending time to measure from).
     pub submessages_without_sender: u64,
+    /// Samples not judged because the writer's sender capture did not see
+    /// them (no sending time to measure from: no message rows, no router hop).
+    pub samples_without_sender: u64,
     /// Writers forgotten (least recently seen first) to stay within `max_writers`.
     pub writers_evicted: u64,
     /// Flows dropped with their statistics (least recently updated first) to
@@ -382,6 +385,10 @@ pub struct Correlator {
     /// First and last time each capture has seen (corrected).
     spans: Vec<(i64, i64)>,
     ended: Vec<bool>,
+    /// How far judgement by time has gone: the highest horizon (low watermark less the window) used,
+    /// at most the latest time any capture has seen. The low watermark can move back (a capture that
+    /// had ended or fallen silent runs again, or a new one is added); what was judged stays judged.
+    judged_to: i64,
     writers: BoundedMap<Guid, WriterState>,
     /// Weighted by the bytes of their distributions.
     flows: BoundedMap<FlowKey, FlowStats>,
@@ -427,6 +434,7 @@ impl Correlator {
             watermarks: vec![i64::MIN; n],
             spans: vec![(i64::MAX, i64::MIN); n],
             ended: vec![false; n],
+            judged_to: i64::MIN,
             writers: BoundedMap::new(cfg.max_writers),
             flows: BoundedMap::new(cfg.max_flows).with_max_weight(cfg.max_flow_bytes),
             stats: CorrelationStats::default(),
@@ -915,10 +923,12 @@ impl Correlator {
 
     /// Whether a sighting from capture `c` comes after its time was judged:
     /// its sample (or DATA_FRAG) is not waiting and its first time is at or
-    /// before every running capture's watermark less the window. Fed anyway,
-    /// it would be judged as a sample of its own.
+    /// before every running capture's watermark less the window, or before
+    /// the time judgement had already reached (while `c` had ended or fallen
+    /// silent, the others' watermarks alone moved it on). Fed anyway, it
+    /// would be judged as a sample of its own.
     pub fn is_late(&self, c: usize, item: &Item) -> bool {
-        let horizon = self.low_watermark().saturating_sub(self.cfg.window_ns);
+        let horizon = self.low_watermark().saturating_sub(self.cfg.window_ns).max(self.judged_to);
         match item {
             Item::Sample(r) => !self.pending.contains_key(&(r.writer_id, r.sn)) && self.corr(c, r.first_ts_ns) <= horizon,
             Item::Frag(f) => !self.frags.contains_key(&(f.writer, f.sn, f.fragment_starting_num)) && self.corr(c, f.first_ip_ts_ns) <= horizon,
@@ -938,6 +948,10 @@ impl Correlator {
     fn judge_due(&mut self, out: &mut dyn RowSink<LatencyRow>) {
         let lw = self.low_watermark();
         let horizon = lw.saturating_sub(self.cfg.window_ns);
+        // Every capture ended: everything is judged, up to the latest time seen (not i64::MAX: a capture
+        // that starts later with new samples is not late).
+        let seen = self.spans.iter().map(|s| s.1).max().unwrap_or(i64::MIN);
+        self.judged_to = self.judged_to.max(horizon.min(seen));
         while self.pending.peek_lru().is_some_and(|(_, p)| p.first <= horizon) {
             if let Some((key, p)) = self.pending.pop_lru() {
                 let writer = key.0;
@@ -1007,7 +1021,10 @@ impl Correlator {
         }
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         let wire_node = w.node.clone();
-        let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else { return };
+        let Some(&(_, snd)) = p.seen.iter().find(|(c, _)| *c == sender) else {
+            self.stats.samples_without_sender += 1;
+            return;
+        };
         // Publication period from the sender's consecutive samples, or from samples a few sequence
         // numbers apart (the interval divided by the gap): a serve shard behind the Collector judges only
         // the samples routed to it, and a capture that missed a sample still gives the period.
@@ -1772,5 +1789,40 @@ mod tests {
         c.finish(&mut |r| rows.push(r));
         assert_eq!(c.stats.submessages_without_sender, 1);
         assert_eq!(c.stats.submessages_judged, 0);
+    }
+
+    /// Oracle: the fed sightings. Samples 1 and 2 seen at pc1 then pc2 make pc1 the writer's sender;
+    /// sample 3, seen at pc2 only (pc1's capture missed it), has no sending time: no row, counted.
+    #[test]
+    fn samples_the_sender_did_not_see_are_counted() {
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        for sn in 1..=2 {
+            c.push(0, Item::Sample(rec("pc1", sn, sn * 100 * MS, sn * 100 * MS + MS, true, 0)), &mut |r| rows.push(r));
+            c.push(1, Item::Sample(rec("pc2", sn, sn * 100 * MS + 2 * MS, sn * 100 * MS + 3 * MS, true, 0)), &mut |r| rows.push(r));
+            c.push(0, Item::Watermark(sn * 2_000 * MS), &mut |r| rows.push(r));
+            c.push(1, Item::Watermark(sn * 2_000 * MS), &mut |r| rows.push(r));
+        }
+        c.push(1, Item::Sample(rec("pc2", 3, 5_000 * MS, 5_001 * MS, true, 0)), &mut |r| rows.push(r));
+        c.finish(&mut |r| rows.push(r));
+        assert_eq!((c.stats.samples_judged, c.stats.samples_without_sender), (3, 1));
+        assert_eq!(rows.iter().filter(|r| r.sn == 3).count(), 0);
+    }
+
+    /// Oracle: the fed sightings. pc2 ends and sample 1 is judged by pc1's watermark alone; pc2 runs
+    /// again, its watermark behind: its sighting of sample 1 is still late (judgement had gone past it),
+    /// a sighting of a sample after that time is not.
+    #[test]
+    fn judgement_that_went_past_a_capture_that_ended_stays_past() {
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        c.push(0, Item::Sample(rec("pc1", 1, 100 * MS, 101 * MS, true, 0)), &mut |r| rows.push(r));
+        c.push(1, Item::Watermark(50 * MS), &mut |r| rows.push(r));
+        c.set_ended(1, true, &mut |r| rows.push(r));
+        c.push(0, Item::Watermark(3_000 * MS), &mut |r| rows.push(r));
+        assert_eq!(c.pending().0, 0, "sample 1 judged without pc2");
+        c.set_ended(1, false, &mut |r| rows.push(r));
+        assert!(c.is_late(1, &Item::Sample(rec("pc2", 1, 102 * MS, 103 * MS, true, 0))));
+        assert!(!c.is_late(1, &Item::Sample(rec("pc2", 2, 2_500 * MS, 2_501 * MS, true, 0))));
     }
 }

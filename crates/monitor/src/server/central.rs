@@ -135,6 +135,10 @@ struct Agent {
     /// The agent's trace in the correlator, once it sent a trace item.
     trace: Option<usize>,
     trace_items: u64,
+    /// Sightings that came over the JSON stream after their sample was judged (counted, not fed):
+    /// the agent had fallen silent for `--idle` and serve judged without it meanwhile.
+    /// (Over OTLP they are counted in `hold.stats.late_sightings`.)
+    late_sightings: u64,
 }
 
 #[derive(Default)]
@@ -412,6 +416,7 @@ impl Central {
                         hold: crate::stream::otlp::AgentHold::new(self.cfg.window_ns),
                         trace: None,
                         trace_items: 0,
+                        late_sightings: 0,
                     },
                 );
                 idx
@@ -466,8 +471,14 @@ impl Central {
         for w in items {
             match self.decoder.decode(&name, w) {
                 Ok(protocol::Decoded::Capture(item)) => {
-                    if data_only && late(&self.corr, rows.series, idx, &name, &item) {
-                        a.hold.stats.late_sightings += 1;
+                    // Late over either stream: an OTLP sighting behind the broadcast records, or a JSON
+                    // one from an agent that fell silent for --idle while serve judged without it.
+                    if late(&self.corr, rows.series, idx, &name, &item) {
+                        if data_only {
+                            a.hold.stats.late_sightings += 1;
+                        } else {
+                            a.late_sightings += 1;
+                        }
                         continue;
                     }
                     self.corr.push(idx, item, &mut rows)
@@ -650,7 +661,7 @@ impl Central {
             fam("ddscope_serve_agent_lost_batches_total", "Batches lost on the way (gaps in the agent's sequence numbers).", MetricKind::Counter, per_agent("ddscope_serve_agent_lost_batches_total", &|a| a.seq_gaps as f64)),
             fam("ddscope_serve_agent_dropped_items_total", "Items the agent dropped because serve was unreachable (its queue was full).", MetricKind::Counter, per_agent("ddscope_serve_agent_dropped_items_total", &|a| a.dropped_items as f64)),
             fam("ddscope_serve_agent_kernel_dropped_total", "The agent's capture: packets the kernel dropped (ring full), as the agent last reported.", MetricKind::Counter, per_agent("ddscope_serve_agent_kernel_dropped_total", &|a| kernel(a, "dropped"))),
-            fam("ddscope_serve_agent_late_sightings_total", "Sightings that came over OTLP after their sample was judged (counted, not fed).", MetricKind::Counter, per_agent("ddscope_serve_agent_late_sightings_total", &|a| a.hold.stats.late_sightings as f64)),
+            fam("ddscope_serve_agent_late_sightings_total", "Sightings that came after their sample was judged (counted, not fed): over OTLP behind the broadcast records, or from an agent that fell silent for --idle.", MetricKind::Counter, per_agent("ddscope_serve_agent_late_sightings_total", &|a| (a.late_sightings + a.hold.stats.late_sightings) as f64)),
             fam("ddscope_serve_agent_trace_items_total", "ros2_tracing items the agent sent (agent --trace-live).", MetricKind::Counter, per_agent("ddscope_serve_agent_trace_items_total", &|a| a.trace_items as f64)),
         ];
         let mut corr = vec![];
@@ -767,6 +778,7 @@ impl Central {
                     "last_seen_s": a.last_seen.elapsed().as_secs_f64(),
                     "running": !a.ended,
                     "trace_items": a.trace_items,
+                    "late_sightings": a.late_sightings + a.hold.stats.late_sightings,
                     "otlp_held_now": a.hold.len(),
                     "otlp_hold": a.hold.stats.to_json(),
                     "batches": a.batches,
@@ -847,10 +859,11 @@ impl Central {
     }
 }
 
-/// Whether a sighting that came over OTLP comes after its time was judged
-/// (the traces pipeline fell behind the broadcast watermarks by more than
-/// the window and the hold): its sample is no longer waiting and its time
-/// has passed, or its sample was judged lost toward this agent lately.
+/// Whether a sighting comes after its time was judged (over OTLP: the traces
+/// pipeline fell behind the broadcast watermarks by more than the window and
+/// the hold; over either stream: its agent fell silent for `--idle` and was
+/// judged without): its sample is no longer waiting and its time has passed,
+/// or its sample was judged lost toward this agent lately.
 /// Fed anyway it would be judged as a sample of its own; it is counted instead.
 fn late(corr: &Correlator, series: &SeriesStore, idx: usize, agent: &Arc<str>, item: &ddscope_core::latency::Item) -> bool {
     use ddscope_core::latency::Item;
@@ -993,6 +1006,95 @@ mod tests {
         assert_eq!(t["late_sightings"], 1, "{t}");
         assert_eq!(st["agents"][1]["otlp_hold"]["late_sightings"], 1, "counted for the agent whose sighting came late");
         assert_eq!(st["otlp_hold"]["held_now"], 0);
+    }
+
+    /// A Zenoh sighting of sample `sn` as an agent streams it: (sending session, receiving session) keys.
+    fn zenoh_sighting(agent: &str, seq: u64, sn: i64, first: i64, last: i64, z: (u64, u64), wm: i64) -> Batch {
+        let s = protocol::StreamSample {
+            w: "0110aaaa010203040506070800001203".into(),
+            sn,
+            topic: Some(("0/image/sensor_msgs::msg::dds_::Image_/RIHS01_00".into(), "sensor_msgs::msg::dds_::Image_".into())),
+            tt: 1,
+            first,
+            first_ip: first,
+            last,
+            complete: true,
+            size: 100_000,
+            fsize: None,
+            fexp: 1,
+            fseen: 1,
+            ipf: 1,
+            retx: 0,
+            retx_bytes: 0,
+            pcp: None,
+            vendor: 0,
+            supp: 0,
+            sts: None,
+            z: Some(z),
+        };
+        let items = vec![StreamItem::Sample(s), StreamItem::Watermark { t: wm }];
+        Batch { agent: agent.into(), seq, sent_ns: 0, items, dropped_items: 0, topics: None, system: vec![], counters: None, last: false }
+    }
+
+    /// The shape of a loaded lab run (test_lab_zenoh's agents on a Zenoh run): the agent on the router's
+    /// link to pc2 falls silent for longer than `--idle` while its sighting of sample 2 waits in its next
+    /// batch. serve stops waiting for it, judges sample 2 without it (the router's hop then ends at pc2's
+    /// capture), and the sighting arrives after that. Oracle: the sightings the test sent — two samples,
+    /// each seen by all four agents; sample 2's sighting at router-pc2 came after its sample was judged.
+    /// It must be counted as late for router-pc2 (not fed, which made it a sample of its own that was
+    /// judged without its sender and dropped without a trace), and every hop is accounted for.
+    #[test]
+    fn a_sighting_after_its_agent_fell_silent_is_counted_not_dropped() {
+        const S: i64 = 1_000_000_000;
+        let (pc1, router, pc2) = (11u64, 22u64, 33u64);
+        let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.window_ns = S;
+        cfg.idle = Duration::from_millis(200);
+        let mut c = Central::new(cfg);
+        // (agent, session keys, first, last) of one sample sent at t: pc1 → router → pc2
+        let seen = |t: i64| {
+            [
+                ("pc1", (pc1, router), t, t + 100_000),
+                ("router-pc1", (pc1, router), t + 5_000, t + 105_000),
+                ("router-pc2", (router, pc2), t + 200_000, t + 300_000),
+                ("pc2", (router, pc2), t + 205_000, t + 305_000),
+            ]
+        };
+        for (a, z, first, last) in seen(S) {
+            c.ingest(zenoh_sighting(a, 1, 1, first, last, z, S + S / 2)).unwrap();
+        }
+        // Sample 2: router-pc2's sighting is held back (its agent is silent).
+        let [s1, s2, held, s4] = seen(2 * S);
+        for (a, z, first, last) in [s1, s2, s4] {
+            c.ingest(zenoh_sighting(a, 2, 2, first, last, z, 2 * S + S / 2)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for a in ["pc1", "router-pc1", "pc2"] {
+            c.ingest(record(a, 3, 2 * S + S / 2)).unwrap();
+        }
+        c.tick(); // router-pc2: silent for longer than --idle
+        for a in ["pc1", "router-pc1", "pc2"] {
+            c.ingest(record(a, 4, 4 * S)).unwrap(); // sample 2 is judged without router-pc2
+        }
+        let (a, z, first, last) = held;
+        c.ingest(zenoh_sighting(a, 2, 2, first, last, z, 4 * S)).unwrap();
+        for (k, a) in ["pc1", "router-pc1", "pc2", "router-pc2"].iter().enumerate() {
+            c.ingest(Batch { last: true, ..record(a, 5 + k as u64, 5 * S) }).unwrap();
+        }
+        let st = c.state(json!({}), &|_| 0);
+        let agent = |n: &str| st["agents"].as_array().unwrap().iter().find(|a| a["name"] == n).unwrap().clone();
+        assert_eq!(agent("router-pc2")["late_sightings"], 1, "{}", agent("router-pc2"));
+        for a in ["pc1", "router-pc1", "pc2"] {
+            assert_eq!(agent(a)["late_sightings"], 0, "{a}");
+        }
+        assert_eq!(st["correlation"]["samples_judged"], 2, "the late sighting is not judged as a sample of its own: {}", st["correlation"]);
+        let flows = c.corr.summaries();
+        let hops = |s: &str, r: &str| {
+            flows.iter().find(|f| f.sender == s && f.receiver == r).and_then(|f| f.layers.iter().find(|(l, _)| *l == ddscope_core::latency::Layer::Router)).map_or(0, |(_, d)| d.count)
+        };
+        assert_eq!((hops("router-pc1", "router-pc2"), hops("router-pc1", "pc2")), (1, 1), "{flows:?}");
+        let m = flows.iter().find(|f| f.sender == "pc1" && f.receiver == "pc2").expect("pc1 → pc2");
+        assert_eq!((m.delivered, m.lost), (2, 0));
     }
 
     /// Oracle: the agents the test sent. 64 junk names fill the table; once they are idle a new agent
