@@ -317,6 +317,10 @@ pub struct CorrelationStats {
     /// Samples not judged because the writer's sender capture did not see
     /// them (no sending time to measure from: no message rows, no router hop).
     pub samples_without_sender: u64,
+    /// Zenoh: a capture's further sightings of a sample in another session (the sample came back out on
+    /// the link it came in on: a host-local topic through a router). One sighting per capture is kept
+    /// (the others count as copies towards their readers); those hops are not measured (docs/zenoh.md).
+    pub zenoh_sightings_not_kept: u64,
     /// Writers forgotten (least recently seen first) to stay within `max_writers`.
     pub writers_evicted: u64,
     /// Flows dropped with their statistics (least recently updated first) to
@@ -813,7 +817,14 @@ impl Correlator {
                     if let Some(dst) = r.dst {
                         let t = self.corr(c, r.first_ts_ns);
                         match self.pending.get_mut(&(r.writer_id, r.sn)) {
-                            Some(p) => note_copy(&mut p.copies, &mut self.readers, c, dst, t),
+                            Some(p) => {
+                                // Zenoh: the copy in another session at a capture that saw the sample in one already
+                                // (back out on the link it came in on: a host-local topic through a router)
+                                if r.zenoh_zids.is_some_and(|z| p.seen.iter().any(|(cc, k)| *cc == c && k.zids.is_some_and(|kz| kz != z))) {
+                                    self.stats.zenoh_sightings_not_kept += 1;
+                                }
+                                note_copy(&mut p.copies, &mut self.readers, c, dst, t)
+                            }
                             None => self.readers.copies_late += 1,
                         }
                     }
@@ -882,8 +893,12 @@ impl Correlator {
                 if p.source_ts.is_none() {
                     p.source_ts = r.source_ts_ns;
                 }
-                if !p.seen.iter().any(|(cc, _)| *cc == c) {
-                    p.seen.push((c, s));
+                match p.seen.iter().find(|(cc, _)| *cc == c) {
+                    None => p.seen.push((c, s)),
+                    // the sample back out on the link it came in on, in another Zenoh session (a host-local
+                    // topic through a router): one sighting per capture is kept, so this hop is not measured
+                    Some((_, k)) if k.zids.is_some() && s.zids.is_some() && k.zids != s.zids => self.stats.zenoh_sightings_not_kept += 1,
+                    Some(_) => {}
                 }
                 self.stats.max_pending_samples = self.stats.max_pending_samples.max(self.pending.len());
             }
@@ -1522,6 +1537,13 @@ impl Correlator {
                 self.stats.samples_without_sender
             ));
         }
+        if self.stats.zenoh_sightings_not_kept > 0 {
+            w.push(format!(
+                "{} Zenoh sightings of samples that came back out on the link they came in on (host-local topics through a \
+                 router) were not kept: one sighting per capture is, so those router hops have no row",
+                self.stats.zenoh_sightings_not_kept
+            ));
+        }
         if self.stats.sender_disagreements > 0 {
             w.push(format!(
                 "{} samples were first seen at a capture other than their writer's usual sender: the clocks may be offset (try --estimate-offset)",
@@ -1815,6 +1837,30 @@ mod tests {
         assert_eq!((c.stats.samples_judged, c.stats.samples_without_sender), (3, 1));
         assert!(c.warnings().iter().any(|w| w.starts_with("1 samples were seen at other captures but not at their writer's sender")), "{:?}", c.warnings());
         assert_eq!(rows.iter().filter(|r| r.sn == 3).count(), 0);
+    }
+
+    /// Oracle: the fed sightings. A host-local sample through a router seen at pc1 twice, into the
+    /// router's session and back out of it (as a sample, and as the copy record the sample tracker
+    /// emits): the first sighting is kept, the second counted and warned of; a repeated sighting in
+    /// the same session (or without sessions, as RTPS) is not counted.
+    #[test]
+    fn a_captures_second_zenoh_session_of_a_sample_is_counted() {
+        let mut c = correlator(0, AppTruth::default());
+        let mut rows = vec![];
+        let z = |r: SampleRecord, zids| SampleRecord { zenoh_zids: Some(zids), ..r };
+        c.push(0, Item::Sample(z(rec("pc1", 1, 100 * MS, 101 * MS, true, 0), (1, 9))), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(z(rec("pc1", 1, 100 * MS, 101 * MS, true, 0), (1, 9))), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(z(rec("pc1", 1, 102 * MS, 103 * MS, true, 0), (9, 2))), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(rec("pc1", 2, 200 * MS, 201 * MS, true, 0)), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(rec("pc1", 2, 200 * MS, 201 * MS, true, 0)), &mut |r| rows.push(r));
+        // as the sample tracker emits the way back: a copy record (another destination), in its own session
+        let copy = |r: SampleRecord| SampleRecord { closed_by: crate::samples::CLOSED_COPY, dst: Some("10.0.0.1:7447".parse().unwrap()), ..r };
+        c.push(0, Item::Sample(z(rec("pc1", 3, 300 * MS, 301 * MS, true, 0), (1, 9))), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(copy(z(rec("pc1", 3, 302 * MS, 303 * MS, true, 0), (9, 2)))), &mut |r| rows.push(r));
+        c.push(0, Item::Sample(copy(z(rec("pc1", 3, 302 * MS, 303 * MS, true, 0), (1, 9)))), &mut |r| rows.push(r));
+        c.finish(&mut |r| rows.push(r));
+        assert_eq!(c.stats.zenoh_sightings_not_kept, 2);
+        assert!(c.warnings().iter().any(|w| w.starts_with("2 Zenoh sightings of samples that came back out")), "{:?}", c.warnings());
     }
 
     /// Oracle: the fed sightings. pc2 ends and sample 1 is judged by pc1's watermark alone; pc2 runs
