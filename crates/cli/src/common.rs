@@ -6,6 +6,7 @@ use ddscope_core::record::Record;
 use ddscope_core::sink::{RowSink, RowWriter, TopicSelect};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -76,7 +77,7 @@ fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 
 /// For the file commands: Ctrl-C (SIGINT), SIGTERM and SIGHUP remove the
 /// temporary files of outputs not yet complete (the final names never hold a
-/// partial file, and no hidden `.NAME.ddscope-PID.tmp` stays behind) and exit 130.
+/// partial file, and no hidden `.NAME.ddscope-RANDOM.tmp` stays behind) and exit 130.
 pub fn remove_partial_outputs_on_interrupt() {
     let _ = ctrlc::set_handler(|| {
         for p in pending().drain(..) {
@@ -91,6 +92,8 @@ pub fn remove_partial_outputs_on_interrupt() {
 /// never leaves a partial Parquet/JSON file under the name the user gave.
 pub struct Output {
     tmp: Option<(PathBuf, PathBuf)>,
+    /// The temporary file's device and inode, checked before the rename.
+    id: Option<(u64, u64)>,
 }
 
 impl Output {
@@ -98,6 +101,12 @@ impl Output {
     pub fn commit(mut self) -> anyhow::Result<()> {
         if let Some((tmp, fin)) = self.tmp.take() {
             pending().retain(|p| p != &tmp);
+            // The name must still hold the file written (not a symlink or
+            // another file put there meanwhile by whoever can write the directory).
+            let now = std::fs::symlink_metadata(&tmp).ok().filter(|m| m.file_type().is_file()).map(|m| (m.dev(), m.ino()));
+            if now.is_none() || now != self.id {
+                anyhow::bail!("{}: the temporary file was replaced while it was written (is the directory writable by others?): not moving it to {}", tmp.display(), fin.display());
+            }
             std::fs::rename(&tmp, &fin).with_context(|| format!("cannot move {} to {}", tmp.display(), fin.display()))?;
         }
         Ok(())
@@ -165,7 +174,7 @@ pub fn open_output(path: Option<&Path>, format: OutFormat, inputs: &[PathBuf]) -
             if format == OutFormat::Parquet {
                 anyhow::bail!("--format parquet needs an output file: add -o FILE.parquet");
             }
-            Ok((Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), Output { tmp: None }))
+            Ok((Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), Output { tmp: None, id: None }))
         }
     }
 }
@@ -183,14 +192,15 @@ pub fn create_file(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<(File, Out
         }
         if !meta.is_file() {
             let f = File::options().write(true).open(path).with_context(|| format!("cannot open {} for writing", path.display()))?;
-            return Ok((f, Output { tmp: None }));
+            return Ok((f, Output { tmp: None, id: None }));
         }
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "output".into());
-    let tmp = path.with_file_name(format!(".{name}.ddscope-{}.tmp", std::process::id()));
-    let f = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    // A random name created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 less
+    // the umask: nothing planted at a predictable name is followed or reused.
+    let (f, tmp) = ddscope_traffic::fsio::create_private_tmp(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let id = f.metadata().ok().map(|m| (m.dev(), m.ino()));
     pending().push(tmp.clone());
-    Ok((f, Output { tmp: Some((tmp, path.to_path_buf())) }))
+    Ok((f, Output { tmp: Some((tmp, path.to_path_buf())), id }))
 }
 
 /// Writes `bytes` to `path` through a temporary file (see [`Output`]).

@@ -181,7 +181,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             fs::remove_dir_all(&p).with_context(|| format!("cannot remove the old trace {}", p.display()))?;
         }
     }
-    fs::write(out.join("scenario.toml"), sc.to_toml()?)?;
+    ddscope_traffic::fsio::write_atomic(&out.join("scenario.toml"), sc.to_toml()?.as_bytes()).with_context(|| format!("cannot write {}", out.join("scenario.toml").display()))?;
 
     procs::install_signal_handlers();
     let run_id = net::new_run_id();
@@ -220,7 +220,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         say!(opts, "emulated loss: {dropped} of {frames} IPv4 frames dropped on the switch ({:.3} %; the parameters give {:.3} %)", 100.0 * dropped as f64 / frames.max(1) as f64, 100.0 * l.mean_loss);
     }
     let _ = fs::remove_dir_all(&tmp);
-    fs::write(out.join("run.json"), serde_json::to_string_pretty(&report)? + "\n")?;
+    ddscope_traffic::fsio::write_atomic(&out.join("run.json"), (serde_json::to_string_pretty(&report)? + "\n").as_bytes()).with_context(|| format!("cannot write {}", out.join("run.json").display()))?;
     print_summary(&report);
     let failures = &report.failures;
     if !failures.is_empty() {

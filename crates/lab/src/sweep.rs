@@ -223,6 +223,8 @@ pub struct Sweep {
     pub description: String,
     pub scenario_file: PathBuf,
     pub scenario_text: String,
+    /// The sweep file as read (copied into the output directory).
+    pub text: String,
     pub repeats: u32,
     pub duration: Option<Nanos>,
     /// Matrix keys in the order of the file, then keys only explicit cells set.
@@ -236,7 +238,7 @@ pub struct Sweep {
 /// Reads and checks a sweep file: every key and value against the base
 /// scenario, then every cell as a whole. Errors are one line naming the file and the key.
 pub fn load(path: &Path) -> Result<Sweep> {
-    let text = fs::read_to_string(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+    let text = ddscope_traffic::fsio::read_bounded_text(path, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "sweep file")?;
     parse(path, &text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
@@ -262,7 +264,7 @@ fn parse(path: &Path, text: &str) -> Result<Sweep> {
     }
     let base_dir = path.parent().unwrap_or(Path::new("."));
     let scenario_file = base_dir.join(&doc.scenario);
-    let scenario_text = fs::read_to_string(&scenario_file).map_err(|e| anyhow!("scenario {}: cannot read: {e}", scenario_file.display()))?;
+    let scenario_text = ddscope_traffic::fsio::read_bounded_text(&scenario_file, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "scenario file").map_err(|e| anyhow!("scenario {e}"))?;
     let base: toml::Table = toml::from_str(&scenario_text).map_err(|e| anyhow!("scenario {}: {}", scenario_file.display(), one_line(e.message())))?;
     // the base itself must be a valid scenario
     check_scenario(&base, doc.duration).map_err(|e| anyhow!("scenario {}: {e}", scenario_file.display()))?;
@@ -369,6 +371,7 @@ fn parse(path: &Path, text: &str) -> Result<Sweep> {
         description: doc.description,
         scenario_file,
         scenario_text,
+        text: text.to_string(),
         repeats: doc.repeats,
         duration: doc.duration,
         keys,
@@ -491,9 +494,8 @@ impl Manifest {
 
     /// Writes sweep.json atomically (a kill never leaves half a manifest).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let tmp = dir.join(".sweep.json.tmp");
-        fs::write(&tmp, serde_json::to_string_pretty(self)? + "\n").with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, dir.join("sweep.json")).with_context(|| format!("cannot write {}", dir.join("sweep.json").display()))?;
+        let p = dir.join("sweep.json");
+        ddscope_traffic::fsio::write_atomic(&p, (serde_json::to_string_pretty(self)? + "\n").as_bytes()).with_context(|| format!("cannot write {}", p.display()))?;
         Ok(())
     }
 
@@ -596,14 +598,15 @@ pub fn run(sweep: &Sweep, opts: &mut SweepOptions) -> Result<Manifest> {
     };
     fs::create_dir_all(out.join("scenarios")).with_context(|| format!("cannot create {}", out.display()))?;
     fs::create_dir_all(out.join("runs"))?;
-    fs::write(out.join("sweep.toml"), fs::read(&sweep.file)?)?;
-    fs::write(out.join("base-scenario.toml"), &sweep.scenario_text)?;
+    let write = |p: PathBuf, b: &[u8]| ddscope_traffic::fsio::write_atomic(&p, b).with_context(|| format!("cannot write {}", p.display()));
+    write(out.join("sweep.toml"), sweep.text.as_bytes())?;
+    write(out.join("base-scenario.toml"), sweep.scenario_text.as_bytes())?;
     let base: toml::Table = toml::from_str(&sweep.scenario_text)?;
     for c in &sweep.cells {
         let t = cell_table(&base, c)?;
         let mut text = format!("# sweep {} cell {}: {}\n", sweep.name, c.id, c.label());
         text.push_str(&toml::to_string(&t)?);
-        fs::write(out.join(format!("scenarios/{}.toml", c.id)), text)?;
+        write(out.join(format!("scenarios/{}.toml", c.id)), text.as_bytes())?;
     }
     m.sessions += 1;
     m.finished = false;

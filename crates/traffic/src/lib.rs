@@ -5,6 +5,7 @@
 //! `"64KiB"`, `"50%"`).
 
 pub mod flows;
+pub mod fsio;
 pub mod text;
 pub mod units;
 

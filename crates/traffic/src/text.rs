@@ -37,12 +37,22 @@ pub const EXCERPT_CHARS: usize = 200;
 /// characters escaped, and at most `max_chars` characters of it followed by
 /// `… (N bytes)` when longer (a 200 KB line is not echoed back).
 pub fn excerpt(s: &str, max_chars: usize) -> String {
-    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let escaped = escape_controls(&one_line);
-    match escaped.char_indices().nth(max_chars) {
-        None => escaped.into_owned(),
-        Some((cut, _)) => format!("{}… ({} bytes)", &escaped[..cut], s.len()),
+    // Lazily: only the quoted head is collapsed and escaped (a 200 MB field
+    // costs no copy of itself).
+    let mut out = String::new();
+    let mut n = 0;
+    for (i, word) in s.split_whitespace().enumerate() {
+        for c in (i > 0).then_some(' ').into_iter().chain(word.chars()) {
+            if n == max_chars {
+                out.push_str(&format!("… ({} bytes)", s.len()));
+                return out;
+            }
+            let mut b = [0u8; 4];
+            out.push_str(&escape_controls(c.encode_utf8(&mut b)));
+            n += 1;
+        }
     }
+    out
 }
 
 #[cfg(test)]
