@@ -193,9 +193,14 @@ impl DecodeStats {
         let mut evictions: Vec<String> = self.discovery.eviction_line().into_iter().collect();
         evictions.extend(self.zenoh.evictions());
         let line = if evictions.is_empty() { line } else { format!("{line}; evicted (caps): {}", evictions.join(", ")) };
-        match self.discovery.truncation_line() {
-            Some(cut) => format!("{line}; {cut}"),
-            None => line,
+        let mut cuts: Vec<String> = self.discovery.truncation_line().into_iter().collect();
+        if self.zenoh.names_truncated > 0 {
+            cuts.push(format!("{} Zenoh names cut at discovery.max_name_bytes (key expressions at twice that; marked …[truncated, N bytes])", self.zenoh.names_truncated));
+        }
+        if cuts.is_empty() {
+            line
+        } else {
+            format!("{line}; {}", cuts.join("; "))
         }
     }
 }
@@ -348,7 +353,8 @@ impl Decoder {
             diagnostics: Vec::new(),
             msg_events: Vec::with_capacity(64),
             node_cache: NodeCache::default(),
-            zenoh: crate::zenoh::ZenohDecoder::new(cfg.zenoh),
+            // One name cap for every protocol: Zenoh's names are cut as SEDP's are.
+            zenoh: crate::zenoh::ZenohDecoder::new(crate::zenoh::ZenohLimits { max_name_bytes: cfg.discovery.max_name_bytes, ..cfg.zenoh }),
             datagrams: false,
         }
     }

@@ -17,7 +17,13 @@ use serde::Serialize;
 use std::sync::Arc;
 
 /// Topic and type names of an endpoint, as on the wire and as ROS 2 users know them.
+///
+/// Every value is a name from the wire and is cut at a name cap (see
+/// [`crate::names`]): the constructors cut, and outside this crate a
+/// `TopicNames` cannot be built any other way (`non_exhaustive`), so a new
+/// protocol's decoder cannot keep an uncut name by forgetting to cut it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct TopicNames {
     pub topic_raw: String,
     pub type_raw: String,
@@ -31,14 +37,26 @@ pub struct TopicNames {
 }
 
 impl TopicNames {
+    /// The names of (topic, type) as on the wire, each cut at the default name cap.
     pub fn new(topic_raw: &str, type_raw: &str) -> Self {
-        TopicNames {
-            topic_raw: topic_raw.to_string(),
-            type_raw: type_raw.to_string(),
-            topic_name: ros::demangle_topic(topic_raw).display(),
-            type_name: ros::demangle_type(type_raw),
-            domain: None,
+        Self::capped(topic_raw, type_raw, &mut NameCap::default())
+    }
+
+    /// The names of (topic, type) as on the wire, each cut by `cap` (counted there).
+    pub fn capped(topic_raw: &str, type_raw: &str, cap: &mut NameCap) -> Self {
+        let (topic_raw, type_raw) = (cap.cap(topic_raw), cap.cap(type_raw));
+        let (topic_name, type_name) = (ros::demangle_topic(&topic_raw).display(), ros::demangle_type(&type_raw));
+        Self::from_parts(topic_raw, type_raw, topic_name, type_name, None, cap)
+    }
+
+    /// Names whose ROS 2 forms were derived elsewhere (an rmw_zenoh data key
+    /// expression, a trace's topic), each cut by `cap`.
+    pub fn from_parts(topic_raw: String, type_raw: String, topic_name: String, type_name: String, domain: Option<u32>, cap: &mut NameCap) -> Self {
+        let mut n = TopicNames { topic_raw, type_raw, topic_name, type_name, domain };
+        for v in [&mut n.topic_raw, &mut n.type_raw, &mut n.topic_name, &mut n.type_name] {
+            cap.cap_in_place(v);
         }
+        n
     }
 
     /// The same names in `domain`.
@@ -498,7 +516,7 @@ pub fn parse_endpoint(payload: &[u8], kind: EndpointKind, key_hash: Option<Guid>
     Ok(EndpointInfo {
         guid,
         kind,
-        names: Arc::new(TopicNames::new(&topic, &type_name)),
+        names: Arc::new(TopicNames::capped(&topic, &type_name, names)),
         reliability: reliability.unwrap_or(default_rel),
         reliability_announced: reliability.is_some(),
         durability: durability.unwrap_or(Durability::Volatile),

@@ -240,7 +240,7 @@ limits! {
     "discovery"."max_participant_bytes" => decoder.discovery.max_participant_bytes: Size, "memory of the participants (names, locator lists)";
     "discovery"."max_endpoints" => decoder.discovery.max_endpoints: Count, "SEDP writers and readers remembered (least recently announced or used forgotten first)";
     "discovery"."max_endpoint_bytes" => decoder.discovery.max_endpoint_bytes: Size, "memory of the endpoints (topic and type names, partitions, locator lists)";
-    "discovery"."max_name_bytes" => decoder.discovery.max_name_bytes: Size, "longest string kept from SPDP/SEDP data (topic, type, partition, entity names); longer ones are cut with a marker and counted";
+    "discovery"."max_name_bytes" => decoder.discovery.max_name_bytes: Size, "longest name kept from the wire, DDS or Zenoh (SPDP/SEDP topic, type, partition, entity names; rmw_zenoh namespace, node, topic, type, QoS strings; Zenoh key expressions are cut at twice this); longer ones are cut with a marker and counted";
     "discovery"."max_fragment_sets" => decoder.max_discovery_pending: Count, "discovery samples being reassembled from DATA_FRAG at once";
     "discovery"."max_fragment_bytes" => decoder.max_discovery_bytes: Size, "memory of the discovery samples being reassembled";
     "discovery"."max_sample" => decoder.max_discovery_sample: Size, "largest discovery sample reassembled";
@@ -254,6 +254,7 @@ limits! {
     "zenoh"."max_fragmented" => decoder.zenoh.max_fragmented: Count, "fragmented Zenoh messages joined at once (least recently active dropped first)";
     "zenoh"."max_fragment_head" => decoder.zenoh.max_fragment_head: Size, "bytes kept of each fragmented Zenoh message (its head; the rest is counted)";
     "zenoh"."max_tokens" => decoder.zenoh.max_tokens: Count, "rmw_zenoh liveliness tokens remembered (gid to node, topic, type, QoS)";
+    "zenoh"."max_token_bytes" => decoder.zenoh.max_token_bytes: Size, "memory of the remembered rmw_zenoh liveliness tokens (oldest forgotten first)";
     "zenoh"."max_sessions" => decoder.zenoh.max_sessions: Count, "Zenoh session directions whose Zenoh id and options are remembered";
     "samples"."max_open" => samples.max_samples: Count, "samples open at once (least recently active closed first, closed_by = evicted)";
     "samples"."max_destinations" => samples.max_destinations: Count, "destinations tracked per sample";

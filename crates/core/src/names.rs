@@ -55,12 +55,21 @@ fn cap_str_at(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// [`cap_bytes`] for a value that is already a string.
+/// [`cap_bytes`] for a value that is already a string. A value already cut
+/// at `max` (its kept part and the marker) is returned unchanged, so names
+/// pass through every stage that caps them without being cut twice.
 pub fn cap_str(s: &str, max: usize) -> Cow<'_, str> {
-    if s.len() <= max {
+    if s.len() <= max || is_cut(s, max) {
         return Cow::Borrowed(s);
     }
     Cow::Owned(format!("{}{}", cap_str_at(s, max), marker(s.len())))
+}
+
+/// Whether `s` is a name already cut at `max`: at most [`capped_len`] bytes,
+/// ending in the marker placed at or before byte `max`. A forged name that
+/// looks cut is bounded all the same.
+pub fn is_cut(s: &str, max: usize) -> bool {
+    s.len() <= capped_len(max) && s.ends_with(" bytes]") && s.rfind("…[truncated, ").is_some_and(|i| i <= max)
 }
 
 /// Longest a capped name can be: the cap and the marker.
@@ -96,6 +105,26 @@ impl NameCap {
         let (s, cut) = cap_bytes(raw, self.max_bytes);
         self.truncated += cut as u64;
         s
+    }
+
+    /// [`NameCap::name`] for a value that is already a string (one already cut
+    /// at this cap is kept as it is and not counted again).
+    pub fn cap(&mut self, s: &str) -> String {
+        match cap_str(s, self.max_bytes) {
+            Cow::Borrowed(b) => b.to_string(),
+            Cow::Owned(o) => {
+                self.truncated += 1;
+                o
+            }
+        }
+    }
+
+    /// [`NameCap::cap`] in place.
+    pub fn cap_in_place(&mut self, s: &mut String) {
+        if let Cow::Owned(o) = cap_str(s, self.max_bytes) {
+            self.truncated += 1;
+            *s = o;
+        }
     }
 }
 
@@ -138,6 +167,11 @@ mod tests {
         // A name the decoder cut is not cut again for a label; a longer one is.
         let (decoded, _) = cap_bytes(&long, DEFAULT_MAX_NAME_BYTES);
         assert_eq!(cap_label(&decoded), decoded);
+        // Cutting is idempotent: a cut name passes every later cap unchanged and uncounted.
+        let mut cap = NameCap::new(256);
+        let once = cap.cap(&"b".repeat(1000));
+        assert_eq!((cap.cap(&once), cap.truncated), (once.clone(), 1));
+        assert!(is_cut(&once, 256) && !is_cut("plain…[truncated, 5 bytes]x", 256));
         let raw = "x".repeat(4 << 20);
         assert_eq!(cap_label(&raw).len(), capped_len(DEFAULT_MAX_NAME_BYTES) - "18446744073709551615".len() + "4194304".len());
     }

@@ -56,6 +56,7 @@ pub const MAX_NAME_BYTES: usize = 256;
 
 /// A ROS 2 node as its participant announces it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct RosNode {
     /// `/` or `/robot1/sensors`, as announced.
     pub namespace: String,
@@ -65,7 +66,16 @@ pub struct RosNode {
 }
 
 impl RosNode {
+    /// A node of `namespace` named `name`, each cut at the default name cap
+    /// (`ros_discovery_info` bounds them to 256 bytes by its IDL type already).
     pub fn new(namespace: &str, name: &str) -> Self {
+        Self::capped(namespace, name, &mut crate::names::NameCap::default())
+    }
+
+    /// A node whose names come from the wire, each cut by `cap` (the fully
+    /// qualified name is at most the two cut names and a `/`).
+    pub fn capped(namespace: &str, name: &str, cap: &mut crate::names::NameCap) -> Self {
+        let (namespace, name) = (cap.cap(namespace), cap.cap(name));
         let fq_name = if namespace.ends_with('/') {
             format!("{namespace}{name}")
         } else if namespace.is_empty() {
@@ -73,7 +83,7 @@ impl RosNode {
         } else {
             format!("{namespace}/{name}")
         };
-        RosNode { namespace: namespace.to_string(), name: name.to_string(), fq_name }
+        RosNode { namespace, name, fq_name }
     }
 }
 

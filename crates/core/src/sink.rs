@@ -219,7 +219,7 @@ mod tests {
     }
 
     fn names(n: &str) -> Option<Arc<TopicNames>> {
-        Some(Arc::new(TopicNames { topic_raw: format!("rt{n}"), type_raw: String::new(), topic_name: n.into(), type_name: String::new(), domain: None }))
+        Some(Arc::new(TopicNames::from_parts(format!("rt{n}"), String::new(), n.into(), String::new(), None, &mut crate::names::NameCap::default())))
     }
 
     #[test]

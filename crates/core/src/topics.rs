@@ -443,7 +443,10 @@ impl TopicsAnalysis {
             let mut seen: std::collections::HashSet<(Option<u32>, String)> =
                 rows.iter().filter_map(|r| r.names.as_ref().map(|n| (n.domain, n.topic_raw.clone()))).collect();
             for e in discovery.endpoints_sorted() {
-                let tt = if e.guid.entity.is_builtin() { TrafficType::Builtin } else { TrafficType::User };
+                // An rmw_zenoh endpoint's "entity id" is the end of a hashed gid, not
+                // an RTPS entity kind: one in four once read as builtin and was hidden.
+                let zenoh = e.vendor_id == Some(ddscope_zenoh::VENDOR_MARKER);
+                let tt = if !zenoh && e.guid.entity.is_builtin() { TrafficType::Builtin } else { TrafficType::User };
                 if !traffic.is_empty() && !traffic.contains(&tt) {
                     continue;
                 }

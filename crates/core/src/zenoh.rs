@@ -21,6 +21,7 @@
 use crate::bounded::BoundedMap;
 use crate::discovery::{Durability, EndpointInfo, EndpointKind, History, Liveliness, LivelinessKind, QosDuration, Reliability, TopicNames};
 use crate::events::{SubmsgEvent, TrafficType, ZenohInfo};
+use crate::names::NameCap;
 use crate::ros;
 use crate::ros_graph::RosNode;
 use ddscope_wire::link::VlanTag;
@@ -54,8 +55,24 @@ pub struct ZenohLimits {
     pub max_fragment_head: usize,
     /// rmw_zenoh liveliness tokens remembered (gid → node, topic, type, QoS).
     pub max_tokens: usize,
+    /// Memory of the remembered tokens (their names, each already cut at `max_name_bytes`).
+    pub max_token_bytes: usize,
     /// Zenoh sessions whose Zenoh ids are remembered.
     pub max_sessions: usize,
+    /// Longest name kept from a key expression or token (topic, type, type
+    /// hash, node, namespace, enclave, Zenoh id, QoS): the decoder's
+    /// `discovery.max_name_bytes`, the same cut as SEDP names. A whole key
+    /// expression is kept up to twice that ([`key_cap`]).
+    pub max_name_bytes: usize,
+}
+
+/// Longest whole key expression kept (on events, `dissect`'s `key_expr`, a
+/// Zenoh topic's raw name): twice the name cap, 512 bytes by default. A key
+/// expression is several names: an rmw_zenoh data key of the longest topic
+/// ROS 2 allows (255 bytes) with its type and its 71-byte RIHS01 hash fits,
+/// so a real key is never cut; longer ones are cut with the marker.
+pub fn key_cap(max_name_bytes: usize) -> usize {
+    max_name_bytes.saturating_mul(2)
 }
 
 impl Default for ZenohLimits {
@@ -68,7 +85,9 @@ impl Default for ZenohLimits {
             max_fragmented: 1024,
             max_fragment_head: 64 << 10,
             max_tokens: 65536,
+            max_token_bytes: 16 << 20,
             max_sessions: 4096,
+            max_name_bytes: crate::names::DEFAULT_MAX_NAME_BYTES,
         }
     }
 }
@@ -126,6 +145,11 @@ pub struct ZenohStats {
     /// Publisher and subscription tokens whose QoS field is not rmw_zenoh's format
     /// (`keyexpr_to_qos` refuses it, and so rmw_zenoh's graph): node named, no endpoint recorded.
     pub bad_ros_qos: u64,
+    /// Names from key expressions and tokens cut at `max_name_bytes` (key
+    /// expressions at twice that), kept with the `…[truncated, N bytes]` marker.
+    pub names_truncated: u64,
+    /// Bytes held by the remembered tokens (within `max_token_bytes`).
+    pub token_bytes: u64,
 }
 
 impl ZenohStats {
@@ -175,7 +199,7 @@ impl ZenohStats {
             (self.streams_evicted, "Zenoh TCP streams"),
             (self.keyexprs_evicted, "Zenoh key expressions"),
             (self.fragmented_evicted, "fragmented Zenoh messages"),
-            (self.tokens_evicted, "rmw_zenoh tokens"),
+            (self.tokens_evicted, "rmw_zenoh tokens (count or byte cap)"),
             (self.sessions_evicted, "Zenoh sessions"),
         ]
         .iter()
@@ -301,16 +325,52 @@ pub fn endpoint_qos(q: &rmw::Qos) -> (Reliability, Durability, History, QosDurat
     )
 }
 
-/// The names of an rmw_zenoh data key expression, as events and endpoints carry them
-/// (`serve` names an agent's Zenoh samples with it too).
-pub fn names_of_data_key(key: &str) -> Option<TopicNames> {
-    rmw::parse_data_key(key).map(|k| TopicNames {
-        topic_raw: key.to_string(),
-        type_raw: k.type_raw.to_string(),
-        topic_name: k.topic.clone(),
-        type_name: ros::demangle_type(k.type_raw),
-        domain: Some(k.domain),
-    })
+/// The names of an rmw_zenoh data key expression, as events and endpoints
+/// carry them (`serve` names an agent's Zenoh samples with it too): read from
+/// the whole key, then each cut by `cap` (the raw name, the key itself, at
+/// [`key_cap`]), counted there.
+pub fn names_of_data_key(key: &str, cap: &mut NameCap) -> Option<TopicNames> {
+    let k = rmw::parse_data_key(key)?;
+    let topic_raw = cap_key(key, cap);
+    let (type_raw, topic_name) = (cap.cap(k.type_raw), cap.cap(&k.topic));
+    let type_name = ros::demangle_type(&type_raw);
+    Some(TopicNames::from_parts(topic_raw, type_raw, topic_name, type_name, Some(k.domain), &mut NameCap::new(usize::MAX)))
+}
+
+/// A whole key expression cut at [`key_cap`] of `cap`'s name cap (counted in `cap`).
+pub fn cap_key(key: &str, cap: &mut NameCap) -> String {
+    let mut wide = NameCap::new(key_cap(cap.max_bytes));
+    let k = wide.cap(key);
+    cap.truncated += wide.truncated;
+    k
+}
+
+/// Every name of a token cut by `cap`; its gid (a hash of the whole key) is kept.
+fn cap_token(mut t: rmw::Token, cap: &mut NameCap) -> rmw::Token {
+    for v in [&mut t.zid, &mut t.node_id, &mut t.entity_id, &mut t.enclave, &mut t.namespace, &mut t.node] {
+        cap.cap_in_place(v);
+    }
+    if let Some(tt) = t.topic.as_mut() {
+        for v in [&mut tt.name, &mut tt.type_raw, &mut tt.type_hash, &mut tt.qos_raw] {
+            cap.cap_in_place(v);
+        }
+        if let Err(e) = &mut tt.qos {
+            cap.cap_in_place(&mut e.0);
+        }
+    }
+    t
+}
+
+/// Bytes a remembered token holds (for `max_token_bytes`).
+fn token_weight(t: &rmw::Token, node: &RosNode) -> usize {
+    let mut w = t.zid.capacity() + t.node_id.capacity() + t.entity_id.capacity() + t.enclave.capacity() + t.namespace.capacity() + t.node.capacity();
+    if let Some(tt) = &t.topic {
+        w += tt.name.capacity() + tt.type_raw.capacity() + tt.type_hash.capacity() + tt.qos_raw.capacity();
+        if let Err(e) = &tt.qos {
+            w += e.0.capacity();
+        }
+    }
+    w + node.namespace.capacity() + node.name.capacity() + node.fq_name.capacity() + std::mem::size_of::<rmw::Token>() + 128
 }
 
 /// A session's negotiated options that change how its batches read.
@@ -345,7 +405,13 @@ pub struct ZenohDecoder {
     keyexprs: BoundedMap<(DeclScope, u16), Arc<str>>,
     joining: BoundedMap<(Dir, bool, u8), Joining>,
     tokens: BoundedMap<[u8; 16], ZenohEntity>,
-    topic_names: BoundedMap<Arc<str>, Option<Arc<TopicNames>>>,
+    /// A key expression's names, by (the key cut at [`key_cap`], a hash of
+    /// the whole key under this process's random keys): two long keys that
+    /// cut alike keep their own names, and no entry holds a whole key.
+    topic_names: BoundedMap<(Arc<str>, u64), Option<Arc<TopicNames>>>,
+    key_hasher: ahash::RandomState,
+    /// Cuts every name read from a key expression or a token.
+    names: NameCap,
     /// Publishers and subscriptions announced since the caller last took them
     /// ([`take_endpoints`](Self::take_endpoints), after every packet: bounded by what one packet holds).
     endpoints: Vec<ZenohEndpoint>,
@@ -363,8 +429,10 @@ impl ZenohDecoder {
             sessions: BoundedMap::new(cfg.max_sessions),
             keyexprs: BoundedMap::new(cfg.max_keyexprs).with_max_weight(cfg.max_keyexpr_bytes),
             joining: BoundedMap::new(cfg.max_fragmented),
-            tokens: BoundedMap::new(cfg.max_tokens),
+            tokens: BoundedMap::new(cfg.max_tokens).with_max_weight(cfg.max_token_bytes),
             topic_names: BoundedMap::new(4096),
+            key_hasher: ahash::RandomState::new(),
+            names: NameCap::new(cfg.max_name_bytes),
             endpoints: Vec::new(),
             stats: ZenohStats::default(),
             problems: Vec::new(),
@@ -823,20 +891,30 @@ impl ZenohDecoder {
         }
     }
 
-    fn topic_names(&mut self, key: &str) -> Option<Arc<TopicNames>> {
-        if let Some(t) = self.topic_names.get_touch(&Arc::from(key)) {
-            return t.clone();
+    /// The names of a whole key expression and the key cut as events carry it.
+    fn topic_names(&mut self, key: &str) -> (Option<Arc<TopicNames>>, Arc<str>) {
+        let cut: Arc<str> = Arc::from(cap_key(key, &mut NameCap::new(self.names.max_bytes)).as_str());
+        let id = (cut.clone(), self.key_hasher.hash_one(key));
+        if let Some(t) = self.topic_names.get_touch(&id) {
+            return (t.clone(), cut);
         }
-        let names = names_of_data_key(key).map(Arc::new);
-        self.topic_names.insert(Arc::from(key), names.clone(), &mut |_, _| {});
-        names
+        // Counted once per distinct key, not per message.
+        let truncated = (cut.len() != key.len()) as u64;
+        let names = names_of_data_key(key, &mut self.names).map(Arc::new);
+        if names.is_none() {
+            self.names.truncated += truncated;
+        }
+        self.topic_names.insert(id, names.clone(), &mut |_, _| {});
+        (names, cut)
     }
 
     fn network(&mut self, ctx: &BatchCtx<'_>, index: usize, nm: &NetworkMsg<'_>, first_ts: i64, emit: &mut dyn FnMut(&SubmsgEvent)) {
         let name = nm.name();
         self.count(name);
         let mut e = self.base_event(ctx, index, name, first_ts);
+        // The whole key, to read names and a token's gid from; events carry it cut.
         let key = nm.wire().and_then(|w| self.resolve(ctx.dir, &w));
+        let mut cut_key: Option<Arc<str>> = None;
         match nm {
             NetworkMsg::Push { body: PushBody::Put(p), .. } | NetworkMsg::Response { body: network::ResponseBody::Reply(PushBody::Put(p)), .. } => {
                 e.traffic_type = TrafficType::User;
@@ -846,7 +924,14 @@ impl ZenohDecoder {
                 if p.shm_slices > 0 {
                     self.stats.shm_puts += 1;
                 }
-                let names = key.as_deref().and_then(|k| self.topic_names(k));
+                let names = match key.as_deref() {
+                    Some(k) => {
+                        let (names, cut) = self.topic_names(k);
+                        cut_key = Some(cut);
+                        names
+                    }
+                    None => None,
+                };
                 let att = p.attachment.and_then(rmw::parse_attachment);
                 match (att, matches!(nm, NetworkMsg::Push { .. })) {
                     (Some(a), true) => {
@@ -894,15 +979,20 @@ impl ZenohDecoder {
                             match rmw::parse_token(k) {
                                 Some(t) => {
                                     self.stats.ros_tokens += 1;
-                                    let node = Arc::new(RosNode::new(&t.namespace, &t.node));
+                                    // The gid hashes the whole key; the names are kept cut.
+                                    let node = Arc::new(RosNode::capped(&t.namespace, &t.node, &mut self.names));
                                     self.endpoint_of(ctx.frame, &t, &node);
-                                    let gid = t.gid;
+                                    let t = cap_token(t, &mut self.names);
+                                    let (gid, w) = (t.gid, token_weight(&t, &node));
                                     let stats = &mut self.stats;
                                     self.tokens.insert(gid, ZenohEntity { node, token: Arc::new(t) }, &mut |_, _| stats.tokens_evicted += 1);
+                                    self.tokens.set_weight(&gid, w, &mut |_, _| stats.tokens_evicted += 1);
+                                    self.stats.token_bytes = self.tokens.weight() as u64;
                                 }
                                 None => {
                                     self.stats.bad_ros_tokens += 1;
-                                    self.problem(ctx.frame, || format!("liveliness token {k:?} is not rmw_zenoh's layout"));
+                                    let quoted = ddscope_traffic::text::excerpt(k, ddscope_traffic::text::EXCERPT_CHARS);
+                                    self.problem(ctx.frame, || format!("liveliness token {quoted} is not rmw_zenoh's layout"));
                                 }
                             }
                         }
@@ -917,8 +1007,9 @@ impl ZenohDecoder {
             NetworkMsg::ResponseFinal { .. } | NetworkMsg::Oam { .. } => {}
         }
         if let Some(z) = e.zenoh.as_deref_mut() {
-            z.key_expr = key.map(Arc::from);
+            z.key_expr = cut_key.or_else(|| key.map(|k| Arc::from(cap_key(&k, &mut self.names).as_str())));
         }
+        self.stats.names_truncated = self.names.truncated;
         emit(&e);
     }
 
@@ -935,12 +1026,14 @@ impl ZenohDecoder {
             Ok(q) => q,
             Err(e) => {
                 self.stats.bad_ros_qos += 1;
-                let (raw, node) = (topic.qos_raw.clone(), node.fq_name.clone());
-                self.problem(frame, || format!("rmw_zenoh token of {node} on {}: QoS field {raw:?}: {e}", topic.name));
+                // The field once, cut; the reason names the part without quoting the field again.
+                let x = |s: &str| ddscope_traffic::text::excerpt(s, 80);
+                let (raw, why, node, name) = (x(&topic.qos_raw), x(&e.0), node.fq_name.clone(), x(&topic.name));
+                self.problem(frame, || format!("rmw_zenoh token of {} on {name}: QoS field {raw}: not rmw_zenoh's format ({why})", x(&node)));
                 return;
             }
         };
-        let Some(names) = t.data_key().as_deref().and_then(names_of_data_key) else { return };
+        let Some(names) = t.data_key().as_deref().and_then(|k| names_of_data_key(k, &mut self.names)) else { return };
         let (reliability, durability, history, deadline, lifespan, liveliness) = endpoint_qos(q);
         let g = |b: &[u8; 16]| Guid::new(GuidPrefix(b[..12].try_into().expect("12 bytes")), EntityId(b[12..].try_into().expect("4 bytes")));
         let endpoint = EndpointInfo {

@@ -9,6 +9,7 @@ mod support;
 
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::discovery::TopicNames;
+use ddscope_core::names::NameCap;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::latency::app::AppTruth;
 use ddscope_core::latency::files::{correlate_files, CaptureInput, FileDecoding};
@@ -99,15 +100,18 @@ fn awkward_topic_names_are_stored_exactly() {
     let sink = sink_for(&server, fast_delivery());
     let capture: Arc<str> = Arc::from("pc 1,a=b");
     // Spaces, commas, equals signs, quotes, backslashes (one trailing: not representable, see docs).
-    let names = ["/a b", "/c,d", "/e=f", "/g\"h\"", "/back\\slash", "/x, y=z \"w\""];
+    // Control characters (a tab once went out as an unescaped space and
+    // InfluxDB refused the line) are stored as their visible escapes.
+    let names = ["/a b", "/c,d", "/e=f", "/g\"h\"", "/back\\slash", "/x, y=z \"w\"", "/tab\there", "/nl\nx\ry", "/esc\x1b[2J\x7f"];
+    let stored = |n: &str| n.replace('\t', "\\t").replace('\n', "\\n").replace('\r', "\\r").replace('\x1b', "\\x1b").replace('\x7f', "\\x7f");
     let mut expected_counts = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
-        let topic = Arc::new(TopicNames { topic_raw: name.to_string(), type_raw: "T".into(), topic_name: name.to_string(), type_name: format!("pkg/msg/\"{i}\" x,y=z"), domain: None });
+        let topic = Arc::new(TopicNames::from_parts(name.to_string(), "T".into(), name.to_string(), format!("pkg/msg/\"{i}\" x,y=z"), None, &mut NameCap::default()));
         let writer = Guid::new(GuidPrefix([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, i as u8]), EntityId([0, 0, 1, 3]));
         for sn in 1..=(i as i64 + 1) {
             sink.on_event(&user_event(&capture, &topic, writer, sn, T0 + sn * 1_000_000 + i as i64, 100 * sn as u32));
         }
-        expected_counts.insert(name.to_string(), (i as u64 + 1, (1..=(i as u64 + 1)).map(|s| 100 * s).sum::<u64>()));
+        expected_counts.insert(stored(name), (i as u64 + 1, (1..=(i as u64 + 1)).map(|s| 100 * s).sum::<u64>()));
     }
     assert!(sink.flush(Duration::from_secs(20)), "flush timed out: {:?}", sink.stats().snapshot());
     let st = sink.stats().snapshot();
@@ -116,7 +120,7 @@ fn awkward_topic_names_are_stored_exactly() {
 
     let tv = influx_query(&server, DB, "SHOW TAG VALUES FROM \"ddscope_submsg\" WITH KEY = \"topic_name\"");
     let got: BTreeSet<String> = series(&tv).iter().flat_map(|(_, _, vals)| vals.iter().map(|r| r[1].as_str().unwrap().to_string())).collect();
-    assert_eq!(got, names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
+    assert_eq!(got, names.iter().map(|s| stored(s)).collect::<BTreeSet<_>>());
     let caps = influx_query(&server, DB, "SHOW TAG VALUES FROM \"ddscope_submsg\" WITH KEY = \"capture\"");
     assert_eq!(series(&caps)[0].2[0][1], "pc 1,a=b");
 

@@ -9,6 +9,7 @@ mod support;
 
 use ddscope_core::decode::DecoderConfig;
 use ddscope_core::discovery::TopicNames;
+use ddscope_core::names::NameCap;
 use ddscope_core::events::{SubmsgEvent, TrafficType};
 use ddscope_core::pipeline::analyse_file;
 use ddscope_core::samples::{SampleConfig, SampleRecord};
@@ -105,10 +106,10 @@ fn promql_rates_equal_the_traffic_fed_at_a_known_pace() {
     wait_for("the first scrape", Duration::from_secs(20), || !promql(&prom, "up{job=\"ddscope\"} == 1").is_empty());
 
     let capture: Arc<str> = Arc::from("pc1");
-    let fast = Arc::new(TopicNames { topic_raw: "rt/a".into(), type_raw: "T".into(), topic_name: "/a".into(), type_name: "pkg/msg/A".into(), domain: None });
+    let fast = Arc::new(TopicNames::from_parts("rt/a".into(), "T".into(), "/a".into(), "pkg/msg/A".into(), None, &mut NameCap::default()));
     // Label escaping end to end: quotes, a backslash, commas, equals signs, spaces.
     let odd_name = "/b c,d=\"e\"\\f";
-    let slow = Arc::new(TopicNames { topic_raw: odd_name.into(), type_raw: "T".into(), topic_name: odd_name.into(), type_name: "pkg/msg/B".into(), domain: None });
+    let slow = Arc::new(TopicNames::from_parts(odd_name.into(), "T".into(), odd_name.into(), "pkg/msg/B".into(), None, &mut NameCap::default()));
     let wa = Guid::new(GuidPrefix([1; 12]), EntityId([0, 0, 1, 3]));
     let wb = Guid::new(GuidPrefix([2; 12]), EntityId([0, 0, 2, 3]));
 

@@ -10,6 +10,7 @@ use super::rows::{FlowSummary, LatencyRow, RosColumns, WriterRole};
 use super::stats::{Dist, JitterTrack};
 use crate::bounded::BoundedMap;
 use crate::discovery::TopicNames;
+use crate::names::NameCap;
 use crate::events::TrafficType;
 use crate::sink::RowSink;
 use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
@@ -90,13 +91,7 @@ impl RosState {
             .get_or_insert_with(
                 t.clone(),
                 || {
-                    Arc::new(TopicNames {
-                        topic_raw: format!("rt{t}"),
-                        type_raw: String::new(),
-                        topic_name: t.to_string(),
-                        type_name: String::new(),
-                        domain: None,
-                    })
+                    Arc::new(TopicNames::from_parts(format!("rt{t}"), String::new(), t.to_string(), String::new(), None, &mut NameCap::default()))
                 },
                 &mut |_, _| {},
             )

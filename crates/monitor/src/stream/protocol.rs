@@ -271,21 +271,18 @@ pub const MAX_STREAM_WRITERS: usize = 65_536;
 
 pub use ddscope_core::limits::StreamCaps;
 
-/// `s` cut to at most `max` bytes (at a character boundary) and marked with
-/// `…` when longer; `cut` counts the names cut.
+/// `s` cut at `max` bytes with the marker every name cut from the wire gets
+/// (`…[truncated, N bytes]`, [`ddscope_core::names`]): a name an agent's
+/// decoder already cut passes unchanged, so `serve` names what `latency`
+/// names; `cut` counts the names cut here.
 pub fn cap_name(s: String, max: usize, cut: &mut u64) -> String {
-    if s.len() <= max {
-        return s;
+    match ddscope_core::names::cap_str(&s, max) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(o) => {
+            *cut += 1;
+            o
+        }
     }
-    *cut += 1;
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut t = String::with_capacity(end + '…'.len_utf8());
-    t.push_str(&s[..end]);
-    t.push('…');
-    t
 }
 
 /// Heap bytes one entry of the name tables holds (the names, twice: raw and de-mangled, and the entry).
@@ -337,7 +334,15 @@ impl ItemDecoder {
     /// The shared names of (topic, type), cut to the name cap; remembered as `writer`'s topic.
     fn topic(&mut self, writer: Guid, k: (String, String)) -> Arc<TopicNames> {
         let max = self.caps.max_name_bytes;
-        let k = (cap_name(k.0, max, &mut self.names_cut), cap_name(k.1, max, &mut self.names_cut));
+        // An rmw_zenoh sample's topic is its data key expression (`0/drive/…/hash`), named as
+        // `latency` names it: read from the whole key, then cut (the key at twice the name cap).
+        let mut cap = ddscope_core::names::NameCap::new(max);
+        let zenoh = ddscope_core::zenoh::names_of_data_key(&k.0, &mut cap);
+        self.names_cut += cap.truncated;
+        let k = match &zenoh {
+            Some(z) => (z.topic_raw.clone(), cap_name(k.1, max, &mut self.names_cut)),
+            None => (cap_name(k.0, max, &mut self.names_cut), cap_name(k.1, max, &mut self.names_cut)),
+        };
         let t = match self.names.slot(&k) {
             Some(slot) => {
                 self.names.touch_at(slot);
@@ -348,8 +353,7 @@ impl ItemDecoder {
         let t = match t {
             Some(t) => t,
             None => {
-                // An rmw_zenoh sample's topic is its data key expression (`0/drive/…/hash`): named as `latency` names it.
-                let t = Arc::new(ddscope_core::zenoh::names_of_data_key(&k.0).unwrap_or_else(|| TopicNames::new(&k.0, &k.1)));
+                let t = Arc::new(zenoh.unwrap_or_else(|| TopicNames::capped(&k.0, &k.1, &mut ddscope_core::names::NameCap::new(max))));
                 let w = names_weight(&t) + k.0.capacity() + k.1.capacity();
                 let slot = self.names.get_or_insert_slot(k, || t.clone(), &mut |_, _| {});
                 self.names.set_weight_at(slot, w, &mut |_, _| {});
@@ -594,7 +598,7 @@ mod tests {
         assert!(d.item(&Arc::from("pc1"), StreamItem::Frag(StreamFrag { w: "zz".into(), sn: 1, frag: 1, first_ip: 0, last: 0, topic: None })).is_err());
         // An rmw_zenoh sample: its topic is the data key expression, named as the agent's decoder names it.
         let key = "0/drive/autoware_auto_vehicle_msgs::msg::dds_::VelocityReport_/TypeHashNotSupported";
-        let z = SampleRecord { topic: ddscope_core::zenoh::names_of_data_key(key).map(Arc::new), sn: 8, ..r };
+        let z = SampleRecord { topic: ddscope_core::zenoh::names_of_data_key(key, &mut Default::default()).map(Arc::new), sn: 8, ..r };
         let back: StreamItem = serde_json::from_str(&serde_json::to_string(&StreamItem::sample(&z)).unwrap()).unwrap();
         match d.item(&Arc::from("pc1"), back).unwrap() {
             Item::Sample(s) => {
