@@ -84,34 +84,36 @@ pub struct BudgetArg {
 
 pub fn budget(s: &str) -> Result<BudgetArg, String> {
     use ddscope_core::latency::explain::{Budget, Limit};
-    let (topic, value) = s.rsplit_once('=').ok_or_else(|| format!("{s:?}: write TOPIC=DURATION (or TOPIC=period, TOPIC=p99), e.g. /image=20ms"))?;
+    // The argument quoted once, at most 200 characters (a 100 KB topic is not echoed back).
+    let q = format!("\"{}\"", ddscope_traffic::text::excerpt(s, ddscope_traffic::text::EXCERPT_CHARS));
+    let (topic, value) = s.rsplit_once('=').ok_or_else(|| format!("{q}: write TOPIC=DURATION (or TOPIC=period, TOPIC=p99), e.g. /image=20ms"))?;
     if topic.is_empty() {
-        return Err(format!("{s:?}: the topic is missing"));
+        return Err(format!("{q}: the topic is missing"));
     }
     let value = value.trim();
     let limit = if value == "period" {
         Limit::Period
     } else if let Some(p) = value.strip_prefix('p').filter(|p| p.starts_with(|c: char| c.is_ascii_digit())) {
-        Limit::Percentile(p.parse::<f64>().map_err(|_| format!("{s:?}: a percentile is written p99 or p99.9"))?)
+        Limit::Percentile(p.parse::<f64>().map_err(|_| format!("{q}: a percentile is written p99 or p99.9"))?)
     } else {
-        let ns = duration_ns(value).map_err(|e| format!("{s:?}: {e} (or period, or a percentile such as p99)"))?;
+        let ns = duration_ns(value).map_err(|e| format!("{q}: {e} (or period, or a percentile such as p99)"))?;
         if ns == 0 {
-            return Err(format!("{s:?}: a budget must be longer than 0"));
+            return Err(format!("{q}: a budget must be longer than 0"));
         }
         Limit::Fixed(ns)
     };
-    Budget::with_limit(topic, limit).map_err(|e| format!("{s:?}: {e}"))?;
+    Budget::with_limit(topic, limit).map_err(|e| {
+        // A long pattern is quoted once, above; the reason names it without repeating it.
+        let e = if topic.len() > ddscope_traffic::text::EXCERPT_CHARS { e.replace(topic, "(the pattern)") } else { e };
+        format!("{q}: {}", ddscope_traffic::text::excerpt(&e, ddscope_traffic::text::EXCERPT_CHARS))
+    })?;
     Ok(BudgetArg { topic: topic.to_string(), limit })
 }
 
 /// Budgets from a file: one `TOPIC = DURATION` per line (`#` comments, blank lines).
 pub fn budget_file(path: &std::path::Path) -> Result<Vec<BudgetArg>, String> {
     const MAX_BYTES: u64 = 1 << 20;
-    let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
-    if len > MAX_BYTES {
-        return Err(format!("{}: {len} bytes; a budget file holds at most {MAX_BYTES}", path.display()));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = ddscope_traffic::fsio::read_bounded_text(path, MAX_BYTES, "budget file").map_err(|e| e.to_string())?;
     let mut out = vec![];
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -120,7 +122,7 @@ pub fn budget_file(path: &std::path::Path) -> Result<Vec<BudgetArg>, String> {
         }
         let (t, d) = line.rsplit_once('=').ok_or_else(|| format!("{}:{}: write TOPIC = DURATION, e.g. /image = 20ms", path.display(), n + 1))?;
         let t = t.trim().trim_matches('"');
-        out.push(budget(&format!("{t}={}", d.trim().trim_matches('"'))).map_err(|e| format!("{}:{}: {}", path.display(), n + 1, ddscope_traffic::text::excerpt(&e, 200)))?);
+        out.push(budget(&format!("{t}={}", d.trim().trim_matches('"'))).map_err(|e| format!("{}:{}: {}", path.display(), n + 1, e))?);
     }
     Ok(out)
 }

@@ -712,7 +712,7 @@ pub struct Reader {
 
 /// Reads and checks a scenario file. Errors are one line and name the file and the field.
 pub fn load(path: &Path) -> Result<Scenario> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
+    let text = ddscope_traffic::fsio::read_bounded_text(path, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "scenario file")?;
     parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
@@ -821,8 +821,11 @@ impl Scenario {
         }
         let mut hosts = BTreeSet::new();
         for (i, h) in self.hosts.iter().enumerate() {
-            if !valid_name(&h.name) || h.name.len() > 12 {
-                bail!("hosts[{i}].name {:?}: use up to 12 letters, digits, '-' and '_'", h.name);
+            // A host name reaches `hostname` and `--name` arguments: an RFC 1123
+            // label (plus '_'), so never one that reads as an option (`-h`).
+            let label = h.name.starts_with(|c: char| c.is_ascii_alphanumeric()) && !h.name.ends_with(['-', '_']);
+            if !valid_name(&h.name) || h.name.len() > 12 || !label {
+                bail!("hosts[{i}].name {:?}: use up to 12 letters, digits, '-' and '_', starting with a letter or digit and not ending with '-' or '_'", one_line(&h.name));
             }
             if !hosts.insert(h.name.as_str()) {
                 bail!("hosts[{i}].name {:?}: duplicate host", h.name);
@@ -1609,6 +1612,13 @@ load = "40%"
             .unwrap_err()
             .to_string();
         assert!(e.contains("exceeds its input rate"), "{e}");
+        // Host names that read as options never reach `hostname` or `--name`.
+        for bad in ["-h", "-F", "--all", "pc-", "_x"] {
+            let e = parse(&SIMPLE.replace("name = \"pc1\"", &format!("name = \"{bad}\"")).replace("host = \"pc1\"", &format!("host = \"{bad}\""))).unwrap_err().to_string();
+            assert!(e.contains("hosts[0].name"), "{bad}: {e}");
+        }
+        let e = parse(&SIMPLE.replace("rate = \"1G\"\n", "rate = \"1G\"\nsubnet = \"127.0.0.0/24\"\n")).unwrap_err().to_string();
+        assert!(e.contains("network.subnet") && e.contains("loopback"), "{e}");
     }
 
     #[test]

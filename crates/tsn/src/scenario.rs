@@ -260,7 +260,7 @@ pub const DEFAULT_SOCKET_BUFFER: u64 = 212_992;
 
 impl Scenario {
     pub fn load(path: &Path) -> anyhow::Result<Scenario> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+        let text = ddscope_traffic::fsio::read_bounded_text(path, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "scenario file")?;
         Scenario::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!("{e}"))
     }
 

@@ -495,7 +495,7 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
     let file = dir.join(ddscope_lab::run::LOAD_FILE);
     let text = match lab_load {
         Some(t) => std::borrow::Cow::Borrowed(t),
-        None if file.is_file() => std::borrow::Cow::Owned(std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?),
+        None if file.is_file() => std::borrow::Cow::Owned(ddscope_traffic::fsio::read_bounded_text(&file, ddscope_traffic::fsio::MAX_LOAD_BYTES, "load file")?),
         None => return Ok(None),
     };
     let mut hosts = std::collections::HashMap::new();

@@ -35,7 +35,7 @@ impl LimitArgs {
     pub fn resolve(&self) -> anyhow::Result<Limits> {
         let mut l = Limits::default();
         if let Some(f) = &self.file {
-            let text = std::fs::read_to_string(f).with_context(|| format!("--limits {}", f.display()))?;
+            let text = ddscope_traffic::fsio::read_bounded_text(f, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "limits file").with_context(|| "--limits".to_string())?;
             l.apply_toml(&text).map_err(|e| anyhow::anyhow!("--limits {}: {e}", f.display()))?;
         }
         for (k, v) in &self.set {

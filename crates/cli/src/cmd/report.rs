@@ -232,7 +232,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let lab_load = match inputs {
         [dir] if dir.join(ddscope_lab::run::LOAD_FILE).is_file() => {
             let path = dir.join(ddscope_lab::run::LOAD_FILE);
-            Some((std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?, path))
+            Some((ddscope_traffic::fsio::read_bounded_text(&path, ddscope_traffic::fsio::MAX_LOAD_BYTES, "load file")?, path))
         }
         _ => None,
     };

@@ -69,7 +69,7 @@ impl CpuLoad {
     /// Reads a load file; `host_of(process name)` says which host each process
     /// ran on (`None`: the process is skipped, counted in `not_kept`).
     pub fn read_csv(&mut self, path: &Path, host_of: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = ddscope_traffic::fsio::read_bounded_text(path, ddscope_traffic::fsio::MAX_LOAD_BYTES, "load file").map_err(|e| e.to_string())?;
         self.add_csv(&path.display().to_string(), &text, host_of)
     }
 
@@ -78,7 +78,7 @@ impl CpuLoad {
         let mut lines = text.lines().enumerate();
         let header = lines.next().map(|(_, l)| l).unwrap_or("");
         let cols: Vec<&str> = header.split(',').collect();
-        let col = |name: &str| cols.iter().position(|c| c.trim() == name).ok_or_else(|| format!("{file}: line 1: no column {name:?} (the columns are t_ns,process,pid,cpu_user_s,cpu_system_s,…)"));
+        let col = |name: &str| cols.iter().position(|c| c.trim() == name).ok_or_else(|| format!("{file}: line 1: no column {name:?} in \"{}\" (the columns are t_ns,process,pid,cpu_user_s,cpu_system_s,…)", ddscope_traffic::text::excerpt(header, ddscope_traffic::text::EXCERPT_CHARS)));
         let (ct, cp, cpid, cu, cs) = (col("t_ns")?, col("process")?, col("pid")?, col("cpu_user_s")?, col("cpu_system_s")?);
         // The scheduler's ns where the file has them (ticks are 10 ms).
         let crun = cols.iter().position(|c| c.trim() == "cpu_run_ns");
@@ -91,11 +91,13 @@ impl CpuLoad {
             self.lines += 1;
             let f: Vec<&str> = line.split(',').collect();
             let parsed = (|| {
+                // A field is quoted in a message at most EXCERPT_CHARS long.
+                let q = |v: &str| ddscope_traffic::text::excerpt(v, ddscope_traffic::text::EXCERPT_CHARS);
                 let get = |i: usize| f.get(i).map(|s| s.trim()).ok_or_else(|| format!("{} columns, the header has {}", f.len(), cols.len()));
-                let t: i64 = get(ct)?.parse().map_err(|_| format!("t_ns {:?} is not a number", get(ct).unwrap_or("")))?;
+                let t: i64 = get(ct)?.parse().map_err(|_| format!("t_ns \"{}\" is not a number", q(get(ct).unwrap_or(""))))?;
                 let pid: i64 = get(cpid)?.parse().map_err(|_| "pid is not a number".to_string())?;
                 let secs = |i: usize, what: &str| -> Result<f64, String> {
-                    let v: f64 = get(i)?.parse().map_err(|_| format!("{what} {:?} is not a number", get(i).unwrap_or("")))?;
+                    let v: f64 = get(i)?.parse().map_err(|_| format!("{what} \"{}\" is not a number", q(get(i).unwrap_or(""))))?;
                     if v.is_finite() && v >= 0.0 {
                         Ok(v)
                     } else {
@@ -103,7 +105,7 @@ impl CpuLoad {
                     }
                 };
                 let cpu_ns = match crun.and_then(|i| f.get(i)).map(|v| v.trim()).filter(|v| !v.is_empty()) {
-                    Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| format!("cpu_run_ns {v:?} is not a CPU time in ns"))?,
+                    Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| format!("cpu_run_ns \"{}\" is not a CPU time in ns", q(v)))?,
                     None => (1e9 * (secs(cu, "cpu_user_s")? + secs(cs, "cpu_system_s")?)).round() as i64,
                 };
                 Ok::<_, String>((t, get(cp)?.to_string(), pid, cpu_ns))

@@ -39,16 +39,35 @@ pub struct CaretPath {
     pub variable_passing: bool,
 }
 
+/// Nesting depth (sequences and mappings inside each other) an architecture
+/// file may reach: CARET's files are about 8 deep. The tree is only built
+/// (and later walked and dropped, recursively) below it: 20 000 nested
+/// sequences in 40 KB overflowed the stack.
+pub const MAX_ARCHITECTURE_DEPTH: usize = 64;
+
+/// Counts a file's events and nesting on the parser's event stream, read
+/// iteratively, before any tree is built.
 struct Guard {
     events: usize,
     alias: Option<Marker>,
+    depth: usize,
+    /// Where the nesting first went past [`MAX_ARCHITECTURE_DEPTH`].
+    too_deep: Option<Marker>,
 }
 
 impl MarkedEventReceiver for Guard {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         self.events += 1;
-        if matches!(ev, Event::Alias(_)) && self.alias.is_none() {
-            self.alias = Some(mark);
+        match ev {
+            Event::Alias(_) if self.alias.is_none() => self.alias = Some(mark),
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                self.depth += 1;
+                if self.depth > MAX_ARCHITECTURE_DEPTH && self.too_deep.is_none() {
+                    self.too_deep = Some(mark);
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => self.depth = self.depth.saturating_sub(1),
+            _ => {}
         }
     }
 }
@@ -60,13 +79,22 @@ fn text(y: &Yaml) -> Option<&str> {
 /// The paths defined in the architecture file at `path` (errors name the file and the reason).
 pub fn read_paths(path: &Path) -> Result<Vec<CaretPath>, String> {
     let p = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{p}: {e}"))?;
-    if meta.len() > MAX_ARCHITECTURE_BYTES {
-        return Err(format!("{p}: {} bytes; architecture files above {} MiB are refused", meta.len(), MAX_ARCHITECTURE_BYTES >> 20));
+    // Counted on what is read, not on the size the file reports (a device reports 0).
+    let src = ddscope_traffic::fsio::read_bounded_text(path, MAX_ARCHITECTURE_BYTES, "architecture file").map_err(|e| e.to_string())?;
+    let mut g = Guard { events: 0, alias: None, depth: 0, too_deep: None };
+    // Event by event (`Parser::load` recurses once per nesting level), stopping at the first excess.
+    let mut parser = Parser::new_from_str(&src);
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| format!("{p}: not YAML: {e}"))?;
+        let end = matches!(ev, Event::StreamEnd);
+        g.on_event(ev, mark);
+        if end || g.too_deep.is_some() || g.alias.is_some() || g.events > MAX_ARCHITECTURE_EVENTS {
+            break;
+        }
     }
-    let src = std::fs::read_to_string(path).map_err(|e| format!("{p}: {e}"))?;
-    let mut g = Guard { events: 0, alias: None };
-    Parser::new_from_str(&src).load(&mut g, true).map_err(|e| format!("{p}: not YAML: {e}"))?;
+    if let Some(m) = g.too_deep {
+        return Err(format!("{p}: line {}: nested more than {MAX_ARCHITECTURE_DEPTH} deep; an architecture file is not", m.line()));
+    }
     if let Some(m) = g.alias {
         return Err(format!("{p}: line {}: YAML aliases are not accepted in architecture files", m.line()));
     }
@@ -185,5 +213,30 @@ named_paths:
         assert_eq!(load(named).unwrap()[0].topics, ["/t1", "/t2"]);
         assert!(select(load(named).unwrap(), Some("x")).unwrap_err().contains("no path named"));
         assert!(load("nodes: []").unwrap_err().contains("no path defined"));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_any_tree_is_built() {
+        // 20 000 nested block sequences in 40 KB, flow sequences, and mappings:
+        // a clean error (this thread's 2 MiB stack overflowed before).
+        let dir = std::env::temp_dir().join(format!("ddscope-caret-deep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mapping: String = (0..3000).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        for (name, body) in [("block", "- ".repeat(20_000) + "x\n"), ("flow", "[".repeat(20_000) + &"]".repeat(20_000)), ("map", mapping)] {
+            let f = dir.join(format!("{name}.yaml"));
+            std::fs::write(&f, body).unwrap();
+            let e = read_paths(&f).unwrap_err();
+            // (the parser refuses deep flow collections itself, also cleanly)
+            let deep = e.contains("nested more than 64 deep") || e.contains("recursion limit exceeded");
+            assert!(deep && e.contains(&format!("{name}.yaml")), "{name}: {e}");
+        }
+        // A real file's depth passes.
+        let ok = dir.join("ok.yaml");
+        std::fs::write(&ok, "named_paths:\n- path_name: q\n  node_chain:\n  - {node_name: /a, publish_topic_name: /t1, subscribe_topic_name: UNDEFINED}\n  - {node_name: /b, publish_topic_name: UNDEFINED, subscribe_topic_name: /t1}\n").unwrap();
+        assert_eq!(read_paths(&ok).unwrap()[0].name, "q");
+        // A device is refused in one line, at once.
+        let e = read_paths(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("character device"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
