@@ -141,10 +141,15 @@ fn escape_with(out: &mut String, s: &str, special: &[char]) {
     };
     for c in body.chars() {
         match c {
-            // Line protocol has no newline escape: keep the text readable.
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push(' '),
+            // Line protocol has no escape for a control character (a tab or
+            // a newline ends the key; others are refused or kept invisibly):
+            // each is written as the text `ls` and tshark show (`\t`, `\n`,
+            // `\x1b`), which InfluxDB keeps as it is (a backslash before
+            // anything but the separators is itself).
+            c if c.is_control() => {
+                let mut b = [0u8; 4];
+                out.push_str(&ddscope_traffic::text::escape_controls(c.encode_utf8(&mut b)));
+            }
             c if special.contains(&c) => {
                 out.push('\\');
                 out.push(c);
@@ -772,10 +777,14 @@ struct InfluxTransport {
     headers: Vec<(String, String)>,
 }
 
-/// `dropped=N` of an InfluxDB partial-write error.
+/// Points an InfluxDB partial-write error lost: its `dropped=N` (points
+/// refused after parsing: type conflicts, retention) plus one per line it
+/// could not parse (`unable to parse '…'`, which InfluxDB 1.x leaves out of
+/// `dropped`: a refused line was once counted as delivered).
 fn partial_dropped(body: &str) -> Option<u64> {
     let i = body.find("dropped=")?;
-    body[i + 8..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().ok()
+    let dropped: u64 = body[i + 8..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().ok()?;
+    Some(dropped + body.matches("unable to parse '").count() as u64)
 }
 
 impl InfluxTransport {
@@ -816,8 +825,8 @@ impl Transport for InfluxTransport {
                     continue;
                 }
                 400 => match partial_dropped(text) {
-                    Some(n) => Outcome::Partial(n, format!("InfluxDB partial write: {text}")),
-                    None => Outcome::Rejected(format!("InfluxDB refused a batch of {} points: {text}", batch.records)),
+                    Some(n) => Outcome::Partial(n, format!("InfluxDB partial write ({n} of {} points refused): {}", batch.records, ddscope_traffic::text::excerpt(text, ddscope_traffic::text::EXCERPT_CHARS))),
+                    None => Outcome::Rejected(format!("InfluxDB refused a batch of {} points: {}", batch.records, ddscope_traffic::text::excerpt(text, ddscope_traffic::text::EXCERPT_CHARS))),
                 },
                 429 | 500..=599 => Outcome::Retry(format!("InfluxDB HTTP {status}: {text}")),
                 _ => Outcome::Rejected(format!("InfluxDB HTTP {status}: {text}")),
@@ -998,6 +1007,12 @@ mod tests {
         let mut s = String::new();
         escape_key(&mut s, "a\\b\\,c\\\\");
         assert_eq!(s, "a\\b\\\\,c\u{29F5}\u{29F5}");
+        // Control characters never reach the line as themselves: a tab once
+        // became an unescaped space and InfluxDB refused the line.
+        let mut s = String::new();
+        escape_key(&mut s, "/a\tb\nc\x1bd\u{7f}e\u{9b}");
+        assert_eq!(s, "/a\\tb\\nc\\x1bd\\x7fe\\x9b");
+        assert!(!s.chars().any(|c| c.is_control()));
     }
 
     #[test]
@@ -1033,5 +1048,8 @@ mod tests {
         assert!(InfluxConfig::from_url("http://h:1?x=1").is_err());
         assert_eq!(base64("user:pass"), "dXNlcjpwYXNz");
         assert_eq!(partial_dropped(r#"{"error":"partial write: field type conflict dropped=3"}"#), Some(3));
+        // InfluxDB 1.6.7's answer to two unparseable lines in a batch of four (the other two stored).
+        let two = "{\"error\":\"partial write: unable to parse 'm,a=b c v=2 2': invalid field format\\nunable to parse 'm,a=b d v=2 2': invalid field format dropped=0\"}";
+        assert_eq!(partial_dropped(two), Some(2));
     }
 }
