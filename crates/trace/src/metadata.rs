@@ -225,43 +225,159 @@ pub(crate) fn check_lttng_stream<F: std::io::Read + std::io::Seek>(file: &mut F,
 /// grow to 24 GB until the OOM killer came).
 pub(crate) const MAX_ARRAY_ELEMENTS: u64 = 1 << 16;
 
-/// Refuses static arrays (`name[N]`, `[N][M]…`) over [`MAX_ARRAY_ELEMENTS`].
+/// An array length as TSDL writes a constant: decimal, `0x` hex or `0`
+/// octal, with an optional `u`/`l` suffix, inside any parentheses and after
+/// any unary `+` (`[+1e9]`, `[(1000000000)]` once went past this check).
+/// `Ok(None)`: a sequence (its length field's name); `Err`: anything else.
+fn array_length(toks: &[&str]) -> Result<Option<u64>, String> {
+    let shown = || toks.join(" ");
+    if !toks.is_empty() && toks.iter().all(|t| t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')) {
+        return Ok(None);
+    }
+    let core: Vec<&str> = toks.iter().copied().filter(|t| !matches!(*t, "(" | ")" | "+")).collect();
+    match core.as_slice() {
+        [t] if t.starts_with(|c: char| c.is_ascii_digit()) => {
+            let t = t.trim_end_matches(['u', 'U', 'l', 'L']);
+            let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if t.len() > 1 && t.starts_with('0') {
+                u64::from_str_radix(&t[1..], 8).ok()
+            } else {
+                t.parse::<u64>().ok()
+            };
+            match n {
+                Some(n) => Ok(Some(n)),
+                // Digits too many for 64 bits: the largest; anything else (`1e9`): not a constant.
+                None if t.bytes().all(|b| b.is_ascii_hexdigit() || b == b'x' || b == b'X') => Ok(Some(u64::MAX)),
+                None => Err(format!("array length [{}] is not an integer constant", shown())),
+            }
+        }
+        _ => Err(format!("array length [{}] is not an integer constant", shown())),
+    }
+}
+
+/// One brace block being read by [`check_arrays`].
+struct Block {
+    /// `struct` or `variant` (fields count), else another block (integer, event, env…).
+    fields: Option<bool>,
+    /// The name after `struct`/`variant`, recorded with its weight at `}`.
+    name: Option<String>,
+    /// Elements of the fields so far (a variant: its largest field).
+    total: u64,
+    /// The statement being read at this level.
+    stmt: Stmt,
+}
+
+#[derive(Default)]
+struct Stmt {
+    /// Identifiers outside brackets, in order.
+    idents: Vec<String>,
+    /// Elements of a type body closed in this statement (`struct { … }`).
+    body: Option<u64>,
+    /// Product of the array lengths after the declarator.
+    mult: u64,
+    /// Where `:=` came (a typealias: what follows is the alias's name).
+    alias_at: Option<usize>,
+}
+
+/// Refuses metadata whose any field, array or structure would hold more
+/// than [`MAX_ARRAY_ELEMENTS`] elements, counting what babeltrace2 would
+/// allocate: array lengths multiply (`[N][M]`), a structure is the sum of
+/// its fields, a variant its largest, and a name given to a type
+/// (`typealias … := NAME`, `typedef … NAME`, `struct NAME { … }`) weighs
+/// what it names wherever it is used.
 fn check_arrays(norm: &str) -> Result<(), String> {
-    let toks: Vec<&str> = norm.split(' ').collect();
+    use std::collections::HashMap;
+    let toks: Vec<&str> = norm.split(' ').filter(|t| !t.is_empty()).collect();
+    let mut named: HashMap<String, u64> = HashMap::new();
+    let new_stmt = || Stmt { mult: 1, ..Default::default() };
+    let mut stack = vec![Block { fields: None, name: None, total: 0, stmt: new_stmt() }];
+    let too_many = |n: u64, what: &str| {
+        Err(format!(
+            "metadata declares {what} of {} elements, more than the {MAX_ARRAY_ELEMENTS} accepted",
+            if n == u64::MAX { "more than 2^64".to_string() } else { n.to_string() }
+        ))
+    };
     let mut i = 0;
     while i < toks.len() {
-        if toks[i] != "[" {
-            i += 1;
-            continue;
-        }
-        // A run of `[ N ]` groups.
-        let mut product = 1u64;
-        let mut lengths = vec![];
-        while i + 2 < toks.len() && toks[i] == "[" && toks[i + 2] == "]" {
-            let t = toks[i + 1];
-            // A number (too large for 64 bits counts as the largest); an identifier is a sequence's length field.
-            let n = if !t.starts_with(|c: char| c.is_ascii_digit()) {
-                None
-            } else if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                Some(u64::from_str_radix(h, 16).unwrap_or(u64::MAX))
-            } else if t.len() > 1 && t.starts_with('0') {
-                Some(u64::from_str_radix(&t[1..], 8).unwrap_or(u64::MAX))
-            } else {
-                Some(t.parse::<u64>().unwrap_or(u64::MAX))
-            };
-            // None: a sequence (`[length_field]`), whose length comes from the data.
-            if let Some(n) = n {
-                lengths.push(t.to_string());
-                product = product.saturating_mul(n);
+        let t = toks[i];
+        let top = stack.len() - 1;
+        match t {
+            "[" => {
+                let close = toks[i + 1..].iter().position(|t| *t == "]").map(|p| i + 1 + p).ok_or("metadata: an array length without `]`")?;
+                if let Some(n) = array_length(&toks[i + 1..close])? {
+                    let st = &mut stack[top].stmt;
+                    st.mult = st.mult.saturating_mul(n);
+                    if st.mult > MAX_ARRAY_ELEMENTS {
+                        return too_many(st.mult, &format!("an array ([{}])", toks[i + 1..close].join(" ")));
+                    }
+                }
+                i = close + 1;
+                continue;
             }
-            i += 3;
-        }
-        if product > MAX_ARRAY_ELEMENTS {
-            return Err(format!(
-                "metadata declares an array of {} elements ([{}]), more than the {MAX_ARRAY_ELEMENTS} accepted",
-                if product == u64::MAX { "more than 2^64".to_string() } else { product.to_string() },
-                lengths.join("]["),
-            ));
+            "{" => {
+                if stack.len() > 1024 {
+                    return Err("metadata nests structures more than 1024 deep".into());
+                }
+                let st = &stack[top].stmt;
+                let kw = st.idents.iter().rposition(|w| w == "struct" || w == "variant");
+                // `struct NAME {` or `struct {` (the keyword last or last but one).
+                let fields = kw.filter(|k| *k + 2 >= st.idents.len()).map(|k| st.idents[k] == "variant");
+                let name = kw.and_then(|k| st.idents.get(k + 1)).map(|n| format!("{} {n}", st.idents[kw.unwrap_or(0)]));
+                stack.push(Block { fields, name, total: 0, stmt: new_stmt() });
+            }
+            "}" => {
+                if stack.len() > 1 {
+                    let b = stack.pop().expect("more than one");
+                    let w = if b.fields.is_some() { b.total.max(1) } else { 1 };
+                    if w > MAX_ARRAY_ELEMENTS {
+                        return too_many(w, "a structure");
+                    }
+                    if let Some(n) = b.name {
+                        named.insert(n, w);
+                    }
+                    let last = stack.len() - 1;
+                    let st = &mut stack[last].stmt;
+                    st.body = Some(st.body.unwrap_or(1).max(w));
+                }
+            }
+            ":=" => {
+                let st = &mut stack[top].stmt;
+                st.alias_at = Some(st.idents.len());
+            }
+            ";" => {
+                let st = std::mem::replace(&mut stack[top].stmt, new_stmt());
+                // The type's weight: its body, or the largest named type it mentions.
+                let type_end = st.alias_at.unwrap_or(st.idents.len().saturating_sub(1));
+                let mut w = st.body.unwrap_or(1);
+                for k in 0..type_end.min(st.idents.len()) {
+                    if let Some(n) = named.get(&st.idents[k]) {
+                        w = w.max(*n);
+                    }
+                    if let Some(n) = st.idents.get(k + 1).and_then(|n| named.get(&format!("{} {n}", st.idents[k]))) {
+                        w = w.max(*n);
+                    }
+                }
+                let field = w.saturating_mul(st.mult);
+                if field > MAX_ARRAY_ELEMENTS {
+                    return too_many(field, "a field");
+                }
+                if let Some(at) = st.alias_at.filter(|_| st.idents.first().map(String::as_str) == Some("typealias")) {
+                    named.insert(st.idents[at..].join(" "), field);
+                } else if st.idents.first().map(String::as_str) == Some("typedef") {
+                    if let Some(n) = st.idents.last() {
+                        named.insert(n.clone(), field);
+                    }
+                } else if let Some(variant) = stack[top].fields {
+                    let b = &mut stack[top];
+                    b.total = if variant { b.total.max(field) } else { b.total.saturating_add(field) };
+                    if b.total > MAX_ARRAY_ELEMENTS {
+                        return too_many(b.total, "a structure");
+                    }
+                }
+            }
+            t if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => stack[top].stmt.idents.push(t.to_string()),
+            _ => {}
         }
         i += 1;
     }
@@ -396,10 +512,27 @@ mod tests {
         assert_eq!(check_tsdl(b"event { fields := struct { integer { size = 8; } _gid[24]; }; };"), Ok(()));
         let e = check_tsdl(b"event { fields := struct { integer { size = 8; } _gid[1000000000]; }; };").unwrap_err();
         assert!(e.contains("1000000000 elements"), "{e}");
-        let e = check_tsdl(b"struct { uint8_t m[1000][1000]; }").unwrap_err();
+        let e = check_tsdl(b"struct { uint8_t m[1000][1000]; };").unwrap_err();
         assert!(e.contains("1000000 elements"), "{e}");
+        // Unary signs, parentheses, a float: refused or counted, never passed over.
+        for bad in ["[+1000000000]", "[(1000000000)]", "[(+(1000000000))]", "[1e9]", "[-1]", "[1000000000 * 1]"] {
+            let text = format!("struct {{ uint8_t m{bad}; }};");
+            assert!(check_tsdl(text.as_bytes()).is_err(), "{bad} passed");
+        }
+        assert_eq!(check_tsdl(b"struct { uint8_t m[(24)]; uint8_t k[0x10u]; };"), Ok(()));
+        // Names given to types weigh what they name: aliases, typedefs, structures, nested.
+        let alias = b"typealias integer { size = 8; } := uint8_t; typealias struct { uint8_t a[60000]; } := big; event { fields := struct { big x[60000]; }; };";
+        assert!(check_tsdl(alias).unwrap_err().contains("elements"));
+        let typedef = b"typedef uint8_t row[60000]; struct s { row r[2]; };";
+        assert!(check_tsdl(typedef).is_err());
+        let named = b"struct inner { uint8_t a[40000]; }; struct outer { struct inner x; struct inner y; };";
+        assert!(check_tsdl(named).unwrap_err().contains("structure"));
+        let nested = b"struct { struct { uint8_t a[300]; } b[300]; };";
+        assert!(check_tsdl(nested).is_err());
+        // A variant holds one of its fields: its largest, not their sum.
+        assert_eq!(check_tsdl(b"variant v { uint8_t a[40000]; uint8_t b[40000]; };"), Ok(()));
         assert!(check_tsdl(b"struct { uint8_t m[0x7fffffff]; }").is_err());
-        assert!(check_tsdl(b"struct { uint8_t m[99999999999999999999999]; }").unwrap_err().contains("more than 2^64"));
+        assert!(check_tsdl(b"struct { uint8_t m[99999999999999999999999]; };").unwrap_err().contains("more than 2^64"));
         // Sequences take their length from the data (checked there by babeltrace2 against the packet).
         assert_eq!(check_tsdl(b"struct { uint32_t n; uint8_t s[n]; }"), Ok(()));
         // In a comment or a string it is no declaration.

@@ -422,7 +422,9 @@ fn check_in_child(path: &Path, opts: &ReaderOptions) -> Result<(), TraceError> {
     for t in find_traces(path) {
         meta_bytes += std::fs::metadata(t.join("metadata")).map(|m| m.len()).unwrap_or(0);
     }
-    let stall = opts.check_stall + Duration::from_secs(meta_bytes >> 20);
+    // One more second per 16 MiB of metadata (babeltrace2 reads a comment
+    // at tens of MiB/s): 256 MiB of it once bought the child 281 s.
+    let stall = opts.check_stall + Duration::from_secs(meta_bytes >> 24);
     // The process's data segment now (heap, anonymous and private writable mappings): the child's
     // limit is relative to it. RLIMIT_DATA, not RLIMIT_AS: babeltrace2 maps the stream files it
     // reads (read-only, not counted), GLib's allocations are counted.
