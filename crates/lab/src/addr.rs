@@ -18,7 +18,19 @@ pub fn parse_subnet(s: &str, needed: usize) -> Result<(Ipv4Addr, u8)> {
         bail!("{s:?}: room for {hosts} addresses, {needed} needed");
     }
     let mask = u32::MAX << (32 - len);
-    Ok((Ipv4Addr::from(u32::from(addr) & mask), len))
+    let net = u32::from(addr) & mask;
+    // The lab's addresses must be plain unicast ones: not "this network",
+    // loopback, link-local, multicast or reserved (a lab on 127.0.0.0/24
+    // or 224.0.0.0/24 would clash with the host's own traffic).
+    let (first, last) = (net, net | !mask);
+    for (base, plen, what) in [(0u32, 8u8, "\"this network\" (0.0.0.0/8)"), (0x7f00_0000, 8, "loopback (127.0.0.0/8)"), (0xa9fe_0000, 16, "link-local (169.254.0.0/16)"), (0xe000_0000, 4, "multicast (224.0.0.0/4)"), (0xf000_0000, 4, "reserved (240.0.0.0/4)")] {
+        let m = u32::MAX << (32 - plen);
+        let (lo, hi) = (base, base | !m);
+        if first <= hi && lo <= last {
+            bail!("{s:?}: overlaps the {what} range: choose a private unicast subnet such as 10.77.0.0/24");
+        }
+    }
+    Ok((Ipv4Addr::from(net), len))
 }
 
 #[cfg(test)]
@@ -32,5 +44,10 @@ mod tests {
         assert!(parse_subnet("10.77.0.0/30", 3).is_err());
         assert!(parse_subnet("10.77.0.0", 3).is_err());
         assert!(parse_subnet("10.77.0.300/24", 3).is_err());
+        for bad in ["127.0.0.0/24", "224.0.0.0/24", "239.1.0.0/16", "169.254.3.0/24", "0.0.0.0/24", "250.0.0.0/24"] {
+            let e = parse_subnet(bad, 3).unwrap_err().to_string();
+            assert!(e.contains("overlaps"), "{bad}: {e}");
+        }
+        assert!(parse_subnet("192.168.7.0/24", 3).is_ok());
     }
 }
