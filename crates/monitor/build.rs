@@ -8,6 +8,10 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=bpf/capture.c");
     println!("cargo:rerun-if-env-changed=DDSCOPE_CLANG");
+    // A build made before clang-14 and libbpf-dev were installed is redone
+    // once they are (a path that does not exist yet makes cargo rerun this).
+    println!("cargo:rerun-if-changed=/usr/bin/clang-14");
+    println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("capture.bpf.o");
     let candidates: Vec<String> = match std::env::var("DDSCOPE_CLANG") {
         Ok(c) => vec![c],
