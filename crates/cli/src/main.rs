@@ -60,7 +60,22 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => e.exit(),
         Err(e) => {
-            let _ = e.print();
+            // clap quotes a refused value whole: a 100 KB one is said once, cut.
+            use clap::error::{ContextKind, ContextValue};
+            let long = match e.get(ContextKind::InvalidValue) {
+                Some(ContextValue::String(v)) => v.len() > ddscope_traffic::text::EXCERPT_CHARS,
+                _ => false,
+            };
+            if e.kind() == clap::error::ErrorKind::ValueValidation && long {
+                let arg = match e.get(ContextKind::InvalidArg) {
+                    Some(ContextValue::String(a)) => a.clone(),
+                    _ => "an option".into(),
+                };
+                let why = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default();
+                eprintln!("error: invalid value for '{arg}': {}", ddscope_traffic::text::excerpt(&why, 2 * ddscope_traffic::text::EXCERPT_CHARS));
+            } else {
+                let _ = e.print();
+            }
             return ExitCode::from(1);
         }
     };
