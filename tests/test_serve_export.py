@@ -5,7 +5,10 @@ spans many DATA_FRAGs while two cores keep up), every node traced (the lab's ros
 Jazzy layout, one live LTTng session and relay daemon per host), with an agent on each host
 following its host's live session (`--trace-live`) and sending to `ddscope serve` in the root
 namespace (`--path /raw_image,/image,/actuator`), and:
-  * a real Prometheus 2.42 (Debian) scraping serve's /metrics (with the token) and the agents;
+  * a real Prometheus 2.42 (Debian) scraping serve's /metrics (with the token) and the one of
+    `--export prometheus=` every 100 ms each, and the agents; with the test's own scrapes of both
+    interleaved, during and after the run, no counter of either ever goes down (`resets()` = 0, and
+    every scrape the test read);
   * a real InfluxDB 1.6.7 receiving serve's `--export influx=…` and the agents';
   * the OpenTelemetry Collector (tests/servers/build-otelcol.sh: OTLP receiver, debug exporter)
     receiving serve's `--export otlp=…`, its traces read back from the debug exporter's output.
@@ -91,6 +94,53 @@ def influx_query(port, q):
     body = urllib.parse.urlencode({"db": "ddscope", "q": q, "epoch": "ns"}).encode()
     with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/query", data=body), timeout=60) as r:
         return json.loads(r.read())
+
+
+class CounterWatch:
+    """Scrapes `/metrics` endpoints in turn (a thread) and records every latency counter that reads
+    lower than the same endpoint's previous reading of it (a reset, to Prometheus)."""
+
+    LINE = re.compile(r'^(ddscope_(?:latency|chain|incidents)_\w*(?:_count|_sum|_bucket|_total))(\{[^}]*\})? (\S+)$')
+
+    def __init__(self, endpoints, every=0.1):
+        import threading
+        self.endpoints, self.every = endpoints, every
+        self.last = {}
+        self.down = []
+        self.scrapes = {k: 0 for k in endpoints}
+        self.nonzero = {k: 0 for k in endpoints}
+        self.series = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for name, url in self.endpoints.items():
+                try:
+                    text = get_text(url, TOKEN, timeout=5)
+                except OSError:
+                    continue  # not up yet, or busy: a missed scrape is no reset
+                self.scrapes[name] += 1
+                for line in text.splitlines():
+                    m = self.LINE.match(line)
+                    if not m:
+                        continue
+                    key = (name, m.group(1), m.group(2) or "")
+                    v = float(m.group(3))
+                    prev = self.last.get(key)
+                    if prev is not None and v < prev:
+                        self.down.append((key, prev, v))
+                    self.last[key] = v
+                    self.nonzero[name] += v > 0
+                self.series = len(self.last)
+                self._stop.wait(self.every)
 
 
 def promql(port, q, at):
@@ -281,8 +331,10 @@ def test_serve_exports_to_prometheus_influxdb_and_the_collector(repo, tmp_path, 
     influx_port = start_influxd(tmp_path, processes)
     otlp_port, otel_log = start_collector(tmp_path, processes)
     port = free_port()
+    export_port = free_port()
     serve_log = tmp_path / "serve.log"
     serve = subprocess.Popen([exe, "serve", "--listen", f"0.0.0.0:{port}", "--token", TOKEN, "--window", "3s", "--idle", "5s",
+                              "--export", f"prometheus=127.0.0.1:{export_port}",
                               "--export", f"influx=http://127.0.0.1:{influx_port}/ddscope", "--export", f"otlp=http://127.0.0.1:{otlp_port}",
                               "--budget", "/image=50ms", "--budget", "/drive:ros_e2e=100us", "--explain-window", "5s", "--trace-sample", "all", "--path", "/raw_image,/image,/actuator"],
                              stdout=subprocess.DEVNULL, stderr=open(serve_log, "w"))
@@ -301,8 +353,15 @@ def test_serve_exports_to_prometheus_influxdb_and_the_collector(repo, tmp_path, 
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:
   - job_name: serve
+    scrape_interval: 100ms
+    scrape_timeout: 100ms
     authorization: {{type: Bearer, credentials_file: {tmp_path / 'token'}}}
     static_configs: [{{targets: ['127.0.0.1:{port}']}}]
+  - job_name: serve_export
+    scrape_interval: 100ms
+    scrape_timeout: 100ms
+    authorization: {{type: Bearer, credentials_file: {tmp_path / 'token'}}}
+    static_configs: [{{targets: ['127.0.0.1:{export_port}']}}]
   - job_name: agents
     authorization: {{type: Bearer, credentials_file: {tmp_path / 'token'}}}
     file_sd_configs: [{{files: ['{targets}'], refresh_interval: 1s}}]
@@ -310,6 +369,9 @@ scrape_configs:
     prometheus = subprocess.Popen([prom, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                    f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
     processes.append(prometheus)
+    # The test's own scrapes of both endpoints, interleaved with Prometheus's, during and after the run.
+    scraper = CounterWatch({"serve": f"http://127.0.0.1:{port}/metrics", "serve_export": f"http://127.0.0.1:{export_port}/metrics"})
+    scraper.start()
 
     # A lighter image than the thesis's 2.76 MB: still ~220 DATA_FRAGs per sample (the submessage layer),
     # but two cores carry the workload, two agents exporting to InfluxDB and the servers.
@@ -353,8 +415,24 @@ scrape_configs:
         return st if not any(a["running"] for a in st["agents"]) and st["pending"]["samples"] == 0 else None
     time.sleep(8)  # the window (3 s) after the agents' last watermarks, and the idle time
     state = wait("serve to judge every sample", judged, 60)
-    time.sleep(3)  # two more scrapes
+    time.sleep(3)  # more scrapes
     end = time.time()
+    scraper.stop()
+
+    # No latency counter went down at either endpoint: in every scrape the test read, and for Prometheus.
+    print(f"counter watch: {scraper.scrapes}; {scraper.series} series; went down: {scraper.down[:5]}")
+    assert all(n >= 100 for n in scraper.scrapes.values()), scraper.scrapes
+    assert not scraper.down, f"{len(scraper.down)} counter readings went down, e.g. {scraper.down[:5]}"
+    assert scraper.nonzero["serve_export"] and scraper.nonzero["serve"], "no latency counter above 0 was read"
+    counters = '{__name__=~"ddscope_(latency|chain|incidents)_.*(_count|_sum|_bucket|_total)",job=~"serve|serve_export"}'
+    rng = f"{int(end - t0) + 30}s"
+    scrapes = promql(prom_port, f'sum by (job) (count_over_time(up{{job=~"serve|serve_export"}}[{rng}]))', end)
+    print(f"Prometheus scrapes of serve's endpoints: {[(r['metric']['job'], r['value'][1]) for r in scrapes]}")
+    assert len(scrapes) == 2 and all(float(r["value"][1]) >= 100 for r in scrapes), scrapes
+    resets = promql(prom_port, f"resets({counters}[{rng}]) > 0", end)
+    assert not resets, f"counters reset at a scrape: {[(r['metric'], r['value'][1]) for r in resets[:5]]}"
+    same = promql(prom_port, f'count by (job) ({counters})', end)
+    assert len(same) == 2 and same[0]["value"][1] == same[1]["value"][1], f"the two endpoints expose different series: {same}"
     flows = {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in state["flows"]}
 
     # The oracle: `ddscope latency` on the run's captures.

@@ -32,6 +32,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Default exposition address (the OpenTelemetry Prometheus exporter's port).
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
 
+/// The endpoint [`Registry::render`] renders for: `/metrics` of `--export prometheus=ADDR`.
+pub const DEFAULT_ENDPOINT: &str = "export";
+
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {
     /// Cap on per-topic label sets.
@@ -85,14 +88,14 @@ struct Histogram {
     counts: Vec<u64>,
     sum: f64,
     count: u64,
-    /// Exposed to a scrape at least once (see [`Inner::render`]'s zero-first rule).
-    shown: bool,
+    /// [`Inner::renders`] when it was created (see [`Inner::render`]'s zero-first rule).
+    born: u64,
 }
 
 impl Histogram {
-    fn new(bounds: Arc<[f64]>) -> Self {
+    fn new(bounds: Arc<[f64]>, born: u64) -> Self {
         let n = bounds.len() + 1;
-        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0, shown: false }
+        Histogram { bounds, counts: vec![0; n], sum: 0.0, count: 0, born }
     }
 
     fn observe(&mut self, v: f64) {
@@ -257,8 +260,8 @@ struct FlowSeries {
     incidents: [u64; Cause::ALL.len()],
     /// |d(X) − d(X−1)| of consecutive samples (Bosk et al. Eq. 10), seconds.
     jitter: Option<Histogram>,
-    /// The counters were exposed to a scrape at least once (zero-first rule).
-    shown: bool,
+    /// [`Inner::renders`] when it was created (zero-first rule).
+    born: u64,
 }
 
 /// One hop position (or the end to end) of a measured chain, between two capture points.
@@ -325,8 +328,13 @@ struct Inner {
     /// Chain hop positions (and ends to end) of measured chains; capped like flows.
     chains: BTreeMap<ChainKey, ChainSeries>,
     chain_overflow: Overflow,
-    /// Per measured chain: instances with and without an end-to-end value, and whether exposed.
-    chain_instances: BTreeMap<Arc<str>, (u64, u64, bool)>,
+    /// Per measured chain: instances with and without an end-to-end value, and when created ([`Self::renders`]).
+    chain_instances: BTreeMap<Arc<str>, (u64, u64, u64)>,
+    /// Renders for a scrape so far, of every endpoint: the clock series are born at.
+    renders: u64,
+    /// Per scraped endpoint (`/metrics` of `serve`, of `--export prometheus=`), [`Self::renders`]
+    /// at its latest scrape.
+    scrapers: Vec<(&'static str, u64)>,
     /// Clock offsets t_o (Bosk et al. Eq. 9) in use per capture point, ns.
     clock_offsets: Vec<(String, i64)>,
     health: BTreeMap<String, CaptureHealth>,
@@ -435,7 +443,7 @@ impl Inner {
                     ip_fragments: 0,
                     retransmitted_fragments: 0,
                     retransmitted_bytes: 0,
-                    sample_size: Histogram::new(self.size_bounds.clone()),
+                    sample_size: Histogram::new(self.size_bounds.clone(), 0),
                 });
                 self.index.insert(key, i);
                 i
@@ -520,12 +528,13 @@ impl Inner {
                     repaired: 0,
                     incidents: [0; Cause::ALL.len()],
                     jitter: None,
-                    shown: false,
+                    born: self.renders,
                 },
             );
         }
         let bounds = self.lat_bounds.clone();
         let budgets = &self.budgets;
+        let born = self.renders;
         let f = self.flows.get_mut(&key).expect("inserted above");
         for (layer, ns) in row_layers(row) {
             let i = layer_slot(layer);
@@ -535,7 +544,7 @@ impl Inner {
                 f.negative[i] += 1;
                 continue;
             }
-            f.layers[i].get_or_insert_with(|| Histogram::new(bounds.clone())).observe(ns as f64 / 1e9);
+            f.layers[i].get_or_insert_with(|| Histogram::new(bounds.clone(), born)).observe(ns as f64 / 1e9);
             if budgets.limit(&key.topic, layer).is_some_and(|b| ns > b) {
                 f.over_budget[i] += 1;
             }
@@ -551,7 +560,7 @@ impl Inner {
                 f.repaired += 1;
             }
             if let Some(j) = row.jitter_ns {
-                f.jitter.get_or_insert_with(|| Histogram::new(bounds)).observe(j.saturating_abs() as f64 / 1e9);
+                f.jitter.get_or_insert_with(|| Histogram::new(bounds, born)).observe(j.saturating_abs() as f64 / 1e9);
             }
         }
     }
@@ -580,7 +589,7 @@ impl Inner {
         let hop_key = ChainKey { chain: r.chain.clone(), hop: r.hop.to_string(), topic, sender: h.sender.to_string(), receiver: h.receiver.to_string() };
         self.chain_observe(hop_key, &obs);
         if r.hop == 0 {
-            let e = self.chain_instances.entry(r.chain.clone()).or_insert((0, 0, false));
+            let e = self.chain_instances.entry(r.chain.clone()).or_insert((0, 0, self.renders));
             match r.chain_e2e_ns {
                 Some(v) => {
                     e.0 += 1;
@@ -608,12 +617,13 @@ impl Inner {
             self.chains.insert(key.clone(), ChainSeries { labels, layers: BTreeMap::new(), negative: 0 });
         }
         let bounds = self.lat_bounds.clone();
+        let born = self.renders;
         let c = self.chains.get_mut(&key).expect("inserted above");
         for (l, v) in obs {
             if *v < 0 {
                 c.negative += 1;
             } else {
-                c.layers.entry(l).or_insert_with(|| Histogram::new(bounds.clone())).observe(*v as f64 / 1e9);
+                c.layers.entry(l).or_insert_with(|| Histogram::new(bounds.clone(), born)).observe(*v as f64 / 1e9);
             }
         }
     }
@@ -637,6 +647,8 @@ impl Registry {
                 chains: BTreeMap::new(),
                 chain_overflow: Overflow::default(),
                 chain_instances: BTreeMap::new(),
+                renders: 0,
+                scrapers: vec![],
                 clock_offsets: vec![],
                 health: BTreeMap::new(),
                 topic_nodes: vec![],
@@ -772,15 +784,31 @@ impl Registry {
         promtext::parse(&self.render_current()).unwrap_or_default()
     }
 
-    /// The exposition in the text format 0.0.4, for a scrape of `/metrics`: a
-    /// latency label set this is the first exposition of is shown with zero
-    /// counts (its observations from the next scrape on), so that rate() and
-    /// increase() count the observations it was created with.
+    /// The exposition in the text format 0.0.4, for a scrape of the default endpoint
+    /// (see [`render_for`](Self::render_for)).
     pub fn render(&self) -> String {
+        self.render_for(DEFAULT_ENDPOINT)
+    }
+
+    /// The exposition for a scrape of `endpoint`: every series with its current
+    /// values, except a latency label set created since that endpoint's previous
+    /// scrape, shown with zero counts this once (its observations from the next
+    /// scrape on), so that rate() and increase() count the observations it was
+    /// created with. Each endpoint (`serve`'s own `/metrics`, the one of
+    /// `--export prometheus=`) keeps its own last scrape, so no scrape of one makes
+    /// a counter of the other go down; the first scrape of an endpoint shows the
+    /// values (a series is never read as 0 after it was read above 0).
+    pub fn render_for(&self, endpoint: &'static str) -> String {
         let mut g = self.lock();
         let mut out = String::with_capacity(4096 + (g.series.len() + g.flows.len()) * 1024);
-        g.render(&mut out, true);
-        g.mark_shown();
+        g.renders += 1;
+        let now = g.renders;
+        let prev = g.scrapers.iter().find(|(e, _)| *e == endpoint).map(|(_, r)| *r);
+        g.render(&mut out, prev);
+        match g.scrapers.iter_mut().find(|(e, _)| *e == endpoint) {
+            Some(s) => s.1 = now,
+            None => g.scrapers.push((endpoint, now)),
+        }
         out
     }
 
@@ -788,7 +816,7 @@ impl Registry {
     pub fn render_current(&self) -> String {
         let g = self.lock();
         let mut out = String::with_capacity(4096 + (g.series.len() + g.flows.len()) * 1024);
-        g.render(&mut out, false);
+        g.render(&mut out, None);
         out
     }
 
@@ -811,28 +839,8 @@ impl Registry {
 type Getter = fn(&TopicSeries) -> u64;
 
 impl Inner {
-    /// Marks every latency label set as exposed (after a scrape's render).
-    fn mark_shown(&mut self) {
-        for f in self.flows.values_mut() {
-            f.shown = true;
-            for h in f.layers.iter_mut().flatten() {
-                h.shown = true;
-            }
-            if let Some(h) = f.jitter.as_mut() {
-                h.shown = true;
-            }
-        }
-        for c in self.chains.values_mut() {
-            for h in c.layers.values_mut() {
-                h.shown = true;
-            }
-        }
-        for c in self.chain_instances.values_mut() {
-            c.2 = true;
-        }
-    }
-
-    fn render(&self, out: &mut String, zero_first: bool) {
+    /// `since`: the endpoint's previous scrape ([`Self::renders`]), whose later series show zeros.
+    fn render(&self, out: &mut String, since: Option<u64>) {
         // Per-topic counters.
         write_header(out, "ddscope_submessages_total", "RTPS submessages seen, by kind.", Kind::Counter);
         for s in &self.series {
@@ -870,11 +878,11 @@ impl Inner {
             s.sample_size.render(out, "ddscope_sample_size_bytes", &s.labels);
         }
 
-        // Latency between capture points. A label set a scrape has not seen
-        // yet is exposed with zeros first (`zero_first`): Prometheus takes a
+        // Latency between capture points. A label set created since this endpoint's
+        // previous scrape is exposed with zeros first (`since`): Prometheus takes a
         // series' first value as its start, so rate() and increase() would
         // otherwise never count the observations it was created with.
-        let z = |shown: bool| zero_first && !shown;
+        let z = |born: u64| since.is_some_and(|p| born >= p);
         write_header(
             out,
             "ddscope_latency_seconds",
@@ -885,7 +893,7 @@ impl Inner {
             for (i, h) in f.layers.iter().enumerate() {
                 if let Some(h) = h {
                     let labels = format!("{},layer=\"{}\"", f.labels, Layer::ALL[i].as_str());
-                    h.render_as(out, "ddscope_latency_seconds", &labels, z(h.shown));
+                    h.render_as(out, "ddscope_latency_seconds", &labels, z(h.born));
                 }
             }
         }
@@ -893,7 +901,7 @@ impl Inner {
         for f in self.flows.values() {
             for (i, n) in f.negative.iter().enumerate() {
                 if *n > 0 {
-                    let _ = writeln!(out, "ddscope_latency_negative_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.shown) { 0 } else { *n });
+                    let _ = writeln!(out, "ddscope_latency_negative_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.born) { 0 } else { *n });
                 }
             }
         }
@@ -905,12 +913,12 @@ impl Inner {
         );
         for f in self.flows.values() {
             for (i, n) in f.status.iter().enumerate() {
-                let _ = writeln!(out, "ddscope_latency_samples_total{{{},status=\"{}\"}} {}", f.labels, STATUSES[i].as_str(), if z(f.shown) { 0 } else { *n });
+                let _ = writeln!(out, "ddscope_latency_samples_total{{{},status=\"{}\"}} {}", f.labels, STATUSES[i].as_str(), if z(f.born) { 0 } else { *n });
             }
         }
         write_header(out, "ddscope_latency_repaired_samples_total", "Judged samples that needed retransmitted fragments.", Kind::Counter);
         for f in self.flows.values() {
-            let _ = writeln!(out, "ddscope_latency_repaired_samples_total{{{}}} {}", f.labels, if z(f.shown) { 0 } else { f.repaired });
+            let _ = writeln!(out, "ddscope_latency_repaired_samples_total{{{}}} {}", f.labels, if z(f.born) { 0 } else { f.repaired });
         }
         write_header(
             out,
@@ -920,7 +928,7 @@ impl Inner {
         );
         for f in self.flows.values() {
             for (i, n) in f.timing.iter().enumerate() {
-                let _ = writeln!(out, "ddscope_latency_timing_total{{{},timing=\"{}\"}} {}", f.labels, TIMINGS[i].as_str(), if z(f.shown) { 0 } else { *n });
+                let _ = writeln!(out, "ddscope_latency_timing_total{{{},timing=\"{}\"}} {}", f.labels, TIMINGS[i].as_str(), if z(f.born) { 0 } else { *n });
             }
         }
         write_header(
@@ -931,13 +939,13 @@ impl Inner {
         );
         for f in self.flows.values() {
             for (i, n) in f.incidents.iter().enumerate() {
-                let _ = writeln!(out, "ddscope_incidents_total{{{},cause=\"{}\"}} {}", f.labels, Cause::ALL[i].name(), if z(f.shown) { 0 } else { *n });
+                let _ = writeln!(out, "ddscope_incidents_total{{{},cause=\"{}\"}} {}", f.labels, Cause::ALL[i].name(), if z(f.born) { 0 } else { *n });
             }
         }
         write_header(out, "ddscope_latency_jitter_seconds", "Jitter |d(X) - d(X-1)| of the message latency of consecutive samples (Bosk et al. Eq. 10).", Kind::Histogram);
         for f in self.flows.values() {
             if let Some(h) = &f.jitter {
-                h.render_as(out, "ddscope_latency_jitter_seconds", &f.labels, z(h.shown));
+                h.render_as(out, "ddscope_latency_jitter_seconds", &f.labels, z(h.born));
             }
         }
         if !self.budgets.is_empty() {
@@ -954,7 +962,7 @@ impl Inner {
             for (k, f) in &self.flows {
                 for (i, n) in f.over_budget.iter().enumerate() {
                     if f.layers[i].is_some() && self.budgets.limit(&k.topic, Layer::ALL[i]).is_some() {
-                        let _ = writeln!(out, "ddscope_latency_over_budget_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.shown) { 0 } else { *n });
+                        let _ = writeln!(out, "ddscope_latency_over_budget_total{{{},layer=\"{}\"}} {}", f.labels, Layer::ALL[i].as_str(), if z(f.born) { 0 } else { *n });
                     }
                 }
             }
@@ -969,15 +977,15 @@ impl Inner {
             for c in self.chains.values() {
                 for (layer, h) in &c.layers {
                     let labels = format!("{},layer=\"{layer}\"", c.labels);
-                    h.render_as(out, "ddscope_chain_latency_seconds", &labels, z(h.shown));
+                    h.render_as(out, "ddscope_chain_latency_seconds", &labels, z(h.born));
                 }
             }
             write_header(out, "ddscope_chain_instances_total", "Instances of a measured chain, with (complete) and without (incomplete: an instant missing) an end-to-end value.", Kind::Counter);
-            for (chain, (complete, incomplete, shown)) in &self.chain_instances {
+            for (chain, (complete, incomplete, born)) in &self.chain_instances {
                 let mut l = String::new();
                 push_label(&mut l, "chain", chain);
                 for (status, n) in [("complete", complete), ("incomplete", incomplete)] {
-                    let _ = writeln!(out, "ddscope_chain_instances_total{{{l},status=\"{status}\"}} {}", if z(*shown) { 0 } else { *n });
+                    let _ = writeln!(out, "ddscope_chain_instances_total{{{l},status=\"{status}\"}} {}", if z(*born) { 0 } else { *n });
                 }
             }
         }
@@ -1407,29 +1415,61 @@ mod tests {
         assert_eq!(value(&promtext::parse(&r.render_current()).unwrap(), "ddscope_clock_offset_seconds", &[("capture", "pc2")]), Some(37.0));
     }
 
-    /// A latency label set's first scrape shows zeros (Prometheus takes a series' first value as its start,
-    /// so rate() would never count the observations it was created with); the next one the values.
+    /// A latency label set created after an endpoint's scrape shows zeros at its next scrape
+    /// (Prometheus takes a series' first value as its start, so rate() would never count the
+    /// observations it was created with), the values from then on; what exists at an endpoint's
+    /// first scrape shows its values; two endpoints never make each other's counters go down.
     #[test]
     fn a_new_latency_series_is_scraped_with_zeros_first() {
         let r = Registry::new(RegistryConfig::default()).unwrap();
         r.on_latency(&ros_row(1, 2_000_000, "delivered"));
         let l = [("topic", "/image"), ("layer", "message"), ("le", "+Inf")];
-        let first = promtext::parse(&r.render()).unwrap();
-        assert_eq!(value(&first, "ddscope_latency_seconds_bucket", &l), Some(0.0));
-        assert_eq!(value(&first, "ddscope_latency_samples_total", &[("status", "delivered")]), Some(0.0));
-        let second = promtext::parse(&r.render()).unwrap();
-        assert_eq!(value(&second, "ddscope_latency_seconds_bucket", &l), Some(1.0));
-        assert_eq!(value(&second, "ddscope_latency_samples_total", &[("status", "delivered")]), Some(1.0));
-        // A layer that appears later in a shown flow gets its own zero first.
+        let count = |text: &str, layer: &str| value(&promtext::parse(text).unwrap(), "ddscope_latency_seconds_count", &[("layer", layer)]);
+        // An endpoint's first scrape: the values.
+        let first = promtext::parse(&r.render_for("a")).unwrap();
+        assert_eq!(value(&first, "ddscope_latency_seconds_bucket", &l), Some(1.0));
+        assert_eq!(value(&first, "ddscope_latency_samples_total", &[("status", "delivered")]), Some(1.0));
+        // A layer and a flow created after it: zero at that endpoint's next scrape, then the values.
         r.on_latency(&LatencyRow { sender_stack_ns: Some(1_000), ..ros_row(2, 2_000_000, "delivered") });
-        let third = promtext::parse(&r.render()).unwrap();
-        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "sender_stack")]), Some(0.0));
-        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "message")]), Some(2.0));
+        let mut other = ros_row(3, 3_000_000, "delivered");
+        other.receiver = "pc3".into();
+        r.on_latency(&other);
+        let second = r.render_for("a");
+        assert_eq!(count(&second, "sender_stack"), Some(0.0));
+        assert_eq!(count(&second, "message"), Some(2.0));
+        let f = promtext::parse(&second).unwrap();
+        assert_eq!(value(&f, "ddscope_latency_seconds_count", &[("layer", "message"), ("receiver", "pc3")]), Some(0.0));
+        // Another endpoint's scrapes in between change nothing for "a".
+        let b = r.render_for("b");
+        assert_eq!(count(&b, "sender_stack"), Some(1.0), "b's first scrape shows the values");
+        let third = promtext::parse(&r.render_for("a")).unwrap();
+        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "sender_stack")]), Some(1.0));
+        assert_eq!(value(&third, "ddscope_latency_seconds_count", &[("layer", "message"), ("receiver", "pc3")]), Some(1.0));
+        // Every counter of every series, over interleaved scrapes of both endpoints while rows
+        // arrive, never goes down at either endpoint.
+        let mut last: BTreeMap<(&str, String), f64> = BTreeMap::new();
+        for i in 0..200u64 {
+            let mut row = ros_row(10 + i as i64, 1_000_000 + i as i64, "delivered");
+            row.receiver = format!("pc{}", 4 + i % 7).into();
+            r.on_latency(&row);
+            for ep in ["a", "b"] {
+                if (i + ep.len() as u64) % 3 == 0 {
+                    continue;
+                }
+                for fam in promtext::parse(&r.render_for(ep)).unwrap() {
+                    for s in fam.samples {
+                        let key = (ep, format!("{}{:?}", s.name, s.labels));
+                        let prev = last.insert(key.clone(), s.value);
+                        assert!(prev.is_none_or(|p| p <= s.value), "{key:?} went from {prev:?} to {}", s.value);
+                    }
+                }
+            }
+        }
         // OTLP's families carry the current values, and mark nothing.
         let r2 = Registry::new(RegistryConfig::default()).unwrap();
         r2.on_latency(&ros_row(1, 2_000_000, "delivered"));
         assert_eq!(value(&r2.families(), "ddscope_latency_seconds_bucket", &l), Some(1.0));
-        assert_eq!(value(&promtext::parse(&r2.render()).unwrap(), "ddscope_latency_seconds_bucket", &l), Some(0.0));
+        assert_eq!(value(&promtext::parse(&r2.render()).unwrap(), "ddscope_latency_seconds_bucket", &l), Some(1.0));
     }
 
     /// Oracle: the chain rows fed (two instances of /a,/b; one without an end-to-end value).

@@ -1211,13 +1211,17 @@ mod tests {
         assert_eq!(off.map(|s| s.value), Some(0.001));
         let up = fams.iter().flat_map(|f| f.samples.iter()).filter(|s| s.name == "ddscope_serve_agent_up").count();
         assert_eq!(up, 2, "one ddscope_serve_agent_up per agent");
-        // The first scrape shows a new label set with zeros (so rate() counts its first observations), the next its counts.
-        let first = ddscope_sysstat::promtext::parse(&reg.render()).unwrap();
-        let count = |fams: &[ddscope_sysstat::promtext::Family]| {
-            fams.iter().flat_map(|f| f.samples.iter()).find(|s| s.name == "ddscope_latency_seconds_count" && s.label("layer") == Some("message")).map(|s| s.value)
+        // An endpoint's first scrape shows the counts; a label set created after it shows zeros at
+        // its next scrape (so rate() counts its first observations), then its counts.
+        let count = |text: &str, topic: &str| {
+            let fams = ddscope_sysstat::promtext::parse(text).unwrap();
+            fams.iter()
+                .flat_map(|f| f.samples.iter())
+                .find(|s| s.name == "ddscope_latency_seconds_count" && s.label("layer") == Some("message") && s.label("topic") == Some(topic))
+                .map(|s| s.value)
         };
-        assert_eq!(count(&first), Some(0.0));
-        assert_eq!(count(&ddscope_sysstat::promtext::parse(&reg.render()).unwrap()), Some(5.0));
+        assert_eq!(count(&reg.render(), "/chatter"), Some(5.0));
+        assert_eq!(count(&reg.render(), "/chatter"), Some(5.0));
 
         // A cap of one latency label set: a second topic is refused and counted, not exported.
         let mut cfg = ServeConfig::new("127.0.0.1:0".parse().unwrap());

@@ -600,6 +600,9 @@ async fn ingest(req: Request<Incoming>, ctx: &Arc<Ctx>) -> (Resp, bool) {
     (resp, true)
 }
 
+/// Who scrapes serve's own `/metrics`, for the registry's zero-first rule (apart from `--export prometheus=`'s).
+const SERVE_METRICS_ENDPOINT: &str = "serve";
+
 /// `GET /metrics`: what `serve` correlates and its own counters, in Prometheus's text format.
 async fn metrics(ctx: &Arc<Ctx>) -> Resp {
     let c = ctx.clone();
@@ -610,7 +613,7 @@ async fn metrics(ctx: &Arc<Ctx>) -> Resp {
             central.refresh_metrics(http);
             central.registry()
         };
-        registry.map(|r| r.render())
+        registry.map(|r| r.render_for(SERVE_METRICS_ENDPOINT))
     })
     .await;
     match built {
