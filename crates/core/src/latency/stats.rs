@@ -40,7 +40,8 @@ fn dense_len(max: u64) -> usize {
     (bits - 11 + 2) * 1024
 }
 
-/// The non-negative values of a [`Dist`], counted per histogram bucket.
+/// Values of one sign of a [`Dist`] (the non-negative ones, or the magnitudes
+/// of the negative ones), counted per histogram bucket.
 #[derive(Clone)]
 enum Store {
     /// (lowest value of the bucket, count), sorted by bucket.
@@ -48,65 +49,29 @@ enum Store {
     Dense(Box<Histogram<u64>>),
 }
 
-impl Store {
-    fn is_sparse(&self) -> bool {
-        matches!(self, Store::Sparse(_))
-    }
-}
-
-/// Distribution of one latency layer for one flow (values in ns).
+/// One sign's values: the store and the largest value recorded (for when a
+/// sparse store becomes dense, and the histogram's top bucket).
 #[derive(Clone)]
-pub struct Dist {
-    count: u64,
-    mean: f64,
-    m2: f64,
-    min: i64,
-    max: i64,
-    /// Negative values cannot go into the histogram: counted apart.
-    negative: u64,
+struct Side {
     store: Store,
+    len: u64,
+    max: u64,
 }
 
-impl Default for Dist {
+impl Default for Side {
     fn default() -> Self {
-        Dist { count: 0, mean: 0.0, m2: 0.0, min: i64::MAX, max: i64::MIN, negative: 0, store: Store::Sparse(Vec::new()) }
+        Side { store: Store::Sparse(Vec::new()), len: 0, max: 0 }
     }
 }
 
-/// Summary numbers of a [`Dist`], in milliseconds for humans and JSON.
-#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
-pub struct DistSummary {
-    pub count: u64,
-    pub mean_ms: f64,
-    pub std_ms: f64,
-    pub min_ms: f64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub negative: u64,
-}
-
-impl Dist {
-    pub fn record(&mut self, v: i64) {
-        self.count += 1;
-        let d = v as f64 - self.mean;
-        self.mean += d / self.count as f64;
-        self.m2 += d * (v as f64 - self.mean);
-        self.min = self.min.min(v);
+impl Side {
+    /// Counts `n` values in the bucket of `v`.
+    fn add(&mut self, v: u64, n: u64) {
+        self.len = self.len.saturating_add(n);
         self.max = self.max.max(v);
-        if v < 0 {
-            self.negative += 1;
-        } else {
-            self.add_bucket(v as u64, 1);
-        }
-    }
-
-    /// Counts `n` values in the bucket of `v` (v >= 0).
-    fn add_bucket(&mut self, v: u64, n: u64) {
         match &mut self.store {
             Store::Dense(h) => {
-                // Any non-negative i64 fits an auto-resizing histogram.
+                // Any u64 fits an auto-resizing histogram.
                 let _ = h.record_n(v, n);
             }
             Store::Sparse(s) => {
@@ -119,8 +84,7 @@ impl Dist {
                             s.reserve_exact((s.len() / 4).max(4));
                         }
                         s.insert(i, (key, n));
-                        let max = self.max.max(0) as u64;
-                        if s.len() > MAX_SPARSE_BUCKETS.min(dense_len(max) / 2) {
+                        if s.len() > MAX_SPARSE_BUCKETS.min(dense_len(self.max) / 2) {
                             self.densify();
                         }
                     }
@@ -139,51 +103,28 @@ impl Dist {
         }
     }
 
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    /// Values in the histogram (the non-negative ones).
-    fn hist_len(&self) -> u64 {
-        self.count - self.negative
-    }
-
-    /// Heap bytes held (for memory budgets).
-    pub fn heap_bytes(&self) -> usize {
+    fn heap_bytes(&self) -> usize {
         match &self.store {
             Store::Sparse(s) => s.capacity() * std::mem::size_of::<(u64, u64)>(),
             Store::Dense(h) => h.distinct_values() * 8 + std::mem::size_of::<Histogram<u64>>(),
         }
     }
 
-    /// Whether the values are still counted sparsely (few distinct buckets).
-    pub fn is_sparse(&self) -> bool {
-        self.store.is_sparse()
-    }
-
-    /// How many recorded values are at most `v` (histogram resolution: 0.1 %).
-    pub fn count_at_most(&self, v: i64) -> u64 {
-        if v < 0 {
+    /// How many values are at most `v` (histogram resolution).
+    fn count_at_most(&self, v: u64) -> u64 {
+        if self.len == 0 {
             return 0;
         }
-        if self.hist_len() == 0 {
-            return self.negative;
-        }
-        self.negative
-            + match &self.store {
-                Store::Dense(h) => h.count_between(0, (v as u64).min(h.max())),
-                Store::Sparse(s) => {
-                    let t = buckets();
-                    // The histogram's max is the top of the bucket of the largest value.
-                    let hmax = t.highest_equivalent(self.max as u64);
-                    let lim = t.lowest_equivalent((v as u64).min(hmax));
-                    s.iter().take_while(|e| e.0 <= lim).map(|e| e.1).fold(0u64, |a, b| a.saturating_add(b))
-                }
+        match &self.store {
+            Store::Dense(h) => h.count_between(0, v.min(h.max())),
+            Store::Sparse(s) => {
+                let t = buckets();
+                // The histogram's max is the top of the bucket of the largest value.
+                let hmax = t.highest_equivalent(self.max);
+                let lim = t.lowest_equivalent(v.min(hmax));
+                s.iter().take_while(|e| e.0 <= lim).map(|e| e.1).fold(0u64, |a, b| a.saturating_add(b))
             }
-    }
-
-    pub fn mean(&self) -> f64 {
-        self.mean
+        }
     }
 
     /// `Histogram::value_at_percentile` over the buckets, whatever the store.
@@ -211,20 +152,137 @@ impl Dist {
         }
     }
 
-    /// Percentile q in [0, 100]; negative values count as below every recorded one.
+    fn merge(&mut self, other: &Side) {
+        match &other.store {
+            Store::Sparse(s) => {
+                for &(key, c) in s {
+                    self.add(key, c);
+                }
+            }
+            Store::Dense(h) => {
+                self.densify();
+                self.len = self.len.saturating_add(other.len);
+                self.max = self.max.max(other.max);
+                if let Store::Dense(mine) = &mut self.store {
+                    let _ = mine.add(&**h);
+                }
+            }
+        }
+    }
+
+    /// (lowest value of the bucket, count) of the non-empty buckets.
+    fn buckets(&self) -> Vec<(u64, u64)> {
+        match &self.store {
+            Store::Sparse(s) => s.clone(),
+            Store::Dense(h) => h.iter_recorded().map(|v| (buckets().lowest_equivalent(v.value_iterated_to()), v.count_at_value())).collect(),
+        }
+    }
+}
+
+/// Distribution of one latency layer for one flow (values in ns). Negative
+/// values (a jitter, a layer across unsynchronised clocks) are kept in a
+/// histogram of their own, by magnitude, so every percentile is the value of
+/// its rank whatever the sign.
+#[derive(Clone, Default)]
+pub struct Dist {
+    count: u64,
+    mean: f64,
+    m2: f64,
+    min: i64,
+    max: i64,
+    /// The non-negative values.
+    pos: Side,
+    /// The magnitudes of the negative values.
+    neg: Side,
+}
+
+/// Summary numbers of a [`Dist`], in milliseconds for humans and JSON.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+pub struct DistSummary {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub std_ms: f64,
+    pub min_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub negative: u64,
+}
+
+impl Dist {
+    pub fn record(&mut self, v: i64) {
+        if self.count == 0 {
+            (self.min, self.max) = (v, v);
+        }
+        self.count += 1;
+        let d = v as f64 - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (v as f64 - self.mean);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        if v < 0 {
+            self.neg.add(v.unsigned_abs(), 1);
+        } else {
+            self.pos.add(v as u64, 1);
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Heap bytes held (for memory budgets).
+    pub fn heap_bytes(&self) -> usize {
+        self.pos.heap_bytes() + self.neg.heap_bytes()
+    }
+
+    /// Whether the values are still counted sparsely (few distinct buckets).
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.pos.store, Store::Sparse(_)) && matches!(self.neg.store, Store::Sparse(_))
+    }
+
+    /// How many recorded values are at most `v` (histogram resolution: 0.1 %).
+    pub fn count_at_most(&self, v: i64) -> u64 {
+        if v < 0 {
+            // Negative values at most v: magnitudes at least |v|.
+            let m = v.unsigned_abs();
+            return self.neg.len - self.neg.count_at_most(m - 1).min(self.neg.len);
+        }
+        self.neg.len + self.pos.count_at_most(v as u64)
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// Percentile q in [0, 100]: the value of nearest rank ⌈q/100 · n⌉ (at least
+    /// the first), at the histogram's resolution (0.1 %), whatever its sign.
     pub fn percentile(&self, q: f64) -> Option<f64> {
         if self.count == 0 {
             return None;
         }
+        let (lo, hi) = (self.min as f64, self.max as f64);
         let rank = q / 100.0 * self.count as f64;
-        if rank <= self.negative as f64 && self.negative > 0 {
-            return Some(self.min as f64);
+        let negative = self.neg.len;
+        if negative > 0 && rank <= negative as f64 {
+            // The k-th smallest value is negative: the (negative − k + 1)-th smallest magnitude.
+            let k = (rank.ceil() as u64).clamp(1, negative);
+            if k == 1 {
+                return Some(lo); // the first rank is the minimum, exactly
+            }
+            let nth = negative - k + 1;
+            // Half a rank below it, so that float rounding cannot reach the next one.
+            let pct = ((nth as f64 - 0.5) / negative as f64 * 100.0).clamp(0.0, 100.0);
+            // The bucket's edge towards zero: like a non-negative value's upper edge, at or above the value.
+            let m = buckets().lowest_equivalent(self.neg.value_at_percentile(pct));
+            return Some((-(m as f64)).clamp(lo, hi));
         }
-        if self.hist_len() == 0 {
-            return Some(self.max as f64);
+        if self.pos.len == 0 {
+            return Some(hi);
         }
-        let q_pos = ((rank - self.negative as f64) / self.hist_len() as f64 * 100.0).clamp(0.0, 100.0);
-        Some((self.value_at_percentile(q_pos) as f64).clamp(self.min as f64, self.max as f64))
+        let q_pos = ((rank - negative as f64) / self.pos.len as f64 * 100.0).clamp(0.0, 100.0);
+        Some((self.pos.value_at_percentile(q_pos) as f64).clamp(lo, hi))
     }
 
     pub fn summary(&self) -> DistSummary {
@@ -242,13 +300,16 @@ impl Dist {
             p90_ms: ms(self.percentile(90.0).unwrap_or(0.0)),
             p99_ms: ms(self.percentile(99.0).unwrap_or(0.0)),
             max_ms: ms(self.max as f64),
-            negative: self.negative,
+            negative: self.neg.len,
         }
     }
 
     pub fn merge(&mut self, other: &Dist) {
         if other.count == 0 {
             return;
+        }
+        if self.count == 0 {
+            (self.min, self.max) = (other.min, other.max);
         }
         let n = self.count + other.count;
         let delta = other.mean - self.mean;
@@ -257,20 +318,8 @@ impl Dist {
         self.count = n;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        self.negative += other.negative;
-        match &other.store {
-            Store::Sparse(s) => {
-                for &(key, c) in s {
-                    self.add_bucket(key, c);
-                }
-            }
-            Store::Dense(h) => {
-                self.densify();
-                if let Store::Dense(mine) = &mut self.store {
-                    let _ = mine.add(&**h);
-                }
-            }
-        }
+        self.pos.merge(&other.pos);
+        self.neg.merge(&other.neg);
     }
 }
 
@@ -287,35 +336,45 @@ pub struct DistParts {
     pub max: i64,
     pub negative: u64,
     pub buckets: Vec<(u64, u64)>,
+    /// The negative values' buckets, by magnitude (lowest magnitude of the bucket, count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub negative_buckets: Vec<(u64, u64)>,
 }
 
 impl Dist {
     pub fn to_parts(&self) -> DistParts {
-        let buckets = match &self.store {
-            Store::Sparse(s) => s.clone(),
-            Store::Dense(h) => h.iter_recorded().map(|v| (buckets().lowest_equivalent(v.value_iterated_to()), v.count_at_value())).collect(),
-        };
-        DistParts { count: self.count, mean: self.mean, m2: self.m2, min: self.min, max: self.max, negative: self.negative, buckets }
+        DistParts {
+            count: self.count,
+            mean: self.mean,
+            m2: self.m2,
+            min: self.min,
+            max: self.max,
+            negative: self.neg.len,
+            buckets: self.pos.buckets(),
+            negative_buckets: self.neg.buckets(),
+        }
     }
 
     /// Rebuilds a distribution; buckets are re-bucketed (so foreign input
     /// cannot break the store's order) and counts must add up.
     pub fn from_parts(p: &DistParts) -> Result<Dist, String> {
-        let in_hist: u64 = p.buckets.iter().try_fold(0u64, |a, b| a.checked_add(b.1)).ok_or("bucket counts overflow")?;
-        if in_hist.checked_add(p.negative) != Some(p.count) {
-            return Err(format!("histogram holds {in_hist} + {} negative values, count says {}", p.negative, p.count));
+        let sum = |b: &[(u64, u64)]| b.iter().try_fold(0u64, |a, b| a.checked_add(b.1)).ok_or("bucket counts overflow");
+        let (in_hist, in_neg) = (sum(&p.buckets)?, sum(&p.negative_buckets)?);
+        if in_hist.checked_add(p.negative) != Some(p.count) || in_neg != p.negative {
+            return Err(format!("histograms hold {in_hist} + {in_neg} negative values, count says {} ({} negative)", p.count, p.negative));
         }
         if p.count == 0 {
             return Ok(Dist::default());
         }
-        if p.min > p.max || p.buckets.iter().any(|b| b.0 > i64::MAX as u64) {
-            return Err("min above max or a bucket beyond i64".into());
+        if p.min > p.max || p.buckets.iter().any(|b| b.0 > i64::MAX as u64) || p.negative_buckets.iter().any(|b| b.0 > 1 << 63 || b.0 == 0) {
+            return Err("min above max, a bucket beyond i64 or a negative bucket of magnitude 0".into());
         }
-        let mut d = Dist { count: p.count, mean: p.mean, m2: p.m2, min: p.min, max: p.max, negative: p.negative, store: Store::Sparse(Vec::new()) };
-        for &(k, n) in &p.buckets {
-            if n > 0 {
-                d.add_bucket(k, n);
-            }
+        let mut d = Dist { count: p.count, mean: p.mean, m2: p.m2, min: p.min, max: p.max, ..Dist::default() };
+        for &(k, n) in p.buckets.iter().filter(|b| b.1 > 0) {
+            d.pos.add(k, n);
+        }
+        for &(k, n) in p.negative_buckets.iter().filter(|b| b.1 > 0) {
+            d.neg.add(k, n);
         }
         Ok(d)
     }
@@ -437,6 +496,8 @@ mod tests {
         }
         assert_eq!(d.summary().negative, 2);
         assert_eq!(d.percentile(10.0), Some(-5.0));
+        assert_eq!(d.percentile(50.0), Some(-3.0));
+        assert_eq!(d.percentile(75.0), Some(10.0));
         assert_eq!(d.percentile(100.0), Some(20.0));
     }
 
@@ -463,25 +524,26 @@ mod tests {
         assert_eq!(j.absolute.summary().max_ms, 30.0 / 1e6);
     }
 
-    /// The implementation before sparse stores: a plain auto-resizing histogram.
+    /// Plain auto-resizing histograms (one of the non-negative values, one of the negative
+    /// values' magnitudes) asked as hdrhistogram is asked.
     struct Reference {
         count: u64,
-        negative: u64,
         min: i64,
         max: i64,
         hist: Histogram<u64>,
+        neg: Histogram<u64>,
     }
 
     impl Reference {
         fn new() -> Self {
-            Reference { count: 0, negative: 0, min: i64::MAX, max: i64::MIN, hist: new_histogram() }
+            Reference { count: 0, min: i64::MAX, max: i64::MIN, hist: new_histogram(), neg: new_histogram() }
         }
         fn record(&mut self, v: i64) {
             self.count += 1;
             self.min = self.min.min(v);
             self.max = self.max.max(v);
             if v < 0 {
-                self.negative += 1;
+                let _ = self.neg.record(v.unsigned_abs());
             } else {
                 let _ = self.hist.record(v as u64);
             }
@@ -491,22 +553,66 @@ mod tests {
                 return None;
             }
             let rank = q / 100.0 * self.count as f64;
-            if rank <= self.negative as f64 && self.negative > 0 {
-                return Some(self.min as f64);
+            let negative = self.neg.len();
+            if negative > 0 && rank <= negative as f64 {
+                let k = (rank.ceil() as u64).clamp(1, negative);
+                if k == 1 {
+                    return Some(self.min as f64);
+                }
+                let pct = (((negative - k + 1) as f64 - 0.5) / negative as f64 * 100.0).clamp(0.0, 100.0);
+                let m = self.neg.lowest_equivalent(self.neg.value_at_percentile(pct));
+                return Some((-(m as f64)).clamp(self.min as f64, self.max as f64));
             }
             if self.hist.is_empty() {
                 return Some(self.max as f64);
             }
-            let q_pos = ((rank - self.negative as f64) / self.hist.len() as f64 * 100.0).clamp(0.0, 100.0);
+            let q_pos = ((rank - negative as f64) / self.hist.len() as f64 * 100.0).clamp(0.0, 100.0);
             Some((self.hist.value_at_percentile(q_pos) as f64).clamp(self.min as f64, self.max as f64))
         }
         fn count_at_most(&self, v: i64) -> u64 {
+            let n = self.neg.len();
             if v < 0 {
-                return 0;
+                let m = v.unsigned_abs();
+                return n - if n == 0 { 0 } else { self.neg.count_between(0, (m - 1).min(self.neg.max())) };
             }
             let max = self.hist.max();
-            self.negative + if self.hist.is_empty() { 0 } else { self.hist.count_between(0, (v as u64).min(max)) }
+            n + if self.hist.is_empty() { 0 } else { self.hist.count_between(0, (v as u64).min(max)) }
         }
+    }
+
+    /// Oracle: the nearest-rank percentile of the sorted values themselves. Every percentile of a
+    /// signed distribution (a jitter: half its values negative) is its rank's value to 0.1 %,
+    /// negative ranks included (it used to answer the minimum for any rank among the negatives).
+    #[test]
+    fn signed_percentiles_are_the_values_of_their_ranks() {
+        let vals: Vec<i64> = (0..4_001).map(|i: i64| ((i * 7919) % 4_001 - 2_100) * 311).collect();
+        let mut d = Dist::default();
+        for v in &vals {
+            d.record(*v);
+        }
+        let mut sorted = vals.clone();
+        sorted.sort();
+        for q in [0.0, 0.1, 1.0, 10.0, 25.0, 33.3, 50.0, 52.0, 75.0, 90.0, 99.0, 100.0] {
+            let k = ((q / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+            let want = sorted[k - 1] as f64;
+            let got = d.percentile(q).unwrap();
+            assert!((got - want).abs() <= want.abs() * 0.001 + 1.0, "p{q}: {got}, the rank's value is {want}");
+        }
+        assert_eq!(d.percentile(0.0), Some(sorted[0] as f64));
+        assert!(d.summary().p50_ms < 0.0 && d.summary().p50_ms > d.summary().min_ms, "{:?}", d.summary());
+        // Only negative values: the median is the middle one, not the minimum.
+        let mut n = Dist::default();
+        for v in [-9_000, -7_000, -5_000, -3_000, -1_000] {
+            n.record(v);
+        }
+        assert_eq!(n.percentile(50.0).map(|v| v.round()), Some(-5_000.0));
+        assert_eq!(n.percentile(100.0), Some(-1_000.0));
+        assert_eq!(n.count_at_most(-5_000), 3);
+        assert_eq!(n.count_at_most(-1), 5);
+        assert_eq!(n.count_at_most(-10_000), 0);
+        // Parts carry the negative buckets: rebuilt, the same answers.
+        let back = Dist::from_parts(&d.to_parts()).unwrap();
+        assert_eq!(back.summary(), d.summary());
     }
 
     /// Oracle: the original distribution: parts rebuilt answer alike, and
@@ -572,7 +678,7 @@ mod tests {
                 r.record(v);
                 if i < split { a.record(v) } else { b.record(v) }
             }
-            let probes: Vec<i64> = values.iter().take(20).copied().chain([0, 1, 2047, 2048, 1_000_000, i64::MAX, -5]).collect();
+            let probes: Vec<i64> = values.iter().take(20).copied().chain([0, 1, 2047, 2048, 1_000_000, i64::MAX, -5, -1, i64::MIN]).collect();
             same(&d, &r, &probes)?;
             a.merge(&b);
             same(&a, &r, &probes)?;
