@@ -127,7 +127,12 @@ def run(request, ddscope, tmp_path_factory):
     vendor, distro = request.param
     out = tmp_path_factory.mktemp("ros2lat") / f"{vendor}-{distro}"
     extra = [a for n in FASTDDS_NODES for a in ("--vendor", f"{n}=fastdds")] if vendor == "fastdds" else []
-    cp = ddscope("lab", "run", SIMPLE, "--duration", "3s", "--tracing", distro, "--out", out, *extra, check=False, timeout=600)
+    # The rates are not what this test judges (test_lab.py does): on a busy machine Fast DDS's 2.7 MB
+    # /image leaves in bursts (seen in CI: "bursty" on the wire while published at 9.999 Hz), which the
+    # lab rightly calls a fidelity failure. Reported, not enforced here; losses still fail the run.
+    scenario = tmp_path_factory.mktemp("scenario") / "simple-robotic.toml"
+    scenario.write_text(SIMPLE.read_text() + "\n[fidelity]\nenforce = false\n")
+    cp = ddscope("lab", "run", scenario, "--duration", "3s", "--tracing", distro, "--out", out, *extra, check=False, timeout=600)
     assert cp.returncode == 0, f"traced lab run failed ({cp.returncode}):\n{cp.stdout}\n{cp.stderr}"
     off = {h: trace_offset(out / f"{h}.lttng") for h in HOSTS}
     truth = Truth(out)
