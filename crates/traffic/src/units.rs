@@ -79,9 +79,12 @@ impl FromStr for Rate {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         const W: &str = "a bit rate";
         let (v, suf) = split_number(s, W)?;
+        let bare = suf.is_empty();
         let suf = suf.trim_end_matches("/s").trim_end_matches("ps");
         let suf = suf.trim_end_matches("bit").trim_end_matches("bits").trim_end_matches('b');
         let mult = match suf {
+            // 2500 what? Bits per second are almost never meant: refused, with a hint.
+            "" if bare && v != 0.0 => return Err(err(s, W, format!("{} what? e.g. {0}M (bit/s: {0}bit)", s.trim()))),
             "" => 1.0,
             "k" => 1e3,
             "m" => 1e6,
@@ -178,7 +181,10 @@ impl FromStr for Nanos {
             "ns" => 1.0,
             "us" | "µs" | "μs" => 1e3,
             "ms" => 1e6,
-            "s" | "" => 1e9,
+            "s" => 1e9,
+            // 12 what? Seconds, milliseconds and microseconds are all plausible: refused, with a hint.
+            "" if v != 0.0 => return Err(err(s, W, format!("{} what? e.g. {0}ms or {0}s", s.trim()))),
+            "" => 0.0,
             "m" | "min" => 60e9,
             "h" => 3600e9,
             other => return Err(err(s, W, format!("unknown unit {other:?} (use ns, us, ms, s, m, h)"))),
@@ -223,8 +229,11 @@ impl FromStr for Percent {
         let (v, suf) = split_number(s, W)?;
         let f = match suf.as_str() {
             "%" => v / 100.0,
+            // 50 is 50 %, 0.4 is 40 %; 1 could be either.
+            "" if v == 1.0 => return Err(err(s, W, "1 what? write 1% or 100%")),
+            "" if v > 1.0 => v / 100.0,
             "" => v,
-            other => return Err(err(s, W, format!("unknown unit {other:?} (write 50% or 0.5)"))),
+            other => return Err(err(s, W, format!("unknown unit {other:?} (write 50%, 50 or 0.5)"))),
         };
         if !(0.0..=1.0).contains(&f) {
             return Err(err(s, W, "must lie between 0% and 100%"));
@@ -272,13 +281,16 @@ macro_rules! serde_via_str {
     };
 }
 
-serde_via_str!(Rate, |v| if v >= 0.0 { whole("", "a bit rate", v, 1.0).map(Rate).map_err(|e| e.reason) } else { Err("negative rate".into()) });
+// A bare number for a rate or a duration is refused (which unit?), 0 excepted.
+serde_via_str!(Rate, |v| if v == 0.0 { Ok(Rate(0)) } else if v > 0.0 { Err(format!("a bit rate of {v} what? write e.g. \"{v}M\"")) } else { Err("negative rate".into()) });
 serde_via_str!(Bytes, |v| if v >= 0.0 { whole("", "a byte size", v, 1.0).map(Bytes).map_err(|e| e.reason) } else { Err("negative size".into()) });
-// A bare number for a duration means seconds, as in `duration = 10`.
-serde_via_str!(Nanos, |v| if v >= 0.0 { whole("", "a duration", v, 1e9).map(Nanos).map_err(|e| e.reason) } else { Err("negative duration".into()) });
-// A bare number for a percentage is a fraction (0.5) when <= 1, otherwise percent (50).
+serde_via_str!(Nanos, |v| if v == 0.0 { Ok(Nanos(0)) } else if v > 0.0 { Err(format!("a duration of {v} what? write e.g. \"{v}ms\" or \"{v}s\"")) } else { Err("negative duration".into()) });
+// A bare number for a percentage is a fraction (0.5) when < 1, otherwise percent (50); 1 is refused.
 serde_via_str!(Percent, |v| {
-    let f = if v <= 1.0 { v } else { v / 100.0 };
+    if v == 1.0 {
+        return Err("a percentage of 1: write \"1%\" or \"100%\"".into());
+    }
+    let f = if v < 1.0 { v } else { v / 100.0 };
     if (0.0..=1.0).contains(&f) { Ok(Percent(f)) } else { Err("percentage out of range".into()) }
 });
 
@@ -293,7 +305,7 @@ mod tests {
         assert_eq!("89.152M".parse::<Rate>().unwrap(), Rate(89_152_000));
         assert_eq!("100mbit".parse::<Rate>().unwrap(), Rate(100_000_000));
         assert_eq!("12.82Mbps".parse::<Rate>().unwrap(), Rate(12_820_000));
-        assert_eq!("1000".parse::<Rate>().unwrap(), Rate(1000));
+        assert_eq!("1000bit".parse::<Rate>().unwrap(), Rate(1000));
         assert!("5 furlongs".parse::<Rate>().is_err());
         assert_eq!(Rate(2_500_000_000).to_string(), "2.5Gbit");
         assert_eq!(Rate(2_500_000_000).to_string().parse::<Rate>().unwrap(), Rate(2_500_000_000));
@@ -336,6 +348,15 @@ mod tests {
         assert_eq!(parse_signed_nanos("-37s").unwrap(), -37_000_000_000);
         assert_eq!(parse_signed_nanos("+2ms").unwrap(), 2_000_000);
         assert!("-1s".parse::<Nanos>().is_err());
+        // A bare number: which unit? Refused with a hint (0 is 0 in any unit).
+        let e = "12".parse::<Nanos>().unwrap_err().to_string();
+        assert!(e.contains("12 what? e.g. 12ms or 12s"), "{e}");
+        assert!(parse_signed_nanos("37").is_err());
+        assert_eq!("0".parse::<Nanos>().unwrap(), Nanos(0));
+        let e = "2500".parse::<Rate>().unwrap_err().to_string();
+        assert!(e.contains("2500 what? e.g. 2500M"), "{e}");
+        assert_eq!("2500bit".parse::<Rate>().unwrap(), Rate(2500));
+        assert_eq!("0".parse::<Rate>().unwrap(), Rate(0));
     }
 
     #[test]
@@ -343,6 +364,10 @@ mod tests {
         assert_eq!("50%".parse::<Percent>().unwrap(), Percent(0.5));
         assert_eq!("0.4".parse::<Percent>().unwrap(), Percent(0.4));
         assert!("150%".parse::<Percent>().is_err());
+        assert_eq!("50".parse::<Percent>().unwrap(), Percent(0.5));
+        assert_eq!("100".parse::<Percent>().unwrap(), Percent(1.0));
+        assert!("1".parse::<Percent>().is_err(), "1 % or 100 %?");
+        assert!("150".parse::<Percent>().is_err());
     }
 
     #[test]
@@ -356,12 +381,16 @@ mod tests {
             e: Nanos,
             f: Percent,
         }
-        let t: T = toml::from_str("a='2.5G'\nb=1500\nc='500us'\nd='95%'\ne=10\nf=40").unwrap();
+        let t: T = toml::from_str("a='2.5G'\nb=1500\nc='500us'\nd='95%'\ne=0\nf=40").unwrap();
         assert_eq!(t.a.0, 2_500_000_000);
         assert_eq!(t.b.0, 1500);
         assert_eq!(t.c.0, 500_000);
         assert!((t.d.0 - 0.95).abs() < 1e-12);
-        assert_eq!(t.e.0, 10_000_000_000);
+        assert_eq!(t.e.0, 0);
         assert!((t.f.0 - 0.4).abs() < 1e-12);
+        // A bare duration or rate in a file: which unit? Refused.
+        let e = toml::from_str::<T>("a='2.5G'\nb=1500\nc='500us'\nd='95%'\ne=10\nf=40").err().unwrap().to_string();
+        assert!(e.contains("10 what?"), "{e}");
+        assert!(toml::from_str::<T>("a=2500\nb=1500\nc='500us'\nd='95%'\ne=0\nf=40").is_err());
     }
 }

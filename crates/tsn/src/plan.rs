@@ -416,7 +416,7 @@ pub fn propose(m: &Measurement, opt: &PlanOptions) -> Result<Plan, String> {
     let _ = writeln!(o, "# TC2 (PCP 6): single-datagram topics; TC1 (PCP 5): fragmented samples; TC0: the rest.");
     let _ = writeln!(o, "name = \"plan\"\ndescription = \"TAS plan at {rate} bit/s, cycle {cycle_ns} ns\"");
     let _ = writeln!(o, "duration = \"{}ns\"\nseed = {}\nmtu = {}\nvlan = true\n", opt.duration_ns, opt.seed, opt.mtu);
-    let _ = writeln!(o, "[[port]]\nname = {}\ninterface = {}\nlink_rate = \"{rate}\"", toml_str(&opt.port), toml_str(&opt.interface));
+    let _ = writeln!(o, "[[port]]\nname = {}\ninterface = {}\nlink_rate = \"{rate}bit\"", toml_str(&opt.port), toml_str(&opt.interface));
     let _ = writeln!(o, "num_tc = 3\npcp_to_tc = [0, 0, 0, 0, 0, 1, 2, 0]\n[port.gcl]\nbase_time = 0\nmode = \"full-offload\"\nentries = [");
     for (gates, d) in [("[2]", control_window_ns), ("[1]", bulk_window_ns), ("[0]", best_effort_window_ns)] {
         if d > 0 {

@@ -267,12 +267,29 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(p) = run.correlator.readers.problem_line() {
         eprintln!("latency: warning: per-reader table: {p}");
     }
-    let flows: Vec<FlowSummary> = run
-        .correlator
-        .summaries()
-        .into_iter()
-        .filter(|f| select.keeps(f))
-        .collect();
+    let all_flows = run.correlator.summaries();
+    let mut known: Vec<String> = all_flows.iter().map(|f| f.topic.clone()).collect();
+    let flows: Vec<FlowSummary> = all_flows.into_iter().filter(|f| select.keeps(f)).collect();
+    // A budget or --topic that matches nothing judges nothing: said, and a failure with
+    // --fail-on-incidents (a typo must not pass CI as "0 broken").
+    let mut unmatched = vec![];
+    for b in &budgets {
+        let m = ddscope_core::latency::explain::Budget::with_limit(&b.topic, b.limit).expect("checked when parsed");
+        if !flows.iter().any(|f| m.matches(&f.topic)) {
+            unmatched.push(format!("--budget {}", ddscope_traffic::text::excerpt(&b.topic, ddscope_traffic::text::EXCERPT_CHARS)));
+        }
+    }
+    if !a.topics.is_empty() && flows.is_empty() {
+        unmatched.push(format!("--topic {}", ddscope_traffic::text::excerpt(&a.topics.join(","), ddscope_traffic::text::EXCERPT_CHARS)));
+    }
+    if !unmatched.is_empty() {
+        known.sort();
+        known.dedup();
+        let shown = ddscope_traffic::text::excerpt(&known.join(", "), ddscope_traffic::text::EXCERPT_CHARS);
+        for u in &unmatched {
+            eprintln!("latency: warning: {u} matches no flow between these captures (topics with flows: {shown})");
+        }
+    }
     let reader_rows: Vec<ddscope_core::latency::readers::ReaderRow> = run
         .correlator
         .readers
@@ -310,6 +327,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let status = match &explanation {
         Some(x) if a.fail_on_incidents && x.budget_broken > 0 => {
             eprintln!("latency: FAIL: {} samples broke their budget ({})", x.budget_broken, x.summary_line());
+            1
+        }
+        _ if a.fail_on_incidents && !unmatched.is_empty() => {
+            eprintln!("latency: FAIL: {} judged nothing ({} of {} budgets match no flow)", unmatched.join(", "), unmatched.len(), budgets.len());
             1
         }
         _ => 0,

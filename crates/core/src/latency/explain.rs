@@ -78,7 +78,8 @@ impl Budget {
         self.measure = Some(measure);
         self
     }
-    fn matches(&self, topic: &str) -> bool {
+    /// Whether this budget applies to `topic` (its name, or its glob).
+    pub fn matches(&self, topic: &str) -> bool {
         self.pattern == topic || self.matcher.is_match(topic)
     }
 }
