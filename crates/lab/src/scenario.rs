@@ -1555,7 +1555,7 @@ load = "40%"
     fn node_count_and_link_rate_are_bounded_and_counts_are_linear() {
         let e = parse(&many_nodes(MAX_NODES + 1)).unwrap_err().to_string();
         assert!(e.contains("nodes: 257 nodes") && e.contains("at most 256"), "{e}");
-        let e = parse(&SIMPLE.replace("rate = \"1G\"", "rate = \"1000000000000000000\"")).unwrap_err().to_string();
+        let e = parse(&SIMPLE.replace("rate = \"1G\"", "rate = \"1000000000000000000bit\"")).unwrap_err().to_string();
         assert!(e.contains("network.rate") && e.contains("400 Gbit/s"), "{e}");
         let started = std::time::Instant::now();
         let sc = parse(&many_nodes(MAX_NODES)).unwrap().resolve(None, &[]).unwrap();
