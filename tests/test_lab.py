@@ -487,7 +487,7 @@ def test_hostile_scenarios_fail_fast_in_one_short_line(tmp_path):
         return cp, time.monotonic() - t
 
     assert 'rate = "2.5G"' in SIMPLE.read_text()
-    cp, _ = check(SIMPLE.read_text().replace('rate = "2.5G"', 'rate = "1000000000000000000"', 1))
+    cp, _ = check(SIMPLE.read_text().replace('rate = "2.5G"', 'rate = "1000000000000000000bit"', 1))
     assert cp.returncode != 0 and b"network.rate" in cp.stderr and b"400 Gbit/s" in cp.stderr, cp.stderr
     nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "pc1"\n[[nodes.publish]]\ntopic = "/t{i}"\ntype_name = "std_msgs/msg/String"\nsample_bytes = 64\nrate_hz = 10\n' for i in range(1000))
     cp, secs = check('name = "many"\nduration = "2s"\n[[hosts]]\nname = "pc1"\n[[hosts]]\nname = "pc2"\n' + nodes)
