@@ -256,6 +256,43 @@ pub fn traces(found: Vec<TraceInput>, given: &[crate::args::TraceArg]) -> Vec<Tr
 }
 
 /// Closing lines about the traces and the join (`verb: …` on stderr).
+/// One line per capture after the first: what the traffic said of its clock against the first's
+/// (docs/latency.md, "Clocks"), and whether the latencies were corrected by it.
+/// An error bar for people: µs below a millisecond (a ns count would look exact).
+pub fn error_bar(ns: i64) -> String {
+    if ns < 1_000_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    }
+}
+
+pub fn print_clock_lines(verb: &str, run: &LatencyRun) {
+    let Some(first) = run.captures.first() else { return };
+    for (name, e) in &run.estimates {
+        let Ok(e) = e else { continue };
+        let c = run.captures.iter().position(|x| &x.name == name).unwrap_or(0);
+        let applied = run.offsets_ns.get(c).copied().unwrap_or(0);
+        let what = if applied == e.offset_ns {
+            "corrected by it".to_string()
+        } else if applied == 0 {
+            "consistent with synchronised clocks: not corrected".to_string()
+        } else {
+            format!("the given {:+.3} ms used", applied as f64 / 1e6)
+        };
+        eprintln!(
+            "{verb}: clock of {name} against {}: {:+.3} ms ± {} (from {} submessages seen both ways; {} participants at {}, {} at {name}); {what}",
+            first.name,
+            e.offset_ns as f64 / 1e6,
+            error_bar(e.uncertainty_ns),
+            e.matched,
+            e.a_side.len(),
+            first.name,
+            e.b_side.len(),
+        );
+    }
+}
+
 pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
     for t in &run.traces {
         eprintln!(

@@ -7,6 +7,8 @@
 use crate::decode::DecoderConfig;
 use crate::latency::app::AppTruth;
 use crate::latency::files::{correlate_inputs, estimate_offsets, CaptureInput, CaptureOutcome, FileDecoding};
+use crate::latency::offset;
+use crate::latency::ClockTrust;
 use crate::ros2::{ChainRow, TraceInput, TraceOutcome};
 use crate::latency::offset::OffsetEstimate;
 use crate::latency::correlator::{Correlator, CorrelatorConfig};
@@ -24,7 +26,7 @@ pub const DEFAULT_WINDOW_NS: i64 = crate::window::Window::DEFAULT.ns();
 /// How much of the first capture `estimate_offset` reads.
 pub const OFFSET_ESTIMATE_SPAN_NS: i64 = 30_000_000_000;
 /// At most this many submessages per capture go into the offset estimate.
-pub const OFFSET_ESTIMATE_MAX_KEYS: usize = 500_000;
+pub const OFFSET_ESTIMATE_MAX_KEYS: usize = 50_000;
 
 /// The sample tracker's settings when its records feed a correlation with
 /// time window `window_ns`: an incomplete sample is closed after 2/5 of the
@@ -287,20 +289,61 @@ pub fn run_latency_traced(
     }
     let mut offsets = vec![0i64; hosts.len()];
     let mut estimates = vec![];
-    if o.estimate_offset {
+    let mut given = vec![None; hosts.len()];
+    for (name, off) in &o.offsets {
+        let idx = hosts.iter().position(|h| h == name).ok_or_else(|| SessionError::UnknownCapture { name: name.clone(), known: hosts.join(", ") })?;
+        given[idx] = Some(*off);
+    }
+    // Without a check, every capture's clock is as it came (or as given).
+    let mut clocks: Vec<ClockTrust> = given.iter().map(|g| if g.is_some() { ClockTrust::Given } else { ClockTrust::Unchecked }).collect();
+    if let Some(c) = clocks.first_mut() {
+        *c = ClockTrust::Reference;
+    }
+    let mut participant_capture = vec![];
+    if o.estimate_offset && captures.len() >= 2 {
         let est = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?;
+        participant_capture = offset::place_participants(&est);
         for (i, e) in est.into_iter().enumerate() {
-            let name = captures[i + 1].name.clone();
-            match &e {
-                Ok(e) => offsets[i + 1] = e.offset_ns,
-                Err(err) => on_note(format!("cannot estimate the offset of {name} against {}: {err}; assuming 0", captures[0].name)),
+            let (c, name) = (i + 1, captures[i + 1].name.clone());
+            match (&e, given[c]) {
+                // Clocks the traffic finds consistent with synchronised ones (0 inside the interval) are left
+                // as they are, their error bar widened to cover the whole interval; others are corrected.
+                (Ok(e), None) if e.offset_ns.unsigned_abs() <= e.uncertainty_ns as u64 => {
+                    clocks[c] = ClockTrust::Estimated(e.uncertainty_ns.saturating_add(e.offset_ns.abs()));
+                }
+                (Ok(e), None) => {
+                    offsets[c] = e.offset_ns;
+                    clocks[c] = ClockTrust::Estimated(e.uncertainty_ns);
+                }
+                (Ok(e), Some(g)) if g.abs_diff(e.offset_ns) <= e.uncertainty_ns as u64 => {
+                    // Both lie in the interval the traffic allows: the given one is off by at most its width.
+                    clocks[c] = ClockTrust::Estimated(e.uncertainty_ns.saturating_mul(2));
+                }
+                (Ok(e), Some(g)) => on_note(format!(
+                    "warning: --offset {name}={:+.3}ms contradicts the traffic, which puts {name}'s clock at {:+.3} ms ± {:.3} ms against {} \
+                     (from {} submessages seen both ways); the given offset is used and {name}'s cross-host figures are unchecked",
+                    g as f64 / 1e6,
+                    e.offset_ns as f64 / 1e6,
+                    e.uncertainty_ns as f64 / 1e6,
+                    captures[0].name,
+                    e.matched
+                )),
+                (Err(err), _) => on_note(format!(
+                    "warning: the clocks of {name} and {} could not be checked: {err}; {}, and the latencies between them are unchecked",
+                    captures[0].name,
+                    match given[c] {
+                        Some(_) => "the given offset is used".to_string(),
+                        None => "their offset is taken as 0 (give --offset NAME=±DURATION if they are not synchronised)".to_string(),
+                    }
+                )),
             }
             estimates.push((name, e.map_err(|x| x.to_string())));
         }
     }
-    for (name, off) in &o.offsets {
-        let idx = hosts.iter().position(|h| h == name).ok_or_else(|| SessionError::UnknownCapture { name: name.clone(), known: hosts.join(", ") })?;
-        offsets[idx] = *off;
+    for (c, g) in given.iter().enumerate() {
+        if let Some(g) = g {
+            offsets[c] = *g;
+        }
     }
     let mut truth = AppTruth::default();
     for t in truth_files {
@@ -334,6 +377,8 @@ pub fn run_latency_traced(
         message_rows: o.message_rows,
         submessage_rows: o.submessage_rows,
         ros,
+        clocks,
+        participant_capture,
         ..o.correlator.clone()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());

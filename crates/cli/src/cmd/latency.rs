@@ -53,7 +53,7 @@ Examples:
   ddscope latency pc1.pcapng pc2.pcapng
   ddscope latency out/run1 --topic /image --level both --rows image.parquet
   ddscope latency pc1.pcapng pc2.pcapng --offset pc2=+37s      # pc2 is TAI, pc1 UTC
-  ddscope latency pc1.pcapng pc2.pcapng --estimate-offset
+  ddscope latency pc1.pcapng pc2.pcapng --no-estimate        # clocks trusted as they are
   ddscope latency pc1.pcapng pc2.pcapng --format csv -o rows.csv
   ddscope latency pc1.pcapng pc2.pcapng --trace pc1=s1-pc1 --trace pc2=s1-pc2
   ddscope latency lab-out/run1 --path auto
@@ -76,9 +76,12 @@ pub struct LatencyArgs {
     /// Clock offset t_o of a capture point (Bosk et al. Eq. 9), subtracted from its timestamps: pc2=+37s
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
-    /// Estimate each capture's offset against the first from traffic in both directions
-    #[arg(long)]
+    /// Estimating each capture's clock offset (and the sender of each writer) from the traffic's two directions is the default; kept for scripts
+    #[arg(long, hide = true, conflicts_with = "no_estimate")]
     pub estimate_offset: bool,
+    /// Do not estimate the clock offsets from the traffic (then the captures' clocks are taken as synchronised, or as --offset says, unchecked, and each writer's sender is the capture that saw its samples first)
+    #[arg(long)]
+    pub no_estimate: bool,
     /// Publication period for in time / late: auto (median interval per writer) or a duration
     #[arg(long, default_value = "auto", value_parser = args::period)]
     pub period: Period,
@@ -175,7 +178,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         let (w, o) = common::row_writers::<LatencyRow>(a.format, a.output.as_deref(), a.rows.as_deref(), &inputs)?;
         (w, vec![], o)
     };
-    let mut opts = options(&a.offsets, a.estimate_offset, a.period, a.window.window.ns(), a.level);
+    let mut opts = options(&a.offsets, !a.no_estimate, a.period, a.window.window.ns(), a.level);
     let limits = a.limits.resolve()?;
     super::limit_args::apply(&limits, &mut opts);
     opts.chain_rows = !chain_writers.is_empty();
@@ -250,16 +253,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         eprintln!("latency: correlation: {l}");
     }
     common::print_trace_lines("latency", &run);
-    for (name, e) in &run.estimates {
-        if let Ok(e) = e {
-            eprintln!(
-                "latency: estimated offset of {name}: {:+.3} ms ± {:.3} ms from {} submessages seen both ways",
-                e.offset_ns as f64 / 1e6,
-                e.uncertainty_ns as f64 / 1e6,
-                e.matched
-            );
-        }
-    }
+    common::print_clock_lines("latency", &run);
     session::check_correlated(&run).map_err(common::session_error)?;
     for w in run.correlator.warnings() {
         eprintln!("latency: warning: {w}");

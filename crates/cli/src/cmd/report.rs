@@ -60,9 +60,12 @@ pub struct ReportArgs {
     /// Clock offsets, as for `ddscope latency` (apply to every run)
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]
     pub offsets: Vec<Offset>,
-    /// Estimate clock offsets from two-way traffic in every run
-    #[arg(long)]
+    /// Estimating each capture's clock offset (and the sender of each writer) from the traffic's two directions is the default; kept for scripts
+    #[arg(long, hide = true, conflicts_with = "no_estimate")]
     pub estimate_offset: bool,
+    /// Do not estimate the clock offsets from the traffic (then the captures' clocks are taken as synchronised, or as --offset says, unchecked, and each writer's sender is the capture that saw its samples first)
+    #[arg(long)]
+    pub no_estimate: bool,
     #[command(flatten)]
     pub window: args::WindowArg,
     /// ros2_tracing (or CARET) trace of a host of the main run: HOST=DIR, or DIR alone without captures (run directories' HOST.lttng/ are found automatically)
@@ -217,7 +220,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     }
     let mut opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
-        estimate_offset: a.estimate_offset,
+        estimate_offset: !a.no_estimate,
         window_ns: a.window.window.ns(),
         path: match &a.path {
             Some(PathArg::Topics(t)) => Some(t.clone()),
@@ -262,6 +265,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let mut run = common::run_session("report", captures, &truth, traces, &opts, &mut rows, &mut |_: ChainRow| {})?;
     let RunRows { mut explainer, mut series, mut ros_series, first_row_ns, mut payload, mut times, .. } = rows.next;
     common::print_trace_lines("report", &run);
+    common::print_clock_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     // Traces alone: the time axis starts at the first joined sample.
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(if first_row_ns == i64::MAX { 0 } else { first_row_ns });

@@ -17,7 +17,7 @@ use crate::ros2::chain::{ChainConfig, ChainRow, ChainTracker, Hop, HopLayers};
 use crate::ros2::callbacks::CallbackTable;
 use crate::ros2::join::{Delivery, Join, JoinConfig, Publish, Take, TraceJoin};
 use crate::ros2::TraceItem;
-use ddscope_wire::Guid;
+use ddscope_wire::{Guid, GuidPrefix};
 use serde::Serialize;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
@@ -54,6 +54,27 @@ pub struct CorrelatorConfig {
     pub max_flow_bytes: usize,
     /// The ROS 2 layer, used once a trace is added ([`Correlator::add_trace`]).
     pub ros: RosOptions,
+    /// What is known of each capture's clock against the first's ([`ClockTrust`]); a capture
+    /// beyond the vector's end is [`ClockTrust::Unchecked`].
+    pub clocks: Vec<ClockTrust>,
+    /// The capture point each participant (GUID prefix) was found to send from by the traffic's
+    /// two directions (the offset estimate's split, clock-independent); a writer of a participant
+    /// not listed gets the capture that saw its samples first (time order), counted per flow.
+    pub participant_capture: Vec<(GuidPrefix, usize)>,
+}
+
+/// What is known of a capture point's clock relative to the first capture's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClockTrust {
+    /// The reference clock (the first capture), or a capture on the same host.
+    Reference,
+    /// The offset was estimated from traffic seen both ways: the true offset lies within ± this many ns.
+    Estimated(i64),
+    /// The user gave the offset and the traffic could not check it.
+    Given,
+    /// Nothing was checked (one-way traffic only, `--no-estimate`, or a live capture).
+    #[default]
+    Unchecked,
 }
 
 /// Caps and choices of the ROS 2 layer (traces joined to the wire).
@@ -117,6 +138,8 @@ impl Default for CorrelatorConfig {
             max_flows: 1 << 14,
             max_flow_bytes: 64 << 20,
             ros: RosOptions::default(),
+            clocks: vec![],
+            participant_capture: vec![],
         }
     }
 }
@@ -165,6 +188,8 @@ struct WriterState {
     /// Votes: how often each capture saw a sample first (capture, votes).
     first_votes: SmallVec<[(usize, u64); 2]>,
     last_sender_first: Option<(i64, i64)>,
+    /// The sender capture from the wire (the participant's side of the two-way traffic), once known.
+    placed: Option<usize>,
     intervals: Dist,
     /// Per receiver capture: the previous sample, for jitter.
     jitter: SmallVec<[(usize, JitterTrack); 1]>,
@@ -172,6 +197,9 @@ struct WriterState {
 
 impl WriterState {
     fn sender(&self) -> Option<usize> {
+        if self.placed.is_some() {
+            return self.placed;
+        }
         self.first_votes.iter().max_by_key(|(c, v)| (*v, std::cmp::Reverse(*c))).map(|(c, _)| *c)
     }
     fn vote(&mut self, c: usize) {
@@ -224,6 +252,9 @@ pub struct FlowStats {
     pub receiver_nodes: SmallVec<[Arc<str>; 1]>,
     /// Node names not kept beyond [`MAX_FLOW_NODES`].
     pub nodes_dropped: u64,
+    /// Samples whose sender capture came from time order (the writer's participant was not
+    /// placed by the two-way traffic), not from the wire.
+    pub sender_by_time_order: u64,
 }
 
 /// Node names kept per flow and side.
@@ -389,6 +420,8 @@ pub struct Correlator {
     /// had ended or fallen silent runs again, or a new one is added); what was judged stays judged.
     judged_to: i64,
     writers: BoundedMap<Guid, WriterState>,
+    /// [`CorrelatorConfig::participant_capture`], bounded by the estimate that made it.
+    sides: rustc_hash::FxHashMap<ddscope_wire::GuidPrefix, usize>,
     /// Weighted by the bytes of their distributions.
     flows: BoundedMap<FlowKey, FlowStats>,
     pub stats: CorrelationStats,
@@ -435,6 +468,7 @@ impl Correlator {
             ended: vec![false; n],
             judged_to: i64::MIN,
             writers: BoundedMap::new(cfg.max_writers),
+            sides: cfg.participant_capture.iter().copied().filter(|(_, c)| *c < n).collect(),
             flows: BoundedMap::new(cfg.max_flows).with_max_weight(cfg.max_flow_bytes),
             stats: CorrelationStats::default(),
             negative_examples: vec![],
@@ -1023,9 +1057,16 @@ impl Correlator {
         self.stats.samples_judged += 1;
         let Some(&(first_c, _)) = p.seen.iter().min_by_key(|(c, s)| (s.first_ts, *c)) else { return };
         let app = self.app.clone();
+        let sides = &self.sides;
         let w = self.writers.get_or_insert_with(writer, WriterState::default, &mut |_, _| {});
         w.vote(first_c);
-        let sender = w.sender().unwrap_or(first_c);
+        // The sender from the wire (the participant's side of the two-way traffic) where it is known
+        // and the capture saw the sample; else the capture that usually saw the writer's samples first.
+        let placed = sides.get(&writer.prefix).copied().filter(|c| p.seen.iter().any(|(x, _)| x == c));
+        if placed.is_some() {
+            w.placed = placed;
+        }
+        let sender = placed.unwrap_or_else(|| w.sender().unwrap_or(first_c));
         if sender != first_c {
             self.stats.sender_disagreements += 1;
         }
@@ -1103,6 +1144,7 @@ impl Correlator {
                 flow.names = topic.clone();
             }
             flow.samples += 1;
+            flow.sender_by_time_order += placed.is_none() as u64;
             flow.period_ns = period;
             let repaired = snd.retransmitted_frags > 0 || seen.is_some_and(|s| s.retransmitted_frags > 0);
             if snd.retransmitted_frags > 0 {
@@ -1413,6 +1455,23 @@ impl Correlator {
     }
 
     /// Per-flow summaries, in topic order.
+    /// What is known of the clocks of captures `a` and `b` together: (`checked`|`given`|`unchecked`,
+    /// the error bar of a figure taken between them, ns).
+    pub fn clock_between(&self, a: usize, b: usize) -> (&'static str, Option<i64>) {
+        let trust = |c: usize| self.cfg.clocks.get(c).copied().unwrap_or_default();
+        if a == b {
+            return ("checked", Some(0));
+        }
+        match (trust(a), trust(b)) {
+            (ClockTrust::Unchecked, _) | (_, ClockTrust::Unchecked) => ("unchecked", None),
+            (ClockTrust::Given, _) | (_, ClockTrust::Given) => ("given", None),
+            (x, y) => {
+                let u = |t: ClockTrust| if let ClockTrust::Estimated(u) = t { u } else { 0 };
+                ("checked", Some(u(x).saturating_add(u(y))))
+            }
+        }
+    }
+
     pub fn summaries(&self) -> Vec<FlowSummary> {
         // In time: delivered with a message latency no longer than the period (Kouril et al.).
         let in_time = |f: &FlowStats| match (f.period_ns, f.layers.get(&Layer::Message)) {
@@ -1423,6 +1482,7 @@ impl Correlator {
         self.flows()
             .into_iter()
             .map(|((topic, domain, s, r), f)| {
+                let clock = self.clock_between(*s, *r);
                 let layers = f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (*l, d.summary())).collect();
                 FlowSummary {
                     topic: topic.clone(),
@@ -1449,6 +1509,9 @@ impl Correlator {
                     lost_examples: f.lost_examples.clone(),
                     sender_nodes: f.sender_nodes.iter().map(|n| n.to_string()).collect(),
                     receiver_nodes: f.receiver_nodes.iter().map(|n| n.to_string()).collect(),
+                    sender_from: if f.sender_by_time_order == 0 { "wire" } else { "time order" },
+                    clock: clock.0,
+                    clock_uncertainty_ns: clock.1,
                 }
             })
             .collect()
@@ -1491,7 +1554,7 @@ impl Correlator {
             let n = self.stats.negative_latencies;
             w.push(format!(
                 "{n} negative latencies from {} to {} (down to {:.3} ms): {}'s clock seems to run behind {}'s by at least {:.3} ms; \
-                 give --offset {}=-{:.3}ms (or more), or use --estimate-offset",
+                 give --offset {}=-{:.3}ms (or more), or drop --no-estimate (the estimate from the traffic is the default)",
                 self.names[s],
                 self.names[r],
                 worst as f64 / 1e6,
@@ -1514,7 +1577,7 @@ impl Correlator {
                 if overlap < shorter / 2 {
                     w.push(format!(
                         "the capture times of {} and {} hardly overlap ({} starts {:+.3} s after {}): their clocks differ, or they \
-                         were not taken at the same time; give --offset {}=±DURATION or use --estimate-offset",
+                         were not taken at the same time; give --offset {}=±DURATION or drop --no-estimate (the estimate from the traffic is the default)",
                         self.names[a],
                         self.names[b],
                         self.names[b],
@@ -1541,7 +1604,7 @@ impl Correlator {
         }
         if self.stats.sender_disagreements > 0 {
             w.push(format!(
-                "{} samples were first seen at a capture other than their writer's usual sender: the clocks may be offset (try --estimate-offset)",
+                "{} samples were first seen at a capture other than their writer's sender: the clocks were offset by more than the one-way delay then (see the clock lines; give --offset NAME=±DURATION if the estimate is wrong)",
                 self.stats.sender_disagreements
             ));
         }

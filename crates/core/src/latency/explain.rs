@@ -711,7 +711,7 @@ impl Explainer {
             let layer = layer.filter(|(_, v, t)| v > t);
             let ms = |ns: i64| format!("{:.3} ms", ns as f64 / 1e6);
             let (cause, evidence) = if let Some((n, v)) = negative {
-                (Cause::ClockOffset, format!("{n} = {}: negative, so the receiver's clock is behind the sender's by at least that much (check --offset / --estimate-offset)", ms(v)))
+                (Cause::ClockOffset, format!("{n} = {}: negative, so the receiver's clock is behind the sender's by at least that much (check --offset and the clock lines)", ms(v)))
             } else if s.status != Status::Delivered {
                 let why = if s.status == Status::Lost { "no frame of it reached the receiver's capture point".to_string() } else { format!("incomplete at the receiver ({} fragments expected)", s.frags.unwrap_or(1)) };
                 let rt = if s.retransmitted > 0 { format!("; the writer retransmitted {} fragment(s) of it", s.retransmitted) } else { String::new() };

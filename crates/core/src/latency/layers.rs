@@ -139,6 +139,15 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// True for layers whose two ends are time-stamped on different hosts' clocks when the flow
+    /// crosses hosts (their figures carry the clocks' error bar); the others are one host's clock.
+    pub fn crosses_clocks(self) -> bool {
+        matches!(
+            self,
+            Layer::RosE2e | Layer::Application | Layer::Message | Layer::FirstFirst | Layer::LastLast | Layer::Submessage | Layer::DdsRemote
+        )
+    }
+
     pub const ALL: [Layer; 18] = [
         Layer::RosE2e,
         Layer::Application,

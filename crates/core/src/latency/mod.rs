@@ -38,7 +38,7 @@ pub mod readers;
 pub mod rows;
 pub mod stats;
 
-pub use correlator::{CorrelationStats, Correlator, CorrelatorConfig, FlowKey, FlowStats, RosOptions, MAX_FLOW_NODES};
+pub use correlator::{ClockTrust, CorrelationStats, Correlator, CorrelatorConfig, FlowKey, FlowStats, RosOptions, MAX_FLOW_NODES};
 pub use item::{FragSighting, Item};
 pub use layers::{layer_group, Layer, Level, Stack, StackPart, Status, Timing, ROS_STACK_LAYERS};
 pub use rows::{FlowSummary, LatencyRow, LayerRow, RosColumns, WriterRole};

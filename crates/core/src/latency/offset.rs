@@ -50,7 +50,7 @@ impl SubmsgKey {
 /// (a retransmission cannot be paired reliably).
 #[derive(Default)]
 pub struct KeyTimes {
-    map: FxHashMap<SubmsgKey, (i64, GuidPrefix, bool)>,
+    map: FxHashMap<SubmsgKey, (i64, GuidPrefix, std::net::IpAddr, bool)>,
     limit: usize,
 }
 
@@ -70,12 +70,12 @@ impl KeyTimes {
     pub fn add(&mut self, e: &SubmsgEvent) {
         let Some(k) = SubmsgKey::of(e) else { return };
         if let Some(v) = self.map.get_mut(&k) {
-            v.2 = true;
+            v.3 = true;
             return;
         }
         if !self.is_full() {
-            // The sending participant: the reader's for ACKNACK/NACK_FRAG, else the writer's.
-            self.map.insert(k, (e.ip_first_ts_ns, e.guid_prefix, false));
+            // The sending participant (the RTPS header's) and its host's address.
+            self.map.insert(k, (e.ip_first_ts_ns, e.guid_prefix, e.src.ip(), false));
         }
     }
 }
@@ -92,6 +92,11 @@ pub struct OffsetEstimate {
     /// Participants whose traffic flows A→B and B→A.
     pub a_side: Vec<String>,
     pub b_side: Vec<String>,
+    /// The same participants as prefixes.
+    #[serde(skip)]
+    pub a_prefixes: Vec<GuidPrefix>,
+    #[serde(skip)]
+    pub b_prefixes: Vec<GuidPrefix>,
     /// Minimum one-way delays implied by the estimate (A→B, B→A), ns.
     pub min_delay_ab_ns: i64,
     pub min_delay_ba_ns: i64,
@@ -110,7 +115,7 @@ impl std::fmt::Display for OffsetError {
             OffsetError::NoCommonTraffic => f.write_str("no submessage was seen at both capture points"),
             OffsetError::OneDirection { participants } => write!(
                 f,
-                "all common traffic flows one way ({participants} participant(s)): an offset needs traffic in both directions (reliable topics' ACKNACKs suffice)"
+                "all common traffic comes from one host address ({participants} participant(s)): an offset needs traffic in both directions (reliable topics' ACKNACKs suffice)"
             ),
             OffsetError::Overlapping => {
                 f.write_str("the two directions overlap in time: the captures are not two ends of one path")
@@ -119,28 +124,73 @@ impl std::fmt::Display for OffsetError {
     }
 }
 
+/// The capture each participant sends from, from the estimates of captures 1.. against capture 0
+/// ([`estimate_offsets`](super::files::estimate_offsets)): clock-independent, since a participant's
+/// side of a pair follows from the order of its δ among all participants', not from its sign. A
+/// participant on capture i's side of pair (0, i) and on no other capture's side is at capture i;
+/// one on capture 0's side of every pair that saw it is at capture 0; any other (on two captures'
+/// sides: behind both, or seen by one pair only wrongly) is left to time order.
+pub fn place_participants(estimates: &[Result<OffsetEstimate, OffsetError>]) -> Vec<(GuidPrefix, usize)> {
+    // Per participant: the captures whose side it is on (0 = the reference's side of a pair).
+    let mut sides: FxHashMap<GuidPrefix, (u64, bool)> = FxHashMap::default();
+    for (i, e) in estimates.iter().enumerate() {
+        let Ok(e) = e else { continue };
+        for p in &e.a_prefixes {
+            sides.entry(*p).or_default().0 |= 1;
+        }
+        for p in &e.b_prefixes {
+            let s = sides.entry(*p).or_default();
+            if i + 1 < 64 {
+                s.0 |= 1 << (i + 1);
+            } else {
+                s.1 = true;
+            }
+        }
+    }
+    let mut out: Vec<(GuidPrefix, usize)> = sides
+        .into_iter()
+        .filter_map(|(p, (mask, over))| {
+            let others = mask & !1;
+            match (over, others.count_ones()) {
+                (false, 0) => Some((p, 0)),
+                (false, 1) => Some((p, others.trailing_zeros() as usize)),
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Participants remembered per sending host (the placement of writers; more go by time order).
+pub const MAX_PARTICIPANTS_PER_HOST: usize = 4096;
+
 pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetError> {
-    // Per sending participant: min and max δ.
-    let mut by_participant: FxHashMap<GuidPrefix, (i64, i64, usize)> = FxHashMap::default();
+    // Per sending host (source address): min and max δ, and its participants. Grouping by address,
+    // not by participant, keeps two participants of one host on one side: several participants
+    // sending one way only must not pass for the two directions.
+    let mut by_host: FxHashMap<std::net::IpAddr, (i64, i64, Vec<GuidPrefix>)> = FxHashMap::default();
     let mut matched = 0;
-    for (k, (ta, pa, dup_a)) in &a.map {
-        let Some((tb, _, dup_b)) = b.map.get(k) else { continue };
+    for (k, (ta, pa, ip, dup_a)) in &a.map {
+        let Some((tb, _, _, dup_b)) = b.map.get(k) else { continue };
         if *dup_a || *dup_b {
             continue;
         }
         matched += 1;
         let d = tb.saturating_sub(*ta);
-        let e = by_participant.entry(*pa).or_insert((i64::MAX, i64::MIN, 0));
+        let e = by_host.entry(*ip).or_insert((i64::MAX, i64::MIN, vec![]));
         e.0 = e.0.min(d);
         e.1 = e.1.max(d);
-        e.2 += 1;
+        if !e.2.contains(pa) && e.2.len() < MAX_PARTICIPANTS_PER_HOST {
+            e.2.push(*pa);
+        }
     }
     if matched == 0 {
         return Err(OffsetError::NoCommonTraffic);
     }
-    let mut parts: Vec<(GuidPrefix, i64, i64)> = by_participant.into_iter().map(|(p, (lo, hi, _))| (p, lo, hi)).collect();
+    let mut parts: Vec<(Vec<GuidPrefix>, i64, i64)> = by_host.into_values().map(|(lo, hi, p)| (p, lo, hi)).collect();
     if parts.len() < 2 {
-        return Err(OffsetError::OneDirection { participants: parts.len() });
+        return Err(OffsetError::OneDirection { participants: parts.iter().map(|p| p.0.len()).sum() });
     }
     parts.sort_by_key(|p| (p.1, p.2));
     // Valid splits: everything left of k lies below everything from k on.
@@ -163,8 +213,10 @@ pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetErro
         offset_ns: offset,
         uncertainty_ns: ((a_min as i128 - b_max as i128) / 2).clamp(i64::MIN as i128, i64::MAX as i128) as i64,
         matched,
-        a_side: parts[k..].iter().map(|p| p.0.to_string()).collect(),
-        b_side: parts[..k].iter().map(|p| p.0.to_string()).collect(),
+        a_side: parts[k..].iter().flat_map(|p| &p.0).map(|p| p.to_string()).collect(),
+        b_side: parts[..k].iter().flat_map(|p| &p.0).map(|p| p.to_string()).collect(),
+        a_prefixes: parts[k..].iter().flat_map(|p| p.0.iter().copied()).collect(),
+        b_prefixes: parts[..k].iter().flat_map(|p| p.0.iter().copied()).collect(),
         min_delay_ab_ns: a_min.saturating_sub(offset),
         min_delay_ba_ns: offset.saturating_sub(b_max),
     })
@@ -186,7 +238,42 @@ mod tests {
         e.set_base = Some(count as i64);
         e.ip_first_ts_ns = ts;
         e.ts_ns = ts;
+        // Participants 1.. on host 10.0.0.1, 2 on 10.0.0.2 unless `on_host` says otherwise.
+        e.src = SocketAddr::from(([10, 0, 0, if prefix == 2 { 2 } else { 1 }], 7400));
         e
+    }
+
+    #[test]
+    fn one_host_sending_one_way_is_not_two_directions() {
+        // Two participants of one host, one fast (5..10 µs) and one slow (8..9 ms): their δ do not
+        // overlap, and split by participant they passed for the two directions (a bogus 4 ms offset).
+        let (mut a, mut b) = (KeyTimes::with_limit(1000), KeyTimes::with_limit(1000));
+        for i in 0..20 {
+            let t = i as i64 * 1_000_000;
+            a.add(&ev(1, SubmsgKind::Heartbeat, i, t));
+            b.add(&ev(1, SubmsgKind::Heartbeat, i, t + 5_000 + (i as i64 % 5) * 1_000));
+            a.add(&ev(3, SubmsgKind::Heartbeat, 100 + i, t));
+            b.add(&ev(3, SubmsgKind::Heartbeat, 100 + i, t + 8_000_000 + (i as i64 % 5) * 200_000));
+        }
+        assert_eq!(estimate(&a, &b).unwrap_err(), OffsetError::OneDirection { participants: 2 });
+    }
+
+    #[test]
+    fn participants_are_placed_at_their_side_whatever_the_offset() {
+        // B is 12.3 ms ahead: every sample reaches B "before" it left A, and time order would flip
+        // the sender; the split still puts participant 1 at capture 0 and 2 at capture 1.
+        let off = 12_300_000i64;
+        let (mut a, mut b) = (KeyTimes::with_limit(1000), KeyTimes::with_limit(1000));
+        for i in 0..10 {
+            let t = i as i64 * 1_000_000;
+            a.add(&ev(1, SubmsgKind::Heartbeat, i, t));
+            b.add(&ev(1, SubmsgKind::Heartbeat, i, t + 5_000 - off));
+            b.add(&ev(2, SubmsgKind::AckNack, i, t + 10_000 - off));
+            a.add(&ev(2, SubmsgKind::AckNack, i, t + 16_000));
+        }
+        let e = estimate(&a, &b);
+        assert_eq!(e.as_ref().unwrap().offset_ns, -off - 500);
+        assert_eq!(place_participants(&[e]), vec![(GuidPrefix([1; 12]), 0), (GuidPrefix([2; 12]), 1)]);
     }
 
     #[test]

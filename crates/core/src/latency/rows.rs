@@ -189,6 +189,16 @@ pub struct FlowSummary {
     /// ROS nodes that sent / received the flow's samples (from traces, or the sender's from the wire's ROS graph).
     pub sender_nodes: Vec<String>,
     pub receiver_nodes: Vec<String>,
+    /// How the sender capture was found: `wire` (the writer's participant placed by the traffic's two
+    /// directions) or `time order` (the capture that saw the samples first; wrong when the clocks are
+    /// offset by more than the one-way delay).
+    pub sender_from: &'static str,
+    /// The two capture clocks' agreement: `checked` (estimated from two-way traffic, or the same
+    /// clock), `given` (--offset, unchecked) or `unchecked`.
+    pub clock: &'static str,
+    /// The error bar of every cross-capture figure of the flow (its latencies and their percentiles):
+    /// the true value lies within ± this many ns of the printed one; null unless `clock` is `checked`.
+    pub clock_uncertainty_ns: Option<i64>,
 }
 
 // The per-sample row's columns, in output order (docs/latency.md lists them).
@@ -254,6 +264,18 @@ pub struct LayerRow {
     pub receiver: String,
     pub layer: Layer,
     pub s: DistSummary,
+    /// `one clock` (both ends time-stamped on one host), else the flow's [`FlowSummary::clock`].
+    pub clock: &'static str,
+    /// The error bar of the layer's figures from the clocks, ns (0 on one clock; null when unchecked).
+    pub clock_error_ns: Option<i64>,
+}
+
+impl LayerRow {
+    /// True when the clocks' error bar is at least the size of the layer's mean: the figure says
+    /// nothing about the layer (docs/latency.md, "Clocks").
+    pub fn untrusted(&self) -> bool {
+        self.s.count > 0 && self.clock_error_ns.is_some_and(|u| u > 0 && u as f64 / 1e6 >= self.s.mean_ms.abs())
+    }
 }
 
 crate::record!(LayerRow, r, {
@@ -269,6 +291,8 @@ crate::record!(LayerRow, r, {
     p90_ms: F64 => Value::F(r.s.p90_ms),
     p99_ms: F64 => Value::F(r.s.p99_ms),
     max_ms: F64 => Value::F(r.s.max_ms),
+    clock: Str => Value::S(r.clock),
+    clock_error_ms: F64 => r.clock_error_ns.map_or(Value::Null, |u| Value::F(u as f64 / 1e6)),
     domain: U64 => r.domain.map_or(Value::Null, |d| Value::U(d as u64)),
 });
 
@@ -330,7 +354,14 @@ impl FlowSummary {
     pub fn layer_rows(&self) -> Vec<LayerRow> {
         self.layers
             .iter()
-            .map(|(l, s)| LayerRow { topic: self.topic.clone(), domain: self.domain, sender: self.sender.clone(), receiver: self.receiver.clone(), layer: *l, s: *s })
+            .map(|(l, s)| {
+                let (clock, clock_error_ns) = if l.crosses_clocks() && self.sender != self.receiver {
+                    (self.clock, self.clock_uncertainty_ns)
+                } else {
+                    ("one clock", Some(0))
+                };
+                LayerRow { topic: self.topic.clone(), domain: self.domain, sender: self.sender.clone(), receiver: self.receiver.clone(), layer: *l, s: *s, clock, clock_error_ns }
+            })
             .collect()
     }
 }

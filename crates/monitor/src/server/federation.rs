@@ -210,6 +210,10 @@ pub fn merge_flows<'a>(shards: impl IntoIterator<Item = &'a FlowParts>) -> (Vec<
                 lost_examples: a.lost_examples,
                 sender_nodes: a.sender_nodes,
                 receiver_nodes: a.receiver_nodes,
+                // Live captures' clocks are not estimated (docs/latency.md, "Clocks").
+                sender_from: "time order",
+                clock: "unchecked",
+                clock_uncertainty_ns: None,
             }
         })
         .collect();

@@ -1,0 +1,88 @@
+"""Clocks that disagree (issue 36): the sender from the wire and the offset estimated by default.
+
+Oracles nobody here wrote: `editcap -t` shifts one host's capture by an NTP-grade 0.5 ms and by 12.3 ms;
+`tshark -Y` keeps one host's frames only (one-way traffic). The unshifted bundled captures (one kernel
+clock in the lab) give the truth."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import require_tool
+
+EXAMPLES = ["simple-robotic-cyclone", "simple-robotic-fastdds"]
+
+
+def message(doc):
+    return {(f["topic"], f["sender"], f["receiver"]): (f, dict(f["layers"])["message"]) for f in doc["flows"] if "message" in dict(f["layers"])}
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("shift_s", ["-0.0005", "0.0123"])
+def test_shifted_clock_keeps_sender_and_latency(ddscope, repo, tmp_path, example, shift_s):
+    editcap = require_tool("editcap")
+    run = repo / "examples" / "captures" / example
+    pc1, pc2 = tmp_path / "pc1.pcapng", tmp_path / "pc2.pcapng"
+    subprocess.run([editcap, str(run / "pc1.pcapng.gz"), str(pc1)], check=True)
+    subprocess.run([editcap, "-t", shift_s, str(run / "pc2.pcapng.gz"), str(pc2)], check=True)
+    truth = message(json.loads(ddscope("latency", run, "--no-estimate", "--format", "json").stdout))
+    cp = ddscope("latency", pc1, pc2, "--format", "json")
+    got = message(json.loads(cp.stdout))
+    # The same flows (same senders), each within its printed error bar of the unshifted latency.
+    assert set(got) == set(truth), (sorted(got), sorted(truth))
+    for k, (f, m) in got.items():
+        assert f["sender_from"] == "wire" and f["clock"] == "checked", f
+        bar_ms = f["clock_uncertainty_ns"] / 1e6
+        assert abs(m["mean_ms"] - truth[k][1]["mean_ms"]) <= bar_ms + 1e-6, (k, m, truth[k][1], bar_ms)
+        assert m["count"] == truth[k][1]["count"], (k, m, truth[k][1])
+    # The estimate is printed, and the shift lies inside it.
+    doc = json.loads(cp.stdout)
+    e = doc["offset_estimates"][0]["estimate"]
+    assert abs(e["offset_ns"] - float(shift_s) * 1e9) <= e["uncertainty_ns"] + 1_000, e
+    assert "clock of pc2 against pc1:" in cp.stderr and "corrected by it" in cp.stderr, cp.stderr
+    assert doc["correlation"]["sender_disagreements"] == 0, doc["correlation"]
+
+
+def test_without_the_estimate_the_flip_is_flagged(ddscope, repo, tmp_path):
+    """--no-estimate trusts the clocks: the 0.5 ms shift flips the senders (time order), and every
+    flow says that its sender came from time order and its clocks were not checked."""
+    editcap = require_tool("editcap")
+    run = repo / "examples" / "captures" / "simple-robotic-cyclone"
+    pc1, pc2 = tmp_path / "pc1.pcapng", tmp_path / "pc2.pcapng"
+    subprocess.run([editcap, str(run / "pc1.pcapng.gz"), str(pc1)], check=True)
+    subprocess.run([editcap, "-t", "-0.0005", str(run / "pc2.pcapng.gz"), str(pc2)], check=True)
+    doc = json.loads(ddscope("latency", pc1, pc2, "--no-estimate", "--format", "json").stdout)
+    flows = [f for f in doc["flows"] if f["topic"] in ("/drive", "/image")]
+    assert flows and all(f["sender_from"] == "time order" and f["clock"] == "unchecked" and f["clock_uncertainty_ns"] is None for f in flows), flows
+
+
+def test_a_contradicted_offset_is_warned_of(ddscope, repo, tmp_path):
+    editcap = require_tool("editcap")
+    run = repo / "examples" / "captures" / "simple-robotic-cyclone"
+    pc1, pc2 = tmp_path / "pc1.pcapng", tmp_path / "pc2.pcapng"
+    subprocess.run([editcap, str(run / "pc1.pcapng.gz"), str(pc1)], check=True)
+    subprocess.run([editcap, "-t", "-0.0005", str(run / "pc2.pcapng.gz"), str(pc2)], check=True)
+    cp = ddscope("latency", pc1, pc2, "--offset", "pc2=+3ms", "--format", "json")
+    assert "--offset pc2=+3.000ms contradicts the traffic" in cp.stderr and "-0.500 ms" in cp.stderr, cp.stderr
+    flows = json.loads(cp.stdout)["flows"]
+    assert flows and all(f["clock"] == "given" for f in flows), flows
+
+
+def test_one_way_traffic_leaves_the_clocks_unchecked(ddscope, repo, tmp_path):
+    """Only pc1's frames (tshark's display filter): nothing goes both ways, so the clocks cannot be
+    checked: said once, and the cross-host layers are marked unchecked."""
+    tshark = require_tool("tshark")
+    run = repo / "examples" / "captures" / "simple-robotic-cyclone"
+    src = subprocess.run([tshark, "-r", str(run / "pc1.pcapng.gz"), "-T", "fields", "-e", "ip.src"], capture_output=True, text=True, check=True).stdout.split()
+    pc1_ip = max(set(src), key=src.count)  # pc1 sends /image and /drive: most frames are its own
+    out = []
+    for h in ("pc1", "pc2"):
+        p = tmp_path / f"{h}.pcapng"
+        subprocess.run([tshark, "-r", str(run / f"{h}.pcapng.gz"), "-Y", f"ip.src=={pc1_ip} && !icmp", "-w", str(p)], check=True, capture_output=True)
+        out.append(p)
+    cp = ddscope("latency", *out, "--format", "json")
+    assert "the clocks of pc2 and pc1 could not be checked" in cp.stderr and "unchecked" in cp.stderr, cp.stderr
+    doc = json.loads(cp.stdout)
+    assert "error" in doc["offset_estimates"][0], doc["offset_estimates"]
+    flows = [f for f in doc["flows"] if f["topic"] in ("/drive", "/image")]
+    assert flows and all(f["clock"] == "unchecked" and f["clock_uncertainty_ns"] is None for f in flows), flows
