@@ -273,10 +273,10 @@ pub fn print_clock_lines(verb: &str, run: &LatencyRun) {
         let Ok(e) = e else { continue };
         let c = run.captures.iter().position(|x| &x.name == name).unwrap_or(0);
         let applied = run.offsets_ns.get(c).copied().unwrap_or(0);
-        let what = if applied == e.offset_ns {
-            "corrected by it".to_string()
-        } else if applied == 0 {
+        let what = if applied == 0 && e.offset_ns.unsigned_abs() <= e.uncertainty_ns as u64 {
             "consistent with synchronised clocks: not corrected".to_string()
+        } else if applied == e.offset_ns {
+            "corrected by it".to_string()
         } else {
             format!("the given {:+.3} ms used", applied as f64 / 1e6)
         };
