@@ -86,3 +86,63 @@ def test_one_way_traffic_leaves_the_clocks_unchecked(ddscope, repo, tmp_path):
     assert "error" in doc["offset_estimates"][0], doc["offset_estimates"]
     flows = [f for f in doc["flows"] if f["topic"] in ("/drive", "/image")]
     assert flows and all(f["clock"] == "unchecked" and f["clock_uncertainty_ns"] is None for f in flows), flows
+
+
+# Drift and steps (issue 36): a lab run of the simple robotic application (one kernel clock: the
+# truth), pc2's capture rewritten by tests/pcapng_warp.py (written from the pcapng specification, not
+# ddscope's reader) with an offset, a drift in ppm and a step halfway.
+WARPS = [
+    pytest.param(3_000_000, 100.0, 0, id="+3ms+100ppm"),
+    pytest.param(-700_000, -60.0, 2_000_000, id="-0.7ms-60ppm-step2ms"),
+    pytest.param(40_000_000, 20.0, 0, id="+40ms+20ppm"),
+]
+
+
+@pytest.fixture(scope="module")
+def lab15(ddscope, tmp_path_factory, repo):
+    from test_lab import need_root
+    need_root()
+    out = tmp_path_factory.mktemp("clocks") / "run"
+    ddscope("lab", "run", repo / "examples" / "lab" / "simple-robotic.toml", "--duration", "12s", "--out", out, timeout=600)
+    return out
+
+
+def per_sample(path):
+    rows = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("level") == "message" and r.get("latency_ns") is not None:
+            rows[(r["writer_id"], r["sn"], r["receiver"])] = r
+    return rows
+
+
+@pytest.mark.parametrize("offset_ns,drift_ppm,step_ns", WARPS)
+def test_drift_and_steps_are_followed(ddscope, lab15, tmp_path, offset_ns, drift_ppm, step_ns):
+    from pcapng_warp import warp
+    warp(str(lab15 / "pc2.pcapng"), str(tmp_path / "pc2.pcapng"), offset_ns, drift_ppm, step_ns, 6.0)
+    truth_doc = json.loads(ddscope("latency", lab15, "--no-estimate", "--format", "json", "--rows", tmp_path / "truth.jsonl").stdout)
+    cp = ddscope("latency", lab15 / "pc1.pcapng", tmp_path / "pc2.pcapng", "--format", "json", "--rows", tmp_path / "warp.jsonl")
+    doc = json.loads(cp.stdout)
+    truth, got = message(truth_doc), message(doc)
+    # Every flow keeps its sender; its mean message latency within max(10 µs, 5 %) of the unwarped run's.
+    assert set(got) == set(truth), (sorted(got), sorted(truth))
+    for k, (f, m) in got.items():
+        want = truth[k][1]["mean_ms"]
+        assert abs(m["mean_ms"] - want) <= max(0.010, 0.05 * want), (k, m["mean_ms"], want)
+        assert f["clock"] == "checked", f
+    # Per sample: at least 95 % within the flow's printed error bar of the truth (1 µs allowed for
+    # the rewriter's rounding to the capture's time stamp resolution).
+    a, b = per_sample(tmp_path / "truth.jsonl"), per_sample(tmp_path / "warp.jsonl")
+    bars = {f["topic"]: f["clock_uncertainty_ns"] for f in doc["flows"]}
+    for topic in {r["topic_name"] for r in a.values()}:
+        keys = [k for k, r in a.items() if r["topic_name"] == topic]
+        assert all(k in b for k in keys), topic
+        within = sum(abs(b[k]["latency_ns"] - a[k]["latency_ns"]) <= bars[topic] + 1_000 for k in keys)
+        assert within >= 0.95 * len(keys), (topic, within, len(keys), bars[topic])
+    # The tracker's line says what was done, with the drift it found.
+    line = [l for l in cp.stderr.splitlines() if "over the run:" in l]
+    assert line, cp.stderr
+    got_ppm = float(line[0].split("(drift ")[1].split(" ppm")[0])
+    assert abs(got_ppm - drift_ppm) < 2, line[0]
+    if step_ns:
+        assert " 0 cut at a step" not in line[0], line[0]

@@ -293,6 +293,42 @@ pub fn print_clock_lines(verb: &str, run: &LatencyRun) {
     }
 }
 
+/// The clock tracker's account over the run, one line per capture against the first.
+pub fn print_clock_tracking_lines(verb: &str, run: &LatencyRun) {
+    let Some(first) = run.captures.first() else { return };
+    for s in run.correlator.clock_summaries() {
+        if s.fits == 0 {
+            if s.matched > 0 {
+                eprintln!(
+                    "{verb}: clock of {} against {} over the run: {} submessages seen at both, all sent one way: not tracked",
+                    s.capture, first.name, s.matched
+                );
+            }
+            continue;
+        }
+        let ms = |v: Option<i64>| v.map(|v| format!("{:+.3} ms", v as f64 / 1e6)).unwrap_or_default();
+        let span = match (s.first_at_ns, s.last_at_ns) {
+            (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+            _ => 0.0,
+        };
+        eprintln!(
+            "{verb}: clock of {} against {} over the run: {} → {} in {:.1} s (drift {}), error bar {} on average, ≤ {}, {} fits ({} cut at a step, {} overlapping) from {} submessages seen at both; applied to every sample",
+            s.capture,
+            first.name,
+            ms(s.first_offset_ns),
+            ms(s.last_offset_ns),
+            span,
+            s.drift_ppm.map(|d| format!("{d:+.2} ppm")).unwrap_or_else(|| "unknown".into()),
+            error_bar(s.mean_uncertainty_ns.unwrap_or(0)),
+            error_bar(s.max_uncertainty_ns),
+            s.fits,
+            s.step_fits,
+            s.overlapping_fits,
+            s.matched
+        );
+    }
+}
+
 pub fn print_trace_lines(verb: &str, run: &LatencyRun) {
     for t in &run.traces {
         eprintln!(

@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// How long after a sample was first seen it is judged, by default.
 pub const DEFAULT_WINDOW_NS: i64 = crate::window::Window::DEFAULT.ns();
 /// How much of the first capture `estimate_offset` reads.
-pub const OFFSET_ESTIMATE_SPAN_NS: i64 = 30_000_000_000;
+pub const OFFSET_ESTIMATE_SPAN_NS: i64 = 2_000_000_000;
 /// At most this many submessages per capture go into the offset estimate.
 pub const OFFSET_ESTIMATE_MAX_KEYS: usize = 50_000;
 
@@ -300,6 +300,7 @@ pub fn run_latency_traced(
         *c = ClockTrust::Reference;
     }
     let mut participant_capture = vec![];
+    let mut unchecked: Vec<(usize, String)> = vec![];
     if o.estimate_offset && captures.len() >= 2 {
         let est = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?;
         participant_capture = offset::place_participants(&est);
@@ -328,14 +329,15 @@ pub fn run_latency_traced(
                     captures[0].name,
                     e.matched
                 )),
-                (Err(err), _) => on_note(format!(
+                // Not yet: the tracker may find two-way traffic later in the run (warned after it if not).
+                (Err(err), _) => unchecked.push((c, format!(
                     "warning: the clocks of {name} and {} could not be checked: {err}; {}, and the latencies between them are unchecked",
                     captures[0].name,
                     match given[c] {
                         Some(_) => "the given offset is used".to_string(),
                         None => "their offset is taken as 0 (give --offset NAME=±DURATION if they are not synchronised)".to_string(),
                     }
-                )),
+                ))),
             }
             estimates.push((name, e.map_err(|x| x.to_string())));
         }
@@ -379,6 +381,7 @@ pub fn run_latency_traced(
         ros,
         clocks,
         participant_capture,
+        track_clocks: o.estimate_offset,
         ..o.correlator.clone()
     };
     let mut correlator = Correlator::new(cfg, truth.clone());
@@ -395,6 +398,12 @@ pub fn run_latency_traced(
     }
     let decoding = FileDecoding { decoder: o.decoder, samples: SampleConfig { timeout_ns: correlation_samples(o.window_ns).timeout_ns, ..o.samples }, window_ns: o.window_ns, assemble: o.assemble, link_load: o.link_load };
     let (outcomes, traces) = correlate_inputs(&captures, opened, decoding, &mut correlator, progress, out, chain_out)?;
+    let tracked = correlator.clock_summaries();
+    for (c, warning) in unchecked {
+        if !tracked.get(c.wrapping_sub(1)).is_some_and(|s| s.fits > 0) {
+            on_note(warning);
+        }
+    }
     Ok(LatencyRun { correlator, outcomes, estimates, offsets_ns: offsets, captures, truth, traces })
 }
 

@@ -254,6 +254,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     }
     common::print_trace_lines("latency", &run);
     common::print_clock_lines("latency", &run);
+    common::print_clock_tracking_lines("latency", &run);
     session::check_correlated(&run).map_err(common::session_error)?;
     for w in run.correlator.warnings() {
         eprintln!("latency: warning: {w}");

@@ -266,6 +266,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let RunRows { mut explainer, mut series, mut ros_series, first_row_ns, mut payload, mut times, .. } = rows.next;
     common::print_trace_lines("report", &run);
     common::print_clock_lines("report", &run);
+    common::print_clock_tracking_lines("report", &run);
     session::check_correlated(&run).map_err(common::session_error).with_context(|| format!("run {name}"))?;
     // Traces alone: the time axis starts at the first joined sample.
     let start_ns = run.outcomes.iter().filter_map(|o| o.summary.first_ts_ns).min().unwrap_or(if first_row_ns == i64::MAX { 0 } else { first_row_ns });

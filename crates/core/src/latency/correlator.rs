@@ -3,6 +3,7 @@
 //! window past them; rows go to a [`RowSink`] as they are judged.
 
 use super::app::AppTruth;
+use super::clock::{ClockLimits, ClockSummary, ClockTracker};
 use super::item::Item;
 use super::layers::{Layer, Level, Status, Timing};
 use super::readers;
@@ -61,6 +62,10 @@ pub struct CorrelatorConfig {
     /// two directions (the offset estimate's split, clock-independent); a writer of a participant
     /// not listed gets the capture that saw its samples first (time order), counted per flow.
     pub participant_capture: Vec<(GuidPrefix, usize)>,
+    /// Track every capture's clock against the first's over the run from the exchanges seen at
+    /// both ([`ClockTracker`]): offset, drift and steps, applied where samples are judged to the
+    /// captures whose clock is not [`ClockTrust::Given`] (and placing participants as it goes).
+    pub track_clocks: bool,
 }
 
 /// What is known of a capture point's clock relative to the first capture's.
@@ -140,6 +145,7 @@ impl Default for CorrelatorConfig {
             ros: RosOptions::default(),
             clocks: vec![],
             participant_capture: vec![],
+            track_clocks: false,
         }
     }
 }
@@ -430,6 +436,10 @@ pub struct Correlator {
     ros: Option<Box<RosState>>,
     /// Per-reader latency (reader fairness).
     pub readers: readers::ReaderTable,
+    /// The clocks over the run ([`CorrelatorConfig::track_clocks`]).
+    clock: Option<Box<ClockTracker>>,
+    /// Fits made when placements were last taken from the tracker.
+    clock_fits_placed: u64,
 }
 
 /// Remembers the first arrival of a sample's copy at (capture, destination), within the cap.
@@ -474,6 +484,8 @@ impl Correlator {
             negative_examples: vec![],
             ros: None,
             readers: readers::ReaderTable::default(),
+            clock: cfg.track_clocks.then(|| Box::new(ClockTracker::new(n, ClockLimits::default()))),
+            clock_fits_placed: 0,
             cfg,
         }
     }
@@ -598,12 +610,15 @@ impl Correlator {
         let inputs: SmallVec<[(Arc<str>, crate::ros2::join::TakeId); 2]> = p.rec.inputs.iter().map(|(t, s)| (t.clone(), (p.trace, *s))).collect();
         for (tk, join) in takes {
             let same = tk.host == p.host;
-            let rclcpp = p.rec.rclcpp_ts;
-            let rmw = p.rec.rmw_ts;
+            // Across hosts, each instant by the clock tracker's line at it (none without it).
+            let tracked = !same && self.clock.is_some();
+            let mut sh = |v: Option<i64>, host: usize| v.map(|v| if tracked { v.saturating_add(self.clock_delta(host, v)) } else { v });
+            let rclcpp = sh(p.rec.rclcpp_ts, p.host);
+            let rmw = sh(p.rec.rmw_ts, p.host);
             // An intra-process delivery has no rmw_take: it starts with its callback.
-            let take_ts = (!tk.rec.intra).then_some(tk.rec.rmw_take_ts);
-            let cbs = tk.rec.callback_start_ts;
-            let cbe = tk.rec.callback_end_ts;
+            let take_ts = sh((!tk.rec.intra).then_some(tk.rec.rmw_take_ts), tk.host);
+            let cbs = sh(tk.rec.callback_start_ts, tk.host);
+            let cbe = sh(tk.rec.callback_end_ts, tk.host);
             let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
             let dds = d(rmw, take_ts);
             let cols = RosColumns {
@@ -812,6 +827,43 @@ impl Correlator {
         t.saturating_sub(self.cfg.offsets_ns[c])
     }
 
+    /// What to add to capture `c`'s corrected time `t` so that it reads the reference clock, by the
+    /// clock tracker's line there: 0 where the offset applied already lies within the line's error
+    /// bar (synchronised clocks stay as they are), for the reference, for a given offset, and where
+    /// the tracker has no line (no two-way traffic around `t`).
+    fn clock_delta(&mut self, c: usize, t: i64) -> i64 {
+        if c == 0 || matches!(self.cfg.clocks.get(c), Some(ClockTrust::Given)) {
+            return 0;
+        }
+        let base0 = self.cfg.offsets_ns.first().copied().unwrap_or(0);
+        let applied = self.cfg.offsets_ns.get(c).copied().unwrap_or(0).saturating_sub(base0);
+        let Some(k) = self.clock.as_mut() else { return 0 };
+        let Some(f) = k.fit(c, t.saturating_add(base0)) else { return 0 };
+        let o = f.offset_at(t.saturating_add(base0));
+        // New fits may have placed more participants.
+        let made: u64 = k.fits_made();
+        if made != self.clock_fits_placed {
+            self.clock_fits_placed = made;
+            let n = self.names.len();
+            for (prefix, capture) in k.placements() {
+                if capture < n {
+                    self.sides.entry(prefix).or_insert(capture);
+                }
+            }
+        }
+        if o.abs_diff(applied) <= f.uncertainty_ns as u64 {
+            0
+        } else {
+            applied.saturating_sub(o)
+        }
+    }
+
+    /// The clock tracker's account of each capture against the first (with
+    /// [`CorrelatorConfig::track_clocks`]).
+    pub fn clock_summaries(&self) -> Vec<ClockSummary> {
+        self.clock.as_ref().map(|k| k.summaries(&self.names)).unwrap_or_default()
+    }
+
     /// Flows with statistics, in topic order (as [`summaries`](Self::summaries) lists them).
     pub fn flows(&self) -> Vec<(&FlowKey, &FlowStats)> {
         let mut v: Vec<_> = self.flows.iter().collect();
@@ -952,6 +1004,11 @@ impl Correlator {
                 }
                 self.stats.max_pending_submessages = self.stats.max_pending_submessages.max(self.frags.len());
             }
+            Item::Exchange(x) => {
+                if let Some(k) = self.clock.as_mut() {
+                    k.push(c, x);
+                }
+            }
             Item::Watermark(t) => {
                 let t = self.corr(c, t);
                 self.watermarks[c] = self.watermarks[c].max(t);
@@ -976,7 +1033,7 @@ impl Correlator {
         match item {
             Item::Sample(r) => !self.pending.contains_key(&(r.writer_id, r.sn)) && self.corr(c, r.first_ts_ns) <= horizon,
             Item::Frag(f) => !self.frags.contains_key(&(f.writer, f.sn, f.fragment_starting_num)) && self.corr(c, f.first_ip_ts_ns) <= horizon,
-            Item::Watermark(_) | Item::End => false,
+            Item::Watermark(_) | Item::End | Item::Exchange(_) => false,
         }
     }
 
@@ -996,6 +1053,9 @@ impl Correlator {
         // that starts later with new samples is not late).
         let seen = self.spans.iter().map(|s| s.1).max().unwrap_or(i64::MIN);
         self.judged_to = self.judged_to.max(horizon.min(seen));
+        if let Some(k) = self.clock.as_mut() {
+            k.forget_before(self.judged_to.saturating_add(self.cfg.offsets_ns.first().copied().unwrap_or(0)));
+        }
         while self.pending.peek_lru().is_some_and(|(_, p)| p.first <= horizon) {
             if let Some((key, p)) = self.pending.pop_lru() {
                 let writer = key.0;
@@ -1055,6 +1115,23 @@ impl Correlator {
 
     fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn RowSink<LatencyRow>) {
         self.stats.samples_judged += 1;
+        let mut p = p;
+        if self.clock.is_some() {
+            for i in 0..p.seen.len() {
+                // Each instant by the line at it (a 10 ms sample drifts 1 µs at 100 ppm).
+                let (c, s) = p.seen[i];
+                let first = s.first_ts.saturating_add(self.clock_delta(c, s.first_ts));
+                let first_ip = s.first_ip_ts.saturating_add(self.clock_delta(c, s.first_ip_ts));
+                let last = s.last_ts.saturating_add(self.clock_delta(c, s.last_ts));
+                let s = &mut p.seen[i].1;
+                (s.first_ts, s.first_ip_ts, s.last_ts) = (first, first_ip, last);
+                for j in 0..p.copies.len() {
+                    if p.copies[j].0 == c {
+                        p.copies[j].2 = p.copies[j].2.saturating_add(self.clock_delta(c, p.copies[j].2));
+                    }
+                }
+            }
+        }
         let Some(&(first_c, _)) = p.seen.iter().min_by_key(|(c, s)| (s.first_ts, *c)) else { return };
         let app = self.app.clone();
         let sides = &self.sides;
@@ -1402,6 +1479,14 @@ impl Correlator {
 
     fn judge_frag(&mut self, key: (Guid, i64, u32), p: PendingFrag, out: &mut dyn RowSink<LatencyRow>) {
         let (writer, sn, frag) = key;
+        let mut p = p;
+        if self.clock.is_some() {
+            for i in 0..p.seen.len() {
+                let c = p.seen[i].0;
+                p.seen[i].1 = p.seen[i].1.saturating_add(self.clock_delta(c, p.seen[i].1));
+                p.seen[i].2 = p.seen[i].2.saturating_add(self.clock_delta(c, p.seen[i].2));
+            }
+        }
         let Some(sender) = self.writers.get(&writer).and_then(|w| w.sender()) else {
             // No sample of this writer judged yet: hold until one is (bounded; the newest refused, counted).
             if self.held_count >= self.cfg.max_pending_submessages {
@@ -1458,7 +1543,15 @@ impl Correlator {
     /// What is known of the clocks of captures `a` and `b` together: (`checked`|`given`|`unchecked`,
     /// the error bar of a figure taken between them, ns).
     pub fn clock_between(&self, a: usize, b: usize) -> (&'static str, Option<i64>) {
-        let trust = |c: usize| self.cfg.clocks.get(c).copied().unwrap_or_default();
+        let trust = |c: usize| {
+            let t = self.cfg.clocks.get(c).copied().unwrap_or_default();
+            // The tracker's lines, where it made some: the mean error bar of those that corrected samples.
+            match (t, self.clock.as_ref().and_then(|k| k.mean_uncertainty(c))) {
+                (ClockTrust::Given | ClockTrust::Reference, _) | (_, None) => t,
+                (ClockTrust::Estimated(u), Some(v)) => ClockTrust::Estimated(u.max(v)),
+                (ClockTrust::Unchecked, Some(v)) => ClockTrust::Estimated(v),
+            }
+        };
         if a == b {
             return ("checked", Some(0));
         }
@@ -1551,6 +1644,10 @@ impl Correlator {
         for ((s, r), mut v) in by_pair {
             v.sort();
             let worst = v[0];
+            // Within the clocks' error bar a small negative value is what the bar allows: not a sign of an offset.
+            if self.clock_between(s, r).1.is_some_and(|u| worst.unsigned_abs() <= u as u64 + 1_000) {
+                continue;
+            }
             let n = self.stats.negative_latencies;
             w.push(format!(
                 "{n} negative latencies from {} to {} (down to {:.3} ms): {}'s clock seems to run behind {}'s by at least {:.3} ms; \

@@ -238,26 +238,41 @@ impl Analysis for KeyWindow<'_> {
 }
 
 /// Reads the first `span_ns` of each capture (at most `max_keys` submessages)
-/// and estimates every capture's offset relative to the first one.
+/// and estimates every capture's offset relative to the first one. The captures
+/// are read on one thread each; IP fragments are skipped unread (the exchanges
+/// that bound the clocks are small datagrams: a fragmented one is not needed).
 pub fn estimate_offsets(
     inputs: &[CaptureInput],
     decoder: DecoderConfig,
     span_ns: i64,
     max_keys: usize,
 ) -> Result<Vec<Result<OffsetEstimate, offset::OffsetError>>, CaptureError> {
-    let mut keys = vec![];
-    for input in inputs {
-        let mut kt = KeyTimes::with_limit(max_keys);
-        let mut src = open_file(&input.path, None)?;
-        let mut point = CapturePoint::new(&input.name, decoder, None);
-        let mut window = KeyWindow { keys: &mut kt, span_ns, start: None, stop_after_frame: false, closed: false };
-        while !window.closed {
-            match point.step(&mut src, &mut window) {
-                Ok(crate::source::Poll::Ended) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-        keys.push(kt);
-    }
+    let keys: Vec<Result<KeyTimes, CaptureError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = inputs
+            .iter()
+            .map(|input| {
+                s.spawn(move || -> Result<KeyTimes, CaptureError> {
+                    let mut kt = KeyTimes::with_limit(max_keys);
+                    let mut src = open_file(&input.path, None)?;
+                    let mut point = CapturePoint::new(&input.name, decoder, None);
+                    let mut window = KeyWindow { keys: &mut kt, span_ns, start: None, stop_after_frame: false, closed: false };
+                    while !window.closed {
+                        let poll = crate::source::PacketSource::poll(&mut src, &mut |p| {
+                            if !offset::is_ip_fragment(p) {
+                                point.push(p, &mut window)
+                            }
+                        });
+                        match poll {
+                            Ok(crate::source::Poll::Ended) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    Ok(kt)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("offset reader thread")).collect()
+    });
+    let keys = keys.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok((1..keys.len()).map(|i| offset::estimate(&keys[0], &keys[i])).collect())
 }

@@ -40,6 +40,8 @@ impl FragSighting {
 pub enum Item {
     Sample(SampleRecord),
     Frag(FragSighting),
+    /// A self-identifying submessage (its own clock): the clock tracker's evidence.
+    Exchange(super::clock::Exchange),
     /// The capture has seen everything up to this time (its own clock).
     Watermark(i64),
     /// The capture has ended.

@@ -26,6 +26,7 @@
 //! import from the file that defines a name.
 
 pub mod app;
+pub mod clock;
 pub mod correlator;
 pub mod cpuload;
 pub mod explain;

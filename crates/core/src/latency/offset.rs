@@ -162,6 +162,24 @@ pub fn place_participants(estimates: &[Result<OffsetEstimate, OffsetError>]) -> 
     out
 }
 
+/// An IPv4 fragment on Ethernet (optionally VLAN-tagged): skipped by the estimate's reading.
+pub fn is_ip_fragment(p: &crate::source::Packet<'_>) -> bool {
+    if p.link != ddscope_wire::link::LinkType::Ethernet {
+        return false;
+    }
+    let d = p.data;
+    let mut off = 12;
+    while d.len() >= off + 2 && matches!(u16::from_be_bytes([d[off], d[off + 1]]), 0x8100 | 0x88a8) {
+        off += 4;
+    }
+    if d.len() < off + 2 + 8 || u16::from_be_bytes([d[off], d[off + 1]]) != 0x0800 {
+        return false;
+    }
+    let ip = off + 2;
+    let frag = u16::from_be_bytes([d[ip + 6], d[ip + 7]]);
+    frag & 0x3fff != 0
+}
+
 /// Participants remembered per sending host (the placement of writers; more go by time order).
 pub const MAX_PARTICIPANTS_PER_HOST: usize = 4096;
 

@@ -48,6 +48,8 @@ impl<F: FnMut(Vec<Item>)> Analysis for CorrelationFeed<F> {
     fn event(&mut self, e: &SubmsgEvent) {
         if let Some(f) = FragSighting::of(e) {
             self.push(Item::Frag(f));
+        } else if let Some(x) = crate::latency::clock::Exchange::of(e) {
+            self.push(Item::Exchange(x));
         }
         self.watermark(e.ts_ns, WATERMARK_EVERY_NS);
     }

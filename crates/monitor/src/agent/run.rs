@@ -110,7 +110,8 @@ fn stream_item(item: &Item) -> Option<StreamItem> {
         Item::Sample(r) => Some(StreamItem::sample(r)),
         Item::Frag(f) => Some(StreamItem::frag(f)),
         Item::Watermark(t) => Some(StreamItem::Watermark { t: *t }),
-        Item::End => None,
+        // The clock tracker's evidence stays with `latency` on files (serve does not track clocks yet).
+        Item::End | Item::Exchange(_) => None,
     }
 }
 

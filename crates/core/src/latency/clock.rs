@@ -1,0 +1,714 @@
+//! Each capture point's clock against the first one's, tracked over the whole
+//! run while it is correlated (one decode, no second pass): offset and drift,
+//! re-fitted where the clock stepped.
+//!
+//! Every submessage that identifies itself ([`SubmsgKey`]: DATA, HEARTBEAT,
+//! ACKNACK, GAP, …) seen at the reference capture (0) and at capture c gives
+//! δ = t_c − t_0 = o(t) ± d: + for traffic sent from the reference's side, −
+//! for traffic sent from c's side (d ≥ 0, the one-way delay between the two
+//! capture points). So o(t) lies above every δ of c's side and below every δ
+//! of the reference's side, whatever the clocks do.
+//!
+//! * **Sides** are found per sending host (its source address) in 100 ms
+//!   slices, where drift is negligible: within a slice the hosts of one
+//!   direction lie apart from the other's by the two delays. Each slice votes;
+//!   a host goes with its majority. A participant is on its host's side: that
+//!   is where its writers send from ([`Correlator`](super::Correlator)'s
+//!   placement, not time order).
+//! * **The clock line** around time t is the line o(t) = α + β (t − t_c) that
+//!   leaves the widest gap between the two point sets over the ±2 s around t
+//!   (the gap is concave in β: ternary search over ±1000 ppm; α is the
+//!   gap's middle, as PTP assumes symmetric minimum delays). The error bar is
+//!   half the gap plus what the slopes still compatible with the points could
+//!   move the line at t.
+//! * **Steps**: a window the two sets overlap in for every slope holds a step
+//!   (or a clock slewed faster than a line follows). The window is then cut
+//!   to the side of t that fits, down to 200 ms; where none fits the error bar
+//!   covers the overlap and the fit is counted as a step.
+//!
+//! Fits are made per 100 ms of corrected time, when the correlator judges the
+//! first sample in it: by then the capture has been read a window (5 s by
+//! default) further, so the fit sees the exchanges on both sides of t.
+//!
+//! Bounded: keys awaiting their other sighting (per capture, oldest evicted,
+//! counted), 10 ms slots of extreme δ per host (older than the history
+//! evicted), hosts and participants per host capped.
+
+use super::offset::SubmsgKey;
+use crate::events::SubmsgEvent;
+use ddscope_wire::rtps::SubmsgKind;
+use ddscope_wire::GuidPrefix;
+use rustc_hash::{FxHashMap, FxHasher};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+
+/// One self-identifying submessage at one capture point (its own clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    /// Hash of the [`SubmsgKey`]: the same at every capture point.
+    pub key: u64,
+    pub ts_ns: i64,
+    pub src: IpAddr,
+    pub prefix: GuidPrefix,
+}
+
+impl Exchange {
+    /// Submessages in one frame only (a fragmented datagram's time is its last fragment's at one
+    /// capture point and may be its first's at another); DATA_FRAG is left out (its fragments are
+    /// many and bring nothing the HEARTBEATs and ACKNACKs of the same writer do not).
+    pub fn of(e: &SubmsgEvent) -> Option<Exchange> {
+        if e.kind == SubmsgKind::DataFrag || e.ip_first_ts_ns != e.ts_ns {
+            return None;
+        }
+        let k = SubmsgKey::of(e)?;
+        let mut h = FxHasher::default();
+        k.hash(&mut h);
+        Some(Exchange { key: h.finish(), ts_ns: e.ts_ns, src: e.src.ip(), prefix: e.guid_prefix })
+    }
+}
+
+/// Caps of the clock tracker.
+#[derive(Debug, Clone, Copy)]
+pub struct ClockLimits {
+    /// Keys awaiting their sighting at the other capture, per capture.
+    pub max_keys: usize,
+    /// How long a key waits for its other sighting (capture time).
+    pub key_wait_ns: i64,
+    /// Sending hosts tracked per capture pair.
+    pub max_hosts: usize,
+    /// Participants remembered per host (for placement).
+    pub max_prefixes_per_host: usize,
+    /// δ slots kept (per pair, all hosts), oldest first out.
+    pub max_slots: usize,
+}
+
+impl Default for ClockLimits {
+    fn default() -> Self {
+        ClockLimits { max_keys: 262_144, key_wait_ns: 10_000_000_000, max_hosts: 256, max_prefixes_per_host: 64, max_slots: 200_000 }
+    }
+}
+
+const SLOT_NS: i64 = 10_000_000;
+const SLICE_NS: i64 = 100_000_000;
+const BUCKET_NS: i64 = 100_000_000;
+const HALF_WINDOW_NS: i64 = 2_000_000_000;
+const MIN_HALF_WINDOW_NS: i64 = 200_000_000;
+/// The farthest a line reaches for exchanges when there are none nearer.
+const MAX_REACH_NS: i64 = 8_000_000_000;
+const MAX_DRIFT: f64 = 1e-3;
+/// How far the drift may move between one line and the next (seconds apart): a quartz's drift
+/// changes with temperature by about 1 ppm per °C.
+const MAX_DRIFT_CHANGE: f64 = 20e-6;
+
+/// The extreme δ of one host in one 10 ms slot (reference time).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    host: u16,
+    /// (t, δ) of the smallest and largest δ.
+    min: (i64, i64),
+    max: (i64, i64),
+}
+
+/// A fitted line around one bucket of time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    pub at_ns: i64,
+    pub offset_ns: f64,
+    /// ns per ns (1e-6 = 1 ppm).
+    pub drift: f64,
+    pub uncertainty_ns: i64,
+    /// The window held a step (no line fitted the whole ±2 s).
+    pub cut: bool,
+    /// No line fits even the smallest window: the error bar covers the overlap.
+    pub overlapping: bool,
+}
+
+impl Fit {
+    pub fn offset_at(&self, t: i64) -> i64 {
+        (self.offset_ns + self.drift * (t - self.at_ns) as f64).round() as i64
+    }
+}
+
+#[derive(Default)]
+struct HostState {
+    /// Votes of the 100 ms slices: (reference side, capture c's side).
+    votes: (u64, u64),
+    prefixes: Vec<GuidPrefix>,
+}
+
+/// The pair (reference, capture c).
+#[derive(Default)]
+struct Pair {
+    hosts: Vec<HostState>,
+    host_index: FxHashMap<IpAddr, u16>,
+    slots: VecDeque<Slot>,
+    /// (slot index, host) → position in `slots` offset by `slots_popped`.
+    open: FxHashMap<(i64, u16), u64>,
+    slots_popped: u64,
+    fits: BTreeMap<i64, Option<Fit>>,
+    matched: u64,
+    first_fit: Option<Fit>,
+    last_fit: Option<Fit>,
+    max_uncertainty: i64,
+    cut_fits: u64,
+    overlapping_fits: u64,
+    fits_made: u64,
+    sum_abs_correction: f64,
+    /// Lines asked for (one per sighting judged) and the sum of their error bars.
+    queries: u64,
+    sum_uncertainty: f64,
+    /// Drift of the lines that fitted their whole window (no step): sum, count.
+    drift_sum: f64,
+    drift_fits: u64,
+}
+
+/// What the tracker counted, per capture against the reference.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClockSummary {
+    pub capture: String,
+    /// Submessages seen at both captures.
+    pub matched: u64,
+    /// Fits made (one per 100 ms with samples judged).
+    pub fits: u64,
+    pub first_offset_ns: Option<i64>,
+    pub last_offset_ns: Option<i64>,
+    pub first_at_ns: Option<i64>,
+    pub last_at_ns: Option<i64>,
+    /// The mean drift of the lines that fitted their whole window (steps left out), ppm.
+    pub drift_ppm: Option<f64>,
+    /// The largest error bar of any fit.
+    pub max_uncertainty_ns: i64,
+    /// The mean error bar of the lines over the sightings they corrected.
+    pub mean_uncertainty_ns: Option<i64>,
+    /// Fits whose ±2 s held a step (cut to one side).
+    pub step_fits: u64,
+    /// Fits where no line fits (error bar covers the overlap).
+    pub overlapping_fits: u64,
+    /// Hosts by side: at the reference, at this capture.
+    pub hosts_at_reference: usize,
+    pub hosts_here: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClockStats {
+    pub keys_evicted: u64,
+    pub keys_expired: u64,
+    pub hosts_refused: u64,
+    pub slots_evicted: u64,
+}
+
+/// The per-capture clock tracker (see the module's comment).
+pub struct ClockTracker {
+    limits: ClockLimits,
+    /// Per capture: key → (time, host, prefix), and the keys' arrival order.
+    keys: Vec<(FxHashMap<u64, (i64, IpAddr, GuidPrefix)>, VecDeque<(i64, u64)>)>,
+    /// Per capture c ≥ 1: the pair (0, c); index 0 unused.
+    pairs: Vec<Pair>,
+    pub stats: ClockStats,
+}
+
+impl ClockTracker {
+    pub fn new(captures: usize, limits: ClockLimits) -> ClockTracker {
+        ClockTracker {
+            limits,
+            keys: (0..captures).map(|_| Default::default()).collect(),
+            pairs: (0..captures).map(|_| Pair::default()).collect(),
+            stats: ClockStats::default(),
+        }
+    }
+
+    pub fn add_capture(&mut self) {
+        self.keys.push(Default::default());
+        self.pairs.push(Pair::default());
+    }
+
+    /// One sighting at capture `c`.
+    pub fn push(&mut self, c: usize, x: Exchange) {
+        if c >= self.keys.len() {
+            return;
+        }
+        // Expire keys that waited too long; evict the oldest over the cap.
+        {
+            let (map, order) = &mut self.keys[c];
+            while let Some(&(t, k)) = order.front() {
+                if t > x.ts_ns.saturating_sub(self.limits.key_wait_ns) && map.len() < self.limits.max_keys {
+                    break;
+                }
+                order.pop_front();
+                if map.get(&k).is_some_and(|v| v.0 == t) {
+                    map.remove(&k);
+                    if map.len() + 1 >= self.limits.max_keys {
+                        self.stats.keys_evicted += 1;
+                    } else {
+                        self.stats.keys_expired += 1;
+                    }
+                }
+            }
+            if map.contains_key(&x.key) {
+                return; // a second sighting (retransmission): the first one counts
+            }
+            map.insert(x.key, (x.ts_ns, x.src, x.prefix));
+            order.push_back((x.ts_ns, x.key));
+        }
+        if c == 0 {
+            for o in 1..self.keys.len() {
+                if let Some(&(tc, _, _)) = self.keys[o].0.get(&x.key) {
+                    self.pair_point(o, x.ts_ns, tc, x.src, x.prefix);
+                }
+            }
+        } else if let Some(&(t0, ip, prefix)) = self.keys[0].0.get(&x.key) {
+            self.pair_point(c, t0, x.ts_ns, ip, prefix);
+        }
+    }
+
+    fn pair_point(&mut self, c: usize, t0: i64, tc: i64, ip: IpAddr, prefix: GuidPrefix) {
+        let limits = self.limits;
+        let p = &mut self.pairs[c];
+        let h = match p.host_index.get(&ip) {
+            Some(h) => *h,
+            None if p.hosts.len() < limits.max_hosts => {
+                p.hosts.push(HostState::default());
+                let h = (p.hosts.len() - 1) as u16;
+                p.host_index.insert(ip, h);
+                h
+            }
+            None => {
+                self.stats.hosts_refused += 1;
+                return;
+            }
+        };
+        let hs = &mut p.hosts[h as usize];
+        if !hs.prefixes.contains(&prefix) && hs.prefixes.len() < limits.max_prefixes_per_host {
+            hs.prefixes.push(prefix);
+        }
+        p.matched += 1;
+        let d = tc.saturating_sub(t0);
+        let slot = t0.div_euclid(SLOT_NS);
+        match p.open.get(&(slot, h)).and_then(|&i| i.checked_sub(p.slots_popped)).and_then(|i| p.slots.get_mut(i as usize)) {
+            Some(s) => {
+                if d < s.min.1 {
+                    s.min = (t0, d);
+                }
+                if d > s.max.1 {
+                    s.max = (t0, d);
+                }
+            }
+            None => {
+                if p.slots.len() >= limits.max_slots {
+                    p.slots.pop_front();
+                    p.slots_popped += 1;
+                    self.stats.slots_evicted += 1;
+                }
+                p.open.insert((slot, h), p.slots_popped + p.slots.len() as u64);
+                p.slots.push_back(Slot { host: h, min: (t0, d), max: (t0, d) });
+                if p.open.len() > 4 * limits.max_slots {
+                    let popped = p.slots_popped;
+                    p.open.retain(|_, i| *i >= popped);
+                }
+            }
+        }
+    }
+
+    /// Forgets what lies before `t` (reference time) less the history a fit needs.
+    pub fn forget_before(&mut self, t: i64) {
+        let keep = t.saturating_sub(2 * MAX_REACH_NS);
+        for p in self.pairs.iter_mut().skip(1) {
+            while p.slots.front().is_some_and(|s| s.max.0.max(s.min.0) < keep) {
+                p.slots.pop_front();
+                p.slots_popped += 1;
+            }
+            let popped = p.slots_popped;
+            if p.open.len() > 1024 {
+                p.open.retain(|_, i| *i >= popped);
+            }
+            while p.fits.first_key_value().is_some_and(|(b, _)| (b + 1) * BUCKET_NS < keep) {
+                p.fits.pop_first();
+            }
+        }
+    }
+
+    /// The clock line of capture `c` around reference time `t` (None: no two-way traffic there).
+    pub fn fit(&mut self, c: usize, t: i64) -> Option<Fit> {
+        let p = self.pairs.get_mut(c).filter(|_| c > 0)?;
+        let b = t.div_euclid(BUCKET_NS);
+        if let Some(f) = p.fits.get(&b) {
+            if let Some(f) = f {
+                p.queries += 1;
+                p.sum_uncertainty += f.uncertainty_ns as f64;
+            }
+            return *f;
+        }
+        let centre = b * BUCKET_NS + BUCKET_NS / 2;
+        let f = fit_around(p, centre);
+        if let Some(f) = f {
+            p.fits_made += 1;
+            if p.first_fit.is_none() {
+                p.first_fit = Some(f);
+            }
+            if p.last_fit.is_none_or(|l| l.at_ns < f.at_ns) {
+                p.last_fit = Some(f);
+            }
+            p.max_uncertainty = p.max_uncertainty.max(f.uncertainty_ns);
+            p.cut_fits += (f.cut && !f.overlapping) as u64;
+            p.overlapping_fits += f.overlapping as u64;
+            p.sum_abs_correction += f.offset_ns.abs();
+            if !f.cut {
+                p.drift_sum += f.drift;
+                p.drift_fits += 1;
+            }
+            p.queries += 1;
+            p.sum_uncertainty += f.uncertainty_ns as f64;
+        }
+        p.fits.insert(b, f);
+        f
+    }
+
+    /// Fits made so far, all pairs.
+    pub fn fits_made(&self) -> u64 {
+        self.pairs.iter().map(|p| p.fits_made).sum()
+    }
+
+    /// The error bar of a mean over capture `c`'s sightings: the mean of the error bars of the
+    /// lines that corrected them (None: no line yet).
+    pub fn mean_uncertainty(&self, c: usize) -> Option<i64> {
+        self.pairs.get(c).filter(|p| c > 0 && p.queries > 0).map(|p| (p.sum_uncertainty / p.queries as f64).ceil() as i64)
+    }
+
+    /// The participants placed so far: (prefix, capture), capture 0 for the reference's side.
+    pub fn placements(&self) -> Vec<(GuidPrefix, usize)> {
+        let mut out = vec![];
+        for (c, p) in self.pairs.iter().enumerate().skip(1) {
+            for h in &p.hosts {
+                let side = match h.votes {
+                    (a, b) if a > b => 0,
+                    (a, b) if b > a => c,
+                    _ => continue,
+                };
+                out.extend(h.prefixes.iter().map(|x| (*x, side)));
+            }
+        }
+        out
+    }
+
+    pub fn summaries(&self, names: &[std::sync::Arc<str>]) -> Vec<ClockSummary> {
+        self.pairs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(c, p)| {
+                let (f, l) = (p.first_fit, p.last_fit);
+                let drift = (p.drift_fits > 0).then(|| p.drift_sum / p.drift_fits as f64 * 1e6);
+                ClockSummary {
+                    capture: names.get(c).map(|n| n.to_string()).unwrap_or_default(),
+                    matched: p.matched,
+                    fits: p.fits_made,
+                    first_offset_ns: f.map(|f| f.offset_ns.round() as i64),
+                    last_offset_ns: l.map(|f| f.offset_ns.round() as i64),
+                    first_at_ns: f.map(|f| f.at_ns),
+                    last_at_ns: l.map(|f| f.at_ns),
+                    drift_ppm: drift,
+                    max_uncertainty_ns: p.max_uncertainty,
+                    mean_uncertainty_ns: (p.queries > 0).then(|| (p.sum_uncertainty / p.queries as f64).ceil() as i64),
+                    step_fits: p.cut_fits,
+                    overlapping_fits: p.overlapping_fits,
+                    hosts_at_reference: p.hosts.iter().filter(|h| h.votes.0 > h.votes.1).count(),
+                    hosts_here: p.hosts.iter().filter(|h| h.votes.1 > h.votes.0).count(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Sides of the hosts in one slice: per host (min δ, max δ); a valid split puts every host left
+/// of it (capture c's side: δ = o − d) below every host right of it (the reference's: δ = o + d).
+/// Returns the hosts on the reference's side, or None (one host, or no split).
+fn split(hosts: &mut [(u16, i64, i64)]) -> Option<Vec<u16>> {
+    if hosts.len() < 2 {
+        return None;
+    }
+    hosts.sort_by_key(|h| (h.1, h.2));
+    let mut best: Option<(usize, i64)> = None;
+    let mut left_max = i64::MIN;
+    for k in 1..hosts.len() {
+        left_max = left_max.max(hosts[k - 1].2);
+        let right_min = hosts[k..].iter().map(|h| h.1).min()?;
+        let gap = right_min.saturating_sub(left_max);
+        if gap > 0 && best.is_none_or(|(_, g)| gap > g) {
+            best = Some((k, gap));
+        }
+    }
+    let (k, _) = best?;
+    Some(hosts[k..].iter().map(|h| h.0).collect())
+}
+
+/// The line around `centre` from the ±2 s around it, or, where that holds no exchange of one of the
+/// two directions (the start of a run, a pause), from ±4 s or ±8 s: the error bar then covers what
+/// the slopes the points allow could do so far from them.
+fn fit_around(p: &mut Pair, centre: i64) -> Option<Fit> {
+    let mut reach = HALF_WINDOW_NS;
+    loop {
+        if let Some(f) = fit_within(p, centre, reach) {
+            return Some(f);
+        }
+        if reach >= MAX_REACH_NS {
+            return None;
+        }
+        reach *= 2;
+    }
+}
+
+fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
+    let prior = p.last_fit.map(|f| f.drift);
+    // Votes of the slices in the widest window (each slice votes once: when its bucket is fitted).
+    let lo = centre - reach;
+    let hi = centre + reach;
+    let in_window: Vec<Slot> = p.slots.iter().filter(|s| s.min.0.max(s.max.0) >= lo && s.min.0.min(s.max.0) < hi).copied().collect();
+    if in_window.is_empty() {
+        return None;
+    }
+    // Sides in this window: slices vote; hosts without votes here keep their majority so far.
+    let mut local: FxHashMap<u16, (u64, u64)> = FxHashMap::default();
+    let mut slices: BTreeMap<i64, FxHashMap<u16, (i64, i64)>> = BTreeMap::new();
+    for s in &in_window {
+        let e = slices.entry(s.min.0.div_euclid(SLICE_NS)).or_default().entry(s.host).or_insert((i64::MAX, i64::MIN));
+        e.0 = e.0.min(s.min.1);
+        e.1 = e.1.max(s.max.1);
+    }
+    let own = centre.div_euclid(SLICE_NS);
+    for (slice, hosts) in &slices {
+        let mut v: Vec<(u16, i64, i64)> = hosts.iter().map(|(h, (a, b))| (*h, *a, *b)).collect();
+        let all: Vec<u16> = v.iter().map(|h| h.0).collect();
+        let Some(upper) = split(&mut v) else { continue };
+        for h in all {
+            let e = local.entry(h).or_default();
+            let up = upper.contains(&h);
+            if up {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+            if *slice == own && reach == HALF_WINDOW_NS {
+                let g = &mut p.hosts[h as usize].votes;
+                if up {
+                    g.0 += 1;
+                } else {
+                    g.1 += 1;
+                }
+            }
+        }
+    }
+    let side = |h: u16| -> Option<bool> {
+        let (a, b) = local.get(&h).copied().filter(|(a, b)| a != b).unwrap_or(p.hosts[h as usize].votes);
+        (a != b).then_some(a > b)
+    };
+    // Upper bounds (reference's side: the smallest δ) and lower bounds (c's side: the largest).
+    let mut upper = vec![];
+    let mut lower = vec![];
+    for s in &in_window {
+        match side(s.host) {
+            Some(true) => upper.push(s.min),
+            Some(false) => lower.push(s.max),
+            None => {}
+        }
+    }
+    let mut half = reach;
+    let mut best_overlap: Option<Fit> = None;
+    let mut cut = false;
+    loop {
+        let mut candidates = vec![(centre - half, centre + half)];
+        if cut {
+            candidates = vec![(centre - half, centre + BUCKET_NS / 2), (centre - BUCKET_NS / 2, centre + half)];
+        }
+        let mut fits: Vec<Fit> = vec![];
+        for (a, b) in candidates {
+            let u: Vec<(i64, i64)> = upper.iter().copied().filter(|x| x.0 >= a && x.0 < b).collect();
+            let l: Vec<(i64, i64)> = lower.iter().copied().filter(|x| x.0 >= a && x.0 < b).collect();
+            if u.is_empty() || l.is_empty() {
+                continue;
+            }
+            if let Some(f) = line(&u, &l, centre, prior) {
+                fits.push(Fit { cut, ..f });
+            }
+        }
+        // The widest-gap feasible one, else remember the least overlapping.
+        fits.sort_by_key(|f| f.uncertainty_ns);
+        if let Some(f) = fits.iter().find(|f| !f.overlapping) {
+            return Some(*f);
+        }
+        if let Some(f) = fits.into_iter().next() {
+            if best_overlap.is_none_or(|b| f.uncertainty_ns < b.uncertainty_ns) {
+                best_overlap = Some(f);
+            }
+        }
+        if !cut {
+            cut = true;
+            continue;
+        }
+        if half <= MIN_HALF_WINDOW_NS {
+            return best_overlap.map(|f| Fit { cut: true, ..f });
+        }
+        half /= 2;
+    }
+}
+
+/// The line between upper points (δ ≥ o) and lower points (δ ≤ o) with the widest gap, evaluated at
+/// `at`. `overlapping` when every slope leaves the sets overlapping (the error bar then covers it).
+/// Slopes are searched within ±[`MAX_DRIFT`], and within ±[`MAX_DRIFT_CHANGE`] of `prior` (the
+/// latest line's) where there is one: a window whose points leave the slope open (a few points,
+/// all on one side of `at`) keeps the drift it had instead of swinging to the limit.
+fn line(upper: &[(i64, i64)], lower: &[(i64, i64)], at: i64, prior: Option<f64>) -> Option<Fit> {
+    // gap(β) = min_u (δ − β(t − at)) − max_l (δ − β(t − at)), concave in β.
+    let bounds = |beta: f64| -> (f64, f64) {
+        let top = upper.iter().map(|&(t, d)| d as f64 - beta * (t - at) as f64).fold(f64::INFINITY, f64::min);
+        let bottom = lower.iter().map(|&(t, d)| d as f64 - beta * (t - at) as f64).fold(f64::NEG_INFINITY, f64::max);
+        (bottom, top)
+    };
+    let gap = |beta: f64| {
+        let (b, t) = bounds(beta);
+        t - b
+    };
+    let (lim_lo, lim_hi) = match prior {
+        Some(p) => ((p - MAX_DRIFT_CHANGE).max(-MAX_DRIFT), (p + MAX_DRIFT_CHANGE).min(MAX_DRIFT)),
+        None => (-MAX_DRIFT, MAX_DRIFT),
+    };
+    let (mut a, mut b) = (lim_lo, lim_hi);
+    for _ in 0..80 {
+        let m1 = a + (b - a) / 3.0;
+        let m2 = b - (b - a) / 3.0;
+        if gap(m1) < gap(m2) {
+            a = m1;
+        } else {
+            b = m2;
+        }
+    }
+    let widest = (a + b) / 2.0;
+    let g = gap(widest);
+    if !g.is_finite() {
+        return None;
+    }
+    if g < 0.0 {
+        let (bottom, top) = bounds(widest);
+        return Some(Fit { at_ns: at, offset_ns: (top + bottom) / 2.0, drift: widest, uncertainty_ns: (-g / 2.0).ceil() as i64, cut: false, overlapping: true });
+    }
+    // The slopes compatible with the points; of them the one nearest the prior (the widest gap without one).
+    let edge = |mut inside: f64, mut outside: f64| {
+        for _ in 0..50 {
+            let m = (inside + outside) / 2.0;
+            if gap(m) >= 0.0 {
+                inside = m;
+            } else {
+                outside = m;
+            }
+        }
+        inside
+    };
+    let lo_beta = if gap(lim_lo) >= 0.0 { lim_lo } else { edge(widest, lim_lo) };
+    let hi_beta = if gap(lim_hi) >= 0.0 { lim_hi } else { edge(widest, lim_hi) };
+    let beta = match prior {
+        Some(p) => p.clamp(lo_beta, hi_beta),
+        None => widest,
+    };
+    let (bottom, top) = bounds(beta);
+    let offset = (top + bottom) / 2.0;
+    let mut u = (top - bottom) / 2.0;
+    for beta2 in [lo_beta, hi_beta] {
+        // The offsets the other slopes still allow at `at`, and how far apart the lines get within
+        // the bucket (±50 ms of `at`).
+        let (b2, t2) = bounds(beta2);
+        let far = (t2 - offset).abs().max((offset - b2).abs());
+        u = u.max(far + (beta2 - beta).abs() * (BUCKET_NS / 2) as f64);
+    }
+    Some(Fit { at_ns: at, offset_ns: offset, drift: beta, uncertainty_ns: u.ceil() as i64, cut: false, overlapping: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(n: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, n])
+    }
+
+    /// Two hosts exchanging every 5 ms; capture 1's clock = reference + o(t).
+    fn run(o: impl Fn(i64) -> i64, secs: i64) -> ClockTracker {
+        let mut k = ClockTracker::new(2, ClockLimits::default());
+        let mut key = 0u64;
+        let d = 40_000; // 40 µs each way
+        for i in 0..secs * 200 {
+            let t = 1_000_000_000_000 + i * 5_000_000;
+            // host 1 (at the reference) sends: seen at 0 at t, at 1 at t + d (true time) + o
+            key += 1;
+            k.push(0, Exchange { key, ts_ns: t, src: ip(1), prefix: GuidPrefix([1; 12]) });
+            k.push(1, Exchange { key, ts_ns: t + d + o(t + d), src: ip(1), prefix: GuidPrefix([1; 12]) });
+            // host 2 (at capture 1) answers 1 ms later
+            key += 1;
+            let t2 = t + 1_000_000;
+            k.push(1, Exchange { key, ts_ns: t2 + o(t2), src: ip(2), prefix: GuidPrefix([2; 12]) });
+            k.push(0, Exchange { key, ts_ns: t2 + d, src: ip(2), prefix: GuidPrefix([2; 12]) });
+        }
+        k
+    }
+
+    #[test]
+    fn offset_and_drift_are_followed_within_the_error_bar() {
+        let t0 = 1_000_000_000_000i64;
+        let o = |t: i64| 3_000_000 + ((t - t0) as f64 * 80e-6) as i64; // +3 ms, +80 ppm
+        let mut k = run(o, 30);
+        for s in [3, 10, 20, 27] {
+            let t = t0 + s * 1_000_000_000 + 30_000_000;
+            let f = k.fit(1, t).expect("a fit");
+            let err = (f.offset_at(t) - o(t)).abs();
+            assert!(err <= f.uncertainty_ns, "at {s} s: {} vs {} ± {}", f.offset_at(t), o(t), f.uncertainty_ns);
+            assert!(f.uncertainty_ns < 60_000, "{f:?}");
+            assert!((f.drift - 80e-6).abs() < 5e-6, "{f:?}");
+        }
+        let mut p = k.placements();
+        p.sort();
+        assert_eq!(p, vec![(GuidPrefix([1; 12]), 0), (GuidPrefix([2; 12]), 1)]);
+    }
+
+    #[test]
+    fn a_step_is_cut_out_of_the_window() {
+        let t0 = 1_000_000_000_000i64;
+        let step = t0 + 15_000_000_000;
+        let o = |t: i64| -700_000 + if t >= step { 2_000_000 } else { 0 };
+        let mut k = run(o, 30);
+        let mut within = 0;
+        let mut n = 0;
+        for ms in (1_000..29_000).step_by(100) {
+            let t = t0 + ms * 1_000_000 + 50_000_000;
+            let f = k.fit(1, t).expect("a fit");
+            n += 1;
+            if (f.offset_at(t) - o(t)).abs() <= f.uncertainty_ns {
+                within += 1;
+            }
+        }
+        assert!(within * 100 >= n * 97, "{within} of {n} within their error bar");
+        let s = k.summaries(&["pc1".into(), "pc2".into()]);
+        assert!(s[0].step_fits > 0, "{s:?}");
+    }
+
+    #[test]
+    fn one_way_traffic_fits_nothing() {
+        let mut k = ClockTracker::new(2, ClockLimits::default());
+        for i in 0..1000 {
+            let t = 1_000_000_000 + i * 5_000_000;
+            k.push(0, Exchange { key: i as u64, ts_ns: t, src: ip(1), prefix: GuidPrefix([1; 12]) });
+            k.push(1, Exchange { key: i as u64, ts_ns: t + 50_000, src: ip(1), prefix: GuidPrefix([1; 12]) });
+        }
+        assert_eq!(k.fit(1, 2_000_000_000), None);
+        assert!(k.placements().is_empty());
+    }
+
+    #[test]
+    fn keys_are_bounded_and_counted() {
+        let mut k = ClockTracker::new(2, ClockLimits { max_keys: 100, ..Default::default() });
+        for i in 0..1000u64 {
+            k.push(0, Exchange { key: i, ts_ns: i as i64, src: ip(1), prefix: GuidPrefix([1; 12]) });
+        }
+        assert!(k.keys[0].0.len() <= 100);
+        assert!(k.stats.keys_evicted >= 899, "{:?}", k.stats);
+    }
+}
