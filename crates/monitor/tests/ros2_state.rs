@@ -187,7 +187,7 @@ fn capture_stream(items: &[Item]) -> Vec<StreamItem> {
             Item::Sample(r) => Some(StreamItem::sample(r)),
             Item::Frag(f) => Some(StreamItem::frag(f)),
             Item::Watermark(t) => Some(StreamItem::Watermark { t: *t }),
-            Item::End => None,
+            Item::End | Item::Exchange(_) => None,
         })
         .collect()
 }
