@@ -294,6 +294,16 @@ pub fn print_clock_lines(verb: &str, run: &LatencyRun) {
 }
 
 /// The clock tracker's account over the run, one line per capture against the first.
+/// What the tracked line did to the instants it was asked about.
+fn applied(moved: u64, left: u64) -> String {
+    match (moved, left) {
+        (0, 0) => "no sample to correct".into(),
+        (0, _) => "within its error bar at every instant: not corrected (synchronised clocks)".into(),
+        (_, 0) => format!("applied to every instant ({moved})"),
+        _ => format!("applied to {moved} instants, {left} left as read (the offset already applied lies within the error bar)"),
+    }
+}
+
 pub fn print_clock_tracking_lines(verb: &str, run: &LatencyRun) {
     let Some(first) = run.captures.first() else { return };
     for s in run.correlator.clock_summaries() {
@@ -312,7 +322,7 @@ pub fn print_clock_tracking_lines(verb: &str, run: &LatencyRun) {
             _ => 0.0,
         };
         eprintln!(
-            "{verb}: clock of {} against {} over the run: {} → {} in {:.1} s (drift {}), error bar {} on average, ≤ {}, {} fits ({} cut at a step, {} overlapping) from {} submessages seen at both; applied to every sample",
+            "{verb}: clock of {} against {} over the run: {} → {} in {:.1} s (drift {}), error bar {} on average, ≤ {}, {} fits ({} cut at a step, {} overlapping) from {} submessages seen at both; {}",
             s.capture,
             first.name,
             ms(s.first_offset_ns),
@@ -324,7 +334,8 @@ pub fn print_clock_tracking_lines(verb: &str, run: &LatencyRun) {
             s.fits,
             s.step_fits,
             s.overlapping_fits,
-            s.matched
+            s.matched,
+            applied(s.instants_corrected, s.instants_within_bar)
         );
     }
 }

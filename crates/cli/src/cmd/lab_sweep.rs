@@ -72,7 +72,9 @@ fn analyse_run(dir: &Path) -> anyhow::Result<(Vec<Map<String, Value>>, Value)> {
     // exactly what `ddscope latency DIR` does with its defaults
     let found = session::expand_run(&[dir.to_path_buf()], &[]).map_err(common::session_error)?;
     let traces = common::traces(found.traces, &[]);
-    let mut opts = LatencyOptions::default();
+    // `ddscope latency` checks the clocks by default (the lab's hosts share one: the check must find
+    // nothing to correct, and the numbers must be the same as latency's)
+    let mut opts = LatencyOptions { estimate_offset: true, ..LatencyOptions::default() };
     super::limit_args::apply(&super::limit_args::LimitArgs::default().resolve()?, &mut opts);
     let mut bytes: BTreeMap<(String, String, String), (u64, u64)> = BTreeMap::new();
     let run = common::run_session(

@@ -37,7 +37,7 @@
 use super::offset::SubmsgKey;
 use crate::events::SubmsgEvent;
 use ddscope_wire::rtps::SubmsgKind;
-use ddscope_wire::GuidPrefix;
+use ddscope_wire::{EntityId, GuidPrefix};
 use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -60,6 +60,12 @@ impl Exchange {
     /// many and bring nothing the HEARTBEATs and ACKNACKs of the same writer do not).
     pub fn of(e: &SubmsgEvent) -> Option<Exchange> {
         if e.kind == SubmsgKind::DataFrag || e.ip_first_ts_ns != e.ts_ns {
+            return None;
+        }
+        // SPDP announcements are sent again and again with the same sequence number: a capture that
+        // missed one pairs the next with it, a period apart.
+        let spdp = [EntityId::SPDP_PARTICIPANT_WRITER, EntityId::SPDP_PARTICIPANT_SECURE_WRITER];
+        if e.kind == SubmsgKind::Data && e.writer_id.is_some_and(|w| spdp.contains(&w.entity)) {
             return None;
         }
         let k = SubmsgKey::of(e)?;
@@ -189,6 +195,10 @@ pub struct ClockSummary {
     /// Hosts by side: at the reference, at this capture.
     pub hosts_at_reference: usize,
     pub hosts_here: usize,
+    /// Instants (capture and trace times of the samples judged) the line moved, and those it left
+    /// as read because the offset already applied lies within its error bar.
+    pub instants_corrected: u64,
+    pub instants_within_bar: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -199,11 +209,26 @@ pub struct ClockStats {
     pub slots_evicted: u64,
 }
 
+/// A key's first sighting at one capture.
+#[derive(Debug, Clone, Copy)]
+struct Sighting {
+    t: i64,
+    ip: IpAddr,
+    prefix: GuidPrefix,
+    /// Paired already: at capture c ≥ 1, with the reference; at the reference, a bit per capture
+    /// (captures 64 and above are not marked). A key pairs once: a copy sent again later (after the
+    /// first sighting expired at one capture) is not paired with the other's first.
+    paired: u64,
+}
+
 /// The per-capture clock tracker (see the module's comment).
 pub struct ClockTracker {
     limits: ClockLimits,
-    /// Per capture: key → (time, host, prefix), and the keys' arrival order.
-    keys: Vec<(FxHashMap<u64, (i64, IpAddr, GuidPrefix)>, VecDeque<(i64, u64)>)>,
+    /// Per capture: key → its first sighting, and the keys' arrival order.
+    keys: Vec<(FxHashMap<u64, Sighting>, VecDeque<(i64, u64)>)>,
+    /// Per capture: the latest sighting pushed (keys older than the wait before it are stale even
+    /// where that capture has not expired them yet: captures are read some way apart).
+    latest: Vec<i64>,
     /// Per capture c ≥ 1: the pair (0, c); index 0 unused.
     pairs: Vec<Pair>,
     pub stats: ClockStats,
@@ -214,6 +239,7 @@ impl ClockTracker {
         ClockTracker {
             limits,
             keys: (0..captures).map(|_| Default::default()).collect(),
+            latest: vec![i64::MIN; captures],
             pairs: (0..captures).map(|_| Pair::default()).collect(),
             stats: ClockStats::default(),
         }
@@ -221,6 +247,7 @@ impl ClockTracker {
 
     pub fn add_capture(&mut self) {
         self.keys.push(Default::default());
+        self.latest.push(i64::MIN);
         self.pairs.push(Pair::default());
     }
 
@@ -229,6 +256,7 @@ impl ClockTracker {
         if c >= self.keys.len() {
             return;
         }
+        self.latest[c] = self.latest[c].max(x.ts_ns);
         // Expire keys that waited too long; evict the oldest over the cap.
         {
             let (map, order) = &mut self.keys[c];
@@ -237,7 +265,7 @@ impl ClockTracker {
                     break;
                 }
                 order.pop_front();
-                if map.get(&k).is_some_and(|v| v.0 == t) {
+                if map.get(&k).is_some_and(|v| v.t == t) {
                     map.remove(&k);
                     if map.len() + 1 >= self.limits.max_keys {
                         self.stats.keys_evicted += 1;
@@ -249,16 +277,39 @@ impl ClockTracker {
             if map.contains_key(&x.key) {
                 return; // a second sighting (retransmission): the first one counts
             }
-            map.insert(x.key, (x.ts_ns, x.src, x.prefix));
+            map.insert(x.key, Sighting { t: x.ts_ns, ip: x.src, prefix: x.prefix, paired: 0 });
             order.push_back((x.ts_ns, x.key));
         }
+        let wait = self.limits.key_wait_ns;
+        // The other's first sighting, where it is fresh (within the wait of the other capture's latest
+        // and of this one) and not paired with this pair yet.
+        let usable = |o: &Sighting, latest: i64, bit: u64| o.paired & bit == 0 && o.t >= latest.saturating_sub(wait) && o.t.abs_diff(x.ts_ns) <= wait as u64;
         if c == 0 {
             for o in 1..self.keys.len() {
-                if let Some(&(tc, _, _)) = self.keys[o].0.get(&x.key) {
-                    self.pair_point(o, x.ts_ns, tc, x.src, x.prefix);
+                let latest = self.latest[o];
+                let Some(tc) = self.keys[o].0.get_mut(&x.key).filter(|s| usable(s, latest, 1)).map(|s| {
+                    s.paired = 1;
+                    s.t
+                }) else {
+                    continue;
+                };
+                if let Some(s0) = self.keys[0].0.get_mut(&x.key) {
+                    s0.paired |= 1u64.checked_shl(o as u32).unwrap_or(0);
                 }
+                self.pair_point(o, x.ts_ns, tc, x.src, x.prefix);
             }
-        } else if let Some(&(t0, ip, prefix)) = self.keys[0].0.get(&x.key) {
+        } else {
+            let bit = 1u64.checked_shl(c as u32).unwrap_or(0);
+            let latest = self.latest[0];
+            let Some((t0, ip, prefix)) = self.keys[0].0.get_mut(&x.key).filter(|s| usable(s, latest, bit)).map(|s| {
+                s.paired |= bit;
+                (s.t, s.ip, s.prefix)
+            }) else {
+                return;
+            };
+            if let Some(sc) = self.keys[c].0.get_mut(&x.key) {
+                sc.paired = 1;
+            }
             self.pair_point(c, t0, x.ts_ns, ip, prefix);
         }
     }
@@ -415,6 +466,8 @@ impl ClockTracker {
                     overlapping_fits: p.overlapping_fits,
                     hosts_at_reference: p.hosts.iter().filter(|h| h.votes.0 > h.votes.1).count(),
                     hosts_here: p.hosts.iter().filter(|h| h.votes.1 > h.votes.0).count(),
+                    instants_corrected: 0,
+                    instants_within_bar: 0,
                 }
             })
             .collect()
@@ -700,6 +753,43 @@ mod tests {
         }
         assert_eq!(k.fit(1, 2_000_000_000), None);
         assert!(k.placements().is_empty());
+    }
+
+    #[test]
+    fn a_key_sent_again_pairs_once_and_never_a_wait_apart() {
+        // The same key at both captures at 0 s, then again 16 s later (a copy sent again, as SPDP
+        // announcements are), capture 1 read ahead of the reference (its sighting of the copy comes
+        // first, while the reference's first sighting still lies in its map).
+        let mut k = ClockTracker::new(2, ClockLimits::default());
+        let x = |key, ts_ns| Exchange { key, ts_ns, src: ip(1), prefix: GuidPrefix([1; 12]) };
+        let s = 1_000_000_000i64;
+        k.push(0, x(7, 100 * s));
+        k.push(1, x(7, 100 * s + 50_000));
+        for i in 0..12 {
+            k.push(1, x(1000 + i, 101 * s + i as i64 * s)); // capture 1 reads on, expiring its key 7
+        }
+        k.push(1, x(7, 116 * s + 50_000));
+        assert_eq!(k.pairs[1].matched, 1, "the copy 16 s later was paired with the first sighting");
+        k.push(0, x(7, 116 * s)); // the reference expires its first sighting, then pairs the copies
+        assert_eq!(k.pairs[1].matched, 2);
+        k.push(0, x(7, 116 * s + 1)); // a retransmission of the copy: its first sighting counts
+        assert_eq!(k.pairs[1].matched, 2);
+        let ds: Vec<i64> = k.pairs[1].slots.iter().flat_map(|s| [s.min.1, s.max.1]).collect();
+        assert!(ds.iter().all(|d| *d == 50_000), "{ds:?}");
+    }
+
+    #[test]
+    fn spdp_announcements_are_not_exchanges() {
+        let e = |entity: EntityId| {
+            let mut e = SubmsgEvent::blank(std::sync::Arc::from("cap"));
+            e.kind = SubmsgKind::Data;
+            e.sn = Some(1);
+            e.writer_id = Some(ddscope_wire::Guid { prefix: GuidPrefix([1; 12]), entity });
+            e.ip_first_ts_ns = e.ts_ns;
+            e
+        };
+        assert_eq!(Exchange::of(&e(EntityId::SPDP_PARTICIPANT_WRITER)), None);
+        assert!(Exchange::of(&e(EntityId([0, 0, 1, 3]))).is_some());
     }
 
     #[test]

@@ -440,6 +440,8 @@ pub struct Correlator {
     clock: Option<Box<ClockTracker>>,
     /// Fits made when placements were last taken from the tracker.
     clock_fits_placed: u64,
+    /// Per capture: instants the tracker's line moved, and instants it left (within its error bar).
+    clock_instants: Vec<(u64, u64)>,
 }
 
 /// Remembers the first arrival of a sample's copy at (capture, destination), within the cap.
@@ -486,6 +488,7 @@ impl Correlator {
             readers: readers::ReaderTable::default(),
             clock: cfg.track_clocks.then(|| Box::new(ClockTracker::new(n, ClockLimits::default()))),
             clock_fits_placed: 0,
+            clock_instants: vec![],
             cfg,
         }
     }
@@ -851,9 +854,14 @@ impl Correlator {
                 }
             }
         }
+        if self.clock_instants.len() <= c {
+            self.clock_instants.resize(c + 1, (0, 0));
+        }
         if o.abs_diff(applied) <= f.uncertainty_ns as u64 {
+            self.clock_instants[c].1 += 1;
             0
         } else {
+            self.clock_instants[c].0 += 1;
             applied.saturating_sub(o)
         }
     }
@@ -861,7 +869,13 @@ impl Correlator {
     /// The clock tracker's account of each capture against the first (with
     /// [`CorrelatorConfig::track_clocks`]).
     pub fn clock_summaries(&self) -> Vec<ClockSummary> {
-        self.clock.as_ref().map(|k| k.summaries(&self.names)).unwrap_or_default()
+        let mut v = self.clock.as_ref().map(|k| k.summaries(&self.names)).unwrap_or_default();
+        for (i, s) in v.iter_mut().enumerate() {
+            // Summaries are of captures 1.. in order.
+            let (moved, left) = self.clock_instants.get(i + 1).copied().unwrap_or_default();
+            (s.instants_corrected, s.instants_within_bar) = (moved, left);
+        }
+        v
     }
 
     /// Flows with statistics, in topic order (as [`summaries`](Self::summaries) lists them).
@@ -1116,7 +1130,10 @@ impl Correlator {
     fn judge_sample(&mut self, (writer, sn): (Guid, i64), p: PendingSample, out: &mut dyn RowSink<LatencyRow>) {
         self.stats.samples_judged += 1;
         let mut p = p;
-        if self.clock.is_some() {
+        // The sender's raw first sighting for source_ts_to_wire (INFO_TS is on the sender's clock).
+        let raw_first: SmallVec<[(usize, i64); 4]> = p.seen.iter().map(|(c, s)| (*c, s.first_ts)).collect();
+        let tracked = self.clock.is_some();
+        if tracked {
             for i in 0..p.seen.len() {
                 // Each instant by the line at it (a 10 ms sample drifts 1 µs at 100 ppm).
                 let (c, s) = p.seen[i];
@@ -1177,7 +1194,8 @@ impl Correlator {
         let sender_name = self.names[sender].clone();
         let sts = p.source_ts;
         // INFO_TS and the sender's capture are on one clock: the raw capture time.
-        let src_to_wire = sts.map(|t| snd.first_ts.saturating_add(self.cfg.offsets_ns[sender]).saturating_sub(t));
+        let snd_raw_first = raw_first.iter().find(|(c, _)| *c == sender).map_or(snd.first_ts, |x| x.1);
+        let src_to_wire = sts.map(|t| snd_raw_first.saturating_add(self.cfg.offsets_ns[sender]).saturating_sub(t));
         let ros_topic = topic.as_ref().is_some_and(|t| t.topic_raw.starts_with("rt/"));
         let trace_pub: Option<(Publish, Join)> = match self.ros.as_mut() {
             Some(ros) => {
@@ -1187,6 +1205,17 @@ impl Correlator {
             }
             None => None,
         };
+        // A trace is on its host's clock, as that host's capture is: each instant by the tracker's line
+        // at it, as the capture's are. (The lab's ground truth is on the hosts' one clock: left as is.)
+        let trace_pub = trace_pub.map(|(mut pb, j)| {
+            if tracked {
+                let h = pb.host;
+                for v in [&mut pb.rec.rclcpp_ts, &mut pb.rec.rcl_ts, &mut pb.rec.rmw_ts] {
+                    *v = v.map(|v| v.saturating_add(self.clock_delta(h, v)));
+                }
+            }
+            (pb, j)
+        });
         for r in receivers {
             // A receiver that was not capturing when the sample was sent cannot judge it.
             let (span_start, span_end) = self.spans[r];
@@ -1198,6 +1227,16 @@ impl Correlator {
                 (Some(ros), Some(ts)) => ros.join.take_for(r, topic.as_ref().map(|t| t.topic_name.as_str()), ts),
                 _ => None,
             };
+            let take = take.map(|mut tk| {
+                if tracked {
+                    let h = tk.host;
+                    tk.rec.rmw_take_ts = tk.rec.rmw_take_ts.saturating_add(self.clock_delta(h, tk.rec.rmw_take_ts));
+                    for v in [&mut tk.rec.callback_start_ts, &mut tk.rec.callback_end_ts] {
+                        *v = v.map(|v| v.saturating_add(self.clock_delta(h, v)));
+                    }
+                }
+                tk
+            });
             let key = (topic_key(&topic, &writer), topic_domain(&topic), sender, r);
             // per reader: the copies that reached this capture, and the ground truth's readers on its host
             let wire: SmallVec<[(readers::ReaderId, i64); 4]> = p
