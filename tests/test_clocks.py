@@ -18,7 +18,7 @@ def message(doc):
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-@pytest.mark.parametrize("shift_s", ["-0.0005", "0.0123"])
+@pytest.mark.parametrize("shift_s", ["-0.0005", "0.0123", "37"])
 def test_shifted_clock_keeps_sender_and_latency(ddscope, repo, tmp_path, example, shift_s):
     editcap = require_tool("editcap")
     run = repo / "examples" / "captures" / example
@@ -41,6 +41,12 @@ def test_shifted_clock_keeps_sender_and_latency(ddscope, repo, tmp_path, example
     assert abs(e["offset_ns"] - float(shift_s) * 1e9) <= e["uncertainty_ns"] + 1_000, e
     assert "clock of pc2 against pc1:" in cp.stderr and "corrected by it" in cp.stderr, cp.stderr
     assert doc["correlation"]["sender_disagreements"] == 0, doc["correlation"]
+    # The tracker follows the clock over the run too, seconds apart included (its keys pair against
+    # the offset already applied), and finds nothing to add to a constant shift.
+    line = [l for l in cp.stderr.splitlines() if "over the run:" in l]
+    assert line, cp.stderr
+    first_ms = float(line[0].split("over the run: ")[1].split(" ms")[0])
+    assert abs(first_ms - float(shift_s) * 1e3) <= 0.005, line[0]
 
 
 def test_without_the_estimate_the_flip_is_flagged(ddscope, repo, tmp_path):
@@ -95,6 +101,7 @@ WARPS = [
     pytest.param(3_000_000, 100.0, 0, id="+3ms+100ppm"),
     pytest.param(-700_000, -60.0, 2_000_000, id="-0.7ms-60ppm-step2ms"),
     pytest.param(40_000_000, 20.0, 0, id="+40ms+20ppm"),
+    pytest.param(37_000_000_000, -30.0, 0, id="+37s-30ppm"),
 ]
 
 

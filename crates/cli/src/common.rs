@@ -295,9 +295,13 @@ pub fn print_clock_lines(verb: &str, run: &LatencyRun) {
 
 /// The clock tracker's account over the run, one line per capture against the first.
 /// What the tracked line did to the instants it was asked about.
-fn applied(moved: u64, left: u64) -> String {
+/// `offset_ns`: the constant already applied to the capture (the first 2 s's estimate or --offset).
+fn applied(moved: u64, left: u64, offset_ns: i64) -> String {
     match (moved, left) {
         (0, 0) => "no sample to correct".into(),
+        (0, _) if offset_ns != 0 => {
+            format!("within its error bar of the {:+.3} ms already applied at every instant: that offset stands", offset_ns as f64 / 1e6)
+        }
         (0, _) => "within its error bar at every instant: not corrected (synchronised clocks)".into(),
         (_, 0) => format!("applied to every instant ({moved})"),
         _ => format!("applied to {moved} instants, {left} left as read (the offset already applied lies within the error bar)"),
@@ -335,7 +339,7 @@ pub fn print_clock_tracking_lines(verb: &str, run: &LatencyRun) {
             s.step_fits,
             s.overlapping_fits,
             s.matched,
-            applied(s.instants_corrected, s.instants_within_bar)
+            applied(s.instants_corrected, s.instants_within_bar, run.captures.iter().position(|x| x.name == s.capture).and_then(|c| run.offsets_ns.get(c)).copied().unwrap_or(0))
         );
     }
 }

@@ -300,10 +300,14 @@ pub fn run_latency_traced(
         *c = ClockTrust::Reference;
     }
     let mut participant_capture = vec![];
+    // Per capture: the coarse offset of the first 2 s (None for the first, or not estimated).
+    let mut pairing: Vec<Option<i64>> = vec![];
     let mut unchecked: Vec<(usize, String)> = vec![];
     if o.estimate_offset && captures.len() >= 2 {
-        let est = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?;
+        let (est, coarse): (Vec<_>, Vec<_>) = estimate_offsets(&captures, o.decoder, OFFSET_ESTIMATE_SPAN_NS, OFFSET_ESTIMATE_MAX_KEYS)?.into_iter().unzip();
         participant_capture = offset::place_participants(&est);
+        pairing = std::iter::once(None).chain(coarse).collect();
+        let coarse_of = |c: usize| pairing.get(c).copied().flatten();
         for (i, e) in est.into_iter().enumerate() {
             let (c, name) = (i + 1, captures[i + 1].name.clone());
             match (&e, given[c]) {
@@ -329,6 +333,28 @@ pub fn run_latency_traced(
                     captures[0].name,
                     e.matched
                 )),
+                // Two-way traffic whose directions overlap (delays below the captures' time resolution,
+                // clocks that drift): the median difference bounds the offset to within the delays and the
+                // drift, enough to read the captures side by side (clocks seconds apart otherwise read one
+                // after the other, and no sample meets its sender); the tracker refines it per instant.
+                (Err(offset::OffsetError::Overlapping), None) if coarse_of(c).is_some_and(|m| m != 0) => {
+                    let m = coarse_of(c).unwrap_or(0);
+                    offsets[c] = m;
+                    on_note(format!(
+                        "clock of {name} against {}: the first 2 s's two directions overlap in time (delays below the time stamps' \
+                         resolution, or clocks that drift); {:+.3} ms, the median difference of the submessages seen at both, applied \
+                         for the run's clock line to refine",
+                        captures[0].name,
+                        m as f64 / 1e6
+                    ));
+                    unchecked.push((c, format!(
+                        "warning: the clocks of {name} and {} could not be checked: the two directions overlap in time, and no clock \
+                         line was found over the run; {:+.3} ms (their median difference) applied, and the latencies between them \
+                         are unchecked",
+                        captures[0].name,
+                        m as f64 / 1e6
+                    )));
+                }
                 // Not yet: the tracker may find two-way traffic later in the run (warned after it if not).
                 (Err(err), _) => unchecked.push((c, format!(
                     "warning: the clocks of {name} and {} could not be checked: {err}; {}, and the latencies between them are unchecked",
@@ -374,6 +400,8 @@ pub fn run_latency_traced(
     let cfg = CorrelatorConfig {
         captures: hosts.clone(),
         offsets_ns: offsets.clone(),
+        // Where an offset is applied (estimated or given) the tracker pairs by it; elsewhere by the coarse one.
+        pairing_offsets_ns: (0..hosts.len()).map(|c| if offsets[c] != 0 || given[c].is_some() { offsets[c] } else { pairing.get(c).copied().flatten().unwrap_or(0) }).collect(),
         window_ns: o.window_ns,
         period_ns: o.period_ns,
         message_rows: o.message_rows,

@@ -229,6 +229,10 @@ pub struct ClockTracker {
     /// Per capture: the latest sighting pushed (keys older than the wait before it are stale even
     /// where that capture has not expired them yet: captures are read some way apart).
     latest: Vec<i64>,
+    /// Per capture: the offset its keys are paired by (the one applied to it, the first 2 s's or
+    /// --offset's, else the first 2 s's coarse one), so that a key sighted a wait apart is told from
+    /// clocks seconds apart.
+    applied: Vec<i64>,
     /// Per capture c ≥ 1: the pair (0, c); index 0 unused.
     pairs: Vec<Pair>,
     pub stats: ClockStats,
@@ -240,6 +244,7 @@ impl ClockTracker {
             limits,
             keys: (0..captures).map(|_| Default::default()).collect(),
             latest: vec![i64::MIN; captures],
+            applied: vec![0; captures],
             pairs: (0..captures).map(|_| Pair::default()).collect(),
             stats: ClockStats::default(),
         }
@@ -248,7 +253,15 @@ impl ClockTracker {
     pub fn add_capture(&mut self) {
         self.keys.push(Default::default());
         self.latest.push(i64::MIN);
+        self.applied.push(0);
         self.pairs.push(Pair::default());
+    }
+
+    /// The offset capture `c`'s keys are paired by (its line is still fitted to raw times).
+    pub fn set_pairing_offset(&mut self, c: usize, ns: i64) {
+        if let Some(a) = self.applied.get_mut(c) {
+            *a = ns;
+        }
     }
 
     /// One sighting at capture `c`.
@@ -283,11 +296,14 @@ impl ClockTracker {
         let wait = self.limits.key_wait_ns;
         // The other's first sighting, where it is fresh (within the wait of the other capture's latest
         // and of this one) and not paired with this pair yet.
-        let usable = |o: &Sighting, latest: i64, bit: u64| o.paired & bit == 0 && o.t >= latest.saturating_sub(wait) && o.t.abs_diff(x.ts_ns) <= wait as u64;
+        let here = x.ts_ns.saturating_sub(self.applied[c]);
+        let usable = |o: &Sighting, latest: i64, applied: i64, bit: u64| {
+            o.paired & bit == 0 && o.t >= latest.saturating_sub(wait) && o.t.saturating_sub(applied).abs_diff(here) <= wait as u64
+        };
         if c == 0 {
             for o in 1..self.keys.len() {
-                let latest = self.latest[o];
-                let Some(tc) = self.keys[o].0.get_mut(&x.key).filter(|s| usable(s, latest, 1)).map(|s| {
+                let (latest, applied) = (self.latest[o], self.applied[o]);
+                let Some(tc) = self.keys[o].0.get_mut(&x.key).filter(|s| usable(s, latest, applied, 1)).map(|s| {
                     s.paired = 1;
                     s.t
                 }) else {
@@ -300,8 +316,8 @@ impl ClockTracker {
             }
         } else {
             let bit = 1u64.checked_shl(c as u32).unwrap_or(0);
-            let latest = self.latest[0];
-            let Some((t0, ip, prefix)) = self.keys[0].0.get_mut(&x.key).filter(|s| usable(s, latest, bit)).map(|s| {
+            let (latest, applied) = (self.latest[0], self.applied[0]);
+            let Some((t0, ip, prefix)) = self.keys[0].0.get_mut(&x.key).filter(|s| usable(s, latest, applied, bit)).map(|s| {
                 s.paired |= bit;
                 (s.t, s.ip, s.prefix)
             }) else {
@@ -776,6 +792,20 @@ mod tests {
         assert_eq!(k.pairs[1].matched, 2);
         let ds: Vec<i64> = k.pairs[1].slots.iter().flat_map(|s| [s.min.1, s.max.1]).collect();
         assert!(ds.iter().all(|d| *d == 50_000), "{ds:?}");
+    }
+
+    #[test]
+    fn clocks_seconds_apart_pair_by_the_offset_applied() {
+        let mut k = ClockTracker::new(2, ClockLimits::default());
+        let x = |key, ts_ns| Exchange { key, ts_ns, src: ip(1), prefix: GuidPrefix([1; 12]) };
+        let s = 1_000_000_000i64;
+        k.push(0, x(1, 100 * s));
+        k.push(1, x(1, 137 * s)); // 37 s ahead, nothing applied: a wait apart
+        assert_eq!(k.pairs[1].matched, 0);
+        k.set_pairing_offset(1, 37 * s);
+        k.push(0, x(2, 101 * s));
+        k.push(1, x(2, 138 * s + 50_000));
+        assert_eq!(k.pairs[1].matched, 1);
     }
 
     #[test]

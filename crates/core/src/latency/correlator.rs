@@ -30,6 +30,10 @@ pub struct CorrelatorConfig {
     pub captures: Vec<String>,
     /// t_o per capture (Bosk et al. Eq. 9): subtracted from its timestamps.
     pub offsets_ns: Vec<i64>,
+    /// Per capture: the offset the clock tracker pairs its keys by (`offsets_ns` where one is applied,
+    /// else the first 2 s's coarse offset, so clocks seconds apart are tracked); beyond the vector's
+    /// end, `offsets_ns`. Never applied to a time.
+    pub pairing_offsets_ns: Vec<i64>,
     /// How long after a sample was first seen it is judged (and called lost).
     pub window_ns: i64,
     /// Publication period for in time / late; `None` infers it per writer.
@@ -133,6 +137,7 @@ impl Default for CorrelatorConfig {
         CorrelatorConfig {
             captures: vec![],
             offsets_ns: vec![],
+            pairing_offsets_ns: vec![],
             window_ns: crate::window::Window::DEFAULT.ns(),
             period_ns: None,
             message_rows: true,
@@ -1020,6 +1025,7 @@ impl Correlator {
             }
             Item::Exchange(x) => {
                 if let Some(k) = self.clock.as_mut() {
+                    k.set_pairing_offset(c, self.cfg.pairing_offsets_ns.get(c).or(self.cfg.offsets_ns.get(c)).copied().unwrap_or(0));
                     k.push(c, x);
                 }
             }

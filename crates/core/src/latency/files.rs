@@ -238,7 +238,8 @@ impl Analysis for KeyWindow<'_> {
 }
 
 /// Reads the first `span_ns` of each capture (at most `max_keys` submessages)
-/// and estimates every capture's offset relative to the first one. The captures
+/// and estimates every capture's offset relative to the first one, with its coarse offset
+/// ([`offset::coarse_offset`], to pair the clock tracker's keys). The captures
 /// are read on one thread each; IP fragments are skipped unread (the exchanges
 /// that bound the clocks are small datagrams: a fragmented one is not needed).
 pub fn estimate_offsets(
@@ -246,7 +247,7 @@ pub fn estimate_offsets(
     decoder: DecoderConfig,
     span_ns: i64,
     max_keys: usize,
-) -> Result<Vec<Result<OffsetEstimate, offset::OffsetError>>, CaptureError> {
+) -> Result<Vec<(Result<OffsetEstimate, offset::OffsetError>, Option<i64>)>, CaptureError> {
     let keys: Vec<Result<KeyTimes, CaptureError>> = std::thread::scope(|s| {
         let handles: Vec<_> = inputs
             .iter()
@@ -274,5 +275,5 @@ pub fn estimate_offsets(
         handles.into_iter().map(|h| h.join().expect("offset reader thread")).collect()
     });
     let keys = keys.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok((1..keys.len()).map(|i| offset::estimate(&keys[0], &keys[i])).collect())
+    Ok((1..keys.len()).map(|i| (offset::estimate(&keys[0], &keys[i]), offset::coarse_offset(&keys[0], &keys[i]))).collect())
 }

@@ -183,7 +183,47 @@ pub fn is_ip_fragment(p: &crate::source::Packet<'_>) -> bool {
 /// Participants remembered per sending host (the placement of writers; more go by time order).
 pub const MAX_PARTICIPANTS_PER_HOST: usize = 4096;
 
+/// The offset of `b` against `a` from the keys seen at both. Clocks that drift apart widen each
+/// direction's spread (30 ppm: 60 µs over 2 s, more than a LAN's two one-way delays), so where the
+/// whole window's directions overlap, the estimate is tried again on shorter prefixes of it
+/// (a quarter, a sixteenth, a sixty-fourth of what `a` saw), the first that separates them taken.
 pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetError> {
+    let first = estimate_until(a, b, i64::MAX);
+    if !matches!(first, Err(OffsetError::Overlapping)) {
+        return first;
+    }
+    let (Some(lo), Some(hi)) = (a.map.values().map(|v| v.0).min(), a.map.values().map(|v| v.0).max()) else { return first };
+    let span = hi.saturating_sub(lo);
+    for div in [4, 16, 64] {
+        match estimate_until(a, b, lo.saturating_add(span / div)) {
+            Ok(e) => return Ok(e),
+            Err(OffsetError::Overlapping) => continue,
+            Err(_) => break,
+        }
+    }
+    first
+}
+
+/// The median of `t_B − t_A` over the keys seen once at both: the clocks' difference to within the
+/// one-way delays and the window's drift, where [`estimate`] cannot split the two directions
+/// (delays below the captures' time resolution, drift). Good enough to pair the clock tracker's keys
+/// (within seconds), never applied to a latency.
+pub fn coarse_offset(a: &KeyTimes, b: &KeyTimes) -> Option<i64> {
+    let mut d: Vec<i64> = a
+        .map
+        .iter()
+        .filter(|(_, v)| !v.3)
+        .filter_map(|(k, (ta, ..))| b.map.get(k).filter(|v| !v.3).map(|(tb, ..)| tb.saturating_sub(*ta)))
+        .collect();
+    if d.is_empty() {
+        return None;
+    }
+    let mid = d.len() / 2;
+    Some(*d.select_nth_unstable(mid).1)
+}
+
+/// [`estimate`] on the keys `a` saw at or before `until`.
+fn estimate_until(a: &KeyTimes, b: &KeyTimes, until: i64) -> Result<OffsetEstimate, OffsetError> {
     // Per sending host (source address): min and max δ, and its participants. Grouping by address,
     // not by participant, keeps two participants of one host on one side: several participants
     // sending one way only must not pass for the two directions.
@@ -191,7 +231,7 @@ pub fn estimate(a: &KeyTimes, b: &KeyTimes) -> Result<OffsetEstimate, OffsetErro
     let mut matched = 0;
     for (k, (ta, pa, ip, dup_a)) in &a.map {
         let Some((tb, _, _, dup_b)) = b.map.get(k) else { continue };
-        if *dup_a || *dup_b {
+        if *dup_a || *dup_b || *ta > until {
             continue;
         }
         matched += 1;
@@ -292,6 +332,27 @@ mod tests {
         let e = estimate(&a, &b);
         assert_eq!(e.as_ref().unwrap().offset_ns, -off - 500);
         assert_eq!(place_participants(&[e]), vec![(GuidPrefix([1; 12]), 0), (GuidPrefix([2; 12]), 1)]);
+    }
+
+    #[test]
+    fn drifting_clocks_are_estimated_on_a_shorter_prefix() {
+        // B runs 37 s ahead and 30 ppm slow: over 2 s the offset moves 60 µs, more than the 5 µs and
+        // 6 µs one-way delays, so the whole window's directions overlap; its first 125 ms do not.
+        let off = 37_000_000_000i64;
+        let (mut a, mut b) = (KeyTimes::with_limit(10_000), KeyTimes::with_limit(10_000));
+        let at_b = |t: i64| t + off - t * 30 / 1_000_000;
+        for i in 0..2000 {
+            let t = i as i64 * 1_000_000;
+            a.add(&ev(1, SubmsgKind::Heartbeat, i, t));
+            b.add(&ev(1, SubmsgKind::Heartbeat, i, at_b(t + 5_000)));
+            b.add(&ev(2, SubmsgKind::AckNack, i, at_b(t + 100_000)));
+            a.add(&ev(2, SubmsgKind::AckNack, i, t + 106_000));
+        }
+        assert_eq!(estimate_until(&a, &b, i64::MAX).unwrap_err(), OffsetError::Overlapping);
+        let e = estimate(&a, &b).unwrap();
+        assert!((e.offset_ns - off).abs() <= e.uncertainty_ns + 10_000, "{e:?}");
+        assert!(e.uncertainty_ns < 20_000, "{e:?}");
+        assert_eq!((e.a_side.len(), e.b_side.len()), (1, 1));
     }
 
     #[test]
