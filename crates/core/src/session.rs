@@ -337,7 +337,9 @@ pub fn run_latency_traced(
                 // clocks that drift): the median difference bounds the offset to within the delays and the
                 // drift, enough to read the captures side by side (clocks seconds apart otherwise read one
                 // after the other, and no sample meets its sender); the tracker refines it per instant.
-                (Err(offset::OffsetError::Overlapping), None) if coarse_of(c).is_some_and(|m| m != 0) => {
+                // Within a millisecond they are left as read (the tracker pairs by the median anyway):
+                // synchronised clocks on one kernel overlap too, and stay exactly as captured.
+                (Err(offset::OffsetError::Overlapping), None) if coarse_of(c).is_some_and(|m| m.unsigned_abs() > 1_000_000) => {
                     let m = coarse_of(c).unwrap_or(0);
                     offsets[c] = m;
                     on_note(format!(
