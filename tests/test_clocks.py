@@ -153,3 +153,25 @@ def test_drift_and_steps_are_followed(ddscope, lab15, tmp_path, offset_ns, drift
     assert abs(got_ppm - drift_ppm) < 2, line[0]
     if step_ns:
         assert " 0 cut at a step" not in line[0], line[0]
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_layers_within_their_error_bar_are_named(ddscope, repo, example):
+    """A cross-host layer whose clock error bar is at least its mean is named as not exact: on the
+    bundled examples the image's first and last fragments reach pc2 within a microsecond (one kernel
+    clock, the bar from the traffic), the message layers (~0.005 and ~9 ms) are far above theirs."""
+    run = repo / "examples" / "captures" / example
+    cp = ddscope("latency", run, "--format", "json")
+    doc = json.loads(cp.stdout)
+    want = set()
+    for f in doc["flows"]:
+        bar_ms = (f["clock_uncertainty_ns"] or 0) / 1e6
+        for name, s in f["layers"]:
+            if name in ("message", "first_first", "last_last", "submessage") and s["count"] and bar_ms > 0 and bar_ms >= abs(s["mean_ms"]):
+                want.add(f"{f['topic']} {f['sender']} → {f['receiver']} {name}")
+    line = [l for l in cp.stderr.splitlines() if "not to be read as exact" in l]
+    assert want, doc["flows"]
+    assert line and line[0].startswith(f"latency: {len(want)} cross-host layer(s)"), cp.stderr
+    for w in want:
+        assert w + " " in line[0], (w, line[0])
+    assert "/drive pc1 → pc2 message" not in line[0] and "/image pc1 → pc2 message" not in line[0], line[0]

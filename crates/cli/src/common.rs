@@ -260,7 +260,7 @@ pub fn traces(found: Vec<TraceInput>, given: &[crate::args::TraceArg]) -> Vec<Tr
 /// (docs/latency.md, "Clocks"), and whether the latencies were corrected by it.
 /// An error bar for people: µs below a millisecond (a ns count would look exact).
 pub fn error_bar(ns: i64) -> String {
-    if ns < 1_000_000 {
+    if ns.unsigned_abs() < 1_000_000 {
         format!("{:.1} µs", ns as f64 / 1e3)
     } else {
         format!("{:.3} ms", ns as f64 / 1e6)

@@ -333,6 +333,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if row_format {
         return Ok(status);
     }
+    untrusted_layers_line(&flows.iter().flat_map(|f| f.layer_rows()).collect::<Vec<_>>());
     let (mut out, output) = common::open_output(a.output.as_deref(), a.format, &inputs)?;
     if a.format == OutFormat::Json {
         let doc = json!({
@@ -658,4 +659,34 @@ fn write_reader_table(out: &mut dyn Write, rows: &[ddscope_core::latency::reader
         )?;
     }
     Ok(())
+}
+
+/// One line naming the cross-host layers whose clock error bar is at least their mean: the figure
+/// says nothing about the layer there (docs/latency.md, "Clocks"); the first five are named.
+fn untrusted_layers_line(rows: &[LayerRow]) {
+    let bad: Vec<&LayerRow> = rows.iter().filter(|r| r.untrusted()).collect();
+    if bad.is_empty() {
+        return;
+    }
+    let named: Vec<String> = bad
+        .iter()
+        .take(5)
+        .map(|r| {
+            format!(
+                "{} {} → {} {} {} ± {}",
+                r.topic,
+                r.sender,
+                r.receiver,
+                r.layer.as_str(),
+                common::error_bar((r.s.mean_ms * 1e6).round() as i64),
+                common::error_bar(r.clock_error_ns.unwrap_or(0))
+            )
+        })
+        .collect();
+    let more = if bad.len() > 5 { format!(" and {} more", bad.len() - 5) } else { String::new() };
+    eprintln!(
+        "latency: {} cross-host layer(s) with a clock error bar at least their mean, not to be read as exact (clock_error_ms): {}{more}",
+        bad.len(),
+        named.join("; ")
+    );
 }
