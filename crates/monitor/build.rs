@@ -8,10 +8,12 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=bpf/capture.c");
     println!("cargo:rerun-if-env-changed=DDSCOPE_CLANG");
-    // A build made before clang-14 and libbpf-dev were installed is redone
-    // once they are (a path that does not exist yet makes cargo rerun this).
-    println!("cargo:rerun-if-changed=/usr/bin/clang-14");
-    println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
+    // A build made before clang-14 and libbpf-dev were installed must be redone
+    // once they are. Watching their paths is not enough: dpkg gives them the
+    // package's old mtimes, so cargo finds them older than the last run and
+    // keeps the empty object for good. Failures below watch a path that never
+    // exists instead, which makes cargo run this again at every build until
+    // clang succeeds.
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("capture.bpf.o");
     let candidates: Vec<String> = match std::env::var("DDSCOPE_CLANG") {
         Ok(c) => vec![c],
@@ -36,6 +38,7 @@ fn main() {
             Err(_) => continue,
         }
     }
+    println!("cargo:rerun-if-changed={}", out.with_extension("retry-until-clang-builds-it").display());
     println!("cargo:warning=in-kernel capture filter not built: {why}");
     println!("cargo:rustc-env=DDSCOPE_BPF_NOTE={}", why.replace('\n', " "));
     if let Err(e) = std::fs::write(&out, b"") {
