@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -127,3 +128,46 @@ def processes():
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+class ForeignLoad:
+    """How busy the machine was with work that is not the lab's, over a stretch of time: the CPU time
+    all processes used (/proc/stat) less what the lab's own processes used (its load.csv, read by the
+    caller), in cores. A test that needs a quiet machine measures this around its run and says so
+    instead of failing on another job's noise (CI may run beside leftovers)."""
+
+    @staticmethod
+    def _busy_s() -> tuple[float, float]:
+        with open("/proc/stat") as f:
+            cpu = [int(x) for x in f.readline().split()[1:]]
+        ticks = os.sysconf("SC_CLK_TCK")
+        idle = cpu[3] + cpu[4]  # idle + iowait
+        return (sum(cpu[:8]) - idle) / ticks, time.monotonic()
+
+    def __enter__(self):
+        self.start = self._busy_s()
+        return self
+
+    def __exit__(self, *exc):
+        self.end = self._busy_s()
+        return False
+
+    def cores(self, lab_cpu_s: float = 0.0) -> float:
+        busy = self.end[0] - self.start[0] - lab_cpu_s
+        return max(0.0, busy / max(1e-9, self.end[1] - self.start[1]))
+
+
+def lab_cpu_seconds(run_dir) -> float:
+    """CPU seconds the lab's processes used over a run (the last reading of each process in load.csv)."""
+    import csv
+    last = {}
+    p = pathlib.Path(run_dir) / "load.csv"
+    if not p.exists():
+        return 0.0
+    with open(p) as f:
+        for r in csv.DictReader(f):
+            try:
+                last[(r["process"], r["pid"])] = float(r["cpu_user_s"]) + float(r["cpu_system_s"])
+            except (KeyError, ValueError):
+                continue
+    return sum(last.values())

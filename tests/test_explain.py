@@ -58,7 +58,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, have_root
+from conftest import REPO, ForeignLoad, have_root, lab_cpu_seconds
 
 LOSS = REPO / "examples" / "lab" / "explain-loss.toml"
 SLOW = REPO / "examples" / "lab" / "explain-slow-callback.toml"
@@ -66,6 +66,10 @@ QUEUE = REPO / "examples" / "lab" / "explain-interference.toml"
 HOG = REPO / "examples" / "lab" / "explain-cpu-hog.toml"
 BURST = REPO / "examples" / "lab" / "explain-sender-burst.toml"
 FLOOR_NS = 2_000_000  # ExplainOptions::outlier_floor_ns
+# Cores busy with work that is not the lab's while the clean run ran (ForeignLoad).
+CLEAN_FOREIGN_CORES: list[float] = []
+# Above this the clean run's count of outliers measures the other jobs, not ddscope.
+QUIET_CORES = 0.25
 
 
 def lab(ddscope, scenario: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
@@ -83,10 +87,14 @@ def runs(ddscope, tmp_path_factory):
     clean = re.sub(r"^\[network\.loss\]\n(?:(?!\[)[^\n]*\n)*", "", text, flags=re.M).replace('name = "explain-loss"', 'name = "explain-clean"')
     assert "probability" not in clean
     clean_toml.write_text(clean)
+    loss, slow = lab(ddscope, LOSS, base / "loss"), lab(ddscope, SLOW, base / "slow")
+    with ForeignLoad() as load:
+        clean = lab(ddscope, clean_toml, base / "clean")
+    CLEAN_FOREIGN_CORES.append(load.cores(lab_cpu_seconds(clean)))
     return {
-        "loss": lab(ddscope, LOSS, base / "loss"),
-        "slow": lab(ddscope, SLOW, base / "slow"),
-        "clean": lab(ddscope, clean_toml, base / "clean"),
+        "loss": loss,
+        "slow": slow,
+        "clean": clean,
         "queue": lab(ddscope, QUEUE, base / "queue"),
         "hog": lab(ddscope, HOG, base / "hog"),
         "burst": lab(ddscope, BURST, base / "burst"),
@@ -377,9 +385,14 @@ def test_clean_run_has_few_incidents_and_fail_on_incidents(runs, ddscope):
     x = explain(ddscope, runs["clean"], "--budget", "/image=12ms")
     print(f"\nclean run: {x['summary']}")
     assert x["samples"] > 100
-    # Without a fault, what remains is this machine's scheduling noise (outliers of a few ms): few, and
-    # never given a cause (no evidence for one).
-    assert len(x["incidents"]) <= 0.1 * x["samples"], x["summary"]
+    # Without a fault, what remains is this machine's scheduling noise (outliers of a few ms): never
+    # given a cause (no evidence for one), and few where the machine was quiet. A loaded 2-core
+    # machine (three busy loops beside the lab) left 38 to 102 of 400 samples outliers, all of them
+    # unknown: the count is then the other jobs' (said, not failed).
+    foreign = CLEAN_FOREIGN_CORES[-1] if CLEAN_FOREIGN_CORES else 0.0
+    print(f"clean run: {foreign:.2f} cores busy with other work")
+    if foreign <= QUIET_CORES:
+        assert len(x["incidents"]) <= 0.1 * x["samples"], (x["summary"], f"{foreign:.2f} cores busy with other work")
     assert all(i["cause"] == "unknown" for i in x["incidents"]), [(i["cause"], i["evidence"]) for i in x["incidents"]]
     # 30 ms: this 2-core machine, loaded, leaves a receiving process unscheduled for tens of ms now
     # and then (the clean run's own outliers); the repairs of the loss run take 50-100 ms.

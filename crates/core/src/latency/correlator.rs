@@ -820,6 +820,9 @@ impl Correlator {
     pub fn set_ended(&mut self, c: usize, ended: bool, out: &mut dyn RowSink<LatencyRow>) {
         if c < self.ended.len() && self.ended[c] != ended {
             self.ended[c] = ended;
+            if let Some(k) = self.clock.as_mut() {
+                k.set_ended(c, ended);
+            }
             if ended {
                 self.judge_due(out);
             }
@@ -1041,6 +1044,9 @@ impl Correlator {
             }
             Item::End => {
                 self.ended[c] = true;
+                if let Some(k) = self.clock.as_mut() {
+                    k.set_ended(c, true);
+                }
                 self.judge_due(out);
             }
         }
