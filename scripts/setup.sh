@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 TEST_PACKAGES=(
   # capture, oracle and lab
   tshark tcpdump iproute2 iperf3 procps linuxptp curl ca-certificates
+  # the clock-sync tests' real chronyd (its service never runs: see below)
+  chrony
   # real DDS implementations used by the lab and the oracle tests
   cyclonedds-dev cyclonedds-tools libfastrtps-dev libfastcdr-dev fastddsgen
   # build tools for the lab's workload nodes
@@ -33,7 +35,52 @@ PYTHON_MODULES=(pytest polars duckdb pyarrow)
 # the lab's tc programs below) and target/release/ddscope.
 ./scripts/setup-core.sh
 
-apt_step "packages for the tests (tshark, DDS, LTTng, servers, browser)" "${TEST_PACKAGES[@]}"
+# chrony is there for crates/sysstat/tests/clocksync_real.rs, which runs its
+# own `chronyd -x` (no clock control) in network namespaces. The package's
+# service must never run here: it would step and slew this machine's clock.
+# So while chrony is being installed no service may start (a policy-rc.d
+# answering 101, "action forbidden", removed again if this made it; Docker
+# images have one already, which is kept), the unit is disabled where systemd
+# runs, and a chronyd the install started anyway is stopped by its pidfile.
+# The other packages' services are not started by that install either (the
+# tests start their own servers). chrony conflicts with systemd-timesyncd
+# (both provide time-daemon): where a time daemon runs under systemd, chrony
+# is left out rather than replacing it (the chrony test then skips).
+install_test_packages() {
+  local what=$1 sudo="" new_chrony="" own_policy="" p pkgs=()
+  shift
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  for p in "$@"; do
+    if [ "$p" = chrony ] && [ -n "$(apt_missing chrony)" ]; then
+      if [ -d /run/systemd/system ] && systemctl is-active --quiet systemd-timesyncd ntp ntpsec openntpd 2>/dev/null; then
+        skip "chrony for the clock-sync tests" "left out: a time daemon runs here and chrony would replace it"
+        continue
+      fi
+      new_chrony=1
+    fi
+    pkgs+=("$p")
+  done
+  if [ -n "$new_chrony" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+    $sudo sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+    own_policy=1
+    # apt_step exits the script when the install fails: remove it then too.
+    trap "$sudo rm -f /usr/sbin/policy-rc.d" EXIT
+  fi
+  apt_step "$what" "${pkgs[@]}"
+  if [ -n "$own_policy" ]; then
+    $sudo rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
+  if [ -n "$new_chrony" ]; then
+    if [ -d /run/systemd/system ]; then
+      $sudo systemctl disable --now chrony.service >/dev/null 2>&1 || true
+    fi
+    if [ -s /run/chrony/chronyd.pid ]; then
+      $sudo kill "$(cat /run/chrony/chronyd.pid)" 2>/dev/null || true
+    fi
+  fi
+}
+install_test_packages "packages for the tests (tshark, DDS, LTTng, servers, browser)" "${TEST_PACKAGES[@]}"
 
 # Python packages used by the tests (oracle comparisons, reading Parquet back).
 have_modules() {

@@ -4,6 +4,7 @@ Oracles nobody here wrote: `editcap -t` shifts one host's capture by an NTP-grad
 `tshark -Y` keeps one host's frames only (one-way traffic). The unshifted bundled captures (one kernel
 clock in the lab) give the truth."""
 import json
+import time
 import subprocess
 
 import pytest
@@ -175,3 +176,230 @@ def test_layers_within_their_error_bar_are_named(ddscope, repo, example):
     for w in want:
         assert w + " " in line[0], (w, line[0])
     assert "/drive pc1 → pc2 message" not in line[0] and "/image pc1 → pc2 message" not in line[0], line[0]
+
+
+# Clocks warped by the lab (docs/lab.md "Clocks that disagree"): pc2's processes read a warped clock
+# (libddslab-warpclock.so: the DDS stacks' source timestamps, the nodes' ground truth, LTTng's trace
+# clock) and its capture is rewritten with the same function; run.json says the true warp and
+# true-clock/pc2.pcapng keeps the capture on the true clock: the oracle here, with the ground truth
+# unwarped by run.json's warp.
+LAB_WARPS = {
+    "+3ms+100ppm-traced": ('{ offset = "3ms", drift = "100ppm" }', "jazzy"),
+    "-0.7ms-60ppm-step2ms": ('{ offset = "-0.7ms", drift = "-60ppm", step = "2ms", step_at = "6s" }', None),
+}
+
+
+@pytest.fixture(scope="module")
+def warped_labs(ddscope, tmp_path_factory, repo):
+    from test_lab import need_root
+    need_root()
+    base = tmp_path_factory.mktemp("warped")
+    text = (repo / "examples" / "lab" / "simple-robotic.toml").read_text()
+    runs = {}
+    for name, (clock, tracing) in LAB_WARPS.items():
+        sc = base / f"{name}.toml"
+        sc.write_text(text.replace('name = "pc2"', f'name = "pc2"\nclock = {clock}', 1))
+        out = base / name
+        args = ["lab", "run", sc, "--duration", "12s", "--out", out]
+        if tracing:
+            args += ["--tracing", tracing]
+        ddscope(*args, timeout=600)
+        runs[name] = out
+    return runs
+
+
+def unwarp(w: dict, x: int) -> int:
+    """The true instant a warped host's reading x was taken at (crates/lab/src/clockwarp.rs)."""
+    back = lambda shift: w["ref_ns"] + (x - w["ref_ns"] - w["offset_ns"] - shift) * 10**9 // (10**9 + w["drift_ppb"])
+    after = back(w["step_ns"])
+    if w["step_ns"] and after >= w["ref_ns"] + w["step_at_ns"]:
+        return after
+    return back(0)
+
+
+@pytest.mark.parametrize("name", list(LAB_WARPS))
+def test_lab_warped_clock_is_estimated_per_sample(ddscope, warped_labs, tmp_path, name):
+    run = warped_labs[name]
+    meta = json.loads((run / "run.json").read_text())
+    (w,) = meta["clocks"]
+    assert w["host"] == "pc2" and (run / w["true_clock_capture"]).is_file(), w
+    # The oracle: the same captures on the true clock, correlated without any estimate.
+    truth_doc = json.loads(ddscope("latency", run / "pc1.pcapng", run / w["true_clock_capture"], "--no-estimate",
+                                   "--format", "json", "--rows", tmp_path / "truth.jsonl").stdout)
+    cp = ddscope("latency", run, "--format", "json", "--rows", tmp_path / "warp.jsonl")
+    doc = json.loads(cp.stdout)
+    truth, got = message(truth_doc), message(doc)
+    assert set(got) == set(truth), (sorted(got), sorted(truth))
+    for k, (f, m) in got.items():
+        want = truth[k][1]["mean_ms"]
+        assert f["sender_from"] == "wire" and f["clock"] == "checked", f
+        assert abs(m["mean_ms"] - want) <= max(0.010, 0.05 * want), (k, m["mean_ms"], want)
+    a, b = per_sample(tmp_path / "truth.jsonl"), per_sample(tmp_path / "warp.jsonl")
+    bars = {f["topic"]: f["clock_uncertainty_ns"] for f in doc["flows"]}
+    for topic in {r["topic_name"] for r in a.values()}:
+        keys = [k for k, r in a.items() if r["topic_name"] == topic]
+        assert keys and all(k in b for k in keys), topic
+        # each row's own error bar (its instants' clock lines), and the flow's
+        assert all(b[k]["clock_error_ns"] is not None for k in keys), topic
+        within = sum(abs(b[k]["latency_ns"] - a[k]["latency_ns"]) <= b[k]["clock_error_ns"] + 1_000 for k in keys)
+        assert within >= 0.95 * len(keys), (topic, within, len(keys))
+        within = sum(abs(b[k]["latency_ns"] - a[k]["latency_ns"]) <= bars[topic] + 1_000 for k in keys)
+        assert within >= 0.95 * len(keys), (topic, within, len(keys), bars[topic])
+    line = [l for l in cp.stderr.splitlines() if "over the run:" in l]
+    assert line, cp.stderr
+    got_ppm = float(line[0].split("(drift ")[1].split(" ppm")[0])
+    assert abs(got_ppm - w["drift_ppb"] / 1000) < 2, line[0]
+    # The application layer from the warped host's own ground truth (its nodes stamped it with its
+    # clock; ddscope corrects it like the host's capture) against the ground truth unwarped.
+    true_pub = {}
+    true_rcv = {}
+    for host in ("pc1", "pc2"):
+        for r in map(json.loads, (run / f"{host}.truth.jsonl").read_text().splitlines()):
+            t = unwarp(w, r["t_ns"]) if host == "pc2" else r["t_ns"]
+            key = (r["writer_guid"], r["seq"])
+            if r["event"] == "publish":
+                true_pub[key] = t
+            else:
+                true_rcv.setdefault((key, host), t)
+    app = {}
+    for line in open(tmp_path / "warp.jsonl"):
+        r = json.loads(line)
+        if r.get("level") == "message" and r.get("app_latency_ns") is not None:
+            app[(r["writer_id"], r["sn"], r["receiver"])] = r
+    checked, within = 0, 0
+    for (wid, sn, rcv), r in app.items():
+        key = (wid, sn)
+        if key in true_pub and (key, rcv) in true_rcv:
+            want = true_rcv[(key, rcv)] - true_pub[key]
+            within += abs(r["app_latency_ns"] - want) <= r["clock_error_ns"] + 1_000
+            checked += 1
+    assert checked >= 0.9 * len(app) and checked > 100, (checked, len(app))
+    # per sample within its own error bar (around the step the bar is the step's, and a few instants
+    # on the far side of it are corrected by the line before it)
+    assert within >= 0.95 * checked, (within, checked)
+
+
+@pytest.fixture
+def chrony_pair(tmp_path):
+    """Two real chronyds (chrony 4, `-x`: they never touch this machine's clock) in two network
+    namespaces joined by a veth pair: a server on its local clock (stratum 8) and a client
+    synchronised to it over NTP; yields their command sockets once the client is synchronised."""
+    import os
+    from test_lab import need_root
+    need_root()
+    chronyd = require_tool("chronyd")
+    require_tool("chronyc")
+    tag = f"dcc{os.getpid() % 100000}"
+    ns = [f"{tag}a", f"{tag}b"]
+    ip = ["10.234.77.1", "10.234.77.2"]
+    sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)
+    procs = []
+    try:
+        for n in ns:
+            sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", f"{tag}x", "type", "veth", "peer", "name", f"{tag}y")
+        for n, dev, addr in zip(ns, (f"{tag}x", f"{tag}y"), ip):
+            sh("ip", "link", "set", dev, "netns", n)
+            sh("ip", "-n", n, "addr", "add", f"{addr}/24", "dev", dev)
+            sh("ip", "-n", n, "link", "set", dev, "up")
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        socks = []
+        for i, (n, lines) in enumerate(zip(ns, ("local stratum 8\nallow", f"server {ip[0]} iburst minpoll -6 maxpoll -6\nport 0"))):
+            sock, pid = tmp_path / f"chrony{i}.sock", tmp_path / f"chrony{i}.pid"
+            conf = tmp_path / f"chrony{i}.conf"
+            conf.write_text(f"{lines}\ncmdport 0\nbindcmdaddress {sock}\npidfile {pid}\n")
+            procs.append(subprocess.Popen(["ip", "netns", "exec", n, chronyd, "-x", "-d", "-u", "root", "-f", str(conf)],
+                                          stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"chronyd{i}.log", "w")))
+            socks.append(sock)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            cp = subprocess.run(["chronyc", "-h", str(socks[1]), "-c", "-n", "tracking"], capture_output=True, text=True)
+            f = cp.stdout.strip().split(",")
+            if len(f) == 14 and f[1] == ip[0] and f[13] == "Normal":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the chrony client did not synchronise: {cp.stdout} {cp.stderr}")
+        yield socks
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def test_serve_tracks_a_warped_clock_as_latency_does(ddscope, warped_labs, tmp_path, processes, chrony_pair):
+    """serve tracks every agent's clock against the first agent's from the exchanges the agents stream:
+    the warped lab run replayed by two agents (`agent --read`, its own time stamps) gives serve the
+    senders, the clock line and the message latency `latency` gives offline on the same captures.
+    Each agent also asks a real chronyd what it says of its host's clock (pc1: a server on its local
+    clock, pc2: a client synchronised to it within microseconds): the traffic puts pc2 0.7 ms off, so
+    serve says the claims and the traffic disagree."""
+    import urllib.request
+    from conftest import ddscope_bin, free_port
+    run = warped_labs["-0.7ms-60ppm-step2ms"]
+    w = json.loads((run / "run.json").read_text())["clocks"][0]
+    offline = json.loads(ddscope("latency", run, "--format", "json").stdout)
+    port = free_port()
+    serve = subprocess.Popen([ddscope_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--idle", "3s"],
+                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
+    processes.append(serve)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    agents = []
+    for host, sock in zip(("pc1", "pc2"), chrony_pair):
+        p = subprocess.Popen([ddscope_bin(), "agent", "--read", str(run / f"{host}.pcapng"), "--speed", "2", "--name", host,
+                              "--send-to", url, "--chronyc-socket", str(sock)],
+                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"agent-{host}.log", "w"))
+        processes.append(p)
+        agents.append(p)
+        # the first agent serve hears from is the reference clock: pc1, as offline
+        deadline = time.time() + 20
+        while host == "pc1" and time.time() < deadline:
+            if any(a["name"] == "pc1" for a in json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())["agents"]):
+                break
+            time.sleep(0.05)
+    for p in agents:
+        assert p.wait(120) == 0, (tmp_path / "agent-pc1.log").read_text() + (tmp_path / "agent-pc2.log").read_text()
+    # judged once the agents ended (their last batch says so) and the window passed
+    state = {}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        state = json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())
+        if state["pending"]["samples"] == 0 and state["flows"]:
+            break
+        time.sleep(0.5)
+    flows = {(f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"]): f["summary"] for f in state["flows"]}
+    want = {(f["topic"], f["sender"], f["receiver"]): f for f in offline["flows"] if f["topic"] in ("/image", "/drive")}
+    assert want and set(want) <= set(flows), (sorted(flows), sorted(want))
+    for k, f in want.items():
+        s = flows[k]
+        assert s["sender_from"] == "wire" and s["clock"] == "checked", s
+        m_off = dict(f["layers"])["message"]["mean_ms"]
+        m_srv = dict(s["layers"])["message"]["mean_ms"]
+        bar_ms = (s["clock_uncertainty_ns"] + f["clock_uncertainty_ns"]) / 1e6
+        assert abs(m_srv - m_off) <= bar_ms + 0.001, (k, m_srv, m_off, bar_ms)
+    (c,) = state["clocks"]
+    assert c["capture"] == "pc2" and c["matched"] > 0, c
+    # the line at its last fit against the true warp there (offset, drift and the step at 6 s)
+    t = c["last_at_ns"]
+    true = w["offset_ns"] + (t - w["ref_ns"]) * w["drift_ppb"] // 10**9 + (w["step_ns"] if t >= w["ref_ns"] + w["step_at_ns"] else 0)
+    assert abs(c["last_offset_ns"] - true) <= c["max_uncertainty_ns"] + 1_000, (c, true)
+    metrics = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
+    assert 'ddscope_clock_estimate_offset_seconds{capture="pc2"}' in metrics, metrics[:2000]
+    # The time daemons' claims against the traffic.
+    (claim,) = state["clock_claims"]
+    assert claim["capture"] == "pc2" and claim["reference"] == "pc1" and claim["contradicted"], claim
+    assert claim["bound_ns"] < 100_000 and claim["reference_bound_ns"] < 100_000, claim
+    assert any("not where its time daemon says" in w for w in state["warnings"]), state["warnings"]
+    assert 'ddscope_clock_claim_contradicted{capture="pc2"} 1' in metrics, [l for l in metrics.splitlines() if "claim" in l]

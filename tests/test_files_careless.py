@@ -43,13 +43,13 @@ def test_output_that_is_an_input_is_refused_and_the_input_kept(ddscope, repo, tm
     before = digest(cap)
     for args in (["dissect", cap, "-o", cap], ["dissect", cap, "--format", "csv", "-o", cap], ["topics", cap, "-o", cap]):
         cp = ddscope(*args, check=False)
-        assert cp.returncode == 1 and "is an input of this run" in cp.stderr, cp.stderr
+        assert cp.returncode == 64 and "is an input of this run" in cp.stderr, cp.stderr
         assert digest(cap) == before
     # A hard link is the same file too.
     link = tmp_path / "alias.csv"
     os.link(cap, link)
     cp = ddscope("dissect", cap, "--format", "csv", "-o", link, check=False)
-    assert cp.returncode == 1 and "is an input of this run" in cp.stderr
+    assert cp.returncode == 64 and "is an input of this run" in cp.stderr
     assert digest(cap) == before
     # Latency rows into a run directory would be read as a capture next time.
     run = tmp_path / "run"
@@ -57,9 +57,9 @@ def test_output_that_is_an_input_is_refused_and_the_input_kept(ddscope, repo, tm
     plain_copy(repo, run, "pc1")
     plain_copy(repo, run, "pc2")
     cp = ddscope("latency", run, "--format", "csv", "-o", run / "rows.pcapng", check=False)
-    assert cp.returncode == 1 and "would be read as an input" in cp.stderr, cp.stderr
+    assert cp.returncode == 64 and "would be read as an input" in cp.stderr, cp.stderr
     cp = ddscope("report", run, "--html", run / "pc1.pcapng", check=False)
-    assert cp.returncode == 1 and "would be read as an input" in cp.stderr, cp.stderr
+    assert cp.returncode == 64 and "would be read as an input" in cp.stderr, cp.stderr
     assert digest(run / "pc1.pcapng") == digest(plain_copy(repo, tmp_path, "pc1"))
 
 
@@ -257,7 +257,7 @@ def test_interface_names_are_cut_and_the_table_capped_in_bytes(tmp_path):
 def test_windows_are_validated(ddscope, repo, window, msg):
     run = repo / "examples/captures/simple-robotic-cyclone"
     cp = ddscope("latency", run, "--window", window, check=False)
-    assert cp.returncode == 1 and "--window" in cp.stderr and msg in cp.stderr, cp.stderr
+    assert cp.returncode == 64 and "--window" in cp.stderr and msg in cp.stderr, cp.stderr
 
 
 # (verb, extra arguments with OUT for the output path) of every command that writes an output file

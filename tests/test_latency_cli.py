@@ -5,7 +5,7 @@ import shutil
 
 def test_single_capture_is_refused(ddscope, shared_captures):
     cp = ddscope("latency", shared_captures / "cyclone-interop.pcapng", check=False)
-    assert cp.returncode == 1
+    assert cp.returncode == 64  # usage (README: exit codes)
     assert "two or more capture points" in cp.stderr
     assert "panicked" not in cp.stderr
 
@@ -13,7 +13,7 @@ def test_single_capture_is_refused(ddscope, shared_captures):
 def test_same_file_twice_is_refused(ddscope, shared_captures):
     f = shared_captures / "cyclone-interop.pcapng"
     cp = ddscope("latency", f, f, check=False)
-    assert cp.returncode == 1 and "same file" in cp.stderr, cp.stderr
+    assert cp.returncode == 64 and "same file" in cp.stderr, cp.stderr
 
 
 def test_copies_of_one_capture_point_are_detected(ddscope, shared_captures, tmp_path):
@@ -21,13 +21,13 @@ def test_copies_of_one_capture_point_are_detected(ddscope, shared_captures, tmp_
     shutil.copy(shared_captures / "cyclone-datafrag.pcapng", a)
     shutil.copy(shared_captures / "cyclone-datafrag.pcapng", b)
     cp = ddscope("latency", a, b, check=False)
-    assert cp.returncode == 1, cp.stdout
+    assert cp.returncode == 2, cp.stdout  # inputs that cannot be used
     assert "copies of one capture point" in cp.stderr, cp.stderr
 
 
 def test_captures_without_common_writers(ddscope, shared_captures):
     cp = ddscope("latency", shared_captures / "cyclone-interop.pcapng", shared_captures / "fastdds-vlan-pcp-ipfrag.pcapng", check=False)
-    assert cp.returncode == 1
+    assert cp.returncode == 2  # inputs that do not correlate
     assert "no writer's samples were seen at two capture points" in cp.stderr, cp.stderr
     assert "panicked" not in cp.stderr
 
@@ -41,7 +41,7 @@ def test_bad_offset_is_explained(ddscope, shared_captures, tmp_path):
     a = tmp_path / "a.pcapng"
     shutil.copy(shared_captures / "cyclone-datafrag.pcapng", a)
     cp = ddscope("latency", a, shared_captures / "cyclone-interop.pcapng", "--offset", "pc9=+1s", check=False)
-    assert cp.returncode == 1 and "no capture point named" in cp.stderr, cp.stderr
+    assert cp.returncode == 64 and "no capture point named" in cp.stderr, cp.stderr
 
 
 def test_header_only_captures_give_the_same_latencies(ddscope, repo, tmp_path):

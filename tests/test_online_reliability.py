@@ -166,7 +166,7 @@ def test_agent_stops_with_status_1_when_a_worker_thread_dies(needs_root, thread)
         cp = subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=60)
         return cp, time.monotonic() - t0
     cp, took = agent("20s", DDSCOPE_TEST_PANIC_THREAD=thread)
-    assert cp.returncode == 1, cp.stderr
+    assert cp.returncode == 70, cp.stderr  # anything else stopped the run (README: exit codes)
     assert took < 10, f"the agent ran {took:.1f} s after the {thread} thread died"
     assert f"the {thread} thread stopped (DDSCOPE_TEST_PANIC_THREAD={thread}: fault injected); the agent stops" in cp.stderr, cp.stderr
     assert f"agent w: stopped because a thread ended: {thread} (" in cp.stderr, cp.stderr

@@ -73,7 +73,7 @@ def test_printed_limits_read_back_and_parse_as_toml(tmp_path):
 ])
 def test_bad_caps_are_refused_with_the_key_named(writers_capture, args, message):
     cp = run("topics", writers_capture[0], *args, check=False)
-    assert cp.returncode == 1, cp
+    assert cp.returncode == 64, cp  # usage (README: exit codes)
     assert message in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) <= 3, cp.stderr
 
@@ -82,9 +82,9 @@ def test_bad_limits_file_names_the_file_and_key(tmp_path, writers_capture):
     f = tmp_path / "bad.toml"
     f.write_text("[topics]\nmax_writer = 3\n")
     cp = run("topics", writers_capture[0], "--limits", f, check=False)
-    assert cp.returncode == 1 and str(f) in cp.stderr and "topics.max_writer" in cp.stderr, cp.stderr
+    assert cp.returncode == 2 and str(f) in cp.stderr and "topics.max_writer" in cp.stderr, cp.stderr  # an input file
     cp = run("topics", writers_capture[0], "--limits", tmp_path / "missing.toml", check=False)
-    assert cp.returncode == 1 and "missing.toml" in cp.stderr, cp.stderr
+    assert cp.returncode == 2 and "missing.toml" in cp.stderr, cp.stderr
 
 
 def test_hostile_limits_file_is_quoted_short_and_escaped(tmp_path, writers_capture):
@@ -96,7 +96,7 @@ def test_hostile_limits_file_is_quoted_short_and_escaped(tmp_path, writers_captu
         f = tmp_path / "hostile.toml"
         f.write_bytes(text.encode())
         cp = subprocess.run([ddscope_bin(), "topics", str(writers_capture[0]), "--limits", str(f)], capture_output=True, timeout=60)
-        assert cp.returncode == 1, cp.stderr[:2000]
+        assert cp.returncode == 2, cp.stderr[:2000]
         assert len(cp.stderr) < 2000 and b"\x1b" not in cp.stderr and b"\x07" not in cp.stderr, cp.stderr[:3000]
         assert str(f).encode() in cp.stderr, cp.stderr
 

@@ -45,7 +45,36 @@ impl From<OutFormat> for Format {
     }
 }
 
-/// An error that maps to a specific exit code (2: input missing or unreadable).
+/// Exit codes (README, `--help`): what a script or CI job can tell apart.
+pub mod exit {
+    /// A check or verdict failed (`--fail-on-incidents`, `tsn check`, a lab run's checks).
+    pub const VERDICT: i32 = 1;
+    /// An input could not be read or used (missing, unreadable, not a capture, a malformed file
+    /// given as input, captures that do not correlate).
+    pub const INPUT: i32 = 2;
+    /// The command line is wrong (an option or value, options that conflict): sysexits' EX_USAGE.
+    pub const USAGE: i32 = 64;
+    /// Anything else stopped the run (an output that cannot be written, a port that cannot be
+    /// bound, missing privileges, an internal error): sysexits' EX_SOFTWARE.
+    pub const FAILURE: i32 = 70;
+}
+
+/// A usage error (exit 64): the command line, not the inputs or the run.
+pub fn usage(message: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(ExitError { code: exit::USAGE, message: message.to_string() })
+}
+
+/// An input that cannot be read or used (exit 2).
+pub fn input(message: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(ExitError { code: exit::INPUT, message: message.to_string() })
+}
+
+/// A failed verdict (exit 1).
+pub fn verdict(message: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(ExitError { code: exit::VERDICT, message: message.to_string() })
+}
+
+/// An error that maps to a specific exit code ([`exit`]).
 #[derive(Debug)]
 pub struct ExitError {
     pub code: i32,
@@ -153,10 +182,10 @@ pub fn check_not_input(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> 
     let looks_like_input = [".pcapng", ".pcap", ".pcapng.gz", ".pcap.gz", ".truth.jsonl"].iter().any(|s| name.ends_with(s));
     for i in inputs {
         if same_inode(output, i) {
-            anyhow::bail!("{} is an input of this run: refusing to overwrite it (choose another output file)", output.display());
+            return Err(usage(format!("{} is an input of this run: refusing to overwrite it (choose another output file)", output.display())));
         }
         if i.is_dir() && looks_like_input && parent_dir(output).is_some() && parent_dir(output) == i.canonicalize().ok() {
-            anyhow::bail!("{} would be read as an input of {}: choose an output outside it", output.display(), i.display());
+            return Err(usage(format!("{} would be read as an input of {}: choose an output outside it", output.display(), i.display())));
         }
     }
     Ok(())
@@ -172,7 +201,7 @@ pub fn open_output(path: Option<&Path>, format: OutFormat, inputs: &[PathBuf]) -
         }
         _ => {
             if format == OutFormat::Parquet {
-                anyhow::bail!("--format parquet needs an output file: add -o FILE.parquet");
+                return Err(usage("--format parquet needs an output file: add -o FILE.parquet"));
             }
             Ok((Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), Output { tmp: None, id: None }))
         }
@@ -188,7 +217,7 @@ pub fn create_file(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<(File, Out
     check_not_input(path, inputs)?;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.is_dir() {
-            anyhow::bail!("cannot write {}: it is a directory", path.display());
+            return Err(usage(format!("cannot write {}: it is a directory", path.display())));
         }
         if !meta.is_file() {
             let f = File::options().write(true).open(path).with_context(|| format!("cannot open {} for writing", path.display()))?;
@@ -218,8 +247,8 @@ pub fn file_size(path: &Path) -> u64 {
 /// The `--topic` globs and `--domain` of a command, as the stage that selects rows.
 pub fn topic_select(patterns: &[String], domain: Option<u32>) -> anyhow::Result<TopicSelect> {
     TopicSelect::new(patterns, domain).map_err(|e| match e.pattern {
-        Some(p) => anyhow::Error::new(e.source).context(format!("bad --topic pattern {p:?}")),
-        None => anyhow::Error::new(e.source),
+        Some(p) => usage(format!("bad --topic pattern {p:?}: {}", e.source)),
+        None => usage(e.source),
     })
 }
 
@@ -238,7 +267,7 @@ pub fn row_writers<R: Record>(format: OutFormat, output: Option<&Path>, rows: Op
             Some("parquet") => OutFormat::Parquet,
             Some("jsonl") => OutFormat::Jsonl,
             Some("csv") => OutFormat::Csv,
-            _ => anyhow::bail!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()),
+            _ => return Err(usage(format!("--rows {}: use a .csv, .jsonl or .parquet file name", p.display()))),
         };
         let (w, o) = open_output(Some(p), f, inputs)?;
         outputs.push(o);
@@ -456,7 +485,7 @@ pub fn run_session(
         p.finish();
     }
     run.map_err(|e| match e {
-        session::SessionError::UnknownCapture { .. } => anyhow::anyhow!("--offset: {e}"),
+        session::SessionError::UnknownCapture { .. } => usage(format!("--offset: {e}")),
         e => session_error(e),
     })
 }

@@ -15,6 +15,8 @@ use std::process::ExitCode;
     version,
     about = "Top-down latency profiling and online monitoring of distributed ROS 2 / DDS systems",
     long_about = None,
+    after_help = "Exit codes: 0 done; 1 a check failed (tsn check, --fail-on-incidents, a lab run's checks); \
+                  2 an input could not be read or used; 64 the command line is wrong; 70 anything else stopped the run.",
     propagate_version = true
 )]
 struct Cli {
@@ -48,14 +50,29 @@ enum Command {
     Limits(cmd::limit_args::LimitsCmdArgs),
     /// Print a shell completion script (bash, zsh, fish)
     Completions(cmd::completions::CompletionsArgs),
+    /// The agent's time-daemon probe (started by `agent`): what chrony and ptp4l say, a JSON line every --every
+    #[command(hide = true)]
+    ClockProbe(ClockProbeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ClockProbeArgs {
+    #[arg(long, default_value = "10s", value_parser = args::positive_duration)]
+    every: std::time::Duration,
+    #[arg(long)]
+    chronyc_socket: Option<std::path::PathBuf>,
+    #[arg(long)]
+    ptp_uds: Option<std::path::PathBuf>,
+    #[arg(long)]
+    ptp_domain: Option<u8>,
 }
 
 /// Longest error line printed (a safety net: messages that quote input cut it themselves).
 const MAX_ERROR_CHARS: usize = 2000;
 
 fn main() -> ExitCode {
-    // Usage errors (a bad option value, a missing argument) exit with 1 like
-    // every other error; 2 is kept for inputs that cannot be read at all.
+    // Exit codes (common::exit): 0 ok, 1 a verdict failed, 2 an input could not be read or used,
+    // 64 usage (a bad option value, a missing argument: clap's errors too), 70 anything else.
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => e.exit(),
@@ -76,7 +93,7 @@ fn main() -> ExitCode {
             } else {
                 let _ = e.print();
             }
-            return ExitCode::from(1);
+            return ExitCode::from(common::exit::USAGE as u8);
         }
     };
     if matches!(cli.command, Command::Dissect(_) | Command::Topics(_) | Command::Latency(_) | Command::Flows(_) | Command::Report(_)) {
@@ -95,11 +112,17 @@ fn main() -> ExitCode {
         Command::Lab(a) => cmd::lab::run(a),
         Command::Limits(a) => cmd::limit_args::run(a),
         Command::Completions(a) => cmd::completions::run::<Cli>(a),
+        Command::ClockProbe(a) => Ok(ddscope_monitor::agent::clocksync::probe_loop(&ddscope_monitor::agent::clocksync::ClockProbeConfig {
+            every: a.every,
+            chronyc_socket: a.chronyc_socket,
+            ptp_uds: a.ptp_uds,
+            ptp_domain: a.ptp_domain,
+        })),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            let code = e.downcast_ref::<common::ExitError>().map_or(1, |x| x.code);
+            let code = e.downcast_ref::<common::ExitError>().map_or(common::exit::FAILURE, |x| x.code);
             // An error may quote input (a name from a capture, a line of a scenario
             // file): no control characters reach the terminal, and no 200 KB line.
             let msg = format!("{e:#}");

@@ -131,11 +131,18 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// 2 when an input could not be read at all, 1 otherwise.
+    /// 64 when the command line is wrong (too few captures, one given twice, names that collide or
+    /// match nothing), 2 when an input could not be read or used (ddscope's exit codes: README).
     pub fn exit_code(&self) -> i32 {
         match self {
-            SessionError::Capture(_) | SessionError::Dir { .. } | SessionError::NoCaptures(_) | SessionError::Missing(_) | SessionError::Trace(_) => 2,
-            _ => 1,
+            SessionError::TooFewCaptures { .. }
+            | SessionError::SameFile(..)
+            | SessionError::SameName { .. }
+            | SessionError::UnknownCapture { .. }
+            | SessionError::UnknownTraceHost { .. }
+            | SessionError::SameTrace(_)
+            | SessionError::SameTraceHost { .. } => 64,
+            _ => 2,
         }
     }
 }

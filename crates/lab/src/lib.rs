@@ -2,6 +2,7 @@
 //! workload nodes (lab/), iperf3 interference, tcpdump capture on every host
 //! and application ground truth. See docs/lab.md.
 pub mod addr;
+pub mod clockwarp;
 pub mod lttng;
 pub mod net;
 pub mod pcapng;

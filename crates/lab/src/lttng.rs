@@ -127,7 +127,10 @@ impl HostSession {
     /// `output`, active before this returns (start the host's processes after it).
     /// With `live`, a relay daemon of the host takes the streams and writes
     /// them to `output` (see the module's documentation).
-    pub fn start(procs: &mut Procs, h: &HostNet, run_id: &str, output: &Path, home: &Path, log: &Path, live: bool) -> Result<HostSession> {
+    /// `env`: what the daemon runs with besides (a warped host's clock, crate::clockwarp: the
+    /// session's clock offset is measured by the daemon).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(procs: &mut Procs, h: &HostNet, run_id: &str, output: &Path, home: &Path, log: &Path, live: bool, env: &[(&str, String)]) -> Result<HostSession> {
         fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
         let logf = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         // its own UTS namespace too, named after the host: the trace's `hostname` is the host's
@@ -138,6 +141,7 @@ impl HostSession {
                 h.name
             ))
             .env("LTTNG_HOME", home)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
             .stderr(logf);

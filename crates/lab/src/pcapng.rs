@@ -32,22 +32,28 @@ pub struct InterfaceInfo<'a> {
 
 /// Converts tcpdump's pcap `src` into pcapng `dst` (gzip when `gzip`).
 pub fn pcap_to_pcapng(src: &Path, dst: &Path, info: &InterfaceInfo, gzip: bool) -> Result<ConvertStats> {
+    pcap_to_pcapng_at(src, dst, info, gzip, &|t| t)
+}
+
+/// [`pcap_to_pcapng`] with every time stamp read through `clock` (a host whose clock the scenario
+/// warps: crate::clockwarp), the statistics block's too.
+pub fn pcap_to_pcapng_at(src: &Path, dst: &Path, info: &InterfaceInfo, gzip: bool, clock: &dyn Fn(i64) -> i64) -> Result<ConvertStats> {
     let out = File::create(dst).with_context(|| format!("cannot create {}", dst.display()))?;
     let out = BufWriter::with_capacity(1 << 20, out);
     if gzip {
         let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::best());
-        let st = convert(src, &mut gz, info)?;
+        let st = convert(src, &mut gz, info, clock)?;
         gz.finish()?.flush()?;
         Ok(st)
     } else {
         let mut out = out;
-        let st = convert(src, &mut out, info)?;
+        let st = convert(src, &mut out, info, clock)?;
         out.flush()?;
         Ok(st)
     }
 }
 
-fn convert(src: &Path, w: &mut impl Write, info: &InterfaceInfo) -> Result<ConvertStats> {
+fn convert(src: &Path, w: &mut impl Write, info: &InterfaceInfo, clock: &dyn Fn(i64) -> i64) -> Result<ConvertStats> {
     let mut r = CaptureReader::open(src, None)?;
     let mut st = ConvertStats::default();
     let mut writer: Option<PcapngWriter<&mut dyn Write>> = None;
@@ -72,7 +78,7 @@ fn convert(src: &Path, w: &mut impl Write, info: &InterfaceInfo) -> Result<Conve
                 }
             }
             if let Some(x) = writer.as_mut() {
-                if let Err(e) = x.packet(p.ts_ns, p.data, p.orig_len) {
+                if let Err(e) = x.packet(clock(p.ts_ns), p.data, p.orig_len) {
                     first_error.get_or_insert(e);
                 }
             }
@@ -97,8 +103,8 @@ fn convert(src: &Path, w: &mut impl Write, info: &InterfaceInfo) -> Result<Conve
         (None, Some(w)) => PcapngWriter::new(w, &InterfaceOptions { linktype: 1, snaplen: 0, name: Some(info.name), description: Some(info.description) })?,
         (None, None) => return Ok(st),
     };
-    let span = st.first_ts_ns.zip(st.last_ts_ns);
-    writer.statistics(st.last_ts_ns.unwrap_or(0), info.received, info.dropped, span)?;
+    let span = st.first_ts_ns.zip(st.last_ts_ns).map(|(a, b)| (clock(a), clock(b)));
+    writer.statistics(st.last_ts_ns.map(clock).unwrap_or(0), info.received, info.dropped, span)?;
     writer.flush()?;
     Ok(st)
 }

@@ -51,6 +51,29 @@ pub struct RunReport {
     /// The Zenoh router (runs with Zenoh nodes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zenoh_router: Option<ZenohRouterReport>,
+    /// Hosts whose clock the scenario warped (crate::clockwarp): the true warp, the ground truth a
+    /// clock estimate is checked against. Empty in ordinary runs (one kernel clock).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clocks: Vec<ClockReport>,
+    /// What this machine's time daemons (chrony, ptp4l) said of its clock when the run started — the
+    /// clock every host of the lab shares — and one line per daemon that did not answer.
+    #[serde(default)]
+    pub clock_sync: Vec<ddscope_sysstat::clocksync::ClockSync>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock_sync_errors: Vec<String>,
+}
+
+/// One warped host's clock: its time stamps (capture, trace, ground truth) read
+/// `w(t) = t + offset + (t − ref)·drift + (t ≥ ref + step_at ? step : 0)` at true time t.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClockReport {
+    pub host: String,
+    #[serde(flatten)]
+    pub warp: crate::clockwarp::Warp,
+    /// True CLOCK_REALTIME of the run's start (ns).
+    pub ref_ns: i64,
+    /// The host's capture on the true clock (relative to the run directory).
+    pub true_clock_capture: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use crate::lttng::{self, HostSession, StopStats};
 use crate::net::{self, Lab};
 use crate::pcapng;
 use crate::procs::{self, in_netns, Procs};
-use crate::report::{
+use crate::report::{ClockReport, 
     AgentReport, CaptureReport, CaptureStats, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
     RunReport, Timing, Tools, TopicChecks, TopicReport, TopicsDoc, Topology, TracingReport, TruthFile, WireCheck, ZenohRouterReport, FORMAT,
 };
@@ -129,11 +129,22 @@ struct RunningNode {
     log: PathBuf,
 }
 
+/// Why `lab run` stopped, where a caller tells the cases apart (ddscope's exit codes).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The scenario file cannot be read or is not a valid scenario.
+    #[error("{0}")]
+    Scenario(String),
+    /// The run completed and its checks failed (run.json lists them).
+    #[error("{0}")]
+    Checks(String),
+}
+
 pub fn run(opts: &RunOptions) -> Result<i32> {
     let started = Instant::now();
-    let sc = scenario::load(&opts.scenario)?
-        .resolve_with(&opts.overrides)
-        .map_err(|e| anyhow!("{}: {e}", opts.scenario.display()))?;
+    let sc = scenario::load(&opts.scenario)
+        .and_then(|s| s.resolve_with(&opts.overrides).map_err(|e| anyhow!("{}: {e}", opts.scenario.display())))
+        .map_err(|e| RunError::Scenario(format!("{e:#}")))?;
     if !net::is_root() {
         bail!("ddscope lab run needs root to create network namespaces (run it with sudo)");
     }
@@ -226,9 +237,17 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     if !failures.is_empty() {
         let shown: Vec<&str> = failures.iter().take(4).map(|s| s.as_str()).collect();
         let more = if failures.len() > 4 { format!(" and {} more", failures.len() - 4) } else { String::new() };
-        bail!("run failed: {}{more} (all in {})", shown.join("; "), out.join("run.json").display());
+        return Err(RunError::Checks(format!("run failed: {}{more} (all in {})", shown.join("; "), out.join("run.json").display())).into());
     }
     Ok(0)
+}
+
+fn captures_name(host: &str, gzip: bool) -> String {
+    if gzip {
+        format!("{host}.pcapng.gz")
+    } else {
+        format!("{host}.pcapng")
+    }
 }
 
 /// Removes a directory tree when dropped.
@@ -261,6 +280,10 @@ struct TraceRun {
 }
 
 struct DriveResult {
+    /// True CLOCK_REALTIME when the run's first process started: warped clocks count from it.
+    clock_ref_ns: i64,
+    /// What the machine's time daemons said at the start (chrony, ptp4l).
+    clock_sync: Vec<std::result::Result<ddscope_sysstat::clocksync::ClockSync, String>>,
     t0: i64,
     tstop: i64,
     captures: Vec<(String, PathBuf, CaptureStats)>,
@@ -287,11 +310,30 @@ pub const TRACE_LIVE: &str = "{trace_live}";
 
 /// The per-process load series of a run (CSV, docs/lab.md).
 pub const LOAD_FILE: &str = "load.csv";
+/// Where a run with warped clocks keeps each warped host's capture on the true clock.
+pub const TRUE_CLOCK_DIR: &str = "true-clock";
 /// Most processes sampled (two sides of 64 nodes, tcpdump, agents and iperf3 fit).
 const MAX_LOAD_PROCESSES: usize = 256;
 
 #[allow(clippy::too_many_arguments)]
 fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &mut Procs, run_id: &str, out: &Path, tmp: &Path) -> Result<DriveResult> {
+    // 0. warped clocks: every process of a warped host reads its clock through the preload
+    let warps = sc.clock_warps();
+    let clock_ref_ns = now_ns();
+    let clock_sync = ddscope_sysstat::clocksync::Probe::default().read();
+    if !warps.is_empty() && opts.agent_args.is_some() {
+        bail!("hosts with a warped clock and --agent: an agent stamps packets with the kernel's clock, which the lab cannot warp (warp captures only: run without --agent)");
+    }
+    let warpclock = if warps.is_empty() { None } else { Some(bins.warpclock()?) };
+    let clock_env = |host: &str| -> Vec<(&'static str, String)> {
+        match (warps.get(host), &warpclock) {
+            (Some(w), Some(lib)) => vec![("LD_PRELOAD", lib.display().to_string()), ("DDSLAB_CLOCK_WARP", w.env(clock_ref_ns))],
+            _ => vec![],
+        }
+    };
+    for (host, w) in &warps {
+        say!(opts, "clock of {host} warped: offset {} ns, drift {} ppb, step {} ns at {} ns from the start", w.offset_ns, w.drift_ppb, w.step_ns, w.step_at_ns);
+    }
     // 1. captures
     let mut captures = vec![];
     if sc.capture.enabled {
@@ -344,7 +386,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         let h = lab.host(host).ok_or_else(|| anyhow!("internal: traced host {host} not in the lab"))?;
         let dir_name = format!("{host}.lttng");
         let log = out.join("logs").join(format!("lttng-{host}.log"));
-        let s = HostSession::start(procs, h, run_id, &out.join(&dir_name), &tmp.join(format!("lttng-home-{host}")), &log, live)?;
+        let s = HostSession::start(procs, h, run_id, &out.join(&dir_name), &tmp.join(format!("lttng-home-{host}")), &log, live, &clock_env(host))?;
         say!(opts, "tracing {host} ({}) into {dir_name}", distros.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "));
         sessions.insert(host.clone(), s);
     }
@@ -442,6 +484,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         let prog = bins.path(Vendor::Zenoh)?;
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?.to_string();
         let mut cmd = in_netns(&ns, &prog);
+        cmd.envs(clock_env(&runs_on));
         let f = File::create(&log)?;
         cmd.args(["--router", "--listen", &endpoint, "--run-id", run_id]).stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
         let i = procs.spawn("zenoh router", cmd)?;
@@ -473,6 +516,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             None => in_netns(&h.netns, prog),
         };
         procs::schedule(&mut cmd, &n.cpus, n.realtime);
+        cmd.envs(clock_env(&n.host));
         cmd.args(&args)
             .env("CYCLONEDDS_URI", workload::cyclone_config(sc, &h.iface))
             .stdin(Stdio::piped())
@@ -696,7 +740,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         );
     }
     let node_list = nodes.iter().map(|n| (n.name.clone(), n.host.clone(), n.vendor, n.truth_part.clone())).collect();
-    Ok(DriveResult { t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, node_pids, traces, cpu, agent_exits, load, zenoh_router })
+    Ok(DriveResult { clock_ref_ns, clock_sync, t0, tstop, captures: cap_out, node_exits, node_summaries, iperf, nodes: node_list, node_pids, traces, cpu, agent_exits, load, zenoh_router })
 }
 
 /// Runs `ddscope topics CAPTURE --format json` (this very binary).
@@ -733,11 +777,13 @@ fn analyse(
     let tol = sc.fidelity.rate_tolerance.0;
 
     // captures -> pcapng
+    let warps = sc.clock_warps();
+    let _ = fs::remove_dir_all(out.join(TRUE_CLOCK_DIR));
     let mut captures = vec![];
     let mut capture_files: BTreeMap<String, PathBuf> = BTreeMap::new();
     let router_points = sc.zenoh_router_captures();
     for (host, pcap, st) in &d.captures {
-        let name = if opts.gzip { format!("{host}.pcapng.gz") } else { format!("{host}.pcapng") };
+        let name = captures_name(host, opts.gzip);
         let dst = out.join(&name);
         let (descr, iface) = match hosts.iter().find(|h| &h.name == host) {
             Some(h) => (format!("ddscope lab host {host} ({} {} {}), scenario {}, run {run_id}", h.netns, h.ip, h.mac, sc.name), format!("{host}/{}", h.iface)),
@@ -756,7 +802,18 @@ fn analyse(
             received: st.received_by_filter,
             dropped: st.dropped_by_kernel,
         };
-        let cs = pcapng::pcap_to_pcapng(pcap, &dst, &info, opts.gzip).with_context(|| format!("capture of {host}"))?;
+        let cs = match warps.get(host) {
+            Some(w) => {
+                // the host's capture as its warped clock stamps it, and beside it the true times
+                // (true-clock/HOST.pcapng: the oracle a clock estimate is checked against)
+                let r = d.clock_ref_ns;
+                fs::create_dir_all(out.join(TRUE_CLOCK_DIR))?;
+                let truth = out.join(TRUE_CLOCK_DIR).join(&name);
+                pcapng::pcap_to_pcapng(pcap, &truth, &info, opts.gzip).with_context(|| format!("capture of {host} (true clock)"))?;
+                pcapng::pcap_to_pcapng_at(pcap, &dst, &info, opts.gzip, &|t| w.realtime(r, t)).with_context(|| format!("capture of {host}"))?
+            }
+            None => pcapng::pcap_to_pcapng(pcap, &dst, &info, opts.gzip).with_context(|| format!("capture of {host}"))?,
+        };
         let _ = fs::remove_file(pcap);
         let drops = st.dropped_by_kernel.unwrap_or(0) + st.dropped_by_interface.unwrap_or(0);
         if st.dropped_by_kernel.is_none() {
@@ -794,7 +851,19 @@ fn analyse(
         truth_files.push(TruthFile { host: h.name.clone(), file, records: recs.len() });
         records.extend(recs);
     }
-    let acc = truth::account(sc, &records);
+    // The lab's own account of the truth on the true clock: a warped host's nodes stamped theirs
+    // with its clock (the files keep what they stamped).
+    let acc = if warps.is_empty() {
+        truth::account(sc, &records)
+    } else {
+        let mut unwarped = records.clone();
+        for r in unwarped.iter_mut() {
+            if let Some(w) = warps.get(&r.host) {
+                r.t_ns = w.true_time(d.clock_ref_ns, r.t_ns);
+            }
+        }
+        truth::account(sc, &unwarped)
+    };
     if acc.unknown_receptions > 0 {
         failures.push(format!("ground truth: {} receptions of samples nobody published", acc.unknown_receptions));
     }
@@ -1141,6 +1210,12 @@ fn analyse(
         tracing,
         load: Some(d.load.clone()),
         zenoh_router: d.zenoh_router.clone(),
+        clock_sync: d.clock_sync.iter().filter_map(|r| r.as_ref().ok().cloned()).collect(),
+        clock_sync_errors: d.clock_sync.iter().filter_map(|r| r.as_ref().err().cloned()).collect(),
+        clocks: warps
+            .iter()
+            .map(|(h, w)| ClockReport { host: h.clone(), warp: *w, ref_ns: d.clock_ref_ns, true_clock_capture: format!("{TRUE_CLOCK_DIR}/{}", captures_name(h, opts.gzip)) })
+            .collect(),
     })
 }
 

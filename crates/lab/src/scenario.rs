@@ -343,6 +343,10 @@ fn default_rate_tolerance() -> Percent {
 #[serde(deny_unknown_fields)]
 pub struct Host {
     pub name: String,
+    /// The host's clock, warped (offset, drift, step) as an unsynchronised host's would read
+    /// (crate::clockwarp); the first host's is the reference and cannot be warped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clockwarp::ClockSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -806,6 +810,14 @@ fn valid_topic(s: &str) -> bool {
 }
 
 impl Scenario {
+    /// Each warped host's clock (crate::clockwarp), by host name.
+    pub fn clock_warps(&self) -> BTreeMap<String, crate::clockwarp::Warp> {
+        self.hosts
+            .iter()
+            .filter_map(|h| Some((h.name.clone(), h.clock.as_ref()?.warp(&h.name).ok().filter(|w| !w.is_identity())?)))
+            .collect()
+    }
+
     fn check(&self) -> Result<()> {
         if !valid_name(&self.name) {
             bail!("name {:?}: use letters, digits, '-' and '_'", self.name);
@@ -829,6 +841,12 @@ impl Scenario {
             }
             if !hosts.insert(h.name.as_str()) {
                 bail!("hosts[{i}].name {:?}: duplicate host", h.name);
+            }
+            if let Some(c) = &h.clock {
+                let w = c.warp(&h.name)?;
+                if i == 0 && !w.is_identity() {
+                    bail!("hosts[0] ({}): clock: the first host's clock is the reference the others are measured against (ddscope's first capture); warp another host's", h.name);
+                }
             }
         }
         if !(576..=65535).contains(&self.network.mtu) {

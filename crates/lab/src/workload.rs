@@ -94,6 +94,15 @@ impl NodeBins {
         Ok(Some(p))
     }
 
+    /// The clock-warping preload of hosts whose clock a scenario warps (lab/common/warpclock.c).
+    pub fn warpclock(&self) -> Result<PathBuf> {
+        let p = self.dir.join("libddslab-warpclock.so");
+        if !p.is_file() {
+            bail!("a host's clock is warped: {} not found (rebuild lab/: cmake -S lab -B lab/build && cmake --build lab/build)", p.display());
+        }
+        Ok(p)
+    }
+
     /// `--version` of a node program, e.g. "cyclonedds 0.10.2".
     pub fn version(&self, vendor: Vendor) -> Option<String> {
         let out = Command::new(self.path(vendor).ok()?).arg("--version").output().ok()?;

@@ -313,6 +313,7 @@ fn agents_following_a_live_session_give_serve_the_offline_layers() {
             trace: Some(f),
             domain: None,
             window: ddscope_core::window::Window::DEFAULT,
+            clock_sync: None,
             limits: Default::default(),
         };
         agents.push(std::thread::spawn(move || agent::run(cfg, cap, None, Arc::new(AtomicBool::new(false)), &mut |n| eprintln!("agent: {n}")).expect("agent").0));

@@ -352,6 +352,7 @@ fn node_names_from_the_wire_reach_api_state_and_prometheus() {
         trace: None,
         domain: None,
         window: ddscope_core::window::Window::DEFAULT,
+        clock_sync: None,
         limits: Default::default(),
     };
     let cap = Replay { reader: CaptureReader::open(&file, None).expect("open"), ended: false, frames: 0 };

@@ -8,7 +8,10 @@ use ddscope_export::{ExportOptions, ExportSpec, Exporters};
 use ddscope_monitor::agent::{self, AgentConfig};
 use ddscope_monitor::agent::upstream::Upstream;
 use ddscope_core::source::{open_interface, SourceSpec};
-use ddscope_monitor::agent::capture::Libpcap;
+use ddscope_monitor::agent::capture::{Libpcap, LiveCapture};
+use ddscope_monitor::agent::replay::{FileReplay, Speed};
+use ddscope_monitor::agent::AgentCapture;
+use ddscope_monitor::agent::clocksync::{ClockProbeConfig, ClockSyncFollower};
 use ddscope_monitor::agent::privileges::{drop_privileges, restrict_syscalls};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,6 +41,28 @@ are counted, connections are retried with backoff. Ctrl-C flushes.")]
 pub struct AgentArgs {
     #[command(flatten)]
     pub capture: CaptureArgs,
+    /// Replay a capture file instead of capturing (pcap/pcapng, optionally .gz): its frames are
+    /// handed over when their time comes (--speed), with their own time stamps, as a live
+    /// capture's would be — a recorded run on serve's dashboard
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["interface", "filter", "kernel_filter", "kernel_records"])]
+    pub read: Option<std::path::PathBuf>,
+    /// With --read: how fast, as a multiple of the pace the frames were captured at (1: as
+    /// captured), or max (as fast as they are read)
+    #[arg(long, value_name = "N|max", default_value = "1", value_parser = replay_speed, requires = "read")]
+    pub speed: Speed,
+    /// Do not ask the host's time daemons (chrony, ptp4l) what they say of its clock (by default
+    /// they are asked every 10 s, and serve sets that beside what the traffic says)
+    #[arg(long)]
+    pub no_clock_sync: bool,
+    /// chronyd's command socket (chronyc -h), when not chrony's default
+    #[arg(long, value_name = "PATH")]
+    pub chronyc_socket: Option<std::path::PathBuf>,
+    /// ptp4l's management socket (pmc -s), when not /var/run/ptp4l
+    #[arg(long, value_name = "PATH")]
+    pub ptp_uds: Option<std::path::PathBuf>,
+    /// The PTP domain ptp4l runs in (pmc -d)
+    #[arg(long, value_name = "N")]
+    pub ptp_domain: Option<u8>,
     /// Capture-point name (host name in the central view and in exports)
     #[arg(long)]
     pub name: String,
@@ -107,6 +132,23 @@ pub enum Sched {
     Idle,
 }
 
+/// Where the agent's frames come from.
+enum Source {
+    Live(LiveCapture),
+    File(FileReplay),
+}
+
+fn replay_speed(s: &str) -> Result<Speed, String> {
+    if s == "max" {
+        return Ok(Speed::Max);
+    }
+    let v: f64 = s.trim_end_matches('x').parse().map_err(|_| format!("{s:?}: a speed is a number (1 = as captured, 2 = twice as fast) or max"))?;
+    if !(v.is_finite() && (0.01..=1000.0).contains(&v)) {
+        return Err(format!("{s:?}: between 0.01 and 1000 (or max)"));
+    }
+    Ok(Speed::Times(v))
+}
+
 fn export_spec(s: &str) -> Result<ExportSpec, String> {
     s.parse::<ExportSpec>().map_err(|e| e.to_string())
 }
@@ -118,8 +160,19 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let limits = a.limits.resolve()?;
     let specs: Vec<ExportSpec> = a.exports.clone();
     let duration = a.capture.duration;
-    let cap = open_interface(a.capture.spec(a.immediate), &Libpcap)?;
-    eprintln!("agent {}: capturing on {} ({})", a.name, a.capture.interface, cap.timestamp_note);
+    let source = match &a.read {
+        Some(f) => {
+            let r = FileReplay::open(f, a.speed).map_err(crate::common::input_error)?;
+            eprintln!("agent {}: replaying {}", a.name, r.timestamp_note());
+            Source::File(r)
+        }
+        None => {
+            let iface = a.capture.interface()?.to_string();
+            let cap = open_interface(a.capture.spec(a.immediate), &Libpcap)?;
+            eprintln!("agent {}: capturing on {iface} ({})", a.name, cap.timestamp_note);
+            Source::Live(cap)
+        }
+    };
     let exporters = if specs.is_empty() {
         None
     } else {
@@ -137,7 +190,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         Some(ex)
     };
     if a.node_exporter.is_some() && !a.processes.is_empty() {
-        anyhow::bail!("--process samples /proc itself; it cannot be combined with --node-exporter");
+        return Err(crate::common::usage("--process samples /proc itself; it cannot be combined with --node-exporter"));
     }
     let system = match &a.node_exporter {
         Some(u) => SystemSource::node_exporter(u),
@@ -148,12 +201,12 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let trace = match &a.trace_live {
         Some(url) => {
             if !matches!(SourceSpec::trace(url), SourceSpec::TraceLive(_)) {
-                anyhow::bail!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION");
+                return Err(crate::common::usage(format!("--trace-live {url}: give the live session's URL, net://RELAYD/host/HOSTNAME/SESSION")));
             }
             let cfg = ddscope_monitor::agent::trace::TraceFollowConfig { url: url.clone(), max_queued: a.trace_queue as usize, lag_ns: a.trace_lag.as_nanos() as i64,
                 assemble: limits.assembler(ddscope_core::ros2::AssembleConfig::default().max_open_ns),
             };
-            let f = ddscope_monitor::agent::trace::TraceFollower::start(cfg).map_err(|e| anyhow::anyhow!("--trace-live: {e}"))?;
+            let f = ddscope_monitor::agent::trace::TraceFollower::start(cfg).map_err(|e| crate::common::input(format!("--trace-live: {e}")))?;
             eprintln!("agent {}: following the live trace session {url}", a.name);
             Some(f)
         }
@@ -164,6 +217,20 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         let s = stop.clone();
         ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     }
+    // The time daemons' clients run in a child started before privileges are dropped (their
+    // sockets are root's) and system calls restricted (no execve after that).
+    let clock_sync = if a.no_clock_sync {
+        None
+    } else {
+        let cfg = ClockProbeConfig { every: Duration::from_secs(10), chronyc_socket: a.chronyc_socket.clone(), ptp_uds: a.ptp_uds.clone(), ptp_domain: a.ptp_domain };
+        match std::env::current_exe().and_then(|exe| ClockSyncFollower::start(&exe, &cfg)) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("agent {}: the time daemons cannot be asked ({e}): no clock claims", a.name);
+                None
+            }
+        }
+    };
     // After the exporters bound their ports (a port below 1024 needs root) and every thread exists.
     if let Some(n) = drop_privileges()? {
         eprintln!("agent {}: {n}", a.name);
@@ -179,9 +246,13 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         trace,
         domain: a.domain,
         window: a.window.window,
+        clock_sync,
     };
     let name = a.name.clone();
-    let (report, exporters) = agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?;
+    let (report, exporters) = match source {
+        Source::Live(cap) => agent::run(cfg, cap, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?,
+        Source::File(r) => agent::run(cfg, r, exporters, stop, &mut |n| eprintln!("agent {name}: {n}"))?,
+    };
     if let Some(ex) = exporters {
         for (sink, s) in ex.shutdown(Duration::from_secs(5)) {
             eprintln!(
@@ -239,7 +310,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         let list: Vec<String> = stopped.iter().map(|s| format!("{} ({})", s.thread, s.why)).collect();
         let more = if *more > 0 { format!(" and {more} more") } else { String::new() };
         eprintln!("agent {}: stopped because a thread ended: {}{more}", a.name, list.join(", "));
-        return Ok(1);
+        return Ok(crate::common::exit::FAILURE);
     }
     Ok(0)
 }

@@ -21,7 +21,7 @@ pub enum TstampArg {
 pub struct CaptureArgs {
     /// Interface to capture on
     #[arg(short = 'i', long = "interface")]
-    pub interface: String,
+    pub interface: Option<String>,
     /// BPF capture filter (tcpdump syntax)
     #[arg(long)]
     pub filter: Option<String>,
@@ -56,6 +56,11 @@ pub struct CaptureArgs {
 
 impl CaptureArgs {
     /// The interface source (`SourceSpec::Interface`: `-i NAME` with its capture settings); `immediate` as the command decides.
+    /// The interface (`-i`), required where no other source is given.
+    pub fn interface(&self) -> anyhow::Result<&str> {
+        self.interface.as_deref().ok_or_else(|| crate::common::usage("give the interface to capture on: -i IFACE"))
+    }
+
     pub fn spec(&self, immediate: bool) -> InterfaceSpec {
         let tstamp = match self.tstamp {
             TstampArg::Host => Tstamp::Host,
@@ -63,7 +68,7 @@ impl CaptureArgs {
             TstampArg::AdapterUnsynced => Tstamp::AdapterUnsynced,
         };
         InterfaceSpec {
-            interface: self.interface.clone(),
+            interface: self.interface.clone().unwrap_or_default(),
             filter: self.filter.clone(),
             snaplen: self.snaplen,
             tstamp,

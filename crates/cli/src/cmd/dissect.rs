@@ -203,7 +203,7 @@ impl Analysis for Rows<SampleRecord> {
 pub fn run(a: DissectArgs) -> anyhow::Result<i32> {
     let select = Selection { kinds: a.kinds.clone(), traffic: a.traffic.iter().map(|t| (*t).into()).collect(), topics: common::topic_select(&a.topics, a.domain)? };
     if a.records == Records::Samples && !a.kinds.is_empty() {
-        anyhow::bail!("--kind selects submessages; it does not apply to --records samples");
+        return Err(common::usage("--kind selects submessages; it does not apply to --records samples"));
     }
     let limits = a.limits.resolve()?;
     let inputs = [a.capture.clone()];

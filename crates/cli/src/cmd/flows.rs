@@ -4,7 +4,7 @@
 use super::limit_args::LimitArgs;
 use crate::args::{self, Offset};
 use crate::common::{self, ExitError, OutFormat};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use ddscope_core::flows::{self, FlowConfig, FlowError, FlowInput, FlowPacketRow, FlowStats};
 use ddscope_core::output::{Format, RecordWriter};
@@ -68,7 +68,8 @@ pub struct FlowsArgs {
 fn flow_error(e: FlowError) -> anyhow::Error {
     let code = match &e {
         FlowError::Capture(c) => c.exit_code(),
-        _ => 1,
+        FlowError::TooFewCaptures(_) | FlowError::TooManyCaptures(_) | FlowError::SameName(..) | FlowError::SameFile(..) => common::exit::USAGE,
+        FlowError::Stopped(_) => common::exit::FAILURE,
     };
     anyhow::Error::new(ExitError { code, message: e.to_string() })
 }
@@ -80,7 +81,7 @@ pub fn flow_inputs(inputs: &[PathBuf], offsets: &[Offset]) -> anyhow::Result<Vec
     for o in offsets {
         let Some(i) = v.iter_mut().find(|i| i.name == o.name) else {
             let known: Vec<&str> = v.iter().map(|i| i.name.as_str()).collect();
-            bail!("--offset {}: no capture point named {:?} (have {})", o.name, o.name, known.join(", "));
+            return Err(common::usage(format!("--offset {}: no capture point named {:?} (have {})", o.name, o.name, known.join(", "))));
         };
         i.offset_ns = o.ns;
     }
@@ -140,7 +141,7 @@ pub fn run(a: FlowsArgs) -> anyhow::Result<i32> {
     if summaries.is_empty() {
         let measured: u64 = outcomes.iter().map(|o| o.tap.measured).sum();
         return Err(anyhow::Error::new(ExitError {
-            code: 1,
+            code: common::exit::INPUT,
             message: format!(
                 "no UDP flow was seen at two capture points ({measured} datagrams measured{}): are these captures of the same traffic at the same time?",
                 if a.all { "" } else { "; RTPS datagrams are left out unless --all" }

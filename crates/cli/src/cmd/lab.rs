@@ -145,15 +145,24 @@ struct DownArgs {
 fn parse_vendors(v: &[String]) -> Result<Vec<(String, Vendor)>> {
     v.iter()
         .map(|s| {
-            let (n, vendor) = s.split_once('=').ok_or_else(|| anyhow!("--vendor {s}: write NODE=VENDOR"))?;
-            Ok((n.to_string(), vendor.parse()?))
+            let (n, vendor) = s.split_once('=').ok_or_else(|| crate::common::usage(format!("--vendor {s}: write NODE=VENDOR")))?;
+            Ok((n.to_string(), vendor.parse().map_err(|e| crate::common::usage(format!("--vendor {s}: {e}")))?))
         })
         .collect()
 }
 
+/// `lab run`'s errors with their exit codes: a scenario that cannot be used (2), checks that failed (1).
+fn lab_error(r: Result<i32>) -> Result<i32> {
+    r.map_err(|e| match e.downcast_ref::<run::RunError>() {
+        Some(run::RunError::Scenario(m)) => crate::common::input(m),
+        Some(run::RunError::Checks(m)) => crate::common::verdict(m),
+        None => e,
+    })
+}
+
 pub fn run(args: LabArgs) -> Result<i32> {
     match args.cmd {
-        Cmd::Run(a) => run::run(&RunOptions {
+        Cmd::Run(a) => lab_error(run::run(&RunOptions {
             overrides: scenario::Overrides { duration: a.duration, vendors: parse_vendors(&a.vendors)?, load: a.load, tracing: a.tracing },
             scenario: a.scenario,
             out: a.out,
@@ -162,7 +171,7 @@ pub fn run(args: LabArgs) -> Result<i32> {
             quiet: a.quiet,
             agent_args: a.agent.map(|s| s.split_whitespace().map(str::to_string).collect()),
             management: a.management,
-        }),
+        })),
         Cmd::Sweep(a) => sweep(a),
         Cmd::Check(a) => check(a),
         Cmd::Up(a) => up(a),
@@ -185,8 +194,8 @@ pub fn run(args: LabArgs) -> Result<i32> {
 fn sweep(a: SweepArgs) -> Result<i32> {
     use super::lab_sweep;
     use ddscope_lab::sweep::{self, Status, SweepOptions};
-    let sw = sweep::load(&a.sweep)?;
-    lab_sweep::check_plots(&sw)?;
+    let sw = sweep::load(&a.sweep).map_err(|e| crate::common::input(format!("{e:#}")))?;
+    lab_sweep::check_plots(&sw).map_err(|e| crate::common::input(format!("{e:#}")))?;
     let out = a.out.clone().unwrap_or_else(|| lab_sweep::default_out(&sw));
     if a.list {
         println!("{}: {} cells x {} repeats ({} excluded), base {}", sw.name, sw.cells.len(), sw.repeats, sw.excluded, sw.scenario_file.display());
@@ -221,11 +230,12 @@ fn sweep(a: SweepArgs) -> Result<i32> {
 }
 
 fn check(a: CheckArgs) -> Result<i32> {
-    let sc = scenario::load(&a.scenario)?
-        .resolve(None, &parse_vendors(&a.vendors)?)
-        .map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    let vendors = parse_vendors(&a.vendors)?;
+    let sc = scenario::load(&a.scenario)
+        .and_then(|s| s.resolve(None, &vendors).map_err(|e| anyhow!("{}: {e}", a.scenario.display())))
+        .map_err(|e| crate::common::input(format!("{e:#}")))?;
     let bins = NodeBins::find()?;
-    workload::check_nodes(&sc, &bins).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    workload::check_nodes(&sc, &bins).map_err(|e| crate::common::input(format!("{}: {e}", a.scenario.display())))?;
     if a.resolved {
         print!("{}", sc.to_toml()?);
         return Ok(0);
@@ -269,7 +279,9 @@ fn check(a: CheckArgs) -> Result<i32> {
 }
 
 fn up(a: UpArgs) -> Result<i32> {
-    let sc = scenario::load(&a.scenario)?.resolve(None, &[]).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    let sc = scenario::load(&a.scenario)
+        .and_then(|s| s.resolve(None, &[]).map_err(|e| anyhow!("{}: {e}", a.scenario.display())))
+        .map_err(|e| crate::common::input(format!("{e:#}")))?;
     if !net::is_root() {
         bail!("ddscope lab up needs root to create network namespaces (run it with sudo)");
     }
@@ -291,7 +303,7 @@ fn down(a: DownArgs) -> Result<i32> {
         bail!("ddscope lab down needs root to delete network namespaces (run it with sudo)");
     }
     if a.ids.is_empty() && !a.all {
-        bail!("give the ids printed by `lab up`, or --all");
+        return Err(crate::common::usage("give the ids printed by `lab up`, or --all"));
     }
     let mut removed = 0;
     for (ns, _pid, alive) in net::list_lab_namespaces()? {
@@ -305,7 +317,7 @@ fn down(a: DownArgs) -> Result<i32> {
         }
     }
     if removed == 0 && !a.ids.is_empty() {
-        bail!("no lab namespaces match {}", a.ids.join(", "));
+        return Err(crate::common::usage(format!("no lab namespaces match {}", a.ids.join(", "))));
     }
     Ok(0)
 }

@@ -5,7 +5,7 @@
 use super::limit_args::LimitArgs;
 use crate::args::{self, BudgetArg, Offset, PathArg, Period, TraceArg};
 use crate::common::{self, OutFormat};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ddscope_core::latency::{FlowSummary, LatencyRow, LayerRow};
 use ddscope_core::ros2::chain::ChainLayerRow;
@@ -160,7 +160,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         _ => None,
     };
     if a.path.is_some() && traces.is_empty() {
-        bail!("--path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)");
+        return Err(common::usage("--path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)"));
     }
     let mut inputs: Vec<PathBuf> = a.inputs.clone();
     inputs.extend(captures.iter().map(|c| c.path.clone()));
@@ -185,10 +185,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     opts.path = chain_path.clone();
     let mut budgets: Vec<BudgetArg> = a.budgets.clone();
     if let Some(f) = &a.budget_file {
-        budgets.extend(args::budget_file(f).map_err(|e| anyhow::anyhow!("--budget-file {e}"))?);
+        budgets.extend(args::budget_file(f).map_err(|e| common::input(format!("--budget-file {e}")))?);
     }
     if a.fail_on_incidents && budgets.is_empty() {
-        bail!("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE");
+        return Err(common::usage("--fail-on-incidents needs a budget: give --budget TOPIC=DURATION or --budget-file FILE"));
     }
     let link_rate = link_rate(a.link_rate, &a.inputs);
     let explain = a.explain || a.explain_window.is_some() || !budgets.is_empty();
@@ -504,7 +504,7 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
     if !given.is_empty() {
         for g in given {
             let host = g.host.clone();
-            load.read_csv(&g.dir, &move |_| Some(host.clone())).map_err(|e| anyhow::anyhow!("--load {e}"))?;
+            load.read_csv(&g.dir, &move |_| Some(host.clone())).map_err(|e| common::input(format!("--load {e}")))?;
         }
         return Ok(Some(load));
     }
@@ -523,7 +523,7 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
             }
         }
     }
-    load.add_csv(&file.display().to_string(), &text, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(|e| anyhow::anyhow!("{e}"))?;
+    load.add_csv(&file.display().to_string(), &text, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(common::input)?;
     Ok(Some(load))
 }
 

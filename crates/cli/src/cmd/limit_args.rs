@@ -2,7 +2,6 @@
 //! `--limit KEY=N`, `--max-writers N`) and `ddscope limits`, which prints
 //! the caps in effect as a limits file.
 
-use anyhow::Context;
 use clap::Args;
 use ddscope_core::limits::{Limits, KEYS};
 use std::path::PathBuf;
@@ -35,18 +34,18 @@ impl LimitArgs {
     pub fn resolve(&self) -> anyhow::Result<Limits> {
         let mut l = Limits::default();
         if let Some(f) = &self.file {
-            let text = ddscope_traffic::fsio::read_bounded_text(f, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "limits file").with_context(|| "--limits".to_string())?;
-            l.apply_toml(&text).map_err(|e| anyhow::anyhow!("--limits {}: {e}", f.display()))?;
+            let text = ddscope_traffic::fsio::read_bounded_text(f, ddscope_traffic::fsio::MAX_CONFIG_BYTES, "limits file").map_err(|e| crate::common::input(format!("--limits: {e:#}")))?;
+            l.apply_toml(&text).map_err(|e| crate::common::input(format!("--limits {}: {e}", f.display())))?;
         }
         for (k, v) in &self.set {
             let (section, key) = k.split_once('.').unwrap_or(("", k));
             // The value is parsed as the file would parse it (sizes take units).
             let doc = format!("[{section}]\n{key} = {}\n", toml_value(v));
-            l.apply_toml(&doc).map_err(|e| anyhow::anyhow!("--limit {k}={v}: {e}"))?;
+            l.apply_toml(&doc).map_err(|e| crate::common::usage(format!("--limit {k}={v}: {e}")))?;
         }
         if let Some(n) = self.max_writers {
-            l.set("topics.max_writers", n).map_err(|e| anyhow::anyhow!("--max-writers {n}: {e}"))?;
-            l.set("correlation.max_writers", n).map_err(|e| anyhow::anyhow!("--max-writers {n}: {e}"))?;
+            l.set("topics.max_writers", n).map_err(|e| crate::common::usage(format!("--max-writers {n}: {e}")))?;
+            l.set("correlation.max_writers", n).map_err(|e| crate::common::usage(format!("--max-writers {n}: {e}")))?;
         }
         Ok(l)
     }

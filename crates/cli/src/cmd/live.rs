@@ -143,6 +143,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     // Before any thread is spawned, so every thread inherits the cleared bounding set.
     ddscope_monitor::agent::privileges::clear_bounding_set()?;
     let limits = a.limits.resolve()?;
+    let iface_name = a.capture.interface()?.to_string();
     let duration = a.capture.duration;
     let mut cap = open_interface(a.capture.spec(!a.batched), &Libpcap)?;
     let mut output = None;
@@ -159,7 +160,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
             } else {
                 Finish::Output(o)
             });
-            let iface = InterfaceOptions { linktype: cap.link().linktype() as u16, name: Some(&a.capture.interface), ..Default::default() };
+            let iface = InterfaceOptions { linktype: cap.link().linktype() as u16, name: Some(iface_name.as_str()), ..Default::default() };
             Some(PcapngWriter::new(std::io::BufWriter::with_capacity(1 << 20, f), &iface)?)
         }
         None => None,
@@ -169,7 +170,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     if !cap.filter_note.is_empty() {
         eprintln!("live: {}", cap.filter_note);
     }
-    let name = capture_name(std::path::Path::new(&a.capture.interface));
+    let name = capture_name(std::path::Path::new(&iface_name));
     let stop = Arc::new(AtomicBool::new(false));
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
@@ -250,7 +251,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 let (w, h) = terminal::size().unwrap_or((160, 40));
                 let mut out = std::io::stdout();
                 execute!(out, cursor::MoveTo(0, 0), terminal::Clear(terminal::ClearType::All))?;
-                for (i, line) in render(&s, &a.capture.interface, &note, started.elapsed()).iter().enumerate().take(h as usize) {
+                for (i, line) in render(&s, &iface_name, &note, started.elapsed()).iter().enumerate().take(h as usize) {
                     let line: String = line.chars().take(w as usize).collect();
                     execute!(out, cursor::MoveTo(0, i as u16))?;
                     write!(out, "{line}")?;
@@ -261,7 +262,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
                 if last_print.elapsed() >= Duration::from_secs(2) {
                     last_print = Instant::now();
                     let s = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    println!("{}\n", render(&s, &a.capture.interface, &note, started.elapsed()).join("\n"));
+                    println!("{}\n", render(&s, &iface_name, &note, started.elapsed()).join("\n"));
                 }
             }
         }
@@ -283,7 +284,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         skipped: dec.stats.summary_line(),
         notes: vec![],
     };
-    println!("{}", render(&final_snap, &a.capture.interface, &note, started.elapsed()).join("\n"));
+    println!("{}", render(&final_snap, &iface_name, &note, started.elapsed()).join("\n"));
     if let (Some(p), Some(n), Some(o)) = (&a.write, written, output) {
         match o {
             Finish::Output(o) => o.commit()?,
@@ -294,7 +295,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
     }
     eprintln!(
         "live: {}: {} frames; kernel: received {}, dropped {}, if_dropped {}; {}",
-        a.capture.interface,
+        iface_name,
         dec.stats.frames,
         counters.received,
         counters.dropped,
@@ -302,7 +303,7 @@ pub fn run(a: LiveArgs) -> anyhow::Result<i32> {
         dec.stats.summary_line()
     );
     if let Some(f) = &counters.filter {
-        eprintln!("live: {}: {}", a.capture.interface, ddscope_monitor::agent::kfilter::closing_line(f));
+        eprintln!("live: {}: {}", iface_name, ddscope_monitor::agent::kfilter::closing_line(f));
     }
     if let Some(d) = a.domain {
         eprintln!("live: --domain {d}: left out {} submessages and {} samples of other or unknown domains", left_out.0, left_out.1);

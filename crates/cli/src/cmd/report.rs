@@ -8,7 +8,7 @@
 use super::limit_args::LimitArgs;
 use crate::args::{self, BudgetArg, NamedRun, Offset, PathArg, TraceArg};
 use crate::common::{self, capture_name};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use ddscope_core::latency::{Level, LatencyRow};
 use ddscope_core::rate::{SampleTimes, TopicRate};
@@ -216,7 +216,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
     if a.path.is_some() && traces.is_empty() {
-        bail!("run {name}: --path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)");
+        return Err(common::usage(format!("run {name}: --path needs ros2_tracing traces: give --trace HOST=DIR (or a run directory with HOST.lttng/)")));
     }
     let mut opts = LatencyOptions {
         offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
@@ -396,7 +396,7 @@ fn load_series(text: &str, path: &std::path::Path, start_ns: i64) -> anyhow::Res
     let mut lines = text.lines();
     let header = lines.next().unwrap_or("");
     if header != ddscope_lab::procs::LOAD_CSV_HEADER && header != ddscope_lab::procs::LOAD_CSV_HEADER_V1 {
-        bail!("{}: line 1: not a load.csv header ({header:?})", path.display());
+        return Err(common::input(format!("{}: line 1: not a load.csv header ({header:?})", path.display())));
     }
     let columns = header.split(',').count();
     // (process, pid) -> rows (t_ns, cpu_s, rss_bytes, ctx)
@@ -466,7 +466,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &select)?];
     for c in &a.compare {
         if runs.iter().any(|r| r.name == c.name) {
-            bail!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name);
+            return Err(common::usage(format!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name)));
         }
         runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &select)?);
     }

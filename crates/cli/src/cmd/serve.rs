@@ -131,6 +131,10 @@ pub struct ServeExportArgs {
     /// pc2=+37s; exported as ddscope_clock_offset_seconds
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = crate::args::offset)]
     pub offsets: Vec<crate::args::Offset>,
+    /// Trust the agents' clocks: no clock tracking (by default every agent's clock is tracked against
+    /// the first agent's from the traffic both see, and cross-host figures carry its error bar)
+    #[arg(long)]
+    pub no_estimate: bool,
     /// No metrics registry (/metrics answers 404): only to measure what the registry costs (bench/serve_export.py)
     #[arg(long, hide = true, conflicts_with = "exports")]
     pub no_metrics: bool,
@@ -200,7 +204,7 @@ fn rate_between(min: f64, max: f64) -> impl Fn(&str) -> Result<f64, String> + Cl
 
 pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     if !a.listen.ip().is_loopback() && a.token.as_deref().is_none_or(str::is_empty) {
-        anyhow::bail!("--listen {} is reachable from other hosts: give a --token (or listen on 127.0.0.1)", a.listen);
+        return Err(crate::common::usage(format!("--listen {} is reachable from other hosts: give a --token (or listen on 127.0.0.1)", a.listen)));
     }
     let limits = HttpLimits {
         max_connections: a.max_connections as usize,
@@ -242,6 +246,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         trace_sampling: a.export.trace_sample.clone(),
         max_export_series: a.export.max_export_series as usize,
         offsets: a.export.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
+        track_clocks: !a.export.no_estimate,
         explain: ddscope_core::latency::live_explain::LiveExplainOptions {
             window_ns: a.explain_window.as_nanos() as i64,
             explain: ddscope_core::latency::explain::ExplainOptions {

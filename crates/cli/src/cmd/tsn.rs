@@ -6,7 +6,7 @@ use ddscope_tsn::frame::{Framing, RtpsOptions};
 use ddscope_tsn::scenario::{self, Scenario, TaprioMode};
 use ddscope_tsn::sr::SrClass;
 use ddscope_tsn::tas::{self, TasInput};
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use ddscope_traffic::{Bytes, Nanos, Percent, Rate};
 use std::fmt::Write;
@@ -318,7 +318,7 @@ pub fn run(args: TsnArgs) -> anyhow::Result<i32> {
 fn check_cmd(a: CheckArgs) -> anyhow::Result<i32> {
     use ddscope_core::session;
     use ddscope_tsn::check::{self, CheckOptions, Judge};
-    let sc = Scenario::load(&a.configuration)?;
+    let sc = Scenario::load(&a.configuration).map_err(|e| crate::common::input(format!("{e:#}")))?;
     let found = session::expand_run(&a.inputs, &[]).map_err(crate::common::session_error)?;
     let mut latency = session::LatencyOptions { offsets: a.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(), ..Default::default() };
     latency.submessage_rows = false;
@@ -333,7 +333,7 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<i32> {
         latency,
     };
     let report = check::check(&sc, found.captures, &found.truth, &opts).map_err(|e| match e {
-        session::SessionError::UnknownCapture { .. } => anyhow!("--offset: {e}"),
+        session::SessionError::UnknownCapture { .. } => crate::common::usage(format!("--offset: {e}")),
         e => crate::common::session_error(e),
     })?;
     for n in &report.notes {
@@ -376,7 +376,7 @@ fn tas_cmd(a: TasArgs) -> anyhow::Result<i32> {
     if let Some(dir) = &a.calibrate {
         return tas_calibrated(&a, &inp, dir);
     }
-    let r = tas::predict(&inp).map_err(|e| anyhow!(e))?;
+    let r = tas::predict(&inp).map_err(crate::common::usage)?;
     if a.format == Format::Json {
         return print_json(&r);
     }
@@ -462,7 +462,7 @@ fn tas_calibrated(a: &TasArgs, inp: &TasInput, dir: &std::path::Path) -> anyhow:
     use ddscope_tsn::calibrate::{self, CalibrateOptions};
     let limits = a.limits.resolve()?;
     let opt = CalibrateOptions { topic: a.topic.clone(), link_rate_bps: None, socket_buffer: a.socket_buffer.map(|b| b.0), decoder: limits.decoder, samples: limits.samples };
-    let cal = calibrate::calibrate(dir, &opt).map_err(|e| anyhow!(e))?;
+    let cal = calibrate::calibrate(dir, &opt).map_err(crate::common::input)?;
     let configs: Vec<(String, u64, f64)> = if a.table_4_6 {
         tas::TABLE_4_6.iter().map(|(n, c, o)| (n.to_string(), *c, *o)).collect()
     } else {
@@ -588,13 +588,13 @@ the hosts' stack time {:.3} ms median there, {:.3} ms in the calibration's run",
 fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
     use ddscope_tsn::plan::{self, PlanOptions};
     if !(a.margin >= 1.0 && a.margin.is_finite()) {
-        bail!("--margin {} must be at least 1", a.margin);
+        return Err(crate::common::usage(format!("--margin {} must be at least 1", a.margin)));
     }
     if a.duration.0 == 0 {
-        bail!("--duration must be positive");
+        return Err(crate::common::usage("--duration must be positive"));
     }
     let limits = a.limits.resolve()?;
-    let m = plan::measure(&a.captures, limits.decoder, limits.samples).map_err(|e| anyhow!(e))?;
+    let m = plan::measure(&a.captures, limits.decoder, limits.samples).map_err(crate::common::input)?;
     let opt = PlanOptions {
         link_rate_bps: a.link_rate.0,
         max_cycle_ns: a.max_cycle.0,
@@ -677,15 +677,15 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<i32> {
 }
 
 fn sim_cmd(a: SimArgs) -> anyhow::Result<i32> {
-    let mut sc = Scenario::load(&a.scenario)?;
+    let mut sc = Scenario::load(&a.scenario).map_err(|e| crate::common::input(format!("{e:#}")))?;
     if let Some(d) = a.duration {
         if d.0 == 0 || d.0 > scenario::MAX_DURATION_NS {
-            bail!("--duration {d}: must lie between 0 and 24h");
+            return Err(crate::common::usage(format!("--duration {d}: must lie between 0 and 24h")));
         }
         sc.duration = d;
     }
     let seed = a.seed.unwrap_or(sc.seed);
-    let r = scenario::try_simulate(&sc, seed).map_err(|e| anyhow!("{}: {e}", a.scenario.display()))?;
+    let r = scenario::try_simulate(&sc, seed).map_err(|e| crate::common::input(format!("{}: {e}", a.scenario.display())))?;
     if a.format == Format::Json {
         return print_json(&r);
     }
@@ -752,32 +752,32 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 fn parse_class(s: &str) -> anyhow::Result<CbsClassInput> {
-    let (name, rest) = s.split_once(':').ok_or_else(|| anyhow!("--class {s:?}: expected NAME:reserved=RATE,max-frame=BYTES"))?;
+    let (name, rest) = s.split_once(':').ok_or_else(|| crate::common::usage(format!("--class {s:?}: expected NAME:reserved=RATE,max-frame=BYTES")))?;
     let mut reserved = None;
     let mut mfs = None;
     for kv in rest.split(',') {
-        let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--class {s:?}: {kv:?} is not key=value"))?;
+        let (k, v) = kv.split_once('=').ok_or_else(|| crate::common::usage(format!("--class {s:?}: {kv:?} is not key=value")))?;
         match k.trim() {
             "reserved" => reserved = Some(v.parse::<Rate>().with_context(|| format!("--class {s:?}: reserved"))?),
             "max-frame" | "max_frame" => mfs = Some(v.parse::<Bytes>().with_context(|| format!("--class {s:?}: max-frame"))?),
-            other => bail!("--class {s:?}: unknown key {other:?} (reserved, max-frame)"),
+            other => return Err(crate::common::usage(format!("--class {s:?}: unknown key {other:?} (reserved, max-frame)"))),
         }
     }
     Ok(CbsClassInput {
         name: name.to_string(),
-        reserved_bps: reserved.ok_or_else(|| anyhow!("--class {s:?}: reserved=RATE missing"))?.0,
-        max_frame_bytes: mfs.ok_or_else(|| anyhow!("--class {s:?}: max-frame=BYTES missing"))?.0,
+        reserved_bps: reserved.ok_or_else(|| crate::common::usage(format!("--class {s:?}: reserved=RATE missing")))?.0,
+        max_frame_bytes: mfs.ok_or_else(|| crate::common::usage(format!("--class {s:?}: max-frame=BYTES missing")))?.0,
     })
 }
 
 fn cbs_cmd(a: CbsArgs) -> anyhow::Result<i32> {
     // The printed lines are run as root: a real interface name and a tc handle, nothing else.
-    ddscope_tsn::shell::check_ifname(&a.dev).map_err(|e| anyhow!("--dev: {e}"))?;
+    ddscope_tsn::shell::check_ifname(&a.dev).map_err(|e| crate::common::usage(format!("--dev: {e}")))?;
     if a.handle.is_empty() || a.handle.len() > 4 || !a.handle.chars().all(|c| c.is_ascii_hexdigit()) {
-        bail!("--handle {:?}: a tc major handle is 1 to 4 hexadecimal digits", ddscope_traffic::text::excerpt(&a.handle, 40));
+        return Err(crate::common::usage(format!("--handle {:?}: a tc major handle is 1 to 4 hexadecimal digits", ddscope_traffic::text::excerpt(&a.handle, 40))));
     }
     let classes = a.classes.iter().map(|c| parse_class(c)).collect::<anyhow::Result<Vec<_>>>()?;
-    let params = cbs::compute(a.port_rate.0, a.max_frame_bytes.0, &classes).map_err(|e| anyhow!(e))?;
+    let params = cbs::compute(a.port_rate.0, a.max_frame_bytes.0, &classes).map_err(crate::common::usage)?;
     let lines: Vec<String> =
         params.iter().enumerate().map(|(i, p)| cbs::tc_line(&a.dev, &format!("{}:{}", a.handle, i + 1), p, false)).collect();
     if a.format == Format::Json {
@@ -807,7 +807,7 @@ fn cbs_cmd(a: CbsArgs) -> anyhow::Result<i32> {
 }
 
 fn config_cmd(a: ConfigArgs) -> anyhow::Result<i32> {
-    let sc = Scenario::load(&a.scenario)?;
+    let sc = Scenario::load(&a.scenario).map_err(|e| crate::common::input(format!("{e:#}")))?;
     let mode = a.taprio_mode.map(|m| match m {
         ModeArg::Software => TaprioMode::Software,
         ModeArg::TxtimeAssist => TaprioMode::TxtimeAssist,

@@ -261,6 +261,30 @@ impl ClockTracker {
         }
     }
 
+    /// Captures tracked (the reference included).
+    pub fn captures(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Forgets what capture `c` saw (a new host took its slot): its keys and its line; the
+    /// reference's keys and every line when `c` is the reference.
+    pub fn reset_capture(&mut self, c: usize) {
+        if c >= self.keys.len() {
+            return;
+        }
+        self.keys[c] = Default::default();
+        self.latest[c] = i64::MIN;
+        self.ended[c] = false;
+        self.applied[c] = 0;
+        if c == 0 {
+            for p in self.pairs.iter_mut() {
+                *p = Pair::default();
+            }
+        } else {
+            self.pairs[c] = Pair::default();
+        }
+    }
+
     pub fn add_capture(&mut self) {
         self.keys.push(Default::default());
         self.latest.push(i64::MIN);
@@ -434,6 +458,21 @@ impl ClockTracker {
         }
     }
 
+    /// The line [`fit`](Self::fit) gives, without counting it as one that corrected an instant
+    /// (the mean error bar stays the one of the lines that corrected).
+    pub fn peek(&mut self, c: usize, t: i64) -> Option<Fit> {
+        let b = t.div_euclid(BUCKET_NS);
+        if let Some(f) = self.pairs.get(c).filter(|_| c > 0).and_then(|p| p.fits.get(&b)) {
+            return *f;
+        }
+        let before = self.pairs.get(c).map(|p| (p.queries, p.sum_uncertainty));
+        let f = self.fit(c, t);
+        if let (Some((q, s)), Some(p)) = (before, self.pairs.get_mut(c)) {
+            (p.queries, p.sum_uncertainty) = (q, s);
+        }
+        f
+    }
+
     /// The clock line of capture `c` around reference time `t` (None: no two-way traffic there).
     pub fn fit(&mut self, c: usize, t: i64) -> Option<Fit> {
         let p = self.pairs.get_mut(c).filter(|_| c > 0)?;
@@ -525,6 +564,45 @@ impl ClockTracker {
                 }
             })
             .collect()
+    }
+}
+
+/// What two hosts' time daemons claim (each within `bound` of true time) against what the traffic
+/// says of their clocks (`offset` ± `uncertainty` apart): the claims cannot both hold when the clocks
+/// are further apart than the two bounds allow, beyond the estimate's own error bar.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClaimCheck {
+    pub capture: String,
+    pub reference: String,
+    /// The daemons' bounds (ns): this capture's host, the reference's.
+    pub bound_ns: i64,
+    pub reference_bound_ns: i64,
+    /// The clock tracker's offset of this capture against the reference, and its error bar (ns).
+    pub offset_ns: i64,
+    pub uncertainty_ns: i64,
+    pub contradicted: bool,
+    /// One line for the user.
+    pub line: String,
+}
+
+impl ClaimCheck {
+    pub fn new(capture: &str, reference: &str, bound_ns: i64, reference_bound_ns: i64, offset_ns: i64, uncertainty_ns: i64, sources: (&str, &str)) -> ClaimCheck {
+        let apart = offset_ns.saturating_abs().saturating_sub(uncertainty_ns.max(0));
+        let allowed = bound_ns.max(0).saturating_add(reference_bound_ns.max(0));
+        let contradicted = apart > allowed;
+        let us = |ns: i64| ns as f64 / 1e3;
+        let line = if contradicted {
+            format!(
+                "{capture}'s {} says its clock is within {:.1} µs of true time and {reference}'s {} says within {:.1} µs, but the traffic puts {capture} {:+.1} µs ± {:.1} µs from {reference}: at least one host's clock is not where its time daemon says",
+                sources.0, us(bound_ns), sources.1, us(reference_bound_ns), us(offset_ns), us(uncertainty_ns)
+            )
+        } else {
+            format!(
+                "{capture}'s {} (within {:.1} µs) and {reference}'s {} (within {:.1} µs) agree with the traffic ({:+.1} µs ± {:.1} µs)",
+                sources.0, us(bound_ns), sources.1, us(reference_bound_ns), us(offset_ns), us(uncertainty_ns)
+            )
+        };
+        ClaimCheck { capture: capture.into(), reference: reference.into(), bound_ns, reference_bound_ns, offset_ns, uncertainty_ns, contradicted, line }
     }
 }
 
@@ -962,6 +1040,16 @@ mod tests {
         k.set_ended(1, true);
         k.push(0, Exchange { key: 10_000, ts_ns: t0 + 60_000_000_000, src: ip(1), prefix: GuidPrefix([1; 12]) });
         assert_eq!(k.keys[0].0.len(), 1, "{:?}", k.stats);
+    }
+
+    #[test]
+    fn claims_are_contradicted_only_beyond_both_bounds_and_the_error_bar() {
+        // pc2's chrony: within 20 µs; pc1's: within 15 µs; the traffic: 300 ± 10 µs apart.
+        let c = ClaimCheck::new("pc2", "pc1", 20_000, 15_000, 300_000, 10_000, ("chrony", "chrony"));
+        assert!(c.contradicted && c.line.contains("within 20.0 µs") && c.line.contains("+300.0 µs ± 10.0 µs"), "{}", c.line);
+        // 40 ± 10 µs apart: 30 µs at least, within 35 µs of bounds.
+        assert!(!ClaimCheck::new("pc2", "pc1", 20_000, 15_000, -40_000, 10_000, ("chrony", "ptp4l")).contradicted);
+        assert!(ClaimCheck::new("pc2", "pc1", 20_000, 15_000, -46_000, 10_000, ("chrony", "ptp4l")).contradicted);
     }
 
     #[test]

@@ -725,7 +725,18 @@ impl Correlator {
         self.watermarks.push(i64::MIN);
         self.spans.push((i64::MAX, i64::MIN));
         self.ended.push(false);
-        self.names.len() - 1
+        let c = self.names.len() - 1;
+        // A capture added as it comes (serve's agents): the first is the reference clock, the others
+        // are tracked against it.
+        if let Some(k) = self.clock.as_mut() {
+            while k.captures() <= c {
+                k.add_capture();
+            }
+            if self.cfg.clocks.len() == c {
+                self.cfg.clocks.push(if c == 0 { ClockTrust::Reference } else { ClockTrust::Unchecked });
+            }
+        }
+        c
     }
 
     /// Gives capture point `c`'s slot to a new capture point `name` (a live
@@ -803,10 +814,34 @@ impl Correlator {
         self.watermarks[c] = i64::MIN;
         self.spans[c] = (i64::MAX, i64::MIN);
         self.ended[c] = false;
+        // A new host's clock: its line starts over (every line, when it is the reference), and the
+        // participants placed by the old one's traffic are forgotten.
+        if let Some(k) = self.clock.as_mut() {
+            k.reset_capture(c);
+            if c == 0 {
+                self.sides.clear();
+            } else {
+                self.sides.retain(|_, x| *x != c);
+            }
+        }
+        if let Some(t) = self.cfg.clocks.get_mut(c) {
+            *t = if c == 0 { ClockTrust::Reference } else { ClockTrust::Unchecked };
+        }
+        if let Some(ci) = self.clock_instants.get_mut(c) {
+            *ci = (0, 0);
+        }
         self.stats.captures_replaced += 1;
         self.stats.flows = self.flows.len();
         self.stats.flow_bytes = self.flows.weight();
         c
+    }
+
+    /// What is known of capture point `c`'s clock (an offset the user gave: [`ClockTrust::Given`]).
+    pub fn set_clock_trust(&mut self, c: usize, t: ClockTrust) {
+        if self.cfg.clocks.len() <= c {
+            self.cfg.clocks.resize(c + 1, ClockTrust::Unchecked);
+        }
+        self.cfg.clocks[c] = t;
     }
 
     /// Sets capture point `c`'s clock offset t_o (subtracted from its timestamps and its trace's from now on).
@@ -875,6 +910,23 @@ impl Correlator {
         } else {
             self.clock_instants[c].0 += 1;
             applied.saturating_sub(o)
+        }
+    }
+
+    /// A ground-truth instant of host `host` on the reference clock: by the offset and the clock line
+    /// of the capture named after the host (as its capture's and trace's instants), as written where
+    /// no capture has the host's name.
+    fn truth_time(&mut self, host: &str, t: i64, tracked: bool) -> i64 {
+        match self.names.iter().position(|n| &**n == host) {
+            Some(c) => {
+                let t = self.corr(c, t);
+                if tracked {
+                    t.saturating_add(self.clock_delta(c, t))
+                } else {
+                    t
+                }
+            }
+            None => t,
         }
     }
 
@@ -1207,6 +1259,10 @@ impl Correlator {
             return;
         }
         let publish = app.publish.get(&(writer, sn));
+        // The ground truth is on its host's clock, as the host's capture and trace are (one kernel
+        // clock in an ordinary lab run, where the line leaves it as written; a host whose clock the
+        // scenario warps stamps it with that clock).
+        let publish_t = publish.map(|p| self.truth_time(&p.host, p.t_ns, tracked));
         let sender_name = self.names[sender].clone();
         let sts = p.source_ts;
         // INFO_TS and the sender's capture are on one clock: the raw capture time.
@@ -1222,7 +1278,7 @@ impl Correlator {
             None => None,
         };
         // A trace is on its host's clock, as that host's capture is: each instant by the tracker's line
-        // at it, as the capture's are. (The lab's ground truth is on the hosts' one clock: left as is.)
+        // at it, as the capture's are.
         let trace_pub = trace_pub.map(|(mut pb, j)| {
             if tracked {
                 let h = pb.host;
@@ -1262,14 +1318,16 @@ impl Correlator {
                 .map(|(_, dst, t)| (readers::ReaderId::Locator(*dst), t.saturating_sub(snd.first_ts)))
                 .collect();
             self.readers.record(&key.0, sender, r, &wire);
-            if let (Some(pb), Some(rcvs)) = (publish, app.receive.get(&(writer, sn))) {
-                let truth: SmallVec<[(readers::ReaderId, i64); 4]> = rcvs
-                    .iter()
-                    .filter(|x| x.host == *self.names[r])
-                    .map(|x| (readers::ReaderId::Node(Arc::from(x.node.as_str())), x.t_ns.saturating_sub(pb.t_ns)))
-                    .collect();
+            if let (Some(pb_t), Some(rcvs)) = (publish_t, app.receive.get(&(writer, sn))) {
+                let host = self.names[r].clone();
+                let mut truth: SmallVec<[(readers::ReaderId, i64); 4]> = SmallVec::new();
+                for x in rcvs.iter().filter(|x| x.host == *host) {
+                    let t = self.truth_time(&x.host, x.t_ns, tracked);
+                    truth.push((readers::ReaderId::Node(Arc::from(x.node.as_str())), t.saturating_sub(pb_t)));
+                }
                 self.readers.record(&key.0, sender, r, &truth);
             }
+            let rcv_t = app.receive_on(writer, sn, &self.names[r]).map(|rcv| self.truth_time(&rcv.host, rcv.t_ns, tracked));
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
             if flow.names.is_none() {
@@ -1293,8 +1351,8 @@ impl Correlator {
                 repaired,
                 timing: Some(Timing::Lost),
                 period_ns: period,
-                app_publish_ts_ns: publish.map(|p| p.t_ns),
-                sender_stack_ns: publish.map(|p| snd.first_ts.saturating_sub(p.t_ns)),
+                app_publish_ts_ns: publish_t,
+                sender_stack_ns: publish_t.map(|p| snd.first_ts.saturating_sub(p)),
                 source_ts_ns: sts,
                 source_ts_to_wire_ns: src_to_wire,
                 ..LatencyRow::new(Level::Message, topic.clone(), writer, sn, sender_name.clone(), self.names[r].clone(), Status::Lost, snd.first_ts)
@@ -1346,13 +1404,13 @@ impl Correlator {
                         Some(_) => Some(Timing::Late),
                         None => None,
                     };
-                    if let Some(rcv) = app.receive_on(writer, sn, &self.names[r]) {
-                        let stack = rcv.t_ns.saturating_sub(rs.last_ts);
-                        row.app_receive_ts_ns = Some(rcv.t_ns);
+                    if let Some(rcv_t) = rcv_t {
+                        let stack = rcv_t.saturating_sub(rs.last_ts);
+                        row.app_receive_ts_ns = Some(rcv_t);
                         row.receiver_stack_ns = Some(stack);
                         flow.layer(Layer::ReceiverStack, stack);
-                        if let Some(p) = publish {
-                            let app_lat = rcv.t_ns.saturating_sub(p.t_ns);
+                        if let Some(p) = publish_t {
+                            let app_lat = rcv_t.saturating_sub(p);
                             row.app_latency_ns = Some(app_lat);
                             flow.layer(Layer::Application, app_lat);
                         }
@@ -1440,6 +1498,7 @@ impl Correlator {
             }
             self.reweigh(&key);
             if self.cfg.message_rows {
+                row.clock_error_ns = self.row_clock_error(sender, row.sender_first_ts_ns, r, row.receiver_last_ts_ns.or(row.receiver_first_ts_ns).unwrap_or(row.sender_first_ts_ns));
                 out.take(row);
             }
         }
@@ -1562,6 +1621,7 @@ impl Correlator {
         let topic = p.topic.clone().or_else(|| w.topic.clone());
         for &(r, _r_first_ip, r_last, r_dups) in p.seen.iter().filter(|s| s.0 != sender) {
             let lat = r_last.saturating_sub(s_first_ip);
+            let clock_error_ns = if self.cfg.submessage_rows { self.row_clock_error(sender, s_first_ip, r, r_last) } else { None };
             let key = (topic_key(&topic, &writer), topic_domain(&topic), sender, r);
             let evicted = &mut self.stats.flow_samples_evicted;
             let flow = self.flows.get_or_insert_with(key.clone(), FlowStats::default, &mut |_, f| *evicted += f.samples);
@@ -1572,6 +1632,7 @@ impl Correlator {
             self.reweigh(&key);
             if self.cfg.submessage_rows {
                 out.take(LatencyRow {
+                    clock_error_ns,
                     fragment_starting_num: Some(frag),
                     sender_last_ts_ns: Some(s_last),
                     receiver_last_ts_ns: Some(r_last),
@@ -1595,6 +1656,34 @@ impl Correlator {
     }
 
     /// Per-flow summaries, in topic order.
+    /// The error bar (ns) of a figure from capture `a`'s instant `ta` to capture `b`'s `tb`: the two
+    /// clock lines' there added (0 on one clock; None where either clock was not checked).
+    fn row_clock_error(&mut self, a: usize, ta: i64, b: usize, tb: i64) -> Option<i64> {
+        if a == b {
+            return Some(0);
+        }
+        Some(self.clock_bar(a, ta)?.saturating_add(self.clock_bar(b, tb)?))
+    }
+
+    /// How far capture `c`'s clock may be from the reference's at its corrected instant `t` (ns).
+    fn clock_bar(&mut self, c: usize, t: i64) -> Option<i64> {
+        let trust = self.cfg.clocks.get(c).copied().unwrap_or_default();
+        if c == 0 || trust == ClockTrust::Reference {
+            return Some(0);
+        }
+        if trust == ClockTrust::Given {
+            return None;
+        }
+        let base0 = self.cfg.offsets_ns.first().copied().unwrap_or(0);
+        let line = self.clock.as_mut().and_then(|k| k.peek(c, t.saturating_add(base0)));
+        match (trust, line) {
+            (ClockTrust::Estimated(u), Some(f)) => Some(u.max(f.uncertainty_ns)),
+            (ClockTrust::Estimated(u), None) => Some(u),
+            (_, Some(f)) => Some(f.uncertainty_ns),
+            _ => None,
+        }
+    }
+
     /// What is known of the clocks of captures `a` and `b` together: (`checked`|`given`|`unchecked`,
     /// the error bar of a figure taken between them, ns).
     pub fn clock_between(&self, a: usize, b: usize) -> (&'static str, Option<i64>) {

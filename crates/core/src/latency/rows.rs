@@ -52,6 +52,9 @@ pub struct LatencyRow {
     pub source_ts_to_wire_ns: Option<i64>,
     /// The ROS 2 layer from traces, when a trace event was joined to this sample.
     pub ros: Option<Box<RosColumns>>,
+    /// The error bar of this row's cross-host figures from the clocks (the two captures' clock
+    /// lines at its instants, ns): 0 on one clock, None where the clocks were not checked.
+    pub clock_error_ns: Option<i64>,
 }
 
 /// The ROS 2 columns of a latency row: the trace instants joined to the
@@ -140,6 +143,7 @@ impl LatencyRow {
             source_ts_ns: None,
             source_ts_to_wire_ns: None,
             ros: None,
+            clock_error_ns: None,
         }
     }
 
@@ -253,6 +257,7 @@ crate::record!(LatencyRow, r, {
     ros_e2e_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.ros_e2e_ns)),
     domain: U64 => opt_u(r.topic.as_deref().and_then(|t| t.domain)),
     dds_remote_ns: I64 => opt_i(r.ros.as_deref().and_then(|x| x.dds_remote_ns)),
+    clock_error_ns: I64 => opt_i(r.clock_error_ns),
 });
 
 /// One line of the per-layer summary table.

@@ -6,8 +6,10 @@
 //! capture, the view and the privileges; `ddscope agent` all of it.
 
 pub mod capture;
+pub mod clocksync;
 pub mod kfilter;
 pub mod privileges;
+pub mod replay;
 pub mod stages;
 pub mod trace;
 pub mod upstream;

@@ -79,6 +79,8 @@ pub struct AgentConfig {
     /// The correlation window of the `serve` this agent feeds: an incomplete
     /// sample's record is closed after [`Window::sample_timeout_ns`] of it.
     pub window: Window,
+    /// What the host's time daemons say of its clock (started before privileges are dropped).
+    pub clock_sync: Option<crate::agent::clocksync::ClockSyncFollower>,
 }
 
 /// What the agent did, for its closing lines.
@@ -110,8 +112,9 @@ fn stream_item(item: &Item) -> Option<StreamItem> {
         Item::Sample(r) => Some(StreamItem::sample(r)),
         Item::Frag(f) => Some(StreamItem::frag(f)),
         Item::Watermark(t) => Some(StreamItem::Watermark { t: *t }),
-        // The clock tracker's evidence stays with `latency` on files (serve does not track clocks yet).
-        Item::End | Item::Exchange(_) => None,
+        // Clock evidence for serve's clock tracker.
+        Item::Exchange(x) => Some(StreamItem::exchange(x)),
+        Item::End => None,
     }
 }
 
@@ -159,8 +162,10 @@ pub fn run(
     let mut domain_left_out = (0u64, 0u64);
     // A worker thread that ended by a panic stops the agent as a stop request
     // would (what it has goes out), rather than running on without that part.
+    // A replayed file that has ended stops the agent as the end of --duration would.
+    let source_ended = std::cell::Cell::new(false);
     let asked_to_stop = || {
-        stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d) || ddscope_sysstat::workers::any_stopped()
+        stop.load(Ordering::Relaxed) || cfg.duration.is_some_and(|d| started.elapsed() >= d) || ddscope_sysstat::workers::any_stopped() || source_ended.get()
     };
     let mut thread_noted = false;
     // After a stop request, keep reading for a moment: in batched mode the
@@ -185,7 +190,9 @@ pub fn run(
         };
         if running {
             let mut stage = DomainFilter::new(cfg.domain, (&mut view, &mut exporters, &mut feed, &mut clock));
-            point.step(&mut cap, &mut stage)?;
+            if point.step(&mut cap, &mut stage)? == ddscope_core::source::Poll::Ended {
+                source_ended.set(true);
+            }
             domain_left_out.0 += stage.events_left_out;
             domain_left_out.1 += stage.samples_left_out;
             // Frames that carry no RTPS (the agent's own HTTP, other traffic) move the capture's
@@ -287,6 +294,9 @@ pub fn run(
                         })
                         .collect();
                     x.set_topic_rates(&rates);
+                    if let Some(r) = cfg.clock_sync.as_ref().and_then(|c| c.latest()) {
+                        x.registry().set_families("clock_sync", crate::agent::clocksync::families(&r));
+                    }
                 }
                 if tx.is_some() {
                     match cfg.system.sample(Duration::from_millis(500)) {
@@ -328,6 +338,7 @@ pub fn run(
                         "topic_rows_not_sent": topic_rows_not_sent,
                         "timestamps": cap.timestamp_note(),
                         "trace": trace_counters,
+                        "clock_sync": cfg.clock_sync.as_ref().and_then(|c| c.latest()),
                     })),
                     last: !running,
                 };

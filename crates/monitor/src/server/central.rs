@@ -298,6 +298,7 @@ impl Central {
                 period_ns: None,
                 message_rows: true,
                 submessage_rows: true,
+                track_clocks: cfg.track_clocks,
                 ros: {
                     let mut ros = ddscope_core::latency::RosOptions::default();
                     ros.chain.path = cfg.chain_path.clone();
@@ -397,6 +398,10 @@ impl Central {
                 } else {
                     self.corr.add_capture(&b.agent, offset)
                 };
+                // An offset given for the agent (--offset) is taken as it is, not tracked.
+                if idx > 0 && self.cfg.offsets.iter().any(|(n, _)| n == &b.agent) {
+                    self.corr.set_clock_trust(idx, ddscope_core::latency::ClockTrust::Given);
+                }
                 self.agents.insert(
                     b.agent.clone(),
                     Agent {
@@ -710,6 +715,40 @@ impl Central {
                 .map(|(w, n)| Sample::new("ddscope_serve_otlp_hold_total", l(&[("what", w)]), *n as f64))
                 .collect(),
         ));
+        // The clock tracker's view of each agent's clock against the first agent's (docs/latency.md "Clocks").
+        let clocks = self.corr.clock_summaries();
+        if !clocks.is_empty() {
+            let per = |f: &dyn Fn(&ddscope_core::latency::clock::ClockSummary) -> Option<f64>, name: &str| -> Vec<Sample> {
+                clocks.iter().filter_map(|c| Some(Sample::new(name, l(&[("capture", &c.capture)]), f(c)?))).collect()
+            };
+            out.push(fam(
+                "ddscope_clock_estimate_offset_seconds",
+                "The capture point's clock against the first agent's, by the clock tracker's latest line (from traffic seen both ways).",
+                MetricKind::Gauge,
+                per(&|c| c.last_offset_ns.map(|o| o as f64 / 1e9), "ddscope_clock_estimate_offset_seconds"),
+            ));
+            out.push(fam(
+                "ddscope_clock_error_bar_seconds",
+                "The clock tracker's error bar (mean over the instants its lines corrected): every cross-host figure with this agent carries it.",
+                MetricKind::Gauge,
+                per(&|c| c.mean_uncertainty_ns.map(|u| u as f64 / 1e9), "ddscope_clock_error_bar_seconds"),
+            ));
+            let claims = self.clock_claims();
+            if !claims.is_empty() {
+                out.push(fam(
+                    "ddscope_clock_claim_contradicted",
+                    "1 when the traffic puts the agent's clock further from the first agent's than both hosts' time daemons (chrony, ptp4l) say their clocks can be (/api/state → clock_claims).",
+                    MetricKind::Gauge,
+                    claims.iter().map(|c| Sample::new("ddscope_clock_claim_contradicted", l(&[("capture", &c.capture)]), c.contradicted as u8 as f64)).collect(),
+                ));
+            }
+            out.push(fam(
+                "ddscope_clock_exchanges_total",
+                "Submessages seen at this agent and at the first one (the clock tracker's evidence).",
+                MetricKind::Counter,
+                per(&|c| Some(c.matched as f64), "ddscope_clock_exchanges_total"),
+            ));
+        }
         if let Some(j) = self.corr.join_stats().and_then(|j| serde_json::to_value(j).ok()) {
             let samples: Vec<Sample> = j
                 .as_object()
@@ -720,6 +759,29 @@ impl Central {
             out.push(fam("ddscope_serve_ros2_join_total", "The ROS 2 join's counters (/api/state → ros2.join): takes joined each way, ambiguous, unjoined, evicted.", MetricKind::Counter, samples));
         }
         out
+    }
+
+    /// What each agent's time daemons claim of its clock (its counters' `clock_sync`), set against the
+    /// clock tracker's line between it and the first agent (docs/latency.md "Clocks").
+    pub fn clock_claims(&self) -> Vec<ddscope_core::latency::clock::ClaimCheck> {
+        use crate::agent::clocksync::ClockReading;
+        let claim = |name: &str| -> Option<(i64, String)> {
+            let a = self.agents.get(name)?;
+            let r: ClockReading = serde_json::from_value(a.counters.get("clock_sync")?.clone()).ok()?;
+            let c = r.claim()?;
+            Some((c.bound_ns?, c.source.clone()))
+        };
+        let Some((reference, _)) = self.agents.iter().find(|(_, a)| a.idx == 0) else { return vec![] };
+        let Some((rb, rs)) = claim(reference) else { return vec![] };
+        self.corr
+            .clock_summaries()
+            .into_iter()
+            .filter_map(|s| {
+                let (b, src) = claim(&s.capture)?;
+                let o = s.last_offset_ns?;
+                Some(ddscope_core::latency::clock::ClaimCheck::new(&s.capture, reference, b, rb, o, s.max_uncertainty_ns, (&src, &rs)))
+            })
+            .collect()
     }
 
     /// Publishes [`metric_families`](Self::metric_families) and `extra` (the HTTP layer's) into the registry
@@ -747,6 +809,9 @@ impl Central {
     /// `rate_limited` the refusals per agent name.
     pub fn state(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
         let caps = &self.cfg.caps;
+        let claims = self.clock_claims();
+        let mut warnings = self.corr.warnings();
+        warnings.extend(claims.iter().filter(|c| c.contradicted).map(|c| c.line.clone()));
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let mut summaries = self.corr.summaries();
         let flows_total = summaries.len();
@@ -812,9 +877,11 @@ impl Central {
             "flows": flows,
             "writers": writers,
             "correlation": self.corr.stats,
+            "clocks": self.corr.clock_summaries(),
             "correlation_evicted": self.corr.stats.problem_line(),
             "pending": {"samples": ps, "submessages": pf},
-            "warnings": self.corr.warnings(),
+            "warnings": warnings,
+            "clock_claims": claims,
             "incidents": self.incidents.json(caps.state_incidents),
             "ros2": {
                 "join": self.corr.join_stats(),

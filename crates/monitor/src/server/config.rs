@@ -95,6 +95,9 @@ pub struct ServeConfig {
     pub max_export_series: usize,
     /// Clock offset t_o per agent (Bosk et al. Eq. 9), subtracted from its timestamps and its trace's.
     pub offsets: Vec<(String, i64)>,
+    /// Track every agent's clock against the first agent's from the traffic both see (offset, drift,
+    /// error bar; docs/latency.md "Clocks"); off: the agents' clocks are trusted as they are.
+    pub track_clocks: bool,
     /// The live incident feed: its window of sample time, caps and feed length (the budgets come
     /// from `budgets`, the grace is at least `window_ns` and a second).
     pub explain: ddscope_core::latency::live_explain::LiveExplainOptions,
@@ -125,6 +128,7 @@ impl ServeConfig {
             trace_sampling: TraceSampling::default(),
             max_export_series: 2000,
             offsets: vec![],
+            track_clocks: true,
             explain: Default::default(),
         }
     }

@@ -183,7 +183,9 @@ pub fn encode(b: &Batch, memo: &mut TopicMemo) -> (ExportTraceServiceRequest, Ex
                 watermark = Some(watermark.map_or(*t, |w: i64| w.max(*t)));
                 continue;
             }
-            StreamItem::Publish(_) | StreamItem::Take(_) | StreamItem::TraceWatermark { .. } => None,
+            // Trace items and clock evidence travel on the JSON stream only: a shard behind the
+            // Collector sees the samples routed to it, not the exchanges another shard's samples need.
+            StreamItem::Publish(_) | StreamItem::Take(_) | StreamItem::TraceWatermark { .. } | StreamItem::Exchange(_) => None,
         };
         match sp {
             Some(sp) => spans.push(sp),

@@ -150,6 +150,34 @@ pub enum StreamItem {
     Publish(StreamPublish),
     Take(StreamTake),
     TraceWatermark { t: i64 },
+    /// A self-identifying submessage seen at the agent's capture point (clock evidence: `serve`'s
+    /// clock tracker pairs it with its sighting at another agent, docs/latency.md "Clocks").
+    Exchange(StreamExchange),
+}
+
+/// A clock tracker's exchange on the wire: the submessage's key (the same at every capture point),
+/// its time, the sender's address and participant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamExchange {
+    pub key: u64,
+    pub t: i64,
+    pub src: std::net::IpAddr,
+    /// The sending participant's GUID prefix (24 hex digits).
+    pub p: String,
+}
+
+fn prefix_of(s: &str) -> Option<ddscope_wire::GuidPrefix> {
+    let b = s.as_bytes();
+    if b.len() != 24 {
+        return None;
+    }
+    let mut out = [0u8; 12];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(ddscope_wire::GuidPrefix(out))
 }
 
 /// Decoded by [`ItemDecoder`]: for the capture side or for the trace side of the correlator.
@@ -248,6 +276,10 @@ impl StreamItem {
             // Callback durations stay with the agent's own view.
             TraceItem::Callback(_) | TraceItem::End => return None,
         })
+    }
+
+    pub fn exchange(x: &ddscope_core::latency::clock::Exchange) -> StreamItem {
+        StreamItem::Exchange(StreamExchange { key: x.key, t: x.ts_ns, src: x.src, p: x.prefix.to_string() })
     }
 
     pub fn frag(f: &FragSighting) -> StreamItem {
@@ -437,6 +469,12 @@ impl ItemDecoder {
                 return Err("a trace item where a capture item was expected".into())
             }
             StreamItem::Watermark { t } => Item::Watermark(t),
+            StreamItem::Exchange(x) => Item::Exchange(ddscope_core::latency::clock::Exchange {
+                key: x.key,
+                ts_ns: x.t,
+                src: x.src,
+                prefix: prefix_of(&x.p).ok_or_else(|| format!("bad participant prefix {:?}", x.p.chars().take(40).collect::<String>()))?,
+            }),
             StreamItem::Frag(f) => {
                 let writer = guid(&f.w)?;
                 if let Some(k) = f.topic {
