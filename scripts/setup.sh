@@ -127,6 +127,16 @@ step lab "the lab's workload nodes (cmake, lab/build)" lab_build
 # The lab's tc eBPF programs (clsact egress/ingress, loaded by iproute2).
 step bpf "the lab's tc eBPF programs (make -C lab/bpf)" make -s -C lab/bpf
 
+# Real ROS 2 Jazzy (rclcpp, ros2_tracing, rmw_cyclonedds_cpp, rmw_fastrtps_cpp, rmw_zenoh_cpp) built
+# from ../shared/ros2 (scripts/ros2-build.sh: cached in ~/.cache/ddscope by the bundle's hash; 25-30
+# min on 2 cores the first time), and the lab's rclcpp node on it (lab/ros2/build.sh). Without the
+# bundle the real-ROS 2 lab tests skip, saying why.
+if [ -f ../shared/ros2/ros2-jazzy-src.tar.zst ] || [ -f /work/shared/ros2/ros2-jazzy-src.tar.zst ] || [ -n "${DDSCOPE_ROS2_BUNDLE:-}" ]; then
+  step ros2 "real ROS 2 Jazzy and the lab's rclcpp node (cached in ~/.cache/ddscope; ~25 min the first time)" lab/ros2/build.sh
+else
+  skip "real ROS 2 Jazzy (lab/ros2)" "no ../shared/ros2 bundle here"
+fi
+
 # The OTLP tests run a real OpenTelemetry Collector, built once with the
 # collector builder from the Go module proxy (minutes the first time; cached
 # under ~/.cache/ddscope, fetching a Go toolchain there too if needed).

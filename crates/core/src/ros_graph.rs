@@ -401,6 +401,10 @@ pub struct ParticipantNodes {
     /// Samples of this participant seen (each replaced the previous state).
     pub updates: u64,
     pub nodes: Vec<NodeState>,
+    /// Gids the participant listed before and no longer does (destroyed entities): they keep
+    /// their names, and go with the participant when it is evicted.
+    #[serde(skip)]
+    pub retired: Vec<Guid>,
 }
 
 /// One node of [`ParticipantNodes`].
@@ -424,6 +428,7 @@ fn ser_guids<S: serde::Serializer>(v: &[Guid], s: S) -> Result<S::Ok, S::Error> 
 impl ParticipantNodes {
     fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
+            + self.retired.len() * std::mem::size_of::<Guid>()
             + self
                 .nodes
                 .iter()
@@ -570,9 +575,18 @@ impl RosGraph {
         }
         let old = self.participants.remove(&p.gid);
         let updates = old.as_ref().map_or(0, |o| o.updates) + 1;
+        // A gid the participant no longer lists was destroyed (a publisher gone, a node shut down:
+        // a real rmw announces an empty list as its process ends); it keeps naming that entity,
+        // whose samples are still being analysed (GUIDs are never reused), until the entities'
+        // cap evicts it. Only evicted participants forget their gids.
+        let listed: std::collections::HashSet<Guid> = p.nodes.iter().flat_map(|n| n.readers.iter().chain(&n.writers)).copied().collect();
+        let mut retired: Vec<Guid> = vec![];
         let old_nodes: Vec<Arc<RosNode>> = match old {
             Some(o) => {
-                self.forget(&p.gid, &o);
+                self.nodes -= o.nodes.len();
+                retired = o.retired;
+                retired.extend(o.nodes.iter().flat_map(|n| n.readers.iter().chain(&n.writers)).filter(|g| !listed.contains(g)));
+                retired.retain(|g| !listed.contains(g));
                 o.nodes.into_iter().map(|n| n.node).collect()
             }
             None => vec![],
@@ -590,7 +604,7 @@ impl RosGraph {
             nodes.push(NodeState { node, readers: n.readers, writers: n.writers });
         }
         self.nodes += nodes.len();
-        let state = ParticipantNodes { participant: p.gid, gid_layout: p.layout, updates, nodes };
+        let state = ParticipantNodes { participant: p.gid, gid_layout: p.layout, updates, nodes, retired };
         let bytes = state.bytes();
         let entities = &mut self.entities;
         let node_count = &mut self.nodes;
@@ -611,18 +625,18 @@ impl RosGraph {
         self.entities.insert(gid, GidOwner { node, participant, role }, &mut |_, _| {});
     }
 
-    fn forget(&mut self, participant: &Guid, state: &ParticipantNodes) {
-        self.nodes -= state.nodes.len();
-        Self::forget_in(&mut self.entities, participant, state);
+    /// Forgets one entity recorded by [`add_entity`](Self::add_entity).
+    pub fn remove_entity(&mut self, gid: &Guid) {
+        if self.entities.remove(gid).is_some() {
+            self.generation += 1;
+        }
     }
 
     /// Removes a participant's gids (those another participant has not claimed since).
     fn forget_in(entities: &mut BoundedMap<Guid, GidOwner>, participant: &Guid, state: &ParticipantNodes) {
-        for n in &state.nodes {
-            for g in n.readers.iter().chain(&n.writers) {
-                if entities.get(g).is_some_and(|o| o.participant == *participant) {
-                    entities.remove(g);
-                }
+        for g in state.nodes.iter().flat_map(|n| n.readers.iter().chain(&n.writers)).chain(&state.retired) {
+            if entities.get(g).is_some_and(|o| o.participant == *participant) {
+                entities.remove(g);
             }
         }
     }
@@ -750,14 +764,18 @@ mod tests {
         g.apply_sample(&xcdr1(true, 24, part(1), &[("/", "a", vec![], vec![w(1, 1), w(1, 2)])]), false).unwrap();
         let a = g.node_of(&Guid::from_slice(&w(1, 1)).unwrap()).unwrap().clone();
         assert_eq!(a.fq_name, "/a");
-        // The node drops writer 2: it no longer names it; the node keeps its Arc.
+        // The node drops writer 2 (destroyed): it still names its past samples; the node keeps its Arc.
         g.apply_sample(&xcdr1(true, 24, part(1), &[("/", "a", vec![], vec![w(1, 1)])]), false).unwrap();
-        assert!(g.node_of(&Guid::from_slice(&w(1, 2)).unwrap()).is_none());
+        assert_eq!(g.node_of(&Guid::from_slice(&w(1, 2)).unwrap()).map(|n| n.fq_name.as_str()), Some("/a"));
         assert!(Arc::ptr_eq(&a, g.node_of(&Guid::from_slice(&w(1, 1)).unwrap()).unwrap()));
+        // Its process ends: a real rmw announces the participant with no node at all (rmw_cyclonedds
+        // 2.2 on a lab run); the gids keep their names for the capture's analysis.
+        g.apply_sample(&xcdr1(true, 24, part(1), &[]), false).unwrap();
+        assert_eq!(g.node_of(&Guid::from_slice(&w(1, 1)).unwrap()).map(|n| n.fq_name.as_str()), Some("/a"));
         g.apply_sample(&xcdr1(true, 24, part(2), &[("/", "b", vec![], vec![w(2, 1)])]), false).unwrap();
         g.apply_sample(&xcdr1(true, 24, part(3), &[("/", "c", vec![], vec![w(3, 1)])]), false).unwrap();
         let s = g.stats();
-        assert_eq!((s.participants, s.participants_evicted, s.nodes, s.entities, s.samples), (2, 1, 2, 2, 4));
+        assert_eq!((s.participants, s.participants_evicted, s.nodes, s.entities, s.samples), (2, 1, 2, 2, 5));
         assert!(g.node_of(&Guid::from_slice(&w(1, 1)).unwrap()).is_none(), "evicted participant's gids are gone");
         assert!(s.problem_line().unwrap().contains("1 ROS participants"));
     }

@@ -286,19 +286,20 @@ impl TopicsAnalysis {
     /// them; ROS node names from discovery's ROS graph (`ros_discovery_info`).
     pub fn rows(&self, capture: &str, discovery: &Discovery, by_writer: bool, traffic: &[TrafficType]) -> Vec<TopicRow> {
         // (Domain, raw topic name) → nodes of its readers: one pass over the graph's gids.
+        // (and of its writers, for a topic whose samples this capture did not see: a topic local
+        // to another host still names its publishers)
         let mut reader_nodes: BTreeMap<(Option<u32>, &str), Vec<String>> = BTreeMap::new();
+        let mut graph_writer_nodes: BTreeMap<(Option<u32>, &str), Vec<String>> = BTreeMap::new();
         for (g, owner) in discovery.ros.entities() {
-            if owner.role != EntityRole::Reader {
-                continue;
-            }
+            let map = if owner.role == EntityRole::Reader { &mut reader_nodes } else { &mut graph_writer_nodes };
             if let Some(ep) = discovery.endpoint(g) {
-                let v = reader_nodes.entry((ep.names.domain, ep.names.topic_raw.as_str())).or_default();
+                let v = map.entry((ep.names.domain, ep.names.topic_raw.as_str())).or_default();
                 if !v.contains(&owner.node.fq_name) {
                     v.push(owner.node.fq_name.clone());
                 }
             }
         }
-        for v in reader_nodes.values_mut() {
+        for v in reader_nodes.values_mut().chain(graph_writer_nodes.values_mut()) {
             v.sort();
         }
         let readers_of = |n: &TopicNames| reader_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
@@ -433,6 +434,9 @@ impl TopicsAnalysis {
             }
             row.writer_nodes = nodes;
             if let Some(n) = &names {
+                if row.writer_nodes.is_empty() && !by_writer {
+                    row.writer_nodes = graph_writer_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
+                }
                 row.reader_nodes = readers_of(n);
                 row.readers = discovery.readers_of(n.domain, &n.topic_raw);
             }
@@ -460,6 +464,7 @@ impl TopicsAnalysis {
                         traffic_type: tt,
                         writers,
                         readers,
+                        writer_nodes: graph_writer_nodes.get(&(e.names.domain, e.names.topic_raw.as_str())).cloned().unwrap_or_default(),
                         reader_nodes: readers_of(&e.names),
                         reliability: Some(Qos::One(e.reliability)),
                         durability: Some(Qos::One(e.durability)),

@@ -8,6 +8,7 @@ pub mod net;
 pub mod pcapng;
 pub mod procs;
 pub mod report;
+pub mod ros2;
 pub mod run;
 pub mod scenario;
 pub mod sweep;

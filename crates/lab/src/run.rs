@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::lttng::{self, HostSession, StopStats};
 use crate::net::{self, Lab};
 use crate::pcapng;
+use crate::ros2;
 use crate::procs::{self, in_netns, Procs};
 use crate::report::{ClockReport, 
     AgentReport, CaptureReport, CaptureStats, ChannelReport, CpuReport, InterferenceReport, IperfReport, NetworkReport, NodeReport,
@@ -481,14 +482,30 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         };
         let endpoint = format!("tcp/{ip}:{}", sc.zenoh.port);
         let log = out.join("logs").join("zenoh-router.log");
-        let prog = bins.path(Vendor::Zenoh)?;
-        let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?.to_string();
-        let mut cmd = in_netns(&ns, &prog);
-        cmd.envs(clock_env(&runs_on));
         let f = File::create(&log)?;
-        cmd.args(["--router", "--listen", &endpoint, "--run-id", run_id]).stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
-        let i = procs.spawn("zenoh router", cmd)?;
-        wait_for_text(&log, "READY", Duration::from_secs(15), procs.get(i))?;
+        let i = if sc.has_rmw_zenoh() {
+            // the real rmw_zenoh_cpp's own router, on the bundle's Zenoh (protocol 0x08)
+            let ros2 = bins.ros2()?;
+            let router = ros2.zenoh_router();
+            let prog = router.to_str().ok_or_else(|| anyhow!("{}: the router's path is not UTF-8", router.display()))?.to_string();
+            let cfg = tmp.join("rmw_zenoh_router.json5");
+            fs::write(&cfg, ros2::router_config(&ros2, sc.zenoh.port)?)?;
+            let mut cmd = in_netns(&ns, &prog);
+            cmd.envs(clock_env(&runs_on)).envs(ros2.env(Vendor::RmwZenoh)).env("ZENOH_ROUTER_CONFIG_URI", &cfg).env("ROS_LOG_DIR", out.join("logs").join("ros"));
+            cmd.stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
+            let i = procs.spawn("zenoh router", cmd)?;
+            wait_for_text(&log, "Started Zenoh router", Duration::from_secs(15), procs.get(i))?;
+            i
+        } else {
+            let prog = bins.path(Vendor::Zenoh)?;
+            let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?.to_string();
+            let mut cmd = in_netns(&ns, &prog);
+            cmd.envs(clock_env(&runs_on));
+            cmd.args(["--router", "--listen", &endpoint, "--run-id", run_id]).stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
+            let i = procs.spawn("zenoh router", cmd)?;
+            wait_for_text(&log, "READY", Duration::from_secs(15), procs.get(i))?;
+            i
+        };
         say!(opts, "zenoh router on {runs_on} listening on {endpoint} (nodes in {} mode)", sc.zenoh.mode.as_str());
         let stdin = procs.get(i).child.stdin.take();
         zenoh_router = Some((i, stdin, endpoint, runs_on));
@@ -509,6 +526,25 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: Zenoh node {} without a router", n.name))?;
             args.extend(workload::zenoh_args(sc, &h.ip.to_string(), endpoint));
         }
+        // A real ROS 2 node: the stack's environment, its rmw, rcl's log beside the run's
+        let mut ros2_env: Vec<(&str, String)> = vec![];
+        if n.vendor.is_ros2() {
+            let ros2 = bins.ros2()?;
+            ros2_env = ros2.env(n.vendor);
+            ros2_env.push(("ROS_LOG_DIR", out.join("logs").join("ros").display().to_string()));
+            if n.vendor == Vendor::RmwZenoh {
+                let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: rmw_zenoh node {} without a router", n.name))?;
+                let cfg = tmp.join(format!("rmw_zenoh_session-{}.json5", n.name));
+                fs::write(&cfg, ros2::session_config(&ros2, sc.zenoh.mode, endpoint, &h.ip.to_string())?)?;
+                ros2_env.push(("ZENOH_SESSION_CONFIG_URI", cfg.display().to_string()));
+            }
+            if n.executor == Some(crate::scenario::Executor::Multi) {
+                args.extend(["--executor".to_string(), "multi".to_string()]);
+            }
+            if n.intra_process {
+                args.push("--intra-process".to_string());
+            }
+        }
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
         // a traced host's processes live in its session daemon's mount namespace
         let mut cmd = match sessions.get(&n.host) {
@@ -517,6 +553,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         };
         procs::schedule(&mut cmd, &n.cpus, n.realtime);
         cmd.envs(clock_env(&n.host));
+        cmd.envs(ros2_env.iter().map(|(k, v)| (*k, v.as_str())));
         cmd.args(&args)
             .env("CYCLONEDDS_URI", workload::cyclone_config(sc, &h.iface))
             .stdin(Stdio::piped())
@@ -851,6 +888,14 @@ fn analyse(
         truth_files.push(TruthFile { host: h.name.clone(), file, records: recs.len() });
         records.extend(recs);
     }
+    let files: Vec<(String, PathBuf)> = truth_files.iter().map(|t| (t.host.clone(), out.join(&t.file))).collect();
+    let (resolved, unresolved) = truth::resolve_seq_by_stamp(&mut records, &files)?;
+    if resolved > 0 {
+        say!(opts, "ground truth: {resolved} receives given their sequence number by their header.stamp (rmw_cyclonedds_cpp gives none)");
+    }
+    if unresolved > 0 {
+        failures.push(format!("ground truth: {unresolved} receives without a sequence number and no publish with their header.stamp"));
+    }
     // The lab's own account of the truth on the true clock: a warped host's nodes stamped theirs
     // with its clock (the files keep what they stamped).
     let acc = if warps.is_empty() {
@@ -1106,6 +1151,7 @@ fn analyse(
                     tracing: sc.tracing_of(n),
                     writers: n.publish.len() + n.relay.len(),
                     readers: n.subscribe.len(),
+                    vendor: n.vendor,
                 })
                 .collect();
             let host_records: Vec<&truth::Record> = records.iter().filter(|r| r.host == tr.host).collect();

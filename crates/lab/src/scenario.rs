@@ -357,6 +357,16 @@ pub enum Vendor {
     Fastdds,
     /// rmw_zenoh's conventions on eclipse-zenoh (lab/zenoh/ddslab_zenoh.py).
     Zenoh,
+    /// A real ROS 2 Jazzy node (rclcpp, lab/ros2/ddslab_ros2) on rmw_cyclonedds_cpp.
+    #[serde(rename = "rmw_cyclonedds_cpp")]
+    RmwCyclonedds,
+    /// A real ROS 2 Jazzy node on rmw_fastrtps_cpp (Fast DDS 2.14).
+    #[serde(rename = "rmw_fastrtps_cpp")]
+    RmwFastrtps,
+    /// A real ROS 2 Jazzy node on rmw_zenoh_cpp (the bundle's snapshot: Zenoh protocol 0x08), with
+    /// rmw_zenoh's own router (rmw_zenohd).
+    #[serde(rename = "rmw_zenoh_cpp")]
+    RmwZenoh,
 }
 
 impl Vendor {
@@ -365,14 +375,35 @@ impl Vendor {
             Vendor::Cyclone => "cyclone",
             Vendor::Fastdds => "fastdds",
             Vendor::Zenoh => "zenoh",
+            Vendor::RmwCyclonedds => "rmw_cyclonedds_cpp",
+            Vendor::RmwFastrtps => "rmw_fastrtps_cpp",
+            Vendor::RmwZenoh => "rmw_zenoh_cpp",
         }
     }
     /// RTPS vendor id on the wire (Zenoh: ddscope's marker for its samples, docs/zenoh.md).
     pub fn vendor_id(self) -> &'static str {
         match self {
-            Vendor::Cyclone => "0x0110",
-            Vendor::Fastdds => "0x010f",
-            Vendor::Zenoh => "0x5a00",
+            Vendor::Cyclone | Vendor::RmwCyclonedds => "0x0110",
+            Vendor::Fastdds | Vendor::RmwFastrtps => "0x010f",
+            Vendor::Zenoh | Vendor::RmwZenoh => "0x5a00",
+        }
+    }
+    /// A real ROS 2 node (rclcpp on an rmw), not the lab's emulation of one.
+    pub fn is_ros2(self) -> bool {
+        matches!(self, Vendor::RmwCyclonedds | Vendor::RmwFastrtps | Vendor::RmwZenoh)
+    }
+    /// Speaks Zenoh (needs a router).
+    pub fn is_zenoh(self) -> bool {
+        matches!(self, Vendor::Zenoh | Vendor::RmwZenoh)
+    }
+    /// Nodes of one family can share a topic: RTPS (every DDS vendor, emulated or real), Zenoh 1.x
+    /// (the lab's rmw_zenoh emulation on eclipse-zenoh), and the real rmw_zenoh_cpp of the bundle
+    /// (Zenoh protocol 0x08, which Zenoh 1.x does not speak).
+    pub fn family(self) -> &'static str {
+        match self {
+            Vendor::Zenoh => "zenoh",
+            Vendor::RmwZenoh => "rmw_zenoh_cpp",
+            _ => "dds",
         }
     }
 }
@@ -444,7 +475,10 @@ impl std::str::FromStr for Vendor {
             "cyclone" | "cyclonedds" => Ok(Vendor::Cyclone),
             "fastdds" | "fastrtps" => Ok(Vendor::Fastdds),
             "zenoh" | "rmw_zenoh" => Ok(Vendor::Zenoh),
-            _ => bail!("unknown middleware {s:?} (use cyclone, fastdds or zenoh)"),
+            "rmw_cyclonedds_cpp" => Ok(Vendor::RmwCyclonedds),
+            "rmw_fastrtps_cpp" => Ok(Vendor::RmwFastrtps),
+            "rmw_zenoh_cpp" => Ok(Vendor::RmwZenoh),
+            _ => bail!("unknown middleware {s:?} (use cyclone, fastdds or zenoh, or a real ROS 2 rmw: rmw_cyclonedds_cpp, rmw_fastrtps_cpp, rmw_zenoh_cpp)"),
         }
     }
 }
@@ -479,6 +513,20 @@ pub struct Node {
     /// Sender bursts injected into the node's publishers (docs/latency.md, "Why was it late").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub burst: Vec<Burst>,
+    /// A real ROS 2 node's executor: rclcpp's `single` threaded (default) or `multi` threaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
+    /// A real ROS 2 node with rclcpp's intra-process communication on (`use_intra_process_comms`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intra_process: bool,
+}
+
+/// rclcpp's executors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Executor {
+    Single,
+    Multi,
 }
 
 /// A fault injected at known samples: every `every`-th period the publisher of
@@ -1091,6 +1139,8 @@ impl Scenario {
                     cpus: vec![],
                     realtime: None,
                     burst: vec![],
+                    executor: None,
+                    intra_process: false,
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -1098,7 +1148,7 @@ impl Scenario {
                     name: format!("gen{gi}_sub{s}"),
                     host: g.subscriber_hosts[s % g.subscriber_hosts.len()].clone(),
                     // Zenoh nodes only talk to Zenoh nodes
-                    vendor: if g.vendor == Vendor::Zenoh { Vendor::Zenoh } else { Vendor::Cyclone },
+                    vendor: if g.vendor.family() == "dds" { Vendor::Cyclone } else { g.vendor },
                     domain: None,
                     tracing: None,
                     publish: vec![],
@@ -1110,6 +1160,8 @@ impl Scenario {
                     cpus: vec![],
                     realtime: None,
                     burst: vec![],
+                    executor: None,
+                    intra_process: false,
                 });
             }
         }
@@ -1256,7 +1308,17 @@ impl Scenario {
 
     /// Whether any node runs on Zenoh (the run then starts a Zenoh router).
     pub fn has_zenoh(&self) -> bool {
-        self.nodes.iter().any(|n| n.vendor == Vendor::Zenoh)
+        self.nodes.iter().any(|n| n.vendor.is_zenoh())
+    }
+
+    /// Nodes on the real rmw_zenoh_cpp: the router is rmw_zenoh's own (rmw_zenohd).
+    pub fn has_rmw_zenoh(&self) -> bool {
+        self.nodes.iter().any(|n| n.vendor == Vendor::RmwZenoh)
+    }
+
+    /// Nodes that are real ROS 2 (rclcpp on an rmw).
+    pub fn has_ros2(&self) -> bool {
+        self.nodes.iter().any(|n| n.vendor.is_ros2())
     }
 
     /// The Zenoh router runs in the switch namespace (which the lab then creates even for two hosts).
@@ -1307,13 +1369,20 @@ impl Scenario {
                     n.name
                 );
             }
+            if n.vendor.is_ros2() && t == Tracing::Humble {
+                bail!(
+                    "node {} ({}): tracing humble: a real ROS 2 node runs the Jazzy stack the lab builds, whose ros2_tracing records Jazzy's layout (set tracing to jazzy or off for it)",
+                    n.name,
+                    n.vendor.as_str()
+                );
+            }
             let topics = n
                 .publish
                 .iter()
                 .map(|f| f.topic.as_str())
                 .chain(n.relay.iter().flat_map(|r| [r.input.as_str(), r.output.topic.as_str()]))
                 .chain(n.subscribe.iter().map(|s| s.topic.as_str()));
-            let zenoh = n.vendor == Vendor::Zenoh;
+            let zenoh = n.vendor.is_zenoh();
             for t in topics {
                 if zenoh && tagged.contains(t) {
                     bail!(
@@ -1322,8 +1391,8 @@ impl Scenario {
                     );
                 }
                 match family.get(t) {
-                    Some((other, v)) if (*v == Vendor::Zenoh) != zenoh => bail!(
-                        "topic {t}: node {} ({}) and node {other} ({}) cannot talk: Zenoh nodes and DDS nodes share no topic (no bridge is emulated; set their vendor alike)",
+                    Some((other, v)) if v.family() != n.vendor.family() => bail!(
+                        "topic {t}: node {} ({}) and node {other} ({}) cannot talk: DDS, Zenoh 1.x and the real rmw_zenoh_cpp (Zenoh 0x08) nodes share no topic (no bridge is emulated; set their vendor alike)",
                         n.name,
                         n.vendor.as_str(),
                         v.as_str()

@@ -29,6 +29,10 @@ pub struct Record {
     pub src_seq: Option<i64>,
     #[serde(default)]
     pub source_ts_ns: Option<i64>,
+    /// The real ROS 2 node's records: the message's header.stamp (its publisher wrote it; a
+    /// receive whose seq the node could not read is found by it, [`resolve_seq_by_stamp`]).
+    #[serde(default)]
+    pub stamp_ns: Option<i64>,
     /// With tracing: CLOCK_MONOTONIC instants read right before the tracepoints
     /// they mirror (the CLOCK_REALTIME ones, `*_ns`, are not needed here) and
     /// the thread that ran them.
@@ -44,6 +48,49 @@ pub struct Record {
     pub callback_end_mono_ns: Option<i64>,
     #[serde(default)]
     pub tid: Option<i64>,
+}
+
+/// Receives whose sequence number the node could not read (`seq` -1: a real ROS 2 node on
+/// rmw_cyclonedds_cpp, which gives no publication sequence number, taking a message type without a
+/// byte array to carry the lab's counter) get their publisher's, found by (writer, header.stamp):
+/// the publisher wrote that stamp into exactly one of its samples. The host files in `files` (host,
+/// path) are rewritten with the sequence numbers found; returns how many receives were resolved
+/// and how many could not be.
+pub fn resolve_seq_by_stamp(records: &mut [Record], files: &[(String, std::path::PathBuf)]) -> Result<(u64, u64)> {
+    if !records.iter().any(|r| r.event == "receive" && r.seq < 0) {
+        return Ok((0, 0));
+    }
+    let by_stamp: HashMap<(String, i64), i64> =
+        records.iter().filter(|r| r.event == "publish").filter_map(|r| Some(((r.writer_guid.clone(), r.stamp_ns?), r.seq))).collect();
+    let (mut resolved, mut unresolved) = (0, 0);
+    let mut hosts = HashSet::new();
+    for r in records.iter_mut().filter(|r| r.event == "receive" && r.seq < 0) {
+        match r.stamp_ns.and_then(|s| by_stamp.get(&(r.writer_guid.clone(), s))) {
+            Some(seq) => {
+                r.seq = *seq;
+                resolved += 1;
+                hosts.insert(r.host.clone());
+            }
+            None => unresolved += 1,
+        }
+    }
+    for (host, path) in files.iter().filter(|(h, _)| hosts.contains(h)) {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut out = String::with_capacity(text.len());
+        for line in text.lines() {
+            let mut v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", path.display()))?;
+            let key = (v["writer_guid"].as_str().unwrap_or("").to_string(), v["stamp_ns"].as_i64().unwrap_or(i64::MIN));
+            if v["event"] == "receive" && v["seq"].as_i64().is_some_and(|s| s < 0) {
+                if let Some(seq) = by_stamp.get(&key) {
+                    v["seq"] = serde_json::json!(seq);
+                }
+            }
+            out.push_str(&serde_json::to_string(&v)?);
+            out.push('\n');
+        }
+        ddscope_traffic::fsio::write_atomic(path, out.as_bytes()).with_context(|| format!("cannot write {} ({host})", path.display()))?;
+    }
+    Ok((resolved, unresolved))
 }
 
 /// Merges the per-node files (`parts`) into `dst`, ordered by `t_ns`

@@ -12,6 +12,10 @@ pub const CYCLONE_NODE: &str = "ddslab-cyclone";
 pub const FASTDDS_NODE: &str = "ddslab-fastdds";
 /// lab/zenoh/ddslab_zenoh.py as the build installs it, with libddslab-rosmsg.so beside it.
 pub const ZENOH_NODE: &str = "ddslab-zenoh";
+/// The real rclcpp node (lab/ros2/ddslab_ros2), under lab/ros2/install beside lab/build.
+pub const ROS2_NODE: &str = "lib/ddslab_ros2/ddslab-ros2";
+/// Written by lab/ros2/build.sh into lab/ros2/install: the ROS 2 install it was built against.
+pub const ROS2_STACK_FILE: &str = "ddscope-ros2-stack";
 
 #[derive(Debug, Clone)]
 pub struct NodeBins {
@@ -56,11 +60,34 @@ impl NodeBins {
         )
     }
 
+    /// The real ROS 2 node's install (lab/ros2/install beside lab/build) and the ROS 2 Jazzy
+    /// install it runs on (scripts/ros2-build.sh's, named in the node install's ROS2_STACK_FILE).
+    pub fn ros2(&self) -> Result<Ros2Install> {
+        let node_install = self.dir.parent().map(|p| p.join("ros2").join("install")).unwrap_or_default();
+        let node = node_install.join(ROS2_NODE);
+        if !node.is_file() {
+            bail!(
+                "the real ROS 2 node {} is not built: run lab/ros2/build.sh (it builds the ROS 2 Jazzy stack from ../shared/ros2 first, ~25 min the first time; scripts/setup.sh does both)",
+                node.display()
+            );
+        }
+        let stack_file = node_install.join(ROS2_STACK_FILE);
+        let stack = std::fs::read_to_string(&stack_file).map(|s| PathBuf::from(s.trim())).map_err(|e| anyhow!("{}: {e} (rebuild with lab/ros2/build.sh)", stack_file.display()))?;
+        if !stack.join("lib").join("librclcpp.so").is_file() {
+            bail!("the ROS 2 install {} (named by {}) is gone: rebuild with lab/ros2/build.sh", stack.display(), stack_file.display());
+        }
+        Ok(Ros2Install { node, node_install, stack })
+    }
+
     pub fn path(&self, vendor: Vendor) -> Result<PathBuf> {
+        if vendor.is_ros2() {
+            return Ok(self.ros2()?.node);
+        }
         let name = match vendor {
             Vendor::Cyclone => CYCLONE_NODE,
             Vendor::Fastdds => FASTDDS_NODE,
             Vendor::Zenoh => ZENOH_NODE,
+            Vendor::RmwCyclonedds | Vendor::RmwFastrtps | Vendor::RmwZenoh => unreachable!("handled above"),
         };
         let p = self.dir.join(name);
         if !p.is_file() {
@@ -105,7 +132,11 @@ impl NodeBins {
 
     /// `--version` of a node program, e.g. "cyclonedds 0.10.2".
     pub fn version(&self, vendor: Vendor) -> Option<String> {
-        let out = Command::new(self.path(vendor).ok()?).arg("--version").output().ok()?;
+        let mut cmd = Command::new(self.path(vendor).ok()?);
+        if vendor.is_ros2() {
+            cmd.envs(self.ros2().ok()?.env(vendor));
+        }
+        let out = cmd.arg("--version").output().ok()?;
         let s = String::from_utf8_lossy(&out.stdout);
         s.split_whitespace().skip(1).collect::<Vec<_>>().join(" ").into()
     }
@@ -127,6 +158,39 @@ pub struct ScenarioFacts {
 impl ScenarioFacts {
     pub fn of(sc: &Scenario) -> Result<ScenarioFacts> {
         Ok(ScenarioFacts { counts: sc.topic_counts(), nominal: sc.nominal_rates()? })
+    }
+}
+
+/// The real ROS 2 stack and the lab's node built on it.
+#[derive(Debug, Clone)]
+pub struct Ros2Install {
+    pub node: PathBuf,
+    pub node_install: PathBuf,
+    pub stack: PathBuf,
+}
+
+impl Ros2Install {
+    /// What a process of the stack needs: its libraries and ament index (what the install's setup
+    /// script would set), and the rmw.
+    pub fn env(&self, rmw: Vendor) -> Vec<(&'static str, String)> {
+        let s = &self.stack;
+        let n = &self.node_install;
+        let mut v = vec![
+            ("AMENT_PREFIX_PATH", format!("{}:{}", n.display(), s.display())),
+            ("LD_LIBRARY_PATH", format!("{}/lib:{}/lib:{}/opt/zenoh_c_vendor/lib", n.display(), s.display(), s.display())),
+            ("RMW_IMPLEMENTATION", rmw.as_str().to_string()),
+        ];
+        if rmw == Vendor::RmwFastrtps {
+            // Fast DDS prefers shared memory between processes of one kernel (the lab's hosts are
+            // namespaces of one): nothing would cross the link.
+            v.push(("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4".to_string()));
+        }
+        v
+    }
+
+    /// rmw_zenoh's router (rmw_zenohd).
+    pub fn zenoh_router(&self) -> PathBuf {
+        self.stack.join("lib").join("rmw_zenoh_cpp").join("rmw_zenohd")
     }
 }
 
@@ -268,7 +332,11 @@ pub fn check_nodes(sc: &Scenario, bins: &NodeBins) -> Result<()> {
         bins.tracing_provider(sc.tracing_of(n)).map_err(|e| anyhow!("node {}: {e}", n.name))?;
         let prog = bins.path(n.vendor)?;
         let args = node_args_with(&facts, sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
-        let out = Command::new(&prog).args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;
+        let mut cmd = Command::new(&prog);
+        if n.vendor.is_ros2() {
+            cmd.envs(bins.ros2()?.env(n.vendor));
+        }
+        let out = cmd.args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let line = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed").trim_start_matches("error: ");

@@ -1,0 +1,433 @@
+// ddslab_ros2: one lab workload node as a real ROS 2 node (rclcpp on whichever rmw the lab selects
+// with RMW_IMPLEMENTATION: rmw_cyclonedds_cpp, rmw_fastrtps_cpp or rmw_zenoh_cpp), built from the
+// real Jazzy sources in ../shared/ros2 (scripts/ros2-build.sh).
+//
+// The command line and the ground truth are the lab's (lab/common/nodecfg.h, docs/lab.md), plus:
+//   --executor single|multi   rclcpp's SingleThreadedExecutor (default) or MultiThreadedExecutor
+//   --intra-process           NodeOptions::use_intra_process_comms(true)
+// Typed publishers and subscriptions (rclcpp::Publisher<M>, as users' nodes have them, so rclcpp,
+// rcl and the rmw emit every tracepoint they emit for users). Each outgoing sample is the lab's
+// exact payload (lab/common/rosmsg.c: the requested serialised size, header.stamp = its time, a
+// sample counter in its first large byte array), deserialised into the typed message before the
+// publish call, so ROS 2 sends what it would send for that message and nothing else.
+//
+// Ground truth (what ddscope is checked against, not what it reads):
+//   publish: t_ns = CLOCK_REALTIME just before Publisher::publish(); seq = the n-th publish of the
+//            publisher (= the writer's RTPS sequence number on DDS; rmw_zenoh's own sequence
+//            number); writer_guid = the publisher's rmw gid (= the DDS writer GUID on DDS);
+//            stamp_ns = the header.stamp written into the message.
+//   receive: t_ns = CLOCK_REALTIME when the subscription callback started; writer_guid = the
+//            publisher gid of rmw_message_info; seq = the counter read from the message (types
+//            with a byte array), else rmw's publication sequence number where the rmw gives one,
+//            else -1 (the lab resolves it from stamp_ns and the publisher's ground truth);
+//            source_ts_ns = rmw_message_info's source timestamp.
+#include <dds/dds.h>
+#include <rcl/publisher.h>
+#include <rcl/subscription.h>
+#include <rclcpp/rclcpp.hpp>
+#include <rclcpp/serialization.hpp>
+#include <rmw/rmw.h>
+
+#include <autoware_auto_vehicle_msgs/msg/velocity_report.hpp>
+#include <geometry_msgs/msg/accel_with_covariance_stamped.hpp>
+#include <geometry_msgs/msg/pose_stamped.hpp>
+#include <geometry_msgs/msg/pose_with_covariance_stamped.hpp>
+#include <geometry_msgs/msg/twist_with_covariance_stamped.hpp>
+#include <rosgraph_msgs/msg/clock.hpp>
+#include <sensor_msgs/msg/image.hpp>
+#include <sensor_msgs/msg/imu.hpp>
+#include <sensor_msgs/msg/point_cloud2.hpp>
+#include <std_msgs/msg/string.hpp>
+#include <std_msgs/msg/u_int8_multi_array.hpp>
+
+#include <atomic>
+#include <cinttypes>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "nodecfg.h"
+}
+
+namespace {
+
+volatile int g_stop = 0;
+int64_t g_t0 = 0, g_tstop = 0;
+truth_log g_truth;
+node_config g_cfg;
+std::mutex g_pub_mutex;  // a relay and a periodic publisher of one node never share an outlet
+
+void on_signal(int) { g_stop = 1; }
+
+void gid_hex(const uint8_t* g, char out[33]) { guid_hex(g, out); }
+
+// The DDS writer GUID of a publisher and of a received sample's writer. rmw_fastrtps's gids are the
+// GUIDs, rmw_zenoh's its own ids (what its attachments carry). rmw_cyclonedds_cpp 2.2 gives instance
+// handles instead (rmw_get_gid_for_publisher: the writer's own, message_info.publisher_gid: the
+// receiving process's handle of the remote writer; only rmw_publisher_init's trace record holds the
+// GUID): the lab asks Cyclone DDS for the GUIDs through the rmw's entity (CddsEntity, its first
+// member, in rmw_cyclonedds_cpp 2.2.2 as bundled), so the ground truth names samples as the wire does.
+bool is_cyclone() { return std::strcmp(rmw_get_implementation_identifier(), "rmw_cyclonedds_cpp") == 0; }
+struct CddsEntityView {
+  dds_entity_t enth;
+};
+void publisher_guid(rclcpp::PublisherBase& pub, char out[33]) {
+  if (is_cyclone()) {
+    const rmw_publisher_t* h = rcl_publisher_get_rmw_handle(pub.get_publisher_handle().get());
+    dds_guid_t g;
+    if (h && h->data && dds_get_guid(static_cast<const CddsEntityView*>(h->data)->enth, &g) == DDS_RETCODE_OK) {
+      guid_hex(g.v, out);
+      return;
+    }
+  }
+  rmw_gid_t gid = pub.get_gid();
+  gid_hex(gid.data, out);
+}
+
+// What the lab's builder put into a message (lab/common/rosmsg.c): header.stamp (or the leading
+// Time), and the sample counter in the first 8 bytes of its first byte array of at least 8 bytes.
+int64_t time_ns(const builtin_interfaces::msg::Time& t) { return static_cast<int64_t>(t.sec) * 1000000000LL + t.nanosec; }
+int64_t first8(const std::vector<uint8_t>& v) {
+  if (v.size() < 8) return -1;
+  uint64_t x;
+  std::memcpy(&x, v.data(), 8);
+  return static_cast<int64_t>(x);
+}
+template <class M> int64_t stamp_of(const M& m) { return time_ns(m.header.stamp); }
+template <> int64_t stamp_of(const std_msgs::msg::UInt8MultiArray&) { return -1; }
+template <> int64_t stamp_of(const std_msgs::msg::String&) { return -1; }
+template <> int64_t stamp_of(const rosgraph_msgs::msg::Clock& m) { return time_ns(m.clock); }
+template <class M> int64_t counter_of(const M&) { return -1; }
+template <> int64_t counter_of(const sensor_msgs::msg::Image& m) { return first8(m.data); }
+template <> int64_t counter_of(const sensor_msgs::msg::PointCloud2& m) { return first8(m.data); }
+template <> int64_t counter_of(const std_msgs::msg::UInt8MultiArray& m) { return first8(m.data); }
+template <> int64_t counter_of(const std_msgs::msg::String& m) { return first8(std::vector<uint8_t>(m.data.begin(), m.data.end())); }
+
+// Ground-truth lines of this node (the lab's format, docs/lab.md, with stamp_ns).
+void truth_line(const char* event, int64_t t_ns, const char* topic, const char* guid, int64_t seq, size_t size, const char* tail) {
+  pthread_mutex_lock(&g_truth.lock);
+  std::fprintf(g_truth.f, "{\"event\":\"%s\",\"t_ns\":%lld,\"host\":\"%s\",\"node\":\"%s\",\"topic\":\"%s\",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu%s}\n",
+               event, static_cast<long long>(t_ns), g_truth.host, g_truth.node, topic, guid, static_cast<long long>(seq), size, tail);
+  g_truth.lines++;
+  pthread_mutex_unlock(&g_truth.lock);
+}
+
+struct Outlet {
+  node_spec* spec = nullptr;
+  // deserialises spec->msg into the typed message, publishes it and writes its ground truth
+  std::function<void(const char* src_guid, int64_t src_seq)> publish;
+  std::function<size_t()> subscribers;
+  char guid[33] = {0};
+  uint64_t published = 0;
+  uint64_t failed = 0;
+  double credit = 0;
+  std::thread th;
+};
+
+struct Inlet {
+  node_spec* spec = nullptr;
+  rclcpp::SubscriptionBase::SharedPtr sub;
+  std::map<dds_instance_handle_t, std::string> cyclone_writers;  // publication handle -> GUID (callbacks only)
+  std::function<size_t()> publishers;
+  std::vector<Outlet*> relays;
+  std::atomic<uint64_t> received{0};
+};
+
+// Publishes the next sample of `o` (a relay's: computed from (src_guid, src_seq)).
+void publish_one(Outlet* o, const char* src_guid, int64_t src_seq) {
+  std::lock_guard<std::mutex> lock(g_pub_mutex);
+  rosmsg* msg = &o->spec->msg;
+  rosmsg_set_stamp(msg, now_realtime_ns());
+  rosmsg_set_counter(msg, o->published + 1);
+  try {
+    o->publish(src_guid, src_seq);
+  } catch (const std::exception& e) {
+    o->failed++;
+    std::fprintf(stderr, "%s: publish on %s failed: %s\n", g_cfg.node, o->spec->topic, e.what());
+    return;
+  }
+  o->published++;
+}
+
+// One received sample: the callback's start is the receive instant.
+void sender_guid(Inlet* in, const rmw_message_info_t& mi, char out[33]) {
+  if (is_cyclone() && in->sub) {
+    dds_instance_handle_t ih;
+    std::memcpy(&ih, mi.publisher_gid.data, sizeof ih);
+    auto it = in->cyclone_writers.find(ih);
+    if (it == in->cyclone_writers.end()) {
+      const rmw_subscription_t* h = rcl_subscription_get_rmw_handle(in->sub->get_subscription_handle().get());
+      dds_builtintopic_endpoint_t* ep = h && h->data ? dds_get_matched_publication_data(static_cast<const CddsEntityView*>(h->data)->enth, ih) : nullptr;
+      if (ep) {
+        char g[33];
+        guid_hex(ep->key.v, g);
+        dds_builtintopic_free_endpoint(ep);
+        it = in->cyclone_writers.emplace(ih, g).first;
+      }
+    }
+    if (it != in->cyclone_writers.end()) {
+      std::snprintf(out, 33, "%s", it->second.c_str());
+      return;
+    }
+  }
+  gid_hex(mi.publisher_gid.data, out);
+}
+
+void on_receive(Inlet* in, int64_t t_rcv, int64_t counter, int64_t stamp, const rclcpp::MessageInfo& info) {
+  const rmw_message_info_t& mi = info.get_rmw_message_info();
+  char guid[33];
+  sender_guid(in, mi, guid);
+  int64_t seq = counter;
+  if (seq < 0 && mi.publication_sequence_number != RMW_MESSAGE_INFO_SEQUENCE_NUMBER_UNSUPPORTED)
+    seq = static_cast<int64_t>(mi.publication_sequence_number);
+  in->received++;
+  for (Outlet* o : in->relays) {
+    o->credit += o->spec->ratio;
+    if (o->credit >= 1.0 - 1e-9) {
+      o->credit -= 1.0;
+      compute_for(relay_compute_ns(o->spec, seq), o->spec->spin);
+      publish_one(o, guid, seq);
+    }
+  }
+  char tail[160];
+  std::snprintf(tail, sizeof tail, ",\"source_ts_ns\":%lld,\"stamp_ns\":%lld", static_cast<long long>(mi.source_timestamp), static_cast<long long>(stamp));
+  truth_line("receive", t_rcv, in->spec->topic, guid, seq, 0, tail);
+}
+
+rclcpp::QoS qos_of(const node_spec* sp) {
+  rclcpp::QoS q(rclcpp::KeepLast(static_cast<size_t>(sp->depth)));
+  if (sp->reliable) q.reliable(); else q.best_effort();
+  q.durability_volatile();
+  return q;
+}
+
+// The typed publisher and subscription of one message type M.
+// The typed publisher and subscription of one message type M.
+template <class M>
+struct Typed {
+  static void make_outlet(rclcpp::Node& node, Outlet* o) {
+    auto pub = node.create_publisher<M>(o->spec->topic, qos_of(o->spec));
+    auto msg = std::make_shared<M>();
+    auto ser = std::make_shared<rclcpp::Serialization<M>>();
+    publisher_guid(*pub, o->guid);
+    o->subscribers = [pub] { return pub->get_subscription_count() + pub->get_intra_process_subscription_count(); };
+    o->publish = [pub, msg, ser, o](const char* src_guid, int64_t src_seq) {
+      const rosmsg& m = o->spec->msg;
+      rclcpp::SerializedMessage s(m.size);
+      auto& r = s.get_rcl_serialized_message();
+      std::memcpy(r.buffer, m.buf, m.size);
+      r.buffer_length = m.size;
+      ser->deserialize_message(&s, msg.get());
+      int64_t t = now_realtime_ns();
+      pub->publish(*msg);
+      char tail[200];
+      int n = std::snprintf(tail, sizeof tail, ",\"stamp_ns\":%lld", static_cast<long long>(stamp_of(*msg)));
+      if (src_guid)
+        std::snprintf(tail + n, sizeof tail - n, ",\"src_writer_guid\":\"%s\",\"src_seq\":%lld", src_guid, static_cast<long long>(src_seq));
+      truth_line("publish", t, o->spec->topic, o->guid, static_cast<int64_t>(o->published + 1), m.size, tail);
+    };
+  }
+  static void make_inlet(rclcpp::Node& node, Inlet* in) {
+    auto cb = [in](const M& msg, const rclcpp::MessageInfo& info) {
+      int64_t t = now_realtime_ns();
+      on_receive(in, t, counter_of(msg), stamp_of(msg), info);
+    };
+    auto sub = node.create_subscription<M>(in->spec->topic, qos_of(in->spec), cb);
+    in->publishers = [sub] { return sub->get_publisher_count(); };
+    in->sub = sub;
+  }
+};
+
+using Maker = std::pair<void (*)(rclcpp::Node&, Outlet*), void (*)(rclcpp::Node&, Inlet*)>;
+template <class M>
+Maker maker() { return {&Typed<M>::make_outlet, &Typed<M>::make_inlet}; }
+
+const std::map<std::string, Maker>& types() {
+  static const std::map<std::string, Maker> t = {
+      {"sensor_msgs/msg/Image", maker<sensor_msgs::msg::Image>()},
+      {"sensor_msgs/msg/PointCloud2", maker<sensor_msgs::msg::PointCloud2>()},
+      {"sensor_msgs/msg/Imu", maker<sensor_msgs::msg::Imu>()},
+      {"std_msgs/msg/UInt8MultiArray", maker<std_msgs::msg::UInt8MultiArray>()},
+      {"std_msgs/msg/String", maker<std_msgs::msg::String>()},
+      {"geometry_msgs/msg/PoseStamped", maker<geometry_msgs::msg::PoseStamped>()},
+      {"geometry_msgs/msg/PoseWithCovarianceStamped", maker<geometry_msgs::msg::PoseWithCovarianceStamped>()},
+      {"geometry_msgs/msg/TwistWithCovarianceStamped", maker<geometry_msgs::msg::TwistWithCovarianceStamped>()},
+      {"geometry_msgs/msg/AccelWithCovarianceStamped", maker<geometry_msgs::msg::AccelWithCovarianceStamped>()},
+      {"rosgraph_msgs/msg/Clock", maker<rosgraph_msgs::msg::Clock>()},
+      {"autoware_auto_vehicle_msgs/msg/VelocityReport", maker<autoware_auto_vehicle_msgs::msg::VelocityReport>()},
+  };
+  return t;
+}
+
+void pub_loop(Outlet* o) {
+  const node_spec* sp = o->spec;
+  const double period_ns = 1e9 / sp->rate_hz;
+  uint64_t k = 0;
+  while (!g_stop) {
+    int64_t due = g_t0 + static_cast<int64_t>(std::llround(static_cast<double>(k) * period_ns));
+    if (due >= g_tstop) break;
+    sleep_until_realtime(due, &g_stop);
+    if (g_stop) break;
+    uint64_t n = 1;
+    if (sp->burst_every > 0 && sp->burst_count > 1 && k % sp->burst_every == 0) n = sp->burst_count;
+    for (uint64_t i = 0; i < n && !g_stop; i++) publish_one(o, nullptr, -1);
+    k += (n > 1) ? n : 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The lab's options (nodecfg) and this node's own.
+  std::vector<char*> args;
+  bool multi = false, intra = false;
+  for (int i = 0; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--executor") && i + 1 < argc) {
+      if (!std::strcmp(argv[i + 1], "multi")) multi = true;
+      else if (std::strcmp(argv[i + 1], "single") != 0) {
+        std::fprintf(stderr, "error: --executor must be single or multi, not %s\n", argv[i + 1]);
+        return 2;
+      }
+      i++;
+    } else if (!std::strcmp(argv[i], "--intra-process")) {
+      intra = true;
+    } else if (!std::strcmp(argv[i], "--version")) {
+      std::printf("ddslab-ros2 rclcpp-jazzy %s\n", std::getenv("RMW_IMPLEMENTATION") ? std::getenv("RMW_IMPLEMENTATION") : "rmw-default");
+      return 0;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int rc = nodecfg_parse(&g_cfg, static_cast<int>(args.size()), args.data());
+  if (rc != 0) return rc < 0 ? 2 : 0;
+  for (int i = 0; i < g_cfg.nspecs; i++) {
+    if (!types().count(g_cfg.specs[i].type_name)) {
+      std::fprintf(stderr, "%s: error: type %s is not one this node publishes (", g_cfg.node, g_cfg.specs[i].type_name);
+      const char* sep = "";
+      for (auto& kv : types()) { std::fprintf(stderr, "%s%s", sep, kv.first.c_str()); sep = ", "; }
+      std::fprintf(stderr, ")\n");
+      return 2;
+    }
+  }
+  if (nodecfg_build(&g_cfg) != 0) return 2;
+  if (g_cfg.check_only) return 0;
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  if (truth_open(&g_truth, g_cfg.truth, g_cfg.host, g_cfg.node) != 0) {
+    std::fprintf(stderr, "%s: error: cannot write %s\n", g_cfg.node, g_cfg.truth);
+    return 2;
+  }
+  // ROS 2 gets no arguments of ours; the domain is the lab's.
+  char domain[16];
+  std::snprintf(domain, sizeof domain, "%d", g_cfg.domain);
+  setenv("ROS_DOMAIN_ID", domain, 1);
+  rclcpp::InitOptions init;
+  init.shutdown_on_signal = false;
+  const char* ros_argv[] = {argv[0]};
+  rclcpp::init(1, ros_argv, init);
+  auto node = std::make_shared<rclcpp::Node>(g_cfg.node, rclcpp::NodeOptions().use_intra_process_comms(intra));
+
+  std::vector<std::unique_ptr<Outlet>> outs;
+  std::vector<std::unique_ptr<Inlet>> ins;
+  for (int i = 0; i < g_cfg.nspecs; i++) {
+    node_spec* sp = &g_cfg.specs[i];
+    if (sp->kind == SPEC_SUB) {
+      auto in = std::make_unique<Inlet>();
+      in->spec = sp;
+      ins.push_back(std::move(in));
+    } else {
+      auto o = std::make_unique<Outlet>();
+      o->spec = sp;
+      types().at(sp->type_name).first(*node, o.get());
+      std::fprintf(stderr, "%s: publisher %s type %s %zu bytes gid %s\n", g_cfg.node, sp->topic, sp->type_name, sp->msg.size, o->guid);
+      outs.push_back(std::move(o));
+    }
+  }
+  // relays attach to their input before its subscription exists, so no sample misses them
+  for (auto& o : outs) {
+    if (o->spec->kind != SPEC_RELAY) continue;
+    for (auto& in : ins)
+      if (!std::strcmp(in->spec->topic, o->spec->input)) { in->relays.push_back(o.get()); break; }
+  }
+  for (auto& in : ins) types().at(in->spec->type_name).second(*node, in.get());
+
+  std::shared_ptr<rclcpp::Executor> exec;
+  if (multi) exec = std::make_shared<rclcpp::executors::MultiThreadedExecutor>();
+  else exec = std::make_shared<rclcpp::executors::SingleThreadedExecutor>();
+  exec->add_node(node);
+  std::thread spinner([&] { exec->spin(); });
+
+  auto all_matched = [&](bool report) {
+    bool ok = true;
+    for (auto& o : outs)
+      if (o->subscribers() < static_cast<size_t>(o->spec->expect)) {
+        ok = false;
+        if (report) std::fprintf(stderr, "%s: publisher %s matched %zu of %d subscriptions\n", g_cfg.node, o->spec->topic, o->subscribers(), o->spec->expect);
+      }
+    for (auto& in : ins)
+      if (in->publishers() < static_cast<size_t>(in->spec->expect)) {
+        ok = false;
+        if (report) std::fprintf(stderr, "%s: subscription %s matched %zu of %d publishers\n", g_cfg.node, in->spec->topic, in->publishers(), in->spec->expect);
+      }
+    return ok;
+  };
+  int code = 0;
+  int64_t deadline = now_realtime_ns() + static_cast<int64_t>(g_cfg.ready_timeout_s * 1e9);
+  while (!all_matched(false) && !g_stop) {
+    if (now_realtime_ns() > deadline) {
+      all_matched(true);
+      std::fprintf(stderr, "%s: error: discovery did not complete within %.0f s\n", g_cfg.node, g_cfg.ready_timeout_s);
+      code = 4;
+      g_stop = 1;
+      break;
+    }
+    usleep(10000);
+  }
+  if (!g_stop) {
+    std::printf("READY\n");
+    std::fflush(stdout);
+  }
+  char line[256];
+  bool started = false;
+  while (!g_stop) {
+    int k = read_control_line(line, sizeof line, 100);
+    if (k < 0) break;
+    if (k == 0) continue;
+    long long a, b;
+    if (!started && std::sscanf(line, "START %lld %lld", &a, &b) == 2) {
+      g_t0 = a;
+      g_tstop = b;
+      started = true;
+      for (auto& o : outs)
+        if (o->spec->kind == SPEC_PUB) o->th = std::thread(pub_loop, o.get());
+    } else if (!std::strcmp(line, "STOP")) {
+      break;
+    }
+  }
+  g_stop = 1;
+  for (auto& o : outs)
+    if (o->th.joinable()) o->th.join();
+  exec->cancel();
+  spinner.join();
+  for (auto& o : outs) {
+    std::fprintf(stderr, "%s: published %s %" PRIu64 " samples (%" PRIu64 " failed)\n", g_cfg.node, o->spec->topic, o->published, o->failed);
+    if (o->failed) code = code ? code : 5;
+  }
+  for (auto& in : ins)
+    std::fprintf(stderr, "%s: received %s %" PRIu64 " samples\n", g_cfg.node, in->spec->topic, in->received.load());
+  ins.clear();
+  outs.clear();
+  node.reset();
+  rclcpp::shutdown();
+  truth_close(&g_truth);
+  return code;
+}
