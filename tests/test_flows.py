@@ -208,14 +208,15 @@ def test_bad_inputs_give_one_line_errors(ddscope, repo, tmp_path, case):
     garbage = tmp_path / "junk.pcapng"
     garbage.write_bytes(b"this is not a capture file at all\n" * 10)
     args, code, text = {
-        "one": ([cyc / "pc1.pcapng.gz"], 1, "two or more capture points"),
+        # README's exit codes: 64 the command line is wrong, 2 an input that cannot be used
+        "one": ([cyc / "pc1.pcapng.gz"], 64, "two or more capture points"),
         "missing": ([cyc / "pc1.pcapng.gz", tmp_path / "nope.pcapng"], 2, "nope.pcapng"),
-        "same": ([cyc / "pc1.pcapng.gz", cyc / "pc1.pcapng.gz"], 1, "same file"),
-        "offset": ([cyc, "--offset", "pc9=+1ms"], 1, "no capture point named \"pc9\""),
+        "same": ([cyc / "pc1.pcapng.gz", cyc / "pc1.pcapng.gz"], 64, "same file"),
+        "offset": ([cyc, "--offset", "pc9=+1ms"], 64, "no capture point named \"pc9\""),
         "garbage": ([cyc / "pc1.pcapng.gz", garbage], 2, "junk.pcapng"),
         # RTPS only: nothing to measure without --all, and a hint saying so
-        "unrelated": ([cyc / "pc1.pcapng.gz", fast / "pc2.pcapng.gz"], 1, "left out unless --all"),
-        "rows": ([cyc, "--rows", tmp_path / "x.txt"], 1, "use a .csv, .jsonl or .parquet"),
+        "unrelated": ([cyc / "pc1.pcapng.gz", fast / "pc2.pcapng.gz"], 2, "left out unless --all"),
+        "rows": ([cyc, "--rows", tmp_path / "x.txt"], 64, "use a .csv, .jsonl or .parquet"),
     }[case]
     cp = ddscope("flows", *args, check=False)
     assert cp.returncode == code, cp.stderr

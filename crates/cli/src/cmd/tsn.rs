@@ -76,7 +76,7 @@ ddscope tsn check examples/tsn/lab-tagged.toml pc1.pcapng pc2.pcapng --judge p99
 ddscope tsn check examples/tsn/thesis-tas50-40.toml pc1.pcapng pc2.pcapng --clock-offset 37s --gate-tolerance 2us\n\n\
 One verdict line per topic and capture (PCP), per gated port and topic (windows) and per SR class\n\
 (max latency and jitter against Bosk et al. Table 1, end to end over paths of up to 7 hops).\n\
-Exit code 0: every check passed; 1: a violation (or another error); 2: an input could not be read.")]
+Exit code 0: every check passed; 1: a violation; 2: an input could not be read or used; 64: a wrong command line.")]
     Check(CheckArgs),
     /// Propose a TAS configuration from measured traffic, predict per-topic latency, emit tc/DDS/PTP and the scenario
     /// (exit code 3 when a topic cannot meet its deadline)

@@ -192,6 +192,8 @@ pub struct ClockSummary {
     pub last_at_ns: Option<i64>,
     /// The mean drift of the lines that fitted their whole window (steps left out), ppm.
     pub drift_ppm: Option<f64>,
+    /// The error bar of the last fit (at `last_at_ns`): what `last_offset_ns` is worth.
+    pub last_uncertainty_ns: Option<i64>,
     /// The largest error bar of any fit.
     pub max_uncertainty_ns: i64,
     /// The mean error bar of the lines over the sightings they corrected.
@@ -553,6 +555,7 @@ impl ClockTracker {
                     first_at_ns: f.map(|f| f.at_ns),
                     last_at_ns: l.map(|f| f.at_ns),
                     drift_ppm: drift,
+                    last_uncertainty_ns: l.map(|f| f.uncertainty_ns),
                     max_uncertainty_ns: p.max_uncertainty,
                     mean_uncertainty_ns: (p.queries > 0).then(|| (p.sum_uncertainty / p.queries as f64).ceil() as i64),
                     step_fits: p.cut_fits,

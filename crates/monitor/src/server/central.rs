@@ -778,8 +778,11 @@ impl Central {
             .into_iter()
             .filter_map(|s| {
                 let (b, src) = claim(&s.capture)?;
+                // the line now against the claims now: the last fit's own error bar (a step earlier in
+                // the run, with its wide bar, says nothing of where the clocks are now)
                 let o = s.last_offset_ns?;
-                Some(ddscope_core::latency::clock::ClaimCheck::new(&s.capture, reference, b, rb, o, s.max_uncertainty_ns, (&src, &rs)))
+                let u = s.last_uncertainty_ns.unwrap_or(s.max_uncertainty_ns);
+                Some(ddscope_core::latency::clock::ClaimCheck::new(&s.capture, reference, b, rb, o, u, (&src, &rs)))
             })
             .collect()
     }
