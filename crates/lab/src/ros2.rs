@@ -3,8 +3,9 @@
 //! rmw_zenoh_cpp reads its Zenoh configuration from `ZENOH_SESSION_CONFIG_URI` (nodes) and
 //! `ZENOH_ROUTER_CONFIG_URI` (rmw_zenohd). The lab starts from the defaults the stack installs
 //! (`share/rmw_zenoh_cpp/config/DEFAULT_RMW_ZENOH_*_CONFIG.json5`, the bundle's own) and changes
-//! only where the router listens and where a node connects and listens: the lab's hosts are
-//! namespaces whose `localhost` is their own, and the router runs on the switch or on a host.
+//! only where the router listens and where a node connects and listens (the lab's hosts are
+//! namespaces whose `localhost` is their own, and the router runs on the switch or on a host) and,
+//! for a node in client mode, time stamps (see [`session_config`]).
 
 use anyhow::{anyhow, bail, Result};
 
@@ -37,10 +38,18 @@ pub fn session_config(ros2: &Ros2Install, mode: ZenohMode, router: &str, host_ip
     let d = default_config(ros2, "SESSION")?;
     let d = replace_once(&d, "mode: \"peer\"", &format!("mode: \"{}\"", mode.as_str()), "session")?;
     let d = replace_once(&d, "\"tcp/localhost:7447\"", &format!("\"{router}\""), "session")?;
-    let listen = match mode {
-        ZenohMode::Peer => format!("\"tcp/{host_ip}:0\""),
-        // a client listens on nothing: every sample goes through the router
-        ZenohMode::Client => String::new(),
+    // rmw_zenoh_cpp gives transient-local publishers (/rosout, /parameter_events) a publication
+    // cache, which zenoh refuses to make without time stamps: the default stamps in routers and
+    // peers only, so a client would abort in rcl_init ("unable to create zenoh publisher cache")
+    let d = match mode {
+        ZenohMode::Client => replace_once(&d, "enabled: { router: true, peer: true, client: false }", "enabled: { router: true, peer: true, client: true }", "session")?,
+        ZenohMode::Peer => d,
     };
-    replace_once(&d, "\"tcp/localhost:0\"", &listen, "session")
+    match mode {
+        ZenohMode::Peer => replace_once(&d, "\"tcp/localhost:0\"", &format!("\"tcp/{host_ip}:0\""), "session"),
+        // a client listens on nothing: every sample goes through the router (the entry goes with
+        // its comma: `[ , ]` is not JSON5, and rmw_zenoh refuses the whole file)
+        ZenohMode::Client if d.contains("\"tcp/localhost:0\",") => replace_once(&d, "\"tcp/localhost:0\",", "", "session"),
+        ZenohMode::Client => replace_once(&d, "\"tcp/localhost:0\"", "", "session"),
+    }
 }

@@ -494,7 +494,9 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             cmd.envs(clock_env(&runs_on)).envs(ros2.env(Vendor::RmwZenoh)).env("ZENOH_ROUTER_CONFIG_URI", &cfg).env("ROS_LOG_DIR", out.join("logs").join("ros"));
             cmd.stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
             let i = procs.spawn("zenoh router", cmd)?;
-            wait_for_text(&log, "Started Zenoh router", Duration::from_secs(15), procs.get(i))?;
+            // zenoh's own log line, written at once ("Started Zenoh router" goes through a C++
+            // stdout buffer to the file and may come only when the router ends)
+            wait_for_text(&log, "Zenoh can be reached at", Duration::from_secs(30), procs.get(i))?;
             i
         } else {
             let prog = bins.path(Vendor::Zenoh)?;
@@ -703,6 +705,10 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
                 let _ = writeln!(s, "STOP");
             }
             let p = procs.get(i);
+            if sc.has_rmw_zenoh() {
+                // rmw_zenohd reads no stdin: it ends on SIGINT (exit 0), as under `ros2 run`
+                p.signal(libc::SIGINT);
+            }
             let st = p.wait_timeout(Duration::from_secs(10));
             cpu.insert("zenoh router".to_string(), p.cpu_s);
             Some(ZenohRouterReport {
