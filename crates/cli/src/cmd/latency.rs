@@ -262,7 +262,8 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(p) = run.correlator.readers.problem_line() {
         eprintln!("latency: warning: per-reader table: {p}");
     }
-    let all_flows = run.correlator.summaries();
+    // Flows joined trace to trace are judged in time / late against --period, else their topic's period in the traces.
+    let all_flows = ddscope_core::ros2::timing::summaries(&run.correlator, a.period.ns());
     let mut known: Vec<String> = all_flows.iter().map(|f| f.topic.clone()).collect();
     let flows: Vec<FlowSummary> = all_flows.into_iter().filter(|f| select.keeps(f)).collect();
     // A budget or --topic that matches nothing judges nothing: said, and a failure with
@@ -347,7 +348,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             }).collect::<Vec<_>>(),
             "ground_truth": {"files": run.truth.files, "records": run.truth.lines},
             "writers": run.correlator.writer_roles(),
-            "flows": flows,
+            "flows": flows.iter().map(flow_json).collect::<Vec<_>>(),
             "readers": reader_rows,
             "traces": run.traces,
             "ros2_join": run.correlator.join_stats(),
@@ -412,7 +413,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                 } else {
                     String::new()
                 };
-                writeln!(out, "chain c1 = {}: {} instances ({} without an end-to-end value{via})", t.join(" -> "), s.instances, s.incomplete)?;
+                writeln!(out, "chain c1 = {}: {} instances ({} without an end-to-end value{via}){}", t.join(" -> "), s.instances, s.incomplete, inputs_text(&s))?;
                 let mut w: RecordWriter<ChainLayerRow> = RecordWriter::new(a.format.into(), out, &[])?;
                 for mut r in s.layer_rows() {
                     r.chain = "c1".into();
@@ -437,11 +438,15 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     writeln!(out)?;
     // Traces alone: the wire's columns (loss, repairs, jitter of the message) would all be empty.
     let trace_only = run.captures.is_empty();
-    let flow_cols: &[&str] = if trace_only { &["topic", "sender", "receiver", "sender_nodes", "receiver_nodes", "samples"] } else { &[] };
+    // In time / late against the topic's publication period in the traces (ros2::timing), empty where none is known.
+    let flow_cols: &[&str] = if trace_only { &["topic", "sender", "receiver", "sender_nodes", "receiver_nodes", "samples", "period_ms", "in_time", "late"] } else { &[] };
     let mut w: RecordWriter<FlowSummary> = RecordWriter::new(Format::Table, out, flow_cols)?
         .empty_reason("sender_nodes", "no traces and no ROS 2 node names on the wire")
         .empty_reason("receiver_nodes", "no traces and no ROS 2 node names on the wire")
-        .empty_reason("repaired_mean_ms", "no sample was repaired");
+        .empty_reason("repaired_mean_ms", "no sample was repaired")
+        .empty_reason("period_ms", "no publication period known (from traces: a burst, under 5 publishes, or several publishers not all in timers of one period)")
+        .empty_reason("in_time", "no publication period to judge against")
+        .empty_reason("late", "no publication period to judge against");
     for f in &flows {
         w.write(f)?;
     }
@@ -478,6 +483,37 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     drop(out);
     output.commit()?;
     Ok(status)
+}
+
+/// A flow summary as JSON: a flow joined trace to trace whose publication period is unknown has
+/// neither in time nor late (null), not every sample late.
+pub fn flow_json(f: &FlowSummary) -> serde_json::Value {
+    let mut v = serde_json::to_value(f).unwrap_or(serde_json::Value::Null);
+    if !ddscope_core::ros2::timing::timing_known(f) {
+        v["in_time"] = serde_json::Value::Null;
+        v["late"] = serde_json::Value::Null;
+    }
+    v
+}
+
+/// What became of the measured chain's inputs (the first topic's samples taken by a node that
+/// continues the path): `; of 82 inputs on /topic1: 40 reached /topic4, 41 dropped along the path
+/// (41 before /topic3), 1 not carried on before the trace ended`.
+pub fn inputs_text(s: &ddscope_core::ros2::ChainSummary) -> String {
+    if s.inputs == 0 {
+        return String::new();
+    }
+    let first = s.path.first().map(String::as_str).unwrap_or("?");
+    let last = s.path.last().map(String::as_str).unwrap_or("?");
+    let mut t = format!("; of {} inputs on {first}: {} reached {last}", s.inputs, s.inputs_complete);
+    if s.dropped > 0 {
+        let at: Vec<String> = s.dropped_at.iter().map(|d| format!("{} before {}", d.inputs, d.topic)).collect();
+        t.push_str(&format!(", {} dropped along the path ({}: a later input went on from where each stopped)", s.dropped, at.join(", ")));
+    }
+    if s.unfinished > 0 {
+        t.push_str(&format!(", {} not carried on before the trace ended (nor any later input from where they stopped)", s.unfinished));
+    }
+    t
 }
 
 /// `--explain`: incidents grouped by cause, then the worst ones with their evidence.
@@ -609,13 +645,13 @@ pub fn write_explanation(out: &mut dyn Write, x: &ddscope_core::latency::explain
             _ => "-".into(),
         };
         let budget = i.budget_ns.map_or(String::new(), |b| format!(", budget {:.3} ms", b as f64 / 1e6));
+        let writer = if i.writer_id.is_empty() { String::new() } else { format!(" writer {}", i.writer_id) };
         writeln!(
             out,
-            "  {} {}->{} writer {} sn {}: {v}{budget} [{}] -> {}: {}",
+            "  {} {}->{}{writer} sn {}: {v}{budget} [{}] -> {}: {}",
             ddscope_traffic::text::escape_controls(&i.topic),
             ddscope_traffic::text::escape_controls(&i.sender),
             ddscope_traffic::text::escape_controls(&i.receiver),
-            i.writer_id,
             i.sn,
             kinds.join(", "),
             i.cause.name(),

@@ -274,7 +274,8 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
     let bin_ns = chart_bin_ns(end_ns.saturating_sub(start_ns));
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
     let mut flows = BTreeMap::new();
-    for (s, (key, f)) in run.correlator.summaries().into_iter().zip(run.correlator.flows()) {
+    // Flows joined trace to trace are judged in time / late against their topic's period in the traces.
+    for (s, (key, f)) in ddscope_core::ros2::timing::summaries(&run.correlator, None).into_iter().zip(run.correlator.flows()) {
         if !select.keeps(&s) {
             continue;
         }
@@ -288,10 +289,16 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             f.layers.iter().filter(|(_, d)| d.count() > 0).map(|(l, d)| (l.to_string(), json!(d.box_stats()))).collect();
         let pb = step_series(&payload.remove(&k).unwrap_or_default(), start_ns, bin_ns);
         let rate = TopicRate::of(times.remove(&k).unwrap_or_default().values(), Some(end_ns));
+        // A flow joined trace to trace whose period is unknown: neither in time nor late (empty cells).
+        let mut summary = serde_json::to_value(&s)?;
+        if !ddscope_core::ros2::timing::timing_known(&s) {
+            summary["in_time"] = json!("");
+            summary["late"] = json!("");
+        }
         flows.insert(
             k,
             json!({
-                "summary": s,
+                "summary": summary,
                 "stack": s.ros_stack(),
                 "boxes": boxes,
                 "cdf": f.layers.get(&ddscope_core::latency::Layer::Message).map(|d| d.cdf(200)).unwrap_or_default(),
@@ -310,6 +317,11 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
                 "path": s.path,
                 "instances": s.instances,
                 "incomplete": s.incomplete,
+                "inputs": s.inputs,
+                "inputs_complete": s.inputs_complete,
+                "dropped": s.dropped,
+                "unfinished": s.unfinished,
+                "dropped_at": s.dropped_at,
                 "e2e": s.e2e,
                 "e2e_box": e2e_box,
                 "stack": s.stack(),
@@ -361,6 +373,16 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         "timeline": timeline,
     });
     eprintln!("report: run {name}: incidents: {}", x.summary_line());
+    // The measured chain's inputs that did not reach its end, shown with the run's notes.
+    let mut warnings = run.correlator.warnings();
+    if let Some(s) = run.correlator.chains().and_then(|c| c.summary()) {
+        let t = super::latency::inputs_text(&s);
+        if s.dropped + s.unfinished > 0 {
+            let line = format!("chain {}: {} instances{t}", s.path.join(" → "), s.instances);
+            eprintln!("report: run {name}: {line}");
+            warnings.push(line);
+        }
+    }
     let doc = json!({
         "name": name,
         "incidents": incidents,
@@ -375,7 +397,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
             "name": c.name, "path": c.path.display().to_string(), "frames": o.summary.frames,
             "rtps_messages": o.decode.rtps_messages, "skipped": o.decode.summary_line(), "offset_ns": off,
         })).collect::<Vec<_>>(),
-        "warnings": run.correlator.warnings(),
+        "warnings": warnings,
         "bandwidth": run.captures.iter().zip(&run.outcomes).map(|(c, o)| json!({
             "capture": c.name,
             "points": step_series(&o.bandwidth.iter().map(|b| (b.start_ns, b.bytes)).fold(BTreeMap::new(), |mut m, (t, b)| {

@@ -859,7 +859,8 @@ impl Explainer {
                 domain: fk.domain,
                 sender: fk.sender.clone(),
                 receiver: fk.receiver.clone(),
-                writer_id: s.writer.to_string(),
+                // A sample joined trace to trace without a declared DDS writer has no GUID to name.
+                writer_id: if s.writer == Guid::default() { String::new() } else { s.writer.to_string() },
                 writer: s.writer,
                 sn: s.sn,
                 kinds,

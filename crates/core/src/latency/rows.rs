@@ -211,7 +211,9 @@ crate::record!(LatencyRow, r, {
     topic_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_name)),
     type_name: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.type_name)),
     topic_raw: Str => r.topic.as_deref().map_or(Value::Null, |t| Value::S(&t.topic_raw)),
-    writer_id: Str => Value::Guid(r.writer_id),
+    // A row joined trace to trace whose trace declared no DDS writer (CARET's Galactic traces have no
+    // rmw_publisher_init, Galactic rcl none of the gid) has no GUID: null, never the all-zero GUID_UNKNOWN.
+    writer_id: Str => if r.writer_id == Guid::default() { Value::Null } else { Value::Guid(r.writer_id) },
     sn: I64 => Value::I(r.sn),
     fragment_starting_num: U64 => opt_u(r.fragment_starting_num),
     sender: Str => Value::S(&r.sender),
@@ -322,8 +324,10 @@ crate::record!(FlowSummary, r, let { let f = |s: &DistSummary, v: f64| if s.coun
     jitter_abs_p99_ms: F64 => f(&r.jitter_abs, r.jitter_abs.p99_ms),
     jitter_abs_max_ms: F64 => f(&r.jitter_abs, r.jitter_abs.max_ms),
     period_ms: F64 => r.period_ms.map_or(Value::Null, Value::F),
-    in_time: U64 => Value::U(r.in_time),
-    late: U64 => Value::U(r.late),
+    // A flow joined trace to trace whose publication period the traces do not show is neither
+    // in time nor late (FlowSummary::timing_known): empty, never every sample late.
+    in_time: U64 => if r.timing_known() { Value::U(r.in_time) } else { Value::Null },
+    late: U64 => if r.timing_known() { Value::U(r.late) } else { Value::Null },
 });
 
 impl crate::sink::OnTopic for FlowSummary {
@@ -336,6 +340,18 @@ impl crate::sink::OnTopic for FlowSummary {
 }
 
 impl FlowSummary {
+    /// A flow joined trace to trace (a ROS 2 end-to-end latency and no wire message latency):
+    /// its in time / late come from the traces (`ros2::timing`).
+    pub fn trace_joined(&self) -> bool {
+        self.layer(Layer::Message).is_none() && self.layer(Layer::RosE2e).is_some()
+    }
+
+    /// Whether the flow's in time / late mean anything: a wire flow's always; a flow joined trace
+    /// to trace only where its publication period is known (`ros2::timing::summaries`).
+    pub fn timing_known(&self) -> bool {
+        !self.trace_joined() || self.period_ms.is_some()
+    }
+
     /// The summary of layer `l`, when the flow has samples of it.
     pub fn layer(&self, l: Layer) -> Option<&DistSummary> {
         self.layers.iter().find(|(n, _)| *n == l).map(|(_, s)| s)

@@ -300,6 +300,36 @@ pub struct AssembleStats {
     pub links_evicted: u64,
     /// Events of init type or others that the assembly did not need.
     pub events: u64,
+    /// Processes whose events stop well before the trace's end (set when the trace ended).
+    pub processes_ended_early: Vec<ProcessEnd>,
+}
+
+/// A process whose events stop well before the trace's end: more than [`ENDED_EARLY_MIN_NS`]
+/// and more than twice its longest silence before, while the others went on — it ended, was
+/// killed (its last events possibly lost) or fell idle.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessEnd {
+    pub vpid: i64,
+    pub procname: String,
+    /// Its last event (trace clock, ns).
+    pub last_event_ns: i64,
+    /// Its last event → the trace's last event.
+    pub before_end_ms: f64,
+    /// The longest time between two of its events before that.
+    pub longest_gap_ms: f64,
+}
+
+/// A process silent this long before the trace's end at least (and twice its longest silence) ended early.
+pub const ENDED_EARLY_MIN_NS: i64 = 100_000_000;
+
+/// Processes followed for [`AssembleStats::processes_ended_early`].
+const MAX_PROCESSES: usize = 4096;
+
+/// What the trace shows of one process.
+struct ProcSpan {
+    procname: String,
+    last: i64,
+    longest_gap: i64,
 }
 
 impl AssembleStats {
@@ -339,6 +369,15 @@ impl AssembleStats {
         }
         if self.open_expired > 0 {
             v.push(format!("{} publishes/takes/callbacks never finished on their thread (closed with what they had; a process killed or a trace cut)", self.open_expired));
+        }
+        for p in self.processes_ended_early.iter().take(8) {
+            v.push(format!(
+                "process {} (pid {}): its events stop {:.1} ms before the trace's end (its longest silence before that: {:.1} ms): it ended, was killed or fell idle, or its last events were lost (then what it published after that has no traced publish)",
+                ddscope_traffic::text::escape_controls(&p.procname),
+                p.vpid,
+                p.before_end_ms,
+                p.longest_gap_ms
+            ));
         }
         if self.threads_evicted > 0 || self.publishers_evicted > 0 || self.links_evicted > 0 {
             v.push(format!(
@@ -462,6 +501,8 @@ pub struct Assembler {
     /// (vpid, node handle) → the latest take per subscription topic whose callback ended.
     latest: BoundedMap<(i64, u64), Inputs>,
     unresolved: BoundedMap<(i64, &'static str, Unresolved, u64), UnresolvedEntity>,
+    /// vpid → its name, last event and longest silence.
+    procs: BoundedMap<i64, ProcSpan>,
     next_take: TakeSeq,
     next_publish: PubSeq,
     last_watermark: i64,
@@ -501,6 +542,7 @@ impl Assembler {
             intra_by_slot: BoundedMap::new(MAX_LINKS),
             latest: BoundedMap::new(cfg.max_publishers),
             unresolved: BoundedMap::new(MAX_UNRESOLVED_LISTED),
+            procs: BoundedMap::new(MAX_PROCESSES),
             next_take: 0,
             next_publish: 0,
             last_watermark: i64::MIN,
@@ -553,6 +595,7 @@ impl Assembler {
         let t = rec.time.ns_from_origin;
         self.now = self.now.max(t);
         let pid = rec.context.vpid.unwrap_or(-1);
+        self.note_process(rec, pid, t);
         let tid = rec.context.vtid.unwrap_or(-1);
         let key = (pid, tid);
         self.note_layout(&rec.event);
@@ -843,6 +886,39 @@ impl Assembler {
             }
         }
         self.maybe_watermark(out);
+    }
+
+    /// Process `pid` has an event at `t`.
+    fn note_process(&mut self, rec: &Record, pid: i64, t: i64) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.longest_gap = p.longest_gap.max(t.saturating_sub(p.last));
+            p.last = p.last.max(t);
+            return;
+        }
+        let procname = rec.context.procname.map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+        self.procs.insert(pid, ProcSpan { procname, last: t, longest_gap: 0 }, &mut |_, _| {});
+    }
+
+    /// The processes whose events stop well before the trace's end ([`ProcessEnd`]).
+    fn processes_ended_early(&self) -> Vec<ProcessEnd> {
+        let end = self.now;
+        let mut v: Vec<ProcessEnd> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| {
+                let quiet = end.saturating_sub(p.last);
+                quiet > ENDED_EARLY_MIN_NS && quiet > p.longest_gap.saturating_mul(2)
+            })
+            .map(|(pid, p)| ProcessEnd {
+                vpid: *pid,
+                procname: p.procname.clone(),
+                last_event_ns: p.last,
+                before_end_ms: end.saturating_sub(p.last) as f64 / 1e6,
+                longest_gap_ms: p.longest_gap as f64 / 1e6,
+            })
+            .collect();
+        v.sort_by(|a, b| a.last_event_ns.cmp(&b.last_event_ns).then(a.vpid.cmp(&b.vpid)));
+        v
     }
 
     /// A new publish on thread `key`, made inside whatever callback runs there.
@@ -1175,6 +1251,7 @@ impl Assembler {
                 self.close_thread(k, st, out);
             }
         }
+        self.stats.processes_ended_early = self.processes_ended_early();
         out(TraceItem::End);
     }
 }

@@ -145,6 +145,13 @@ pub struct ChainStats {
     /// Instances with a hop linked through the node's latest input (not a publish inside the input's callback).
     pub instances_via_latest: u64,
     pub paths_evicted: u64,
+    /// Samples of the measured path's first topic taken by a node that continues the path (its
+    /// inputs), and of those: the ones that reached the path's end, the ones dropped along the
+    /// path (a later sample went on from where this one stopped) and the ones the trace ended on.
+    pub inputs: u64,
+    pub inputs_complete: u64,
+    pub inputs_dropped: u64,
+    pub inputs_unfinished: u64,
 }
 
 /// A topic sequence found by `--path auto`.
@@ -173,7 +180,39 @@ pub struct ChainSummary {
     pub incomplete: u64,
     pub e2e: DistSummary,
     pub hops: Vec<ChainHopSummary>,
+    /// The path's inputs (samples of its first topic taken by a node that continues the path)
+    /// and what became of them: reached the end, dropped along the path, cut by the trace's end.
+    pub inputs: u64,
+    pub inputs_complete: u64,
+    pub dropped: u64,
+    pub unfinished: u64,
+    /// Where the dropped inputs stopped: at hop `hop` no publish of `topic` went on from them.
+    pub dropped_at: Vec<DroppedAt>,
 }
+
+/// Inputs of the measured path that stopped before hop `hop`: the node that took the previous
+/// topic published nothing of `topic` from them (a later input went on instead).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DroppedAt {
+    pub hop: usize,
+    pub topic: String,
+    pub inputs: u64,
+}
+
+/// A sample of the measured path's first topic, followed until its descendants are all evaluated.
+#[derive(Debug, Clone)]
+struct Start {
+    host: Arc<str>,
+    node: Option<Arc<str>>,
+    /// The deepest path position it reached, and that hop's take.
+    depth: usize,
+    deepest_ts: i64,
+    take_ts: i64,
+}
+
+/// Topics whose subscriptions belong to rclcpp itself (`TimeSource`'s parameter-event callback):
+/// they pass nothing on to the node's publishing callbacks.
+const LIBRARY_TOPICS: [&str; 1] = ["/parameter_events"];
 
 pub struct ChainTracker {
     cfg: ChainConfig,
@@ -186,6 +225,17 @@ pub struct ChainTracker {
     chain_hops: Vec<HopStats>,
     rows: Vec<ChainRow>,
     path_name: Arc<str>,
+    /// (host, node, input topic, output topic): nodes seen publishing the output inside the
+    /// callback of the input (a relay): their other publishes of the output are not caused by it.
+    relays: BoundedMap<(Arc<str>, Option<Arc<str>>, Arc<str>, Arc<str>), ()>,
+    /// The measured path's inputs still followed (by the take of the first topic).
+    starts: BoundedMap<TakeId, Start>,
+    /// (host, node) of first-topic takes that went on along the path.
+    continuing: BoundedMap<(Arc<str>, Option<Arc<str>>), ()>,
+    /// Per path position `i` ≥ 1, the latest take at position `i − 1` that went on to position `i`
+    /// (an input stopped at `i − 1` before that take was dropped there: a later one went on).
+    went_on_ts: Vec<i64>,
+    dropped_at: Vec<u64>,
     pub stats: ChainStats,
 }
 
@@ -202,8 +252,82 @@ impl ChainTracker {
             chain_hops,
             rows: vec![],
             path_name,
+            relays: BoundedMap::new(cfg.max_paths.max(1024)),
+            starts: BoundedMap::new(cfg.max_hops),
+            continuing: BoundedMap::new(1024),
+            went_on_ts: vec![i64::MIN; cfg.path.as_ref().map_or(0, |p| p.len())],
+            dropped_at: vec![0; cfg.path.as_ref().map_or(0, |p| p.len())],
             stats: ChainStats::default(),
             cfg,
+        }
+    }
+
+    /// Learns that `h`'s publisher relays its cause's topic to `h`'s topic (a publish inside the input's callback).
+    fn note_relay(&mut self, h: &Hop) {
+        let Some(c) = h.cause else { return };
+        let (Some(cause_topic), Some(topic)) = (self.hops.get(&c).and_then(|x| x.topic.clone()), h.topic.clone()) else { return };
+        let key = (h.sender.clone(), h.sender_node.clone(), cause_topic, topic);
+        if !self.relays.contains_key(&key) {
+            self.relays.insert(key, (), &mut |_, _| {});
+        }
+    }
+
+    /// Whether `cur`'s publish may have passed on the node's latest take of `want` (CARET's variable
+    /// passing): not when the node relays `want` to `cur`'s topic inside `want`'s callback (its
+    /// other publishes of that topic — a timer's — did not come from `want`), nor from rclcpp's
+    /// own subscriptions (`/parameter_events`).
+    fn passes_latest(&self, cur: &Hop, want: &str) -> bool {
+        if LIBRARY_TOPICS.contains(&want) {
+            return false;
+        }
+        let Some(topic) = cur.topic.clone() else { return false };
+        !self.relays.contains_key(&(cur.sender.clone(), cur.sender_node.clone(), Arc::from(want), topic))
+    }
+
+    /// The measured path's hops from its first topic to `last`, taken at path position `at`:
+    /// each hop's direct cause when it is on the previous topic, else the node's latest take of
+    /// that topic when the publish's callback started (where the node may pass it on). With
+    /// whether a hop came through a latest input.
+    fn walk_path(&self, last: &Hop, at: usize) -> Option<(Vec<Hop>, bool)> {
+        let path = self.cfg.path.as_ref()?;
+        let mut inst: Vec<Hop> = vec![last.clone()];
+        let mut via_latest = false;
+        for want in path[..at].iter().rev() {
+            let cur = inst.last().expect("one hop at least");
+            let direct = cur.cause.and_then(|c| self.hops.get(&c)).filter(|h| h.topic.as_deref() == Some(want.as_str()));
+            let prev = match direct {
+                Some(h) => Some(h),
+                None if self.passes_latest(cur, want) => {
+                    let latest = cur.inputs.iter().find(|(t, _)| &**t == want.as_str()).and_then(|(_, tk)| self.hops.get(tk));
+                    if latest.is_some() {
+                        via_latest = true;
+                    }
+                    latest
+                }
+                None => None,
+            };
+            inst.push(prev?.clone());
+        }
+        inst.reverse();
+        Some((inst, via_latest))
+    }
+
+    /// An input whose descendants have all been evaluated: counted by what became of it.
+    fn finish_start(&mut self, s: Start) {
+        let k = self.went_on_ts.len();
+        if k == 0 || !self.continuing.contains_key(&(s.host.clone(), s.node.clone())) {
+            return;
+        }
+        self.stats.inputs += 1;
+        if s.depth + 1 >= k {
+            self.stats.inputs_complete += 1;
+        } else if self.went_on_ts[s.depth + 1] > s.deepest_ts {
+            // A later take where this input stopped went on: this one was dropped there
+            // (overwritten before the node published from it, or not published from).
+            self.stats.inputs_dropped += 1;
+            self.dropped_at[s.depth + 1] += 1;
+        } else {
+            self.stats.inputs_unfinished += 1;
         }
     }
 
@@ -213,8 +337,17 @@ impl ChainTracker {
             // The callback of take `c` published what this hop delivered: that hop continues.
             self.caused.insert(c, (), &mut |_, _| {});
         }
+        self.note_relay(&h);
         let id = h.take;
         let take_ts = h.take_ts;
+        if self.cfg.path.as_ref().is_some_and(|p| p.first().map(String::as_str) == h.topic.as_deref()) {
+            let s = Start { host: h.receiver.clone(), node: h.receiver_node.clone(), depth: 0, deepest_ts: take_ts, take_ts };
+            let mut gone = vec![];
+            self.starts.insert(id, s, &mut |_, s| gone.push(s));
+            for s in gone {
+                self.finish_start(s);
+            }
+        }
         let ev = &mut self.stats.hops_evicted;
         self.hops.insert(id, h, &mut |_, _| *ev += 1);
         self.due.push_back((id, take_ts.saturating_add(crate::window::chain_wait_ns(self.cfg.window_ns))));
@@ -233,6 +366,12 @@ impl ChainTracker {
         let keep = lw.saturating_sub(crate::window::chain_keep_ns(self.cfg.window_ns));
         while self.hops.peek_lru().is_some_and(|(_, h)| h.take_ts <= keep) {
             self.hops.pop_lru();
+        }
+        // Inputs whose descendants were all evaluated (3 windows after them) are counted.
+        while self.starts.peek_lru().is_some_and(|(_, s)| s.take_ts <= keep) {
+            if let Some((_, s)) = self.starts.pop_lru() {
+                self.finish_start(s);
+            }
         }
         while self.caused.len() > self.hops.len().max(1024) {
             self.caused.pop_lru();
@@ -273,33 +412,31 @@ impl ChainTracker {
         }
         let Some(path) = self.cfg.path.as_ref() else { return };
         let k = path.len();
-        let Some(last) = self.hops.get(&id) else { return };
-        if last.topic.as_deref() != path.last().map(String::as_str) {
-            return;
+        let Some(last) = self.hops.get(&id).cloned() else { return };
+        // Every position of the path this hop's topic holds: how far the inputs went.
+        let positions: SmallVec<[usize; 2]> = path.iter().enumerate().skip(1).filter(|(_, t)| last.topic.as_deref() == Some(t.as_str())).map(|(i, _)| i).collect();
+        let mut instance = None;
+        for i in positions {
+            let Some((inst, via)) = self.walk_path(&last, i) else { continue };
+            let first = &inst[0];
+            if let Some(s) = self.starts.get_mut(&first.take) {
+                if i > s.depth {
+                    s.depth = i;
+                    s.deepest_ts = last.take_ts;
+                }
+            }
+            let node = (first.receiver.clone(), first.receiver_node.clone());
+            if !self.continuing.contains_key(&node) {
+                self.continuing.insert(node, (), &mut |_, _| {});
+            }
+            self.went_on_ts[i] = self.went_on_ts[i].max(inst[i - 1].take_ts);
+            if i == k - 1 {
+                instance = Some((inst, via));
+            }
         }
         // Walk the path backwards: the direct cause when it is on the path's previous topic,
         // else the node's latest take of that topic when the publish's callback started.
-        let mut inst: Vec<Hop> = vec![last.clone()];
-        let mut via_latest = false;
-        for want in path[..k - 1].iter().rev() {
-            let cur = inst.last().expect("one hop at least");
-            let direct = cur.cause.and_then(|c| self.hops.get(&c)).filter(|h| h.topic.as_deref() == Some(want.as_str()));
-            let prev = match direct {
-                Some(h) => Some(h),
-                None => {
-                    let latest = cur.inputs.iter().find(|(t, _)| &**t == want.as_str()).and_then(|(_, tk)| self.hops.get(tk));
-                    if latest.is_some() {
-                        via_latest = true;
-                    }
-                    latest
-                }
-            };
-            match prev {
-                Some(h) => inst.push(h.clone()),
-                None => return,
-            }
-        }
-        inst.reverse();
+        let Some((inst, via_latest)) = instance else { return };
         if via_latest {
             self.stats.instances_via_latest += 1;
         }
@@ -357,6 +494,17 @@ impl ChainTracker {
             path: path.clone(),
             instances: self.stats.instances,
             incomplete: self.stats.instances_incomplete,
+            inputs: self.stats.inputs,
+            inputs_complete: self.stats.inputs_complete,
+            dropped: self.stats.inputs_dropped,
+            unfinished: self.stats.inputs_unfinished,
+            dropped_at: self
+                .dropped_at
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| DroppedAt { hop: i, topic: path[i].clone(), inputs: *n })
+                .collect(),
             e2e: self.chain_e2e.summary(),
             hops: self
                 .chain_hops
@@ -500,5 +648,106 @@ impl ChainSummary {
             }
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A same-host hop: `topic` published by `from` at `pub_ts`, taken by `to` at `take_ts`
+    /// (callback 10 µs later), made inside the callback of take `cause` when given, with the
+    /// publisher's latest takes `inputs` when its callback started.
+    fn hop(id: u64, topic: &str, from: &str, to: &str, pub_ts: i64, take_ts: i64, cause: Option<u64>, inputs: &[(&str, u64)]) -> Hop {
+        Hop {
+            take: (0, id),
+            cause: cause.map(|c| (0, c)),
+            topic: Some(Arc::from(topic)),
+            level: Delivery::SameHost,
+            join: Join::SourceTs,
+            sender: Arc::from("h"),
+            receiver: Arc::from("h"),
+            sender_node: Some(Arc::from(from)),
+            receiver_node: Some(Arc::from(to)),
+            writer: None,
+            sn: Some(id as i64),
+            source_ts: pub_ts,
+            rclcpp_ts: Some(pub_ts),
+            take_ts,
+            callback_start_ts: Some(take_ts + 10_000),
+            layers: HopLayers { ros_e2e: Some(take_ts + 10_000 - pub_ts), ..HopLayers::default() },
+            inputs: inputs.iter().map(|(t, i)| (Arc::from(*t), (0, *i))).collect(),
+        }
+    }
+
+    fn tracker(path: &[&str]) -> ChainTracker {
+        ChainTracker::new(ChainConfig { path: Some(path.iter().map(|s| s.to_string()).collect()), window_ns: 10 * MS, ..ChainConfig::default() })
+    }
+
+    /// ping publishes /ping from a timer and, every second /pong, from the /pong callback; pong
+    /// answers every /ping. `/pong,/ping` has only the relayed /ping as instances: the timer's
+    /// publishes read no /pong although the node had one (its latest input).
+    #[test]
+    fn timer_publishes_of_a_relayed_topic_are_not_instances() {
+        let mut c = tracker(&["/pong", "/ping"]);
+        let mut id = 0;
+        let mut next = || {
+            id += 1;
+            id
+        };
+        let mut latest_pong: Option<u64> = None;
+        let mut relayed = 0;
+        for k in 0..10i64 {
+            let t = k * 10 * MS;
+            // the timer's /ping, with the node's latest /pong as input
+            let inputs: Vec<(&str, u64)> = latest_pong.iter().map(|p| ("/pong", *p)).collect();
+            let ping = next();
+            c.add_hop(hop(ping, "/ping", "/ping_node", "/pong_node", t, t + MS / 10, None, &inputs));
+            let pong = next();
+            c.add_hop(hop(pong, "/pong", "/pong_node", "/ping_node", t + MS / 5, t + MS / 4, Some(ping), &[]));
+            latest_pong = Some(pong);
+            if k % 2 == 0 {
+                let relay = next();
+                c.add_hop(hop(relay, "/ping", "/ping_node", "/pong_node", t + MS / 2, t + MS, Some(pong), &[]));
+                relayed += 1;
+            }
+            c.advance(t);
+        }
+        c.finish();
+        let s = c.summary().expect("a path");
+        assert_eq!(s.instances, relayed, "only the /ping published inside a /pong callback continue /pong");
+        assert_eq!(c.stats.instances_via_latest, 0);
+        // every /pong was taken by the node that continues the path: half went on, half did not
+        assert_eq!((s.inputs, s.inputs_complete, s.dropped, s.unfinished), (10, 5, 4, 1));
+        assert_eq!(s.dropped_at, vec![DroppedAt { hop: 1, topic: "/ping".into(), inputs: 4 }]);
+    }
+
+    /// A node keeping its latest input and publishing from a timer (CARET's variable passing):
+    /// an input overwritten before the timer read it was dropped there; the last ones, after
+    /// which nothing went on before the end, were not carried on.
+    #[test]
+    fn inputs_overwritten_before_a_timer_read_them_are_dropped() {
+        let mut c = tracker(&["/a", "/b"]);
+        let mut id = 100;
+        for k in 0..20i64 {
+            // /a every 5 ms; the node's timer publishes /b every 10 ms from the latest /a
+            let t = k * 5 * MS;
+            id += 1;
+            c.add_hop(hop(id, "/a", "/src", "/mid", t, t + MS / 10, None, &[]));
+            let last_a = id;
+            if k % 2 == 1 && k < 17 {
+                id += 1;
+                c.add_hop(hop(id, "/b", "/mid", "/sink", t + 2 * MS, t + 2 * MS + MS / 10, None, &[("/a", last_a)]));
+            }
+            c.advance(t);
+        }
+        c.finish();
+        let s = c.summary().expect("a path");
+        // the timer read the odd inputs 1, 3, …, 15: 8 complete, the even ones before them
+        // (0…14) dropped, and 16…19 after the timer's last publish not carried on
+        assert_eq!((s.instances, c.stats.instances_via_latest), (8, 8));
+        assert_eq!((s.inputs, s.inputs_complete, s.dropped, s.unfinished), (20, 8, 8, 4));
     }
 }

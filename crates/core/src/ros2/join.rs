@@ -202,6 +202,13 @@ pub struct JoinStats {
     /// Topics of the ambiguous and unjoined takes, with counts (at most 32 each).
     pub ambiguous_topics: BTreeMap<String, u64>,
     pub unjoined_topics: BTreeMap<String, u64>,
+    /// Of the unjoined takes, those taken after a traced publisher of their topic had stopped:
+    /// its last traced publish came before the sample and its process showed no publish or
+    /// take after the take (the process ended or was killed, or its last events were lost).
+    pub takes_unjoined_publisher_ended: u64,
+    /// Their topics, with counts, and the processes (trace index, pid) of the publishers that had stopped.
+    pub unjoined_publisher_ended_topics: BTreeMap<String, u64>,
+    pub ended_publishers: BTreeMap<String, BTreeSet<(u32, i64)>>,
     /// Publishes no wire sample and no take claimed.
     pub publishes_unjoined: u64,
     /// Publishes judged before their window ended (too many waiting).
@@ -243,11 +250,29 @@ impl JoinStats {
                 topics_text(&self.ambiguous_topics)
             ));
         }
-        if self.takes_unjoined > 0 {
+        let ended = self.takes_unjoined_publisher_ended.min(self.takes_unjoined);
+        if self.takes_unjoined > ended {
+            // The unjoined topics but for the takes explained below.
+            let mut rest = self.unjoined_topics.clone();
+            for (t, n) in &self.unjoined_publisher_ended_topics {
+                if let Some(m) = rest.get_mut(t) {
+                    *m = m.saturating_sub(*n);
+                }
+            }
+            rest.retain(|_, n| *n > 0);
             p.push(format!(
                 "{} takes without a traced publish (no trace holds a publish of their topic with that source timestamp: publisher not traced, or its trace started later): {}",
-                self.takes_unjoined,
-                topics_text(&self.unjoined_topics)
+                self.takes_unjoined - ended,
+                topics_text(&rest)
+            ));
+        }
+        if ended > 0 {
+            let procs: BTreeSet<i64> = self.ended_publishers.values().flatten().map(|(_, pid)| *pid).collect();
+            let procs: Vec<String> = procs.iter().take(6).map(|p| p.to_string()).collect();
+            p.push(format!(
+                "{ended} takes without a traced publish, of samples stamped after the last traced publish of their topic's publisher in process {}, which has no traced publish or take after them: that process's trace stops early (killed or ended, its last events lost), not a publisher left out of the trace: {}",
+                procs.join(", "),
+                topics_text(&self.unjoined_publisher_ended_topics)
             ));
         }
         if self.writers_too_late > 0 {
@@ -306,6 +331,11 @@ pub struct TraceJoin {
     too_late: BoundedMap<Guid, ()>,
     /// Writers whose publisher's creation a trace declared.
     declared: BoundedMap<Guid, ()>,
+    /// Topic → its traced publishers: (trace, process) and the first and last source timestamp
+    /// of their samples (the publisher's clock; a Humble publish's window start).
+    publishers_of: BoundedMap<Arc<str>, SmallVec<[PublisherSpan; 2]>>,
+    /// (trace, process) → the latest instant (correlator clock) of its publishes and takes.
+    active: BoundedMap<(u32, i64), i64>,
     window_offsets: crate::latency::stats::Dist,
     pub stats: JoinStats,
 }
@@ -342,6 +372,19 @@ fn unindex(j: &mut TraceJoin, id: u64, p: &Publish) {
     }
 }
 
+/// One traced publisher process of a topic: its samples' source timestamps, first and last.
+#[derive(Debug, Clone, Copy)]
+struct PublisherSpan {
+    trace: u32,
+    vpid: i64,
+    first: i64,
+    last: i64,
+}
+
+/// Topics (and processes) whose publishers are followed for the unjoined takes' reason.
+const MAX_PUBLISHER_TOPICS: usize = 4096;
+const MAX_PUBLISHERS_PER_TOPIC: usize = 16;
+
 /// What a source timestamp matches among the waiting publishes of a topic.
 enum Candidates {
     None,
@@ -366,6 +409,8 @@ impl TraceJoin {
             take_by_link: FxHashMap::default(),
             too_late: BoundedMap::new(1 << 16),
             declared: BoundedMap::new(1 << 16),
+            publishers_of: BoundedMap::new(MAX_PUBLISHER_TOPICS),
+            active: BoundedMap::new(MAX_PUBLISHER_TOPICS * 4),
             window_offsets: Default::default(),
             stats: JoinStats::default(),
         }
@@ -403,6 +448,21 @@ impl TraceJoin {
                 p.rec.window = Some((lo, lo.saturating_add(MAX_WINDOW_NS)));
             }
         }
+        self.note_active(p.trace, p.rec.vpid, p.rec.ts());
+        if let (Some(topic), false) = (p.topic(), p.rec.intra) {
+            let stamp = p.rec.source_ts.or(p.rec.window.map(|(lo, _)| lo.saturating_add(super::assemble::WINDOW_SLACK_NS)));
+            if let Some(st) = stamp {
+                let spans = self.publishers_of.get_or_insert_with(topic.clone(), SmallVec::new, &mut |_, _| {});
+                match spans.iter().position(|x| x.trace == p.trace && x.vpid == p.rec.vpid) {
+                    Some(i) => {
+                        spans[i].first = spans[i].first.min(st);
+                        spans[i].last = spans[i].last.max(st);
+                    }
+                    None if spans.len() < MAX_PUBLISHERS_PER_TOPIC => spans.push(PublisherSpan { trace: p.trace, vpid: p.rec.vpid, first: st, last: st }),
+                    None => {}
+                }
+            }
+        }
         if let Some(topic) = p.topic().cloned() {
             if let Some(ts) = p.rec.source_ts {
                 self.pub_exact.entry((topic.clone(), ts)).or_default().push(id);
@@ -423,8 +483,30 @@ impl TraceJoin {
         self.publishes.insert(id, p, &mut |_, _| {});
     }
 
+    /// Process `vpid` of trace `trace` published or took something at `t` (correlator clock).
+    fn note_active(&mut self, trace: u32, vpid: i64, t: i64) {
+        let e = self.active.get_or_insert_with((trace, vpid), || t, &mut |_, _| {});
+        *e = (*e).max(t);
+    }
+
+    /// A take nothing claimed, taken after a publisher of its topic had stopped: that publisher's
+    /// last traced sample came before this one, and its process did nothing traced after the take.
+    /// Returns the publishers (trace, process) that had stopped.
+    fn publishers_ended_before(&self, t: &Take) -> SmallVec<[(u32, i64); 1]> {
+        let mut out = SmallVec::new();
+        let (Some(topic), Some(ts)) = (t.rec.topic.as_ref(), t.rec.source_ts) else { return out };
+        for x in self.publishers_of.get(topic).into_iter().flatten() {
+            let quiet = self.active.get(&(x.trace, x.vpid)).is_none_or(|a| *a < t.rec.rmw_take_ts);
+            if x.last < ts.saturating_sub(TS_SLACK_NS) && quiet {
+                out.push((x.trace, x.vpid));
+            }
+        }
+        out
+    }
+
     pub fn add_take(&mut self, t: Take) {
         self.stats.takes += 1;
+        self.note_active(t.trace, t.rec.vpid, t.rec.rmw_take_ts);
         if self.takes.len() >= self.takes.max_entries() {
             if let Some((_, old)) = self.takes.pop_lru() {
                 self.stats.takes_evicted += 1;
@@ -649,7 +731,28 @@ impl TraceJoin {
             (None, Some(w)) => Some(w),
             (None, None) => None,
         };
-        let Some((lo, hi)) = range else { return out };
+        // An intra-process publish has neither: its deliveries (above) are counted all the same.
+        if let Some((lo, hi)) = range {
+            self.deliveries_by_ts(p, &topic, id_p, lo, hi, &mut out);
+        }
+        for (t, how) in &out {
+            if t.host == p.host {
+                self.stats.takes_same_host += 1;
+            } else {
+                self.stats.takes_traces += 1;
+            }
+            match how {
+                Join::SourceTs => self.stats.takes_source_ts += 1,
+                Join::PublishTime => self.stats.takes_publish_time += 1,
+                Join::IntraProcess => self.stats.takes_intra += 1,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The takes of `topic` whose source timestamp lies in `lo..=hi` that belong to publish `p`.
+    fn deliveries_by_ts(&mut self, p: &Publish, topic: &Arc<str>, id_p: Option<u64>, lo: i64, hi: i64, out: &mut SmallVec<[(Take, Join); 2]>) {
         let from = (topic.clone(), lo, (0u32, 0u64));
         let to = (topic.clone(), hi, (u32::MAX, u64::MAX));
         let ids: SmallVec<[(i64, TakeId); 4]> = self.take_by_ts.range(from..=to).map(|k| (k.1, k.2)).collect();
@@ -666,7 +769,7 @@ impl TraceJoin {
                     Candidates::None => Candidates::None,
                 },
                 None => {
-                    let c = self.candidates(&topic, ts, &|q: &Publish| !q.rec.intra);
+                    let c = self.candidates(topic, ts, &|q: &Publish| !q.rec.intra);
                     let copy = match &c {
                         Candidates::One(a, b) => Candidates::One(*a, *b),
                         Candidates::Ambiguous => Candidates::Ambiguous,
@@ -700,20 +803,6 @@ impl TraceJoin {
                 Candidates::None => {}
             }
         }
-        for (t, how) in &out {
-            if t.host == p.host {
-                self.stats.takes_same_host += 1;
-            } else {
-                self.stats.takes_traces += 1;
-            }
-            match how {
-                Join::SourceTs => self.stats.takes_source_ts += 1,
-                Join::PublishTime => self.stats.takes_publish_time += 1,
-                Join::IntraProcess => self.stats.takes_intra += 1,
-                _ => {}
-            }
-        }
-        out
     }
 
     /// Publishes whose instant is at or before `horizon`, oldest first, removed, each with the
@@ -740,6 +829,15 @@ impl TraceJoin {
                 if !t.used && !(t.rec.intra && t.rec.intra_publish.is_none()) && t.rec.topic.is_some() {
                     self.stats.takes_unjoined += 1;
                     note_topic(&mut self.stats.unjoined_topics, t.rec.topic.as_deref());
+                    let ended = self.publishers_ended_before(&t);
+                    if !ended.is_empty() {
+                        self.stats.takes_unjoined_publisher_ended += 1;
+                        note_topic(&mut self.stats.unjoined_publisher_ended_topics, t.rec.topic.as_deref());
+                        let topic = t.rec.topic.as_deref().unwrap_or("?");
+                        if self.stats.ended_publishers.contains_key(topic) || self.stats.ended_publishers.len() < MAX_TOPICS_LISTED {
+                            self.stats.ended_publishers.entry(topic.to_string()).or_default().extend(ended.iter().copied().take(8));
+                        }
+                    }
                 }
             }
         }

@@ -27,6 +27,7 @@ pub mod chain;
 pub mod join;
 pub mod layout;
 pub mod source;
+pub mod timing;
 
 pub use assemble::{AssembleConfig, AssembleStats, Assembler, CallbackKind, CallbackRec, PublishRec, TakeRec, TraceItem, Unresolved, UnresolvedEntity};
 pub use chain::{ChainConfig, ChainRow, ChainStats, ChainSummary, ChainTracker, Hop, HopLayers, PathSummary};
