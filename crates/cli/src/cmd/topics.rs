@@ -125,7 +125,13 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     }
     let traffic: Vec<TrafficType> = if a.all { vec![] } else { vec![TrafficType::User] };
     let mut all_rows: Vec<TopicRow> = vec![];
-    let mut captures_json: Vec<String> = vec![];
+    // The captures' JSON blocks (--format json only), spooled to an unnamed temporary file.
+    let mut spool = if a.format == OutFormat::Json {
+        Some(std::io::BufWriter::with_capacity(1 << 20, tempfile::tempfile().context("creating a temporary file for the JSON output")?))
+    } else {
+        None
+    };
+    let mut spooled = 0usize;
     let mut skipped_json: Vec<String> = vec![];
     for path in &a.captures {
         let name = common::capture_name(path);
@@ -147,26 +153,28 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         if let Some(l) = topic_stats.problem_line() {
             eprintln!("topics: {}: {l}", path.display());
         }
-        let mut c = String::from("{\"name\":");
-        json_string(&mut c, &name);
-        c.push_str(",\"capture\":");
-        c.push_str(&serde_json::to_string(&res.summary)?);
-        c.push_str(",\"decode\":");
-        c.push_str(&serde_json::to_string(&res.decoder.stats)?);
-        c.push_str(",\"samples\":");
-        c.push_str(&serde_json::to_string(&res.samples)?);
-        c.push_str(",\"topics_stats\":");
-        c.push_str(&serde_json::to_string(&topic_stats)?);
-        c.push_str(",\"participants\":");
-        c.push_str(&serde_json::to_string(&res.decoder.discovery.participants.values().collect::<Vec<_>>())?);
-        c.push_str(",\"endpoints\":");
-        c.push_str(&serde_json::to_string(&res.decoder.discovery.endpoints_with_nodes())?);
-        c.push_str(",\"ros_nodes\":");
-        c.push_str(&serde_json::to_string(&res.decoder.discovery.ros.participants_sorted())?);
-        c.push_str(",\"diagnostics\":");
-        c.push_str(&serde_json::to_string(&res.decoder.diagnostics)?);
-        c.push('}');
-        captures_json.push(c);
+        if let Some(w) = spool.as_mut() {
+            // Each capture's block written straight to the spool, never whole in memory
+            // (20 000 endpoints of long names made it 80 MB, held twice).
+            let part = |w: &mut std::io::BufWriter<std::fs::File>, key: &str, v: &dyn erased::Json| -> anyhow::Result<()> {
+                w.write_all(key.as_bytes())?;
+                v.write_json(w)
+            };
+            let w: &mut std::io::BufWriter<std::fs::File> = w;
+            let mut head = String::from(if spooled > 0 { ",{\"name\":" } else { "{\"name\":" });
+            json_string(&mut head, &name);
+            w.write_all(head.as_bytes())?;
+            part(w, ",\"capture\":", &res.summary)?;
+            part(w, ",\"decode\":", &res.decoder.stats)?;
+            part(w, ",\"samples\":", &res.samples)?;
+            part(w, ",\"topics_stats\":", &topic_stats)?;
+            part(w, ",\"participants\":", &res.decoder.discovery.participants.values().collect::<Vec<_>>())?;
+            part(w, ",\"endpoints\":", &res.decoder.discovery.endpoints_with_nodes())?;
+            part(w, ",\"ros_nodes\":", &res.decoder.discovery.ros.participants_sorted())?;
+            part(w, ",\"diagnostics\":", &res.decoder.diagnostics)?;
+            w.write_all(b"}")?;
+            spooled += 1;
+        }
         let mut s = String::new();
         json_string(&mut s, &name);
         s.push(':');
@@ -183,13 +191,12 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         // Written piece by piece: the document is never whole in memory
         // (20 000 topics of long names made it 74 MB, held twice).
         out.write_all(b"{\"captures\":[").context("writing output")?;
-        for (i, c) in captures_json.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b",")?;
-            }
-            out.write_all(c.as_bytes()).context("writing output")?;
+        if let Some(w) = spool.take() {
+            use std::io::{Seek, SeekFrom};
+            let mut f = w.into_inner().map_err(|e| e.into_error()).context("writing the temporary JSON spool")?;
+            f.seek(SeekFrom::Start(0)).context("reading the temporary JSON spool")?;
+            std::io::copy(&mut f, &mut out).context("writing output")?;
         }
-        drop(captures_json);
         out.write_all(b"],\"topics\":[")?;
         let mut row = String::new();
         for (i, r) in all_rows.iter().enumerate() {
@@ -235,4 +242,16 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     w.finish()?;
     output.commit()?;
     Ok(0)
+}
+
+/// Serialising a value of any `Serialize` type through a `&dyn` (the capture blocks' parts).
+mod erased {
+    pub trait Json {
+        fn write_json(&self, w: &mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn write_json(&self, w: &mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()> {
+            serde_json::to_writer(w, self).map_err(|e| anyhow::anyhow!("writing the temporary JSON spool: {e}"))
+        }
+    }
 }
