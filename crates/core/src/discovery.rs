@@ -841,6 +841,18 @@ impl Discovery {
         e
     }
 
+    /// Forgets an endpoint, as if it had never been announced (rmw_zenoh_cpp of
+    /// 2024: a publisher recorded under its token's hash, then found under the
+    /// random gid its samples carry, is moved there and counted once).
+    pub fn remove_endpoint(&mut self, guid: &Guid) -> Option<Arc<EndpointInfo>> {
+        let e = self.endpoints.remove(guid)?;
+        count_change(&mut self.topic_counts, &e, false);
+        if e.names.domain.is_none() {
+            self.endpoints_without_domain = self.endpoints_without_domain.saturating_sub(1);
+        }
+        Some(e)
+    }
+
     pub fn dispose(&mut self, guid: Guid) {
         if let Some(e) = self.endpoints.get_mut(&guid) {
             Arc::make_mut(e).disposed = true;

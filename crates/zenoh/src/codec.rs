@@ -49,6 +49,39 @@ pub(crate) fn malformed<T>(what: &'static str, detail: &'static str) -> ZResult<
     Err(ZError::Malformed { what, detail })
 }
 
+/// The protocol version whose layouts a session's messages are read with:
+/// the transport messages of the two are the same; some network and Zenoh
+/// messages differ (see [`crate::network`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Proto {
+    /// Zenoh 1.x: protocol version 0x09, as zenoh-codec 1.0–1.10 writes it.
+    #[default]
+    V09,
+    /// Zenoh 0.11: protocol version 0x08, as zenoh-codec 0.11.0-dev writes it
+    /// (the zenoh-c that rmw_zenoh_cpp of 2024 vendored).
+    V08,
+}
+
+impl Proto {
+    /// The layouts of a protocol version an Init or Join names; `None` for
+    /// versions ddscope does not decode.
+    pub fn of_version(v: u8) -> Option<Proto> {
+        match v {
+            0x09 => Some(Proto::V09),
+            0x08 => Some(Proto::V08),
+            _ => None,
+        }
+    }
+
+    /// The version byte of Init and Join.
+    pub fn version(self) -> u8 {
+        match self {
+            Proto::V09 => 0x09,
+            Proto::V08 => 0x08,
+        }
+    }
+}
+
 /// Message header: the low five bits are the message id, the high three its flags.
 pub const fn mid(header: u8) -> u8 {
     header & 0x1f

@@ -1,8 +1,10 @@
 //! The Zenoh 1.x wire protocol (protocol version 0x09, as eclipse-zenoh's
-//! `zenoh-protocol`/`zenoh-codec` 1.0–1.10 write it) and rmw_zenoh's ROS 2
-//! conventions on top of it, as zero-copy views: no I/O, no state, no
-//! allocation while parsing, and no panic on any input — every read that
-//! would run past the end returns [`codec::ZError::Truncated`].
+//! `zenoh-protocol`/`zenoh-codec` 1.0–1.10 write it), the Zenoh 0.11 one
+//! (protocol version 0x08, zenoh-codec 0.11.0-dev: what rmw_zenoh_cpp of 2024
+//! speaks; [`Proto`] picks the layouts) and rmw_zenoh's ROS 2 conventions on
+//! top of them, as zero-copy views: no I/O, no state, no allocation while
+//! parsing, and no panic on any input — every read that would run past the
+//! end returns [`codec::ZError::Truncated`].
 //!
 //! - [`codec`]: variable-length integers, slices, extensions, Zenoh ids;
 //! - [`transport`]: the messages of a batch (Init, Open, Close, KeepAlive,
@@ -22,7 +24,7 @@ pub mod network;
 pub mod rmw;
 pub mod transport;
 
-pub use codec::{Reader, ZError, ZResult, ZenohId};
+pub use codec::{Proto, Reader, ZError, ZResult, ZenohId};
 
 /// Zenoh's default port (routers listen on it; rmw_zenoh's router `tcp/[::]:7447`).
 pub const DEFAULT_PORT: u16 = 7447;

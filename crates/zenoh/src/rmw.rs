@@ -11,7 +11,11 @@
 //!   positional, as zenoh's ext serializer writes `(i64, i64, [u8; 16])`:
 //!   8 bytes little-endian, 8 bytes little-endian, a length byte (16), 16
 //!   bytes; before it, the same values keyed by the strings
-//!   `"sequence_number"`, `"source_timestamp"`, `"source_gid"`;
+//!   `"sequence_number"`, `"source_timestamp"`, `"source_gid"`; and before
+//!   that, with zenoh-c 0.11 (protocol 0x08, rmw_zenoh_cpp of 2024:
+//!   `create_map_and_set_sequence_num` in `rmw_zenoh.cpp`), a `z_bytes_map`:
+//!   key/value pairs each a length-prefixed slice, in the map's (hash) order,
+//!   the two numbers as decimal text (`"%" PRId64`) and the gid as 16 bytes;
 //! - liveliness tokens `@ros2_lv/<domain>/<zid>/<nid>/<eid>/<kind>/<enclave>/
 //!   <namespace>/<node>[/<topic>/<type>/<hash>/<qos>]`, names with `/`
 //!   written as `%`; kinds NN (node), MP (publisher), MS (subscription), SS
@@ -52,24 +56,41 @@ pub fn data_key(domain: u32, topic: &str, type_raw: &str, type_hash: &str) -> St
     format!("{domain}/{}/{type_raw}/{type_hash}", topic.trim_matches('/'))
 }
 
+/// Which of rmw_zenoh's attachment layouts a sample carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachmentLayout {
+    /// rmw_zenoh ≥ #601: `(i64, i64, [u8; 16])` as zenoh's ext serializer writes it.
+    Positional,
+    /// Before #601: the keys, each number as 8 bytes little-endian.
+    Keyed,
+    /// zenoh-c 0.11's bytes map (rmw_zenoh_cpp of 2024, protocol 0x08):
+    /// (key, value) slices in any order, the numbers as decimal text.
+    DecimalMap,
+}
+
 /// What a sample's attachment says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attachment {
     pub sequence_number: i64,
     pub source_timestamp: i64,
     pub gid: [u8; 16],
-    /// The keyed layout of rmw_zenoh before #601.
+    /// A keyed layout (rmw_zenoh before #601: [`AttachmentLayout::Keyed`] or [`AttachmentLayout::DecimalMap`]).
     pub keyed: bool,
+    pub layout: AttachmentLayout,
 }
 
-/// Reads either attachment layout; `None` if it is neither.
+/// Reads any of the attachment layouts; `None` if it is none of them.
 pub fn parse_attachment(b: &[u8]) -> Option<Attachment> {
     if b.len() == 33 && b[16] == 16 {
         let sn = i64::from_le_bytes(b[0..8].try_into().ok()?);
         let ts = i64::from_le_bytes(b[8..16].try_into().ok()?);
         let gid: [u8; 16] = b[17..33].try_into().ok()?;
-        return Some(Attachment { sequence_number: sn, source_timestamp: ts, gid, keyed: false });
+        return Some(Attachment { sequence_number: sn, source_timestamp: ts, gid, keyed: false, layout: AttachmentLayout::Positional });
     }
+    parse_attachment_keyed(b).or_else(|| parse_attachment_map(b))
+}
+
+fn parse_attachment_keyed(b: &[u8]) -> Option<Attachment> {
     let mut r = crate::codec::Reader::new(b);
     let key = |r: &mut crate::codec::Reader<'_>, want: &[u8]| -> Option<()> { (r.zslice("key").ok()? == want).then_some(()) };
     key(&mut r, b"sequence_number")?;
@@ -78,7 +99,55 @@ pub fn parse_attachment(b: &[u8]) -> Option<Attachment> {
     let ts = i64::from_le_bytes(r.bytes(8, "ts").ok()?.try_into().ok()?);
     key(&mut r, b"source_gid")?;
     let gid: [u8; 16] = r.zslice("gid").ok()?.try_into().ok()?;
-    r.is_empty().then_some(Attachment { sequence_number: sn, source_timestamp: ts, gid, keyed: true })
+    r.is_empty().then_some(Attachment { sequence_number: sn, source_timestamp: ts, gid, keyed: true, layout: AttachmentLayout::Keyed })
+}
+
+/// A decimal number as rmw_zenoh's `get_int64_from_attachment` accepts it:
+/// 1 to 19 bytes, `strtol` base 10 with nothing after the digits (an
+/// optional sign; leading white space as `strtol` skips it).
+fn decimal_i64(v: &[u8]) -> Option<i64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    let s = std::str::from_utf8(v).ok()?.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.strip_prefix('+').unwrap_or(s).parse().ok()
+}
+
+/// zenoh-c 0.11's bytes map as rmw_zenoh_cpp of 2024 fills it: pairs of
+/// length-prefixed slices to the end, in any order; the first pair of each
+/// key counts (as `z_attachment_get` finds it), other keys are skipped.
+fn parse_attachment_map(b: &[u8]) -> Option<Attachment> {
+    let mut r = crate::codec::Reader::new(b);
+    let (mut sn, mut ts, mut gid) = (None, None, None);
+    while !r.is_empty() {
+        let k = r.zslice("attachment key").ok()?;
+        let v = r.zslice("attachment value").ok()?;
+        match k {
+            b"sequence_number" if sn.is_none() => sn = Some(decimal_i64(v)?),
+            b"source_timestamp" if ts.is_none() => ts = Some(decimal_i64(v)?),
+            b"source_gid" if gid.is_none() => gid = Some(<[u8; 16]>::try_from(v).ok()?),
+            _ => {}
+        }
+    }
+    Some(Attachment { sequence_number: sn?, source_timestamp: ts?, gid: gid?, keyed: true, layout: AttachmentLayout::DecimalMap })
+}
+
+/// The bytes map attachment of zenoh-c 0.11, as rmw_zenoh_cpp of 2024 writes
+/// it, with its pairs in `order` (0 sequence number, 1 source timestamp, 2 gid).
+pub fn attachment_map(sn: i64, source_timestamp: i64, gid: &[u8; 16], order: [usize; 3]) -> Vec<u8> {
+    let (sn, ts) = (sn.to_string(), source_timestamp.to_string());
+    let pairs: [(&[u8], &[u8]); 3] = [(b"sequence_number", sn.as_bytes()), (b"source_timestamp", ts.as_bytes()), (b"source_gid", gid)];
+    let mut a = vec![];
+    for i in order {
+        let (k, v) = pairs[i % 3];
+        crate::emit::zslice(&mut a, k);
+        crate::emit::zslice(&mut a, v);
+    }
+    a
 }
 
 /// The positional attachment (rmw_zenoh ≥ #601).
@@ -330,7 +399,17 @@ fn mangle(s: &str) -> String {
     s.replace('/', "%")
 }
 
-/// The gid rmw_zenoh gives the entity whose liveliness key expression is `key`.
+/// A Zenoh id as rmw_zenoh_cpp of 2024 writes it in its liveliness tokens
+/// (`zid_to_str` in `liveliness_utils.cpp`): each of the 16 bytes of the
+/// little-endian id, most significant first, in hex without zero padding.
+pub fn zid_str_2024(zid: &crate::ZenohId) -> String {
+    let b = zid.padded();
+    b.iter().rev().map(|x| format!("{x:x}")).collect()
+}
+
+/// The gid rmw_zenoh gives the entity whose liveliness key expression is `key`
+/// (since rmw_zenoh 0.2 (Jazzy); rmw_zenoh_cpp of 2024 gave publishers a
+/// random gid instead, `generate_random_gid`, unrelated to the token).
 pub fn gid_of(key: &str) -> [u8; 16] {
     let h = xxhash_rust::xxh3::xxh3_128(key.as_bytes());
     let mut g = [0u8; 16];
@@ -481,6 +560,44 @@ mod tests {
         assert_eq!((k.sequence_number, k.source_timestamp, k.keyed), (5, 9, true));
         assert!(parse_attachment(&[0; 32]).is_none());
         assert!(parse_attachment(b"").is_none());
+    }
+
+    #[test]
+    fn decimal_map_in_any_order_as_rmw_zenoh_of_2024_reads_it() {
+        // Oracle: rmw_zenoh_cpp of 2024, `create_map_and_set_sequence_num` (decimal text
+        // by "%" PRId64) and `get_int64_from_attachment` (1-19 bytes, strtol base 10,
+        // nothing after the digits); zenoh-c 0.11's map is a hash map: any order.
+        let gid = [5u8; 16];
+        for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0], [2, 1, 0]] {
+            let a = parse_attachment(&attachment_map(17, 1_796_620_326_578_062_943, &gid, order)).unwrap();
+            assert_eq!((a.sequence_number, a.source_timestamp, a.gid, a.layout), (17, 1_796_620_326_578_062_943, gid, AttachmentLayout::DecimalMap));
+            assert!(a.keyed);
+        }
+        assert_eq!(decimal_i64(b"-42"), Some(-42));
+        assert_eq!(decimal_i64(b"+7"), Some(7));
+        assert_eq!(decimal_i64(b" 9"), Some(9));
+        for bad in [&b""[..], b"x", b"1 ", b"12345678901234567890", b"9223372036854775808", b"--1"] {
+            assert_eq!(decimal_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        // A pair missing, or a gid of another length: not an attachment.
+        let mut a = vec![];
+        for (k, v) in [(&b"sequence_number"[..], &b"1"[..]), (b"source_timestamp", b"2")] {
+            crate::emit::zslice(&mut a, k);
+            crate::emit::zslice(&mut a, v);
+        }
+        assert!(parse_attachment(&a).is_none());
+        crate::emit::zslice(&mut a, b"source_gid");
+        crate::emit::zslice(&mut a, &[1; 15]);
+        assert!(parse_attachment(&a).is_none());
+    }
+
+    #[test]
+    fn zid_as_rmw_zenoh_of_2024_writes_it() {
+        // The talker's InitSyn carried bf b7 dd 4f 64 53 d2 6d f8 fd 0f 34 d2 bb b4 bc; its
+        // tokens named "bcb4bbd234ffdf86dd253644fddb7bf" (tests/real_batches_v08.rs).
+        let z = crate::ZenohId::from_wire(&[0xbf, 0xb7, 0xdd, 0x4f, 0x64, 0x53, 0xd2, 0x6d, 0xf8, 0xfd, 0x0f, 0x34, 0xd2, 0xbb, 0xb4, 0xbc]).unwrap();
+        assert_eq!(zid_str_2024(&z), "bcb4bbd234ffdf86dd253644fddb7bf");
+        assert_eq!(z.to_string(), "bcb4bbd2340ffdf86dd253644fddb7bf");
     }
 
     #[test]

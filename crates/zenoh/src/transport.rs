@@ -6,8 +6,13 @@
 //! each other with no length of their own: a Frame's network messages run
 //! until the next byte that is not a network-message header, a Fragment's
 //! payload to the end of the batch.
+//!
+//! Zenoh 0.11 (protocol 0x08) writes these messages the same way
+//! (zenoh-codec 0.11.0-dev `transport/`), except that a Fragment has no
+//! First/Drop extensions; [`read_v`] reads the network messages that follow
+//! with the version's layouts.
 
-use crate::codec::{has, mid, oam_body, read_exts, Ext, Reader, ZResult, ZenohId, FLAG_Z};
+use crate::codec::{has, mid, oam_body, read_exts, Ext, Proto, Reader, ZResult, ZenohId, FLAG_Z};
 use crate::network::{self, NetworkMsg};
 
 pub const OAM: u8 = 0x00;
@@ -21,6 +26,8 @@ pub const JOIN: u8 = 0x07;
 
 /// The protocol version Zenoh 1.x sends in InitSyn/InitAck/Join.
 pub const VERSION_1X: u8 = 0x09;
+/// The protocol version Zenoh 0.11 sends (zenoh-protocol 0.11.0-dev `VERSION`).
+pub const VERSION_0_11: u8 = 0x08;
 
 /// Init/Open flags.
 pub const FLAG_A: u8 = 0x20;
@@ -169,6 +176,12 @@ fn qos_priority(e: &Ext<'_>) -> Option<u8> {
 /// Reads the transport message at the reader's position. A Frame's header
 /// only: the caller reads its network messages next ([`FrameMsgs`]).
 pub fn read<'a>(r: &mut Reader<'a>) -> ZResult<TransportMsg<'a>> {
+    read_v(r, Proto::V09)
+}
+
+/// [`read`] for a session of protocol `proto` (a network message outside a
+/// Frame is read with its layouts).
+pub fn read_v<'a>(r: &mut Reader<'a>, proto: Proto) -> ZResult<TransportMsg<'a>> {
     let h = r.u8("transport header")?;
     let z = has(h, FLAG_Z);
     match mid(h) {
@@ -253,9 +266,9 @@ pub fn read<'a>(r: &mut Reader<'a>) -> ZResult<TransportMsg<'a>> {
             read_exts(r, z, "Fragment extension", &mut |e| {
                 if let Some(p) = qos_priority(&e) {
                     priority = p;
-                } else if e.id == 0x2 && e.is_unit() {
+                } else if proto == Proto::V09 && e.id == 0x2 && e.is_unit() {
                     first = true;
-                } else if e.id == 0x3 && e.is_unit() {
+                } else if proto == Proto::V09 && e.id == 0x3 && e.is_unit() {
                     drop = true;
                 }
             })?;
@@ -283,9 +296,9 @@ pub fn read<'a>(r: &mut Reader<'a>) -> ZResult<TransportMsg<'a>> {
             oam_body(r, h)?;
             Ok(TransportMsg::Oam { id })
         }
-        id if network::is_network(id) => {
+        id if network::is_network_v(id, proto) => {
             // A network message outside a Frame (low-latency sessions).
-            Ok(TransportMsg::Network(network::read_with_header(r, h, false)?))
+            Ok(TransportMsg::Network(network::read_with_header(r, h, false, proto)?))
         }
         _ => crate::codec::malformed("transport header", "unknown message id"),
     }
@@ -296,11 +309,17 @@ pub fn read<'a>(r: &mut Reader<'a>) -> ZResult<TransportMsg<'a>> {
 pub struct FrameMsgs<'r, 'a> {
     r: &'r mut Reader<'a>,
     failed: bool,
+    proto: Proto,
 }
 
 impl<'r, 'a> FrameMsgs<'r, 'a> {
     pub fn new(r: &'r mut Reader<'a>) -> Self {
-        FrameMsgs { r, failed: false }
+        Self::with_proto(r, Proto::V09)
+    }
+
+    /// The network messages of a Frame of a session of protocol `proto`.
+    pub fn with_proto(r: &'r mut Reader<'a>, proto: Proto) -> Self {
+        FrameMsgs { r, failed: false, proto }
     }
 }
 
@@ -312,11 +331,11 @@ impl<'a> Iterator for FrameMsgs<'_, 'a> {
             return None;
         }
         let h = self.r.peek()?;
-        if !network::is_network(mid(h)) {
+        if !network::is_network_v(mid(h), self.proto) {
             return None;
         }
         let start = self.r.pos();
-        match network::read(self.r, false) {
+        match network::read_v(self.r, false, self.proto) {
             Ok(m) => Some(Ok((start..self.r.pos(), m))),
             Err(e) => {
                 self.failed = true;
