@@ -591,7 +591,7 @@ impl LineEncoder {
         let ts = self.times.get(l.series_hash(), at);
         l.int("instance", r.instance as i64)
             .opt_int("sn", h.sn)
-            .int("source_ts_ns", h.source_ts)
+            .opt_int("source_ts_ns", h.source_ts)
             .opt_int("rclcpp_publish_ts_ns", h.rclcpp_ts)
             .int("rmw_take_ts_ns", h.take_ts)
             .opt_int("callback_start_ts_ns", h.callback_start_ts)

@@ -1493,7 +1493,7 @@ mod tests {
                 receiver_node: None,
                 writer: None,
                 sn: Some(1),
-                source_ts: 0,
+                source_ts: Some(0),
                 rclcpp_ts: Some(0),
                 take_ts: 0,
                 callback_start_ts: Some(0),

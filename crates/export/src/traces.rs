@@ -440,7 +440,7 @@ impl SampleTracer {
         };
         let sn = h.sn.unwrap_or(0);
         let (trace, key) = if sn > 0 { (sample_trace_id(&w, sn), (w, sn)) } else {
-            let row = LatencyRow { source_ts_ns: Some(h.source_ts), ..LatencyRow::new(Level::Message, None, w, 0, h.sender.clone(), h.receiver.clone(), Status::Traced, h.source_ts) };
+            let row = LatencyRow { source_ts_ns: h.source_ts, ..LatencyRow::new(Level::Message, None, w, 0, h.sender.clone(), h.receiver.clone(), Status::Traced, h.source_ts.or(h.rclcpp_ts).unwrap_or(h.take_ts)) };
             trace_of(&row)
         };
         let topic = h.topic.as_deref().unwrap_or("?");
@@ -672,7 +672,7 @@ mod tests {
                 receiver_node: None,
                 writer: Some(w),
                 sn: Some(5),
-                source_ts: p,
+                source_ts: Some(p),
                 rclcpp_ts: Some(p),
                 take_ts: cs - 10,
                 callback_start_ts: Some(cs),

@@ -658,7 +658,7 @@ impl Correlator {
             flow.delivered += 1;
             record_ros_layers(flow, &cols);
             self.reweigh(&key);
-            let source_ts = tk.rec.source_ts.or(p.rec.source_ts).unwrap_or(0);
+            let source_ts = tk.rec.source_ts.or(p.rec.source_ts);
             let hop = Hop {
                 take: tk.id(),
                 cause: p.cause(),
@@ -1299,6 +1299,15 @@ impl Correlator {
                 (Some(ros), Some(ts)) => ros.join.take_for(r, topic.as_ref().map(|t| t.topic_name.as_str()), ts),
                 _ => None,
             };
+            // Takes without source timestamp (rmw_zenoh_cpp): the subscription's queue replayed with the
+            // sample's arrival at this host (its capture's clock, as its trace: the tracked line taken off).
+            let take = match (take, seen.filter(|s| s.complete)) {
+                (None, Some(rs)) => {
+                    let arrival = if tracked { rs.last_ts.saturating_sub(self.clock_delta(r, rs.last_ts)) } else { rs.last_ts };
+                    self.ros.as_mut().and_then(|ros| ros.join.take_by_arrival(r, topic.as_ref().map(|t| t.topic_name.as_str()), arrival))
+                }
+                (t, _) => t,
+            };
             let take = take.map(|mut tk| {
                 if tracked {
                     let h = tk.host;
@@ -1435,14 +1444,15 @@ impl Correlator {
                 let pb = trace_pub.as_ref().map(|x| &x.0);
                 let rclcpp = pb.and_then(|p| p.rec.rclcpp_ts);
                 let rmw = pb.and_then(|p| p.rec.rmw_ts);
-                let take_ts = take.as_ref().map(|t| t.rec.rmw_take_ts);
+                // A take begun at rcl_take (no rmw_take in the trace: rmw_zenoh_cpp) has no rmw_take instant.
+                let take_ts = take.as_ref().filter(|t| !crate::ros2::assemble::is_rcl_take(&t.rec)).map(|t| t.rec.rmw_take_ts);
                 let cbs = take.as_ref().and_then(|t| t.rec.callback_start_ts);
                 let cbe = take.as_ref().and_then(|t| t.rec.callback_end_ts);
                 let d = |a: Option<i64>, b: Option<i64>| Some(b?.saturating_sub(a?));
                 let complete_at = row.receiver_last_ts_ns.filter(|_| row.status == Status::Delivered);
                 let cols = RosColumns {
                     dds_remote_ns: None,
-                    join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|_| Join::SourceTs)),
+                    join: trace_pub.as_ref().map(|x| x.1).or(take.as_ref().map(|t| if crate::ros2::assemble::is_rcl_take(&t.rec) { Join::TakeQueue } else { Join::SourceTs })),
                     sender_node: pb.and_then(|p| p.rec.node.clone()).or_else(|| wire_node.clone()),
                     receiver_node: take.as_ref().and_then(|t| t.rec.node.clone()),
                     rclcpp_publish_ts_ns: rclcpp,
@@ -1472,7 +1482,7 @@ impl Correlator {
                         receiver_node: cols.receiver_node.clone(),
                         writer: Some(writer),
                         sn: Some(sn),
-                        source_ts: tk.rec.source_ts.unwrap_or(0),
+                        source_ts: tk.rec.source_ts.or(sts),
                         rclcpp_ts: rclcpp,
                         take_ts: tk.rec.rmw_take_ts,
                         callback_start_ts: cbs,

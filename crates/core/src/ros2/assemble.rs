@@ -466,6 +466,9 @@ struct ThreadState {
     last_intra: Option<PubSeq>,
     /// An intra-process message dequeued (Iron on) or dispatched (CARET) for the next callback.
     intra_link: Option<PubSeq>,
+    /// The handle of the latest `rclcpp_executor_execute` (the rcl subscription, timer, … the
+    /// executor runs next): names the subscription of an `rcl_take` without `rmw_take`.
+    executing: Option<u64>,
 }
 
 impl ThreadState {
@@ -511,6 +514,11 @@ pub struct Assembler {
     pub layout: LayoutSeen,
     /// `rmw_publish.timestamp − ns_from_origin` per publish (Jazzy): the trace clock's drift from realtime.
     pub drift: crate::latency::stats::Dist,
+}
+
+/// A take begun at `rcl_take` (no `rmw_take` in the layout): no source timestamp, not intra-process.
+pub fn is_rcl_take(t: &TakeRec) -> bool {
+    t.source_ts.is_none() && !t.intra
 }
 
 fn guid_of(g: &ddscope_trace::Gid) -> Guid {
@@ -808,6 +816,37 @@ impl Assembler {
                     }
                 }
             }
+            Ros2Event::RclcppExecutorExecute { handle } => {
+                self.thread(key, out).executing = Some(*handle);
+                self.stats.events += 1;
+            }
+            Ros2Event::RclTake { .. } if self.layout.rcl_only() => {
+                // No rmw_take (rmw_zenoh_cpp): the take starts here, on the subscription the executor
+                // runs; it has no source timestamp and is joined to the wire by the subscription's queue.
+                let has_open = self.threads.get(&key).is_some_and(|th| th.take.as_ref().is_some_and(|tk| !is_rcl_take(&tk.rec)));
+                if !has_open {
+                    let exec = self.threads.get(&key).and_then(|th| th.executing);
+                    match exec.and_then(|h| self.entities.subscription(pid, h)) {
+                        Some(ep) => {
+                            let (reader, topic, node, sub, _) = self.resolve(pid, ep);
+                            let rec_ = self.new_take(pid, tid, reader, topic, node, None, t);
+                            let th = self.thread(key, out);
+                            if th.take.replace(OpenTake { rec: rec_, subscription: Some(sub) }).is_some() {
+                                self.stats.empty_takes += 1;
+                            }
+                        }
+                        None => {
+                            let reason = if self.entities.process_inited(pid) { Unresolved::Undeclared } else { Unresolved::TraceStartedLate };
+                            match reason {
+                                Unresolved::Undeclared => self.stats.takes_undeclared += 1,
+                                _ => self.stats.takes_trace_started_late += 1,
+                            }
+                            self.note_unresolved(rec, "subscription", reason, exec.unwrap_or(0), None);
+                        }
+                    }
+                }
+                self.stats.events += 1;
+            }
             Ros2Event::CallbackStart { callback, is_intra_process } => {
                 let owner = self.entities.callback_owner(pid, *callback);
                 let intra = *is_intra_process != 0;
@@ -867,8 +906,13 @@ impl Assembler {
                     self.emit_callback(rec, p, None, out);
                 }
                 if let Some(o) = leftover {
-                    // Taken, but another callback runs: the take had no callback of its own.
-                    self.emit_take(o.rec, out);
+                    if is_rcl_take(&o.rec) {
+                        // rcl_take without rmw_take fires also when nothing was taken: no callback of its own, nothing taken.
+                        self.stats.empty_takes += 1;
+                    } else {
+                        // Taken, but another callback runs: the take had no callback of its own.
+                        self.emit_take(o.rec, out);
+                    }
                 }
             }
             Ros2Event::CallbackEnd { callback } => {
@@ -1083,7 +1127,10 @@ impl Assembler {
         if order.is_none() && !intra {
             self.stats.publishes_without_order += 1;
         }
-        let window = match (p.source_ts, p.rmw_ts, intra) {
+        // No rmw event (rmw_zenoh_cpp): the rmw stamps the sample inside rmw_publish, after
+        // rcl_publish and before the thread's next event.
+        let rcl_window = if self.layout.rcl_only() { p.rcl_ts } else { None };
+        let window = match (p.source_ts, p.rmw_ts.or(rcl_window), intra) {
             (None, Some(rmw), false) => {
                 let hi = match next {
                     Some(n) => n,
@@ -1200,7 +1247,7 @@ impl Assembler {
             context: ddscope_trace::EventContext { vpid: Some(pid), vtid: Some(tid), ..Default::default() },
         };
         if let Some(p) = st.publish {
-            if p.stage == Stage::Written {
+            if p.stage == Stage::Written || (p.rmw_ts.is_none() && p.rcl_ts.is_some() && self.layout.rcl_only()) {
                 // Humble: no next event on the thread; the window stays open WINDOW_OPEN_NS.
                 self.finish_publish(&rec, p, None, out);
             } else {
@@ -1208,8 +1255,13 @@ impl Assembler {
             }
         }
         if let Some(o) = st.take {
-            self.stats.open_expired += 1;
-            self.emit_take(o.rec, out);
+            if is_rcl_take(&o.rec) {
+                // rcl_take fires whether or not the rmw had a sample: without its callback it took nothing.
+                self.stats.empty_takes += 1;
+            } else {
+                self.stats.open_expired += 1;
+                self.emit_take(o.rec, out);
+            }
         }
         if let Some(c) = st.callback {
             self.stats.open_expired += 1;
@@ -1253,5 +1305,82 @@ impl Assembler {
         }
         self.stats.processes_ended_early = self.processes_ended_early();
         out(TraceItem::End);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddscope_trace::{EventContext, EventTime};
+
+    const US: i64 = 1_000;
+
+    fn push(a: &mut Assembler, out: &mut Vec<TraceItem>, t: i64, tid: i64, event: Ros2Event) {
+        let rec = Record { event, time: EventTime { cycles: t as u64, ns_from_origin: t }, context: EventContext { vpid: Some(5), vtid: Some(tid), procname: None, cpu_id: None } };
+        a.push(&rec, &mut |it| out.push(it));
+    }
+
+    /// rmw_zenoh_cpp under Jazzy rcl, as a real trace records it (tests/test_lab_ros2_zenoh.py):
+    /// no rmw_* event; rclcpp_publish → rcl_publish → the thread's next event; the executor's
+    /// rclcpp_executor_execute(subscription) → rcl_take → rclcpp_take → callback_start → callback_end,
+    /// and rcl_take → rclcpp_take without a callback when nothing was taken.
+    #[test]
+    fn a_trace_without_rmw_events_gives_rcl_windows_and_takes_without_source_timestamp() {
+        let mut a = Assembler::new(AssembleConfig::default());
+        let mut out = vec![];
+        let t = 1_000_000 * US;
+        push(&mut a, &mut out, t, 5, Ros2Event::RclInit { context_handle: 1, version: "8.2.2".into() });
+        push(&mut a, &mut out, t + 1, 5, Ros2Event::RclNodeInit { node_handle: 0x1, rmw_handle: 0x2, node_name: "n".into(), namespace: "/".into() });
+        push(&mut a, &mut out, t + 2, 5, Ros2Event::RclPublisherInit { publisher_handle: 0x100, node_handle: 0x1, rmw_publisher_handle: 0x101, topic_name: "/out".into(), queue_depth: 10 });
+        push(&mut a, &mut out, t + 3, 5, Ros2Event::RclSubscriptionInit { subscription_handle: 0x200, node_handle: 0x1, rmw_subscription_handle: 0x201, topic_name: "/in".into(), queue_depth: 10 });
+        push(&mut a, &mut out, t + 4, 5, Ros2Event::RclcppSubscriptionInit { subscription_handle: 0x200, subscription: 0x202 });
+        push(&mut a, &mut out, t + 5, 5, Ros2Event::RclcppSubscriptionCallbackAdded { subscription: 0x202, callback: 0x203 });
+        let b = t + 1000 * US;
+        // an empty take, then a real one whose callback publishes
+        push(&mut a, &mut out, b, 6, Ros2Event::RclcppExecutorExecute { handle: 0x200 });
+        push(&mut a, &mut out, b + US, 6, Ros2Event::RclTake { message: 0x9 });
+        push(&mut a, &mut out, b + 2 * US, 6, Ros2Event::RclcppTake { message: 0x9 });
+        push(&mut a, &mut out, b + 10 * US, 6, Ros2Event::RclcppExecutorExecute { handle: 0x200 });
+        push(&mut a, &mut out, b + 11 * US, 6, Ros2Event::RclTake { message: 0x9 });
+        push(&mut a, &mut out, b + 12 * US, 6, Ros2Event::RclcppTake { message: 0x9 });
+        push(&mut a, &mut out, b + 13 * US, 6, Ros2Event::CallbackStart { callback: 0x203, is_intra_process: 0 });
+        push(&mut a, &mut out, b + 20 * US, 6, Ros2Event::RclcppPublish { publisher_handle: None, message: 0x77 });
+        push(&mut a, &mut out, b + 21 * US, 6, Ros2Event::RclPublish { publisher_handle: 0x100, message: 0x77 });
+        push(&mut a, &mut out, b + 90 * US, 6, Ros2Event::CallbackEnd { callback: 0x203 });
+        a.finish(&mut |it| out.push(it));
+        assert_eq!(a.layout.name().to_string(), "jazzy+ (no rmw events)");
+        let pubs: Vec<&PublishRec> = out.iter().filter_map(|i| if let TraceItem::Publish(p) = i { Some(p) } else { None }).collect();
+        let takes: Vec<&TakeRec> = out.iter().filter_map(|i| if let TraceItem::Take(k) = i { Some(k) } else { None }).collect();
+        assert_eq!(pubs.len(), 1);
+        let p = pubs[0];
+        assert_eq!((p.rclcpp_ts, p.rcl_ts, p.rmw_ts, p.source_ts), (Some(b + 20 * US), Some(b + 21 * US), None, None));
+        assert_eq!(p.window, Some((b + 21 * US - WINDOW_SLACK_NS, b + 90 * US + WINDOW_SLACK_NS)));
+        assert_eq!(p.topic.as_deref(), Some("/out"));
+        assert_eq!(takes.len(), 1, "{takes:?}");
+        let k = takes[0];
+        assert!(is_rcl_take(k));
+        assert_eq!((k.rmw_take_ts, k.callback_start_ts, k.callback_end_ts), (b + 11 * US, Some(b + 13 * US), Some(b + 90 * US)));
+        assert_eq!((k.topic.as_deref(), k.node.as_deref()), (Some("/in"), Some("/n")));
+        assert_eq!(p.cause, Some(k.seq));
+        assert_eq!(a.stats.empty_takes, 1);
+    }
+
+    /// The same events under Galactic rcl (tracetools 2.x) stay `galactic`, with no window and no take.
+    #[test]
+    fn galactic_rcl_without_rmw_events_is_unchanged() {
+        let mut a = Assembler::new(AssembleConfig::default());
+        let mut out = vec![];
+        let t = 1_000_000 * US;
+        push(&mut a, &mut out, t, 5, Ros2Event::RclInit { context_handle: 1, version: "2.3.0".into() });
+        push(&mut a, &mut out, t + 2, 5, Ros2Event::RclPublisherInit { publisher_handle: 0x100, node_handle: 0x1, rmw_publisher_handle: 0x101, topic_name: "/out".into(), queue_depth: 10 });
+        push(&mut a, &mut out, t + 3, 5, Ros2Event::RclSubscriptionInit { subscription_handle: 0x200, node_handle: 0x1, rmw_subscription_handle: 0x201, topic_name: "/in".into(), queue_depth: 10 });
+        push(&mut a, &mut out, t + 10, 6, Ros2Event::RclcppExecutorExecute { handle: 0x200 });
+        push(&mut a, &mut out, t + 11, 6, Ros2Event::RclTake { message: 0x9 });
+        push(&mut a, &mut out, t + 20, 6, Ros2Event::RclPublish { publisher_handle: 0x100, message: 0x77 });
+        push(&mut a, &mut out, t + 30, 6, Ros2Event::RclcppExecutorExecute { handle: 0x200 });
+        a.finish(&mut |it| out.push(it));
+        assert_eq!(a.layout.name().to_string(), "galactic");
+        assert!(!out.iter().any(|i| matches!(i, TraceItem::Take(_))));
+        assert!(out.iter().any(|i| matches!(i, TraceItem::Publish(p) if p.window.is_none())));
     }
 }

@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 use crate::bounded::BoundedMap;
 use crate::latency::stats::{Dist, DistSummary};
 use crate::latency::layers::{layer_group, Layer, Stack, StackPart, ROS_STACK_LAYERS};
-use crate::record::Value;
+use crate::record::{opt_i, Value};
 use ddscope_wire::Guid;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -66,7 +66,9 @@ pub struct Hop {
     pub receiver_node: Option<Arc<str>>,
     pub writer: Option<Guid>,
     pub sn: Option<i64>,
-    pub source_ts: i64,
+    /// The sample's source timestamp (the take's, the publish's, or the wire's), when one is known
+    /// (rmw_zenoh_cpp's host-local deliveries: none).
+    pub source_ts: Option<i64>,
     pub rclcpp_ts: Option<i64>,
     pub take_ts: i64,
     pub callback_start_ts: Option<i64>,
@@ -566,7 +568,7 @@ crate::record!(ChainRow, r, let { let oi = |v: Option<i64>| v.map_or(Value::Null
     receiver_node: Str => os(&h.receiver_node),
     writer_id: Str => h.writer.map_or(Value::Null, Value::Guid),
     sn: I64 => oi(h.sn),
-    source_ts_ns: I64 => Value::I(h.source_ts),
+    source_ts_ns: I64 => opt_i(h.source_ts),
     rclcpp_publish_ts_ns: I64 => oi(h.rclcpp_ts),
     callback_start_ts_ns: I64 => oi(h.callback_start_ts),
     ros_publish_ns: I64 => oi(h.layers.ros_publish),
@@ -673,7 +675,7 @@ mod tests {
             receiver_node: Some(Arc::from(to)),
             writer: None,
             sn: Some(id as i64),
-            source_ts: pub_ts,
+            source_ts: Some(pub_ts),
             rclcpp_ts: Some(pub_ts),
             take_ts,
             callback_start_ts: Some(take_ts + 10_000),

@@ -26,7 +26,16 @@
 //!   the writer's n-th publish is its sequence number n, when the trace saw the
 //!   publisher's creation and no window decides;
 //! - **intra-process** ([`Join::IntraProcess`]): the assembler linked the
-//!   callback to its `rclcpp_intra_publish` (ring-buffer slot or message pointer).
+//!   callback to its `rclcpp_intra_publish` (ring-buffer slot or message pointer);
+//! - **take queue** ([`Join::TakeQueue`], an rmw without `rmw_*` tracepoints:
+//!   rmw_zenoh_cpp): the publish is found by its window from `rcl_publish` to
+//!   the thread's next event (as above); the take (`rcl_take`, no source
+//!   timestamp) is found by replaying the subscription's queue: the samples
+//!   captured at the subscriber's host enter a KeepLast queue
+//!   ([`JoinConfig::queue_depth`], the oldest dropped when full) in arrival
+//!   order, and each take, in time order, pops the oldest sample captured
+//!   before it. A take with nothing captured before it is left unjoined
+//!   (counted); so is a sample no take pops.
 //!
 //! A publish or take whose topic the trace does not resolve never gets here
 //! (the assembler counts them by reason), so a `/rosout` log or the rmw's
@@ -67,6 +76,9 @@ pub enum Join {
     /// Intra-process: `rclcpp_intra_publish` linked to the callback through the ring-buffer slot (Iron on)
     /// or the message pointer (CARET).
     IntraProcess,
+    /// Only the take was joined, by replaying the subscription's queue (takes without source
+    /// timestamp: rmw_zenoh_cpp): the oldest sample captured at its host before the take.
+    TakeQueue,
     /// Not joined to any trace event.
     None,
 }
@@ -78,6 +90,7 @@ impl Join {
             Join::PublishOrder => "publish_order",
             Join::PublishTime => "publish_time",
             Join::IntraProcess => "intra_process",
+            Join::TakeQueue => "take_queue",
             Join::None => "none",
         }
     }
@@ -158,13 +171,29 @@ pub struct JoinConfig {
     pub max_publishes: usize,
     /// Takes waiting.
     pub max_takes: usize,
+    /// The KeepLast depth of the queue replayed for takes without source timestamp (rmw_zenoh_cpp
+    /// keeps this many samples per subscription and drops the oldest): rclcpp's default, 10. The
+    /// trace's `rcl_subscription_init.queue_depth` is not handed to the join.
+    pub queue_depth: usize,
 }
 
 impl Default for JoinConfig {
     fn default() -> Self {
-        JoinConfig { window_ns: crate::window::Window::DEFAULT.ns(), max_publishes: 1 << 18, max_takes: 1 << 18 }
+        JoinConfig { window_ns: crate::window::Window::DEFAULT.ns(), max_publishes: 1 << 18, max_takes: 1 << 18, queue_depth: DEFAULT_QUEUE_DEPTH }
     }
 }
+
+/// rclcpp's default history depth (`rclcpp::QoS(10)`, `rmw_qos_profile_default`).
+pub const DEFAULT_QUEUE_DEPTH: usize = 10;
+
+/// Subscriptions whose queues are replayed, and subscriptions listed per (host, topic).
+const MAX_QUEUES: usize = 4096;
+const MAX_QUEUES_PER_TOPIC: usize = 8;
+
+/// A subscription replayed by the queue join: (receiving host, topic, trace, process, node).
+type QueueKey = (usize, Arc<str>, u32, i64, Option<Arc<str>>);
+/// The subscriptions of a (host, topic): (trace, process, node).
+type QueueSub = (u32, i64, Option<Arc<str>>);
 
 /// Topics listed per reason in [`JoinStats`] (the rest is counted in the totals).
 const MAX_TOPICS_LISTED: usize = 32;
@@ -199,6 +228,19 @@ pub struct JoinStats {
     pub takes_ambiguous: u64,
     /// Takes that matched no wire sample and no publish.
     pub takes_unjoined: u64,
+    /// Takes without source timestamp (rmw_zenoh_cpp) joined to a wire sample by the queue replay.
+    pub takes_queue_joined: u64,
+    /// Of the unjoined takes, those without source timestamp: no sample captured at their host
+    /// before them was left in the replayed queue (a same-host delivery, or one the capture missed).
+    pub takes_queue_unjoined: u64,
+    pub queue_unjoined_topics: BTreeMap<String, u64>,
+    /// Samples captured at a subscriber's host that the replayed queue dropped (full: KeepLast).
+    pub queue_drops: u64,
+    /// Takes that popped a sample already reported without its take (its take came more than the
+    /// window after it): the take is used, the sample's row has no take.
+    pub queue_late_takes: u64,
+    /// Replayed queues evicted (cap): their next samples start from an empty queue.
+    pub queues_evicted: u64,
     /// Topics of the ambiguous and unjoined takes, with counts (at most 32 each).
     pub ambiguous_topics: BTreeMap<String, u64>,
     pub unjoined_topics: BTreeMap<String, u64>,
@@ -250,8 +292,21 @@ impl JoinStats {
                 topics_text(&self.ambiguous_topics)
             ));
         }
-        let ended = self.takes_unjoined_publisher_ended.min(self.takes_unjoined);
-        if self.takes_unjoined > ended {
+        let queue = self.takes_queue_unjoined.min(self.takes_unjoined);
+        let ended = self.takes_unjoined_publisher_ended.min(self.takes_unjoined - queue);
+        if queue > 0 {
+            p.push(format!(
+                "{queue} takes without source timestamp (rcl_take, no rmw_take: rmw_zenoh_cpp) not joined: no sample captured at their host before them was left in the subscription's replayed queue (a delivery on the publisher's own host, or one the capture missed): {}",
+                topics_text(&self.queue_unjoined_topics)
+            ));
+        }
+        if self.queue_drops > 0 || self.queue_late_takes > 0 || self.queues_evicted > 0 {
+            p.push(format!(
+                "take queue replay: {} samples dropped by a full queue (KeepLast), {} takes came after their sample's row was written, {} queues evicted (cap)",
+                self.queue_drops, self.queue_late_takes, self.queues_evicted
+            ));
+        }
+        if self.takes_unjoined > ended + queue {
             // The unjoined topics but for the takes explained below.
             let mut rest = self.unjoined_topics.clone();
             for (t, n) in &self.unjoined_publisher_ended_topics {
@@ -260,9 +315,15 @@ impl JoinStats {
                 }
             }
             rest.retain(|_, n| *n > 0);
+            for (t, n) in &self.queue_unjoined_topics {
+                if let Some(m) = rest.get_mut(t) {
+                    *m = m.saturating_sub(*n);
+                }
+            }
+            rest.retain(|_, n| *n > 0);
             p.push(format!(
                 "{} takes without a traced publish (no trace holds a publish of their topic with that source timestamp: publisher not traced, or its trace started later): {}",
-                self.takes_unjoined - ended,
+                self.takes_unjoined - ended - queue,
                 topics_text(&rest)
             ));
         }
@@ -337,7 +398,19 @@ pub struct TraceJoin {
     /// (trace, process) → the latest instant (correlator clock) of its publishes and takes.
     active: BoundedMap<(u32, i64), i64>,
     window_offsets: crate::latency::stats::Dist,
+    /// Takes without source timestamp (rmw_zenoh_cpp) not yet replayed, by subscription and time.
+    queue_takes: BTreeSet<(QueueKey, i64, TakeId)>,
+    /// (host, topic) → its subscriptions with such takes.
+    queue_subs: BoundedMap<(usize, Arc<str>), SmallVec<[QueueSub; 2]>>,
+    /// Each subscription's replayed queue: (arrival at its host's capture, arrival number), oldest first.
+    queues: BoundedMap<QueueKey, std::collections::VecDeque<(i64, u64)>>,
+    next_arrival: u64,
     pub stats: JoinStats,
+}
+
+fn queue_key(t: &Take) -> Option<QueueKey> {
+    let topic = t.rec.topic.clone()?;
+    super::assemble::is_rcl_take(&t.rec).then(|| (t.host, topic, t.trace, t.rec.vpid, t.rec.node.clone()))
 }
 
 fn unindex(j: &mut TraceJoin, id: u64, p: &Publish) {
@@ -412,6 +485,10 @@ impl TraceJoin {
             publishers_of: BoundedMap::new(MAX_PUBLISHER_TOPICS),
             active: BoundedMap::new(MAX_PUBLISHER_TOPICS * 4),
             window_offsets: Default::default(),
+            queue_takes: BTreeSet::new(),
+            queue_subs: BoundedMap::new(MAX_QUEUES),
+            queues: BoundedMap::new(MAX_QUEUES),
+            next_arrival: 0,
             stats: JoinStats::default(),
         }
     }
@@ -526,10 +603,92 @@ impl TraceJoin {
         if let Some(link) = t.rec.intra_publish {
             self.take_by_link.entry((t.trace, link)).or_default().push(id);
         }
+        if let Some(k) = queue_key(&t) {
+            let sub = (k.2, k.3, k.4.clone());
+            let subs = self.queue_subs.get_or_insert_with((k.0, k.1.clone()), SmallVec::new, &mut |_, _| {});
+            if !subs.contains(&sub) && subs.len() < MAX_QUEUES_PER_TOPIC {
+                subs.push(sub);
+            }
+            self.queue_takes.insert((k, t.rec.rmw_take_ts, id));
+        }
         self.takes.insert(id, t, &mut |_, _| {});
     }
 
+    /// The take at `host` of a sample of `topic` captured there (complete) at `arrival` (the
+    /// correlator's clock, as the takes), for takes without source timestamp: each subscription
+    /// of the topic at that host replays its queue (module documentation, "take queue"). The
+    /// first subscription's take is returned; marks the takes used.
+    pub fn take_by_arrival(&mut self, host: usize, topic: Option<&str>, arrival: i64) -> Option<Take> {
+        if self.queue_subs.is_empty() {
+            return None; // no take without source timestamp (every layout but rmw_zenoh's)
+        }
+        let found = self.queue_pop(host, Arc::from(topic?), arrival);
+        if found.is_some() {
+            self.stats.takes_joined_wire += 1;
+            self.stats.takes_queue_joined += 1;
+        }
+        found
+    }
+
+    /// The take of a sample arriving at `host` at `arrival` by the subscriptions' replayed queues
+    /// ([`take_by_arrival`](Self::take_by_arrival)), uncounted.
+    fn queue_pop(&mut self, host: usize, topic: Arc<str>, arrival: i64) -> Option<Take> {
+        let subs = self.queue_subs.get(&(host, topic.clone()))?.clone();
+        let token = self.next_arrival;
+        self.next_arrival += 1;
+        let mut found: Option<Take> = None;
+        for (trace, vpid, node) in subs {
+            let k: QueueKey = (host, topic.clone(), trace, vpid, node);
+            // The takes before the sample arrived pop what came before it.
+            self.replay(&k, arrival, None);
+            let ev = &mut self.stats.queues_evicted;
+            let q = self.queues.get_or_insert_with(k.clone(), Default::default, &mut |_, _| *ev += 1);
+            q.push_back((arrival, token));
+            if q.len() > self.cfg.queue_depth.max(1) {
+                q.pop_front();
+                self.stats.queue_drops += 1;
+            }
+            // Then the takes after it, until one pops it.
+            if let Some(t) = self.replay(&k, i64::MAX, Some(token)) {
+                if found.is_none() {
+                    found = Some(t);
+                } else {
+                    self.stats.extra_takes += 1;
+                }
+            }
+        }
+        found
+    }
+
+    /// Replays subscription `k`'s takes up to `until` in time order, each popping the oldest
+    /// sample of its queue captured before it; stops when sample `want` is popped (its take).
+    fn replay(&mut self, k: &QueueKey, until: i64, want: Option<u64>) -> Option<Take> {
+        loop {
+            let from = (k.clone(), i64::MIN, (0u32, 0u64));
+            let to = (k.clone(), until, (u32::MAX, u64::MAX));
+            let next = self.queue_takes.range(from..=to).next().cloned();
+            let (_, t, id) = next?;
+            self.queue_takes.remove(&(k.clone(), t, id));
+            let popped = match self.queues.get_mut(k) {
+                Some(q) if q.front().is_some_and(|(a, _)| *a < t) => q.pop_front().map(|x| x.1),
+                // Nothing captured before it: left unused, counted when it expires.
+                _ => None,
+            };
+            let Some(tok) = popped else { continue };
+            let Some(tk) = self.takes.get_mut(&id) else { continue };
+            tk.used = true;
+            if Some(tok) == want {
+                return Some(tk.clone());
+            }
+            // A sample judged earlier, whose take came only now.
+            self.stats.queue_late_takes += 1;
+        }
+    }
+
     fn unindex_take(&mut self, t: &Take) {
+        if let Some(k) = queue_key(t) {
+            self.queue_takes.remove(&(k, t.rec.rmw_take_ts, t.id()));
+        }
         match (t.rec.topic.clone(), t.rec.source_ts) {
             (Some(topic), Some(ts)) => {
                 self.take_by_ts.remove(&(topic, ts, t.id()));
@@ -668,7 +827,7 @@ impl TraceJoin {
             Join::SourceTs => self.stats.joined_source_ts += 1,
             Join::PublishTime => self.stats.joined_publish_time += 1,
             Join::PublishOrder => self.stats.joined_publish_order += 1,
-            Join::IntraProcess | Join::None => {}
+            Join::IntraProcess | Join::TakeQueue | Join::None => {}
         }
         let p = self.publishes.get_mut(&id)?;
         p.wire = Some((writer, sn));
@@ -734,6 +893,17 @@ impl TraceJoin {
         // An intra-process publish has neither: its deliveries (above) are counted all the same.
         if let Some((lo, hi)) = range {
             self.deliveries_by_ts(p, &topic, id_p, lo, hi, &mut out);
+        }
+        // Takes without source timestamp (rmw_zenoh_cpp) on the publisher's own host: its
+        // subscriptions' queues replayed with the publish as the sample's arrival (a host-local
+        // sample goes to the router and back, no row measures that hop; the order is the publishes').
+        if p.rec.source_ts.is_none() && !p.rec.intra && !self.queue_subs.is_empty() && self.queue_subs.contains_key(&(p.host, topic.clone())) {
+            if let Some(arrival) = p.rec.rcl_ts.or(p.rec.rclcpp_ts) {
+                if let Some(t) = self.queue_pop(p.host, topic.clone(), arrival) {
+                    self.stats.takes_queue_joined += 1;
+                    out.push((t, Join::TakeQueue));
+                }
+            }
         }
         for (t, how) in &out {
             if t.host == p.host {
@@ -829,6 +999,10 @@ impl TraceJoin {
                 if !t.used && !(t.rec.intra && t.rec.intra_publish.is_none()) && t.rec.topic.is_some() {
                     self.stats.takes_unjoined += 1;
                     note_topic(&mut self.stats.unjoined_topics, t.rec.topic.as_deref());
+                    if super::assemble::is_rcl_take(&t.rec) {
+                        self.stats.takes_queue_unjoined += 1;
+                        note_topic(&mut self.stats.queue_unjoined_topics, t.rec.topic.as_deref());
+                    }
                     let ended = self.publishers_ended_before(&t);
                     if !ended.is_empty() {
                         self.stats.takes_unjoined_publisher_ended += 1;
@@ -860,3 +1034,97 @@ fn slack() -> impl Iterator<Item = i64> {
 
 /// Nodes are shown as `/namespace/name`.
 pub type NodeName = Arc<str>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A take begun at rcl_take (rmw_zenoh_cpp: no source timestamp) at `t` on `topic`, host 1.
+    fn take(seq: u64, t: i64, topic: &str) -> Take {
+        Take {
+            trace: 0,
+            host: 1,
+            rec: TakeRec {
+                seq,
+                vpid: 7,
+                vtid: 8,
+                reader: None,
+                topic: Some(Arc::from(topic)),
+                node: Some(Arc::from("/listener")),
+                source_ts: None,
+                rmw_take_ts: t,
+                callback_start_ts: Some(t + 1_000),
+                callback_end_ts: Some(t + 2_000),
+                intra: false,
+                intra_publish: None,
+            },
+            used: false,
+        }
+    }
+
+    fn join(depth: usize, takes: &[(u64, i64)]) -> TraceJoin {
+        let mut j = TraceJoin::new(JoinConfig { queue_depth: depth, ..JoinConfig::default() });
+        for &(s, t) in takes {
+            j.add_take(take(s, t, "/chatter"));
+        }
+        j
+    }
+
+    fn got(j: &mut TraceJoin, arrival: i64) -> Option<u64> {
+        j.take_by_arrival(1, Some("/chatter"), arrival).map(|t| t.rec.seq)
+    }
+
+    /// Oracle: rmw_zenoh_cpp's SubscriptionData::add_new_message (KeepLast: the oldest dropped when
+    /// the queue is full) and take (the oldest message), replayed by hand.
+    #[test]
+    fn takes_pop_the_oldest_sample_captured_before_them() {
+        // one sample per take, each taken soon after it arrived
+        let mut j = join(10, &[(0, 10 * MS), (1, 20 * MS), (2, 30 * MS)]);
+        assert_eq!([got(&mut j, 9 * MS), got(&mut j, 19 * MS), got(&mut j, 29 * MS)], [Some(0), Some(1), Some(2)]);
+        // another host or topic has no take
+        assert!(j.take_by_arrival(2, Some("/chatter"), 9 * MS).is_none());
+        assert!(j.take_by_arrival(1, Some("/other"), 9 * MS).is_none());
+        assert_eq!((j.stats.takes_queue_joined, j.stats.queue_drops, j.stats.queue_late_takes), (3, 0, 0));
+
+        // a backlog: three samples arrive before the first take, taken in order
+        let mut j = join(10, &[(0, 10 * MS), (1, 11 * MS), (2, 12 * MS)]);
+        assert_eq!([got(&mut j, MS), got(&mut j, 2 * MS), got(&mut j, 3 * MS)], [Some(0), Some(1), Some(2)]);
+
+        // a sample the capture missed: its take finds nothing captured before it and is left
+        // unjoined (counted when it expires); the next sample gets its own take, not that one
+        let mut j = join(10, &[(0, 10 * MS), (1, 20 * MS)]);
+        assert_eq!(got(&mut j, 19 * MS), Some(1));
+        j.expire_takes(i64::MAX);
+        assert_eq!((j.stats.takes_unjoined, j.stats.takes_queue_unjoined), (1, 1));
+        assert_eq!(j.stats.queue_unjoined_topics.get("/chatter"), Some(&1));
+        assert!(j.stats.notes().iter().any(|n| n.starts_with("1 takes without source timestamp")), "{:?}", j.stats.notes());
+
+        // a stalled subscription (no take after them yet): a full queue (depth 2) drops the oldest;
+        // the takes that come later pop the two kept, already judged without a take (late)
+        let mut j = join(2, &[(0, MS)]);
+        assert_eq!([got(&mut j, 2 * MS), got(&mut j, 3 * MS), got(&mut j, 4 * MS)], [None, None, None]);
+        assert_eq!(j.stats.queue_drops, 1);
+        j.add_take(take(1, 10 * MS, "/chatter"));
+        j.add_take(take(2, 11 * MS, "/chatter"));
+        j.add_take(take(3, 13 * MS, "/chatter"));
+        assert_eq!(got(&mut j, 12 * MS), Some(3));
+        assert_eq!((j.stats.queue_drops, j.stats.queue_late_takes), (1, 2));
+        j.expire_takes(i64::MAX);
+        assert_eq!((j.stats.takes_unjoined, j.stats.takes_queue_unjoined), (1, 1));
+    }
+
+    #[test]
+    fn two_subscriptions_of_a_topic_on_a_host_each_replay_their_queue() {
+        let mut j = TraceJoin::new(JoinConfig::default());
+        j.add_take(take(0, 10 * MS, "/chatter"));
+        let mut other = take(1, 12 * MS, "/chatter");
+        other.rec.vpid = 9;
+        j.add_take(other);
+        assert_eq!(j.take_by_arrival(1, Some("/chatter"), 5 * MS).map(|t| t.rec.seq), Some(0));
+        assert_eq!(j.stats.extra_takes, 1);
+        j.expire_takes(i64::MAX);
+        assert_eq!(j.stats.takes_unjoined, 0);
+    }
+}

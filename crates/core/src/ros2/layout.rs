@@ -1,8 +1,11 @@
 //! The ros2_tracing layout of a trace: which events it holds
 //! ([`LayoutSeen`], counted by the assembler) and the name ddscope gives that
 //! layout in its outputs ([`TraceLayout`]: `jazzy+`, `humble/iron`,
-//! `galactic`, `foxy`, `no publish events`, each with `+caret` when CARET's
-//! events are there too), which decides the joins that are possible.
+//! `galactic`, `foxy`, `no publish events`, and for an rmw that fires no
+//! `rmw_*` tracepoint (rmw_zenoh_cpp) under Humble-or-later rcl
+//! `jazzy+ (no rmw events)` / `humble/iron (no rmw events)`, each with
+//! `+caret` when CARET's events are there too), which decides the joins that
+//! are possible.
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -15,6 +18,11 @@ pub enum BaseLayout {
     JazzyPlus,
     /// `rmw_publish` without the source timestamp, or `rmw_take` only (Humble, Iron).
     HumbleIron,
+    /// `rcl_publish` and no rmw events, from Jazzy-or-later rcl (tracetools ≥ 8): an rmw that
+    /// fires no `rmw_*` tracepoint (rmw_zenoh_cpp).
+    JazzyNoRmw,
+    /// The same from Humble or Iron rcl (tracetools 4.x–7.x).
+    HumbleIronNoRmw,
     /// `rcl_publish` but no rmw events (Galactic).
     Galactic,
     /// No publish events, tracetools 1.x (Foxy).
@@ -24,12 +32,22 @@ pub enum BaseLayout {
 }
 
 impl BaseLayout {
-    pub const ALL: [BaseLayout; 5] = [BaseLayout::JazzyPlus, BaseLayout::HumbleIron, BaseLayout::Galactic, BaseLayout::Foxy, BaseLayout::NoPublishEvents];
+    pub const ALL: [BaseLayout; 7] = [
+        BaseLayout::JazzyPlus,
+        BaseLayout::HumbleIron,
+        BaseLayout::JazzyNoRmw,
+        BaseLayout::HumbleIronNoRmw,
+        BaseLayout::Galactic,
+        BaseLayout::Foxy,
+        BaseLayout::NoPublishEvents,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             BaseLayout::JazzyPlus => "jazzy+",
             BaseLayout::HumbleIron => "humble/iron",
+            BaseLayout::JazzyNoRmw => "jazzy+ (no rmw events)",
+            BaseLayout::HumbleIronNoRmw => "humble/iron (no rmw events)",
             BaseLayout::Galactic => "galactic",
             BaseLayout::Foxy => "foxy",
             BaseLayout::NoPublishEvents => "no publish events",
@@ -98,13 +116,37 @@ pub struct LayoutSeen {
     pub ring_buffer: u64,
 }
 
+/// The major version of a tracetools version string (`"8.2.2"` → 8).
+pub fn tracetools_major(v: &str) -> Option<u32> {
+    v.trim().split('.').next()?.parse().ok()
+}
+
 impl LayoutSeen {
-    /// The layout these events make: `jazzy+`, `humble/iron`, `galactic`, `foxy`, with `+caret`.
+    /// The tracetools major version of the trace's `rcl_init`, when recorded.
+    pub fn tracetools_major(&self) -> Option<u32> {
+        self.tracetools.as_deref().and_then(tracetools_major)
+    }
+
+    /// No rmw event (so far) under Humble-or-later rcl, without CARET: the rmw fires no `rmw_*`
+    /// tracepoint (rmw_zenoh_cpp). Publishes then get a window from `rcl_publish` to the thread's
+    /// next event, and `rcl_take` makes a take without source timestamp (joined to the wire by
+    /// the subscription's queue, [`super::join`]).
+    pub fn rcl_only(&self) -> bool {
+        self.rmw_publish == 0 && self.rmw_take == 0 && self.caret == 0 && self.dispatch == 0 && self.tracetools_major().is_some_and(|m| m >= 4)
+    }
+
+    /// The layout these events make: `jazzy+`, `humble/iron`, `… (no rmw events)`, `galactic`, `foxy`, with `+caret`.
     pub fn name(&self) -> TraceLayout {
         let base = if self.rmw_publish_with_ts > 0 {
             BaseLayout::JazzyPlus
         } else if self.rmw_publish > 0 || self.rmw_take > 0 {
             BaseLayout::HumbleIron
+        } else if self.rcl_publish > 0 && self.rcl_only() {
+            if self.tracetools_major().is_some_and(|m| m >= 8) {
+                BaseLayout::JazzyNoRmw
+            } else {
+                BaseLayout::HumbleIronNoRmw
+            }
         } else if self.rcl_publish > 0 {
             BaseLayout::Galactic
         } else if self.tracetools.as_deref().is_some_and(|v| v.starts_with("1.")) {
@@ -122,6 +164,8 @@ impl LayoutSeen {
             "exact: publish and take carry the source timestamp"
         } else if self.rmw_publish > 0 && self.rmw_take > 0 {
             "by publish window: the take's source timestamp falls between rmw_publish and the publishing thread's next event"
+        } else if self.rcl_publish > 0 && self.rcl_only() {
+            "by publish window and take queue: the wire sample's source timestamp falls between rcl_publish and the publishing thread's next event; a take (rcl_take, no source timestamp) gets the oldest sample captured at its host before it in the subscription's queue (rmw without rmw_* tracepoints: rmw_zenoh_cpp)"
         } else if self.rcl_publish > 0 {
             "none between processes: no rmw events and no source timestamps (Galactic/Foxy without CARET); callbacks, publish rates and publishes inside callbacks are measured"
         } else {
@@ -147,5 +191,22 @@ mod tests {
         let e = "rolling".parse::<TraceLayout>().unwrap_err();
         assert!(e.contains("\"rolling\"") && e.contains("jazzy+"), "{e}");
         assert_eq!(TraceLayout::default().to_string(), "no publish events");
+    }
+
+    #[test]
+    fn no_rmw_events_is_named_by_the_rcl_version() {
+        let seen = |v: &str| LayoutSeen { tracetools: Some(v.into()), rcl_publish: 3, ..Default::default() };
+        assert_eq!(seen("8.2.2").name().to_string(), "jazzy+ (no rmw events)");
+        assert_eq!(seen("10.1.0").name().to_string(), "jazzy+ (no rmw events)");
+        assert_eq!(seen("4.1.1").name().to_string(), "humble/iron (no rmw events)");
+        assert_eq!(seen("2.3.0").name().to_string(), "galactic");
+        assert_eq!(LayoutSeen { tracetools: None, rcl_publish: 3, ..Default::default() }.name().to_string(), "galactic");
+        assert!(seen("8.2.2").joins().starts_with("by publish window and take queue"));
+        assert!(seen("2.3.0").joins().starts_with("none between processes"));
+        // Humble with its rmw events stays humble/iron
+        let h = LayoutSeen { rmw_publish: 3, rmw_take: 3, ..seen("4.1.1") };
+        assert_eq!(h.name().to_string(), "humble/iron");
+        let c = LayoutSeen { caret: 3, ..seen("8.2.2") };
+        assert_eq!(c.name().to_string(), "galactic+caret");
     }
 }

@@ -9,7 +9,8 @@
 //!                                         ▼
 //!      Correlator ◄── capture items (samples, watermarks), merged by time
 //!         ├── TraceJoin: publish ↔ wire (source timestamp / publish window / publish order),
-//!         │              take ↔ wire (receiver host, topic, source timestamp),
+//!         │              take ↔ wire (receiver host, topic, source timestamp; without one —
+//!         │              rmw_zenoh_cpp's rcl_take — the subscription's queue replayed),
 //!         │              the rest trace to trace (same host or not: exact source
 //!         │              timestamp, unique publish window, intra-process link)
 //!         ├── callbacks: durations per callback (every layout, Galactic included)
