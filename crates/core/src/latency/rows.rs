@@ -65,7 +65,7 @@ pub struct LatencyRow {
 /// from the ROS graph on the wire (`ros_discovery_info`).
 #[derive(Debug, Clone, Default)]
 pub struct RosColumns {
-    /// How the sender's publish was found (`source_ts`, `publish_order`); takes always join by source timestamp.
+    /// How the sender's publish was found (`source_ts`, `publish_time`, `publish_order`, `intra_process`); takes join by source timestamp, or (no source timestamp in the trace: rmw_zenoh_cpp) by the replayed queue, `take_queue` where only the take was found.
     pub join: Option<Join>,
     pub sender_node: Option<Arc<str>>,
     pub receiver_node: Option<Arc<str>>,
