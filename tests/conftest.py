@@ -30,6 +30,27 @@ def _shared_captures_dir() -> pathlib.Path:
 SHARED_CAPTURES = _shared_captures_dir()
 
 
+def _tshark_prefers_heuristics() -> None:
+    """Every tshark the tests run tries its heuristic dissectors (RTPS's among
+    them) before the dissectors registered on UDP ports. A lab participant
+    binds an ephemeral port; one that happens to be registered to another
+    protocol (41170, MANOLITO, in one of 25 lab runs here) made tshark read
+    that participant's RTPS as MANOLITO and the oracle lose its samples. The
+    user's own Wireshark profile is left alone: a private configuration
+    directory holds just this preference."""
+    if os.environ.get("WIRESHARK_CONFIG_DIR"):
+        return
+    import atexit
+    import tempfile
+    d = pathlib.Path(tempfile.mkdtemp(prefix="ddscope-tshark-prefs-"))
+    atexit.register(shutil.rmtree, d, True)
+    (d / "preferences").write_text("udp.try_heuristic_first: TRUE\n")
+    os.environ["WIRESHARK_CONFIG_DIR"] = str(d)
+
+
+_tshark_prefers_heuristics()
+
+
 def ddscope_bin() -> str:
     env = os.environ.get("DDSCOPE_BIN")
     if env:

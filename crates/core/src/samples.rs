@@ -227,6 +227,12 @@ struct DestState {
     /// (inline up to 128 fragments).
     have: SmallVec<[u64; 2]>,
     count: u32,
+    /// The latest capture time at which a fragment was first seen towards
+    /// this destination: when the sample became complete there, even where
+    /// the capture's frames are not in time order (a receiver's frames
+    /// stamped on several CPUs are written as each CPU gets to them: a real
+    /// lab capture wrote a sample's last datagram before two sent earlier).
+    newest_ts: i64,
 }
 
 struct SampleState {
@@ -493,7 +499,7 @@ impl SampleTracker {
                 return;
             }
             None => {
-                s.dests.push(DestState { dst: e.dst, have: SmallVec::new(), count: 0 });
+                s.dests.push(DestState { dst: e.dst, have: SmallVec::new(), count: 0, newest_ts: i64::MIN });
                 r.destinations = s.dests.len().min(u16::MAX as usize) as u16;
                 s.dests.len() - 1
             }
@@ -518,13 +524,14 @@ impl SampleTracker {
             } else {
                 d.have[w] |= 1 << b;
                 d.count += 1;
+                d.newest_ts = d.newest_ts.max(e.ts_ns);
             }
         }
         r.frags_seen = r.frags_seen.max(d.count);
         if s.complete_ts.is_none() && d.count == r.frags_expected {
-            s.complete_ts = Some(e.ts_ns);
+            s.complete_ts = Some(d.newest_ts);
             r.complete = true;
-            r.last_ts_ns = e.ts_ns;
+            r.last_ts_ns = d.newest_ts;
             r.last_frame = e.frame;
             self.completed.push_back((e.ts_ns, key));
         }
@@ -719,6 +726,27 @@ mod tests {
         assert_eq!((r.first_ts_ns, r.last_ts_ns, r.first_ip_ts_ns), (100, 300, 95));
         assert_eq!(r.retransmitted_frags, 3);
         assert_eq!(r.retransmitted_bytes, 300);
+    }
+
+    /// The shape of a real lab capture (the CI run of stop 48, pc2): the
+    /// sample's last datagram written before two sent earlier, stamped later
+    /// than both. Complete when every fragment had been seen: tshark's
+    /// reading, the latest first sighting, not the time of the frame that
+    /// happened to come last in the file.
+    #[test]
+    fn completion_time_is_the_latest_first_sighting_in_a_file_out_of_time_order() {
+        let mut t = SampleTracker::new(SampleConfig { linger_ns: 1000, timeout_ns: 10_000, ..Default::default() });
+        let mut out = vec![];
+        let mut push = |t: &mut SampleTracker, e: SubmsgEvent| t.on_event(&e, &mut |r| out.push(r));
+        push(&mut t, frag(1, 1, 4, 100, 7411));
+        push(&mut t, frag(1, 9, 2, 497, 7411)); // the last datagram, stamped last, written early
+        push(&mut t, frag(1, 1, 1, 600, 7411)); // a repeat before completion does not count
+        push(&mut t, frag(1, 5, 2, 462, 7411));
+        push(&mut t, frag(1, 7, 2, 469, 7411)); // completes the sample in file order
+        t.finish(&mut |r| out.push(r));
+        let r = &out[0];
+        assert!(r.complete);
+        assert_eq!((r.first_ts_ns, r.last_ts_ns), (100, 497));
     }
 
     fn data(sn: i64, ts: i64, dst_port: u16) -> SubmsgEvent {
