@@ -146,6 +146,9 @@ pub struct TakeRec {
     /// An intra-process delivery, and the publish it came from when the layout tells.
     pub intra: bool,
     pub intra_publish: Option<PubSeq>,
+    /// The subscription's history depth (`rcl_subscription_init.queue_depth`), where a take
+    /// without source timestamp is joined by replaying its queue (rmw_zenoh_cpp).
+    pub queue_depth: Option<u32>,
 }
 
 /// What a callback belongs to.
@@ -781,6 +784,7 @@ impl Assembler {
                             callback_end_ts: None,
                             intra: false,
                             intra_publish: None,
+                            queue_depth: None,
                         };
                         let th = self.thread(key, out);
                         if let Some(old) = th.take.replace(OpenTake { rec: tk, subscription: None }) {
@@ -828,8 +832,10 @@ impl Assembler {
                     let exec = self.threads.get(&key).and_then(|th| th.executing);
                     match exec.and_then(|h| self.entities.subscription(pid, h)) {
                         Some(ep) => {
+                            let depth = u32::try_from(ep.queue_depth).unwrap_or(u32::MAX);
                             let (reader, topic, node, sub, _) = self.resolve(pid, ep);
-                            let rec_ = self.new_take(pid, tid, reader, topic, node, None, t);
+                            let mut rec_ = self.new_take(pid, tid, reader, topic, node, None, t);
+                            rec_.queue_depth = Some(depth);
                             let th = self.thread(key, out);
                             if th.take.replace(OpenTake { rec: rec_, subscription: Some(sub) }).is_some() {
                                 self.stats.empty_takes += 1;
@@ -896,6 +902,7 @@ impl Assembler {
                         callback_end_ts: None,
                         intra: true,
                         intra_publish: link,
+                        queue_depth: None,
                     });
                 }
                 let prev = th.callback.replace(OpenCallback { callback: *callback, kind, node: cb_node, start: t, intra, take, inputs });
@@ -1048,6 +1055,7 @@ impl Assembler {
             callback_end_ts: None,
             intra: false,
             intra_publish: None,
+            queue_depth: None,
         }
     }
 

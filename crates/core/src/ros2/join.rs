@@ -31,8 +31,9 @@
 //!   rmw_zenoh_cpp): the publish is found by its window from `rcl_publish` to
 //!   the thread's next event (as above); the take (`rcl_take`, no source
 //!   timestamp) is found by replaying the subscription's queue: the samples
-//!   captured at the subscriber's host enter a KeepLast queue
-//!   ([`JoinConfig::queue_depth`], the oldest dropped when full) in arrival
+//!   captured at the subscriber's host enter a KeepLast queue (the
+//!   subscription's `rcl_subscription_init.queue_depth`, else
+//!   [`JoinConfig::queue_depth`]; the oldest dropped when full) in arrival
 //!   order, and each take, in time order, pops the oldest sample captured
 //!   before it. A take with nothing captured before it is left unjoined
 //!   (counted); so is a sample no take pops.
@@ -172,8 +173,9 @@ pub struct JoinConfig {
     /// Takes waiting.
     pub max_takes: usize,
     /// The KeepLast depth of the queue replayed for takes without source timestamp (rmw_zenoh_cpp
-    /// keeps this many samples per subscription and drops the oldest): rclcpp's default, 10. The
-    /// trace's `rcl_subscription_init.queue_depth` is not handed to the join.
+    /// keeps this many samples per subscription and drops the oldest) where the trace does not
+    /// give the subscription's (`rcl_subscription_init.queue_depth`, 0 for KeepAll): rclcpp's
+    /// default, 10.
     pub queue_depth: usize,
 }
 
@@ -193,7 +195,8 @@ const MAX_QUEUES_PER_TOPIC: usize = 8;
 /// A subscription replayed by the queue join: (receiving host, topic, trace, process, node).
 type QueueKey = (usize, Arc<str>, u32, i64, Option<Arc<str>>);
 /// The subscriptions of a (host, topic): (trace, process, node).
-type QueueSub = (u32, i64, Option<Arc<str>>);
+/// A subscription replaying its queue: trace, process, node, and its depth.
+type QueueSub = (u32, i64, Option<Arc<str>>, usize);
 
 /// Topics listed per reason in [`JoinStats`] (the rest is counted in the totals).
 const MAX_TOPICS_LISTED: usize = 32;
@@ -604,9 +607,11 @@ impl TraceJoin {
             self.take_by_link.entry((t.trace, link)).or_default().push(id);
         }
         if let Some(k) = queue_key(&t) {
-            let sub = (k.2, k.3, k.4.clone());
+            // The subscription's own depth where the trace declared it (0, KeepAll or unknown: the default).
+            let depth = t.rec.queue_depth.filter(|d| *d > 0).map_or(self.cfg.queue_depth, |d| d as usize);
+            let sub = (k.2, k.3, k.4.clone(), depth);
             let subs = self.queue_subs.get_or_insert_with((k.0, k.1.clone()), SmallVec::new, &mut |_, _| {});
-            if !subs.contains(&sub) && subs.len() < MAX_QUEUES_PER_TOPIC {
+            if !subs.iter().any(|s| (s.0, s.1, &s.2) == (sub.0, sub.1, &sub.2)) && subs.len() < MAX_QUEUES_PER_TOPIC {
                 subs.push(sub);
             }
             self.queue_takes.insert((k, t.rec.rmw_take_ts, id));
@@ -637,14 +642,14 @@ impl TraceJoin {
         let token = self.next_arrival;
         self.next_arrival += 1;
         let mut found: Option<Take> = None;
-        for (trace, vpid, node) in subs {
+        for (trace, vpid, node, depth) in subs {
             let k: QueueKey = (host, topic.clone(), trace, vpid, node);
             // The takes before the sample arrived pop what came before it.
             self.replay(&k, arrival, None);
             let ev = &mut self.stats.queues_evicted;
             let q = self.queues.get_or_insert_with(k.clone(), Default::default, &mut |_, _| *ev += 1);
             q.push_back((arrival, token));
-            if q.len() > self.cfg.queue_depth.max(1) {
+            if q.len() > depth.max(1) {
                 q.pop_front();
                 self.stats.queue_drops += 1;
             }
@@ -1059,6 +1064,7 @@ mod tests {
                 callback_end_ts: Some(t + 2_000),
                 intra: false,
                 intra_publish: None,
+                queue_depth: None,
             },
             used: false,
         }
@@ -1113,6 +1119,27 @@ mod tests {
         assert_eq!((j.stats.queue_drops, j.stats.queue_late_takes), (1, 2));
         j.expire_takes(i64::MAX);
         assert_eq!((j.stats.takes_unjoined, j.stats.takes_queue_unjoined), (1, 1));
+    }
+
+    /// The subscription's depth from its rcl_subscription_init (here 2) is the queue's, not the
+    /// default 10: a stalled subscription drops all but the two newest samples.
+    #[test]
+    fn the_traced_queue_depth_is_the_subscriptions() {
+        let mut j = TraceJoin::new(JoinConfig::default());
+        let mut first = take(0, MS, "/chatter");
+        first.rec.queue_depth = Some(2);
+        j.add_take(first);
+        assert_eq!([got(&mut j, 2 * MS), got(&mut j, 3 * MS), got(&mut j, 4 * MS)], [None, None, None]);
+        assert_eq!(j.stats.queue_drops, 1);
+        // KeepAll (depth 0) or an untraced depth: the default
+        let mut j = TraceJoin::new(JoinConfig::default());
+        let mut first = take(0, MS, "/chatter");
+        first.rec.queue_depth = Some(0);
+        j.add_take(first);
+        for a in 2..=12 {
+            got(&mut j, a * MS);
+        }
+        assert_eq!(j.stats.queue_drops, 1);
     }
 
     #[test]

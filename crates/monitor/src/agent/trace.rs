@@ -272,6 +272,7 @@ mod tests {
             callback_end_ts: None,
             intra: false,
             intra_publish: None,
+            queue_depth: None,
         })
     }
 

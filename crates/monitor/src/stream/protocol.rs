@@ -138,6 +138,9 @@ pub struct StreamTake {
     /// The intra-process publish (its `seq`) this delivery came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<u64>,
+    /// The subscription's history depth (takes without source timestamp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qd: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -271,6 +274,7 @@ impl StreamItem {
                 cbe: k.callback_end_ts,
                 intra: k.intra,
                 ip: k.intra_publish,
+                qd: k.queue_depth,
             }),
             TraceItem::Watermark(w) => StreamItem::TraceWatermark { t: *w },
             // Callback durations stay with the agent's own view.
@@ -456,6 +460,7 @@ impl ItemDecoder {
                 callback_end_ts: k.cbe,
                 intra: k.intra,
                 intra_publish: k.ip,
+                queue_depth: k.qd,
             })),
             StreamItem::TraceWatermark { t } => Decoded::Trace(TraceItem::Watermark(t)),
             other => Decoded::Capture(self.item(capture, other)?),
