@@ -211,3 +211,227 @@ def test_the_chain_walked_back_through_the_truth(run, ddscope, tmp_path):
     assert set(got) == set(want), (len(got), len(want), sorted(set(want) - set(got))[:5])
     for k, v in want.items():
         assert got[k] == v, (rmw, k, got[k], v)
+
+
+# ---- the lab's replica against the real stack (issue 37 item 4) -------------------------------------
+
+# babeltrace2 reads one host's trace: every ros2:* event's payload field names (in the trace's order),
+# and how the user topics' samples pass through the layers on their threads: a publish is
+# rclcpp_publish -> rcl_publish -> rmw_publish of one message, a take rmw_take (taken) -> rcl_take ->
+# rclcpp_take of one message -> callback_start.
+BT2_SHAPES = r"""
+import collections, json, sys
+import bt2
+USER = set(sys.argv[2].split(","))
+vocab, threads, pub_topic, sub_topic = {}, collections.defaultdict(list), {}, {}
+for msg in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if type(msg) is not bt2._EventMessageConst or not msg.event.name.startswith("ros2:"):
+        continue
+    e, n = msg.event, msg.event.name[5:]
+    p = e.payload_field
+    vocab.setdefault(n, list(p.keys()))
+    if n == "rcl_publisher_init":
+        pub_topic[int(p["rmw_publisher_handle"])] = str(p["topic_name"])
+    elif n == "rcl_subscription_init":
+        sub_topic[int(p["rmw_subscription_handle"])] = str(p["topic_name"])
+    d = {"n": n}
+    for k in ("message", "rmw_publisher_handle", "rmw_subscription_handle", "taken"):
+        if k in p:
+            d[k] = int(p[k])
+    threads[int(e.common_context_field["vtid"])].append(d)
+shape = collections.Counter()
+for evs in threads.values():
+    for i, d in enumerate(evs):
+        if d["n"] == "rmw_publish" and pub_topic.get(d.get("rmw_publisher_handle")) in USER:
+            before = evs[max(0, i - 2):i]
+            shape["publish"] += 1
+            shape["publish shaped"] += [x["n"] for x in before] == ["rclcpp_publish", "rcl_publish"] and all(
+                x.get("message") == d["message"] for x in before)
+        if d["n"] == "rmw_take" and d.get("taken") == 1 and sub_topic.get(d.get("rmw_subscription_handle")) in USER:
+            after = evs[i + 1:i + 4]
+            shape["take"] += 1
+            shape["take shaped"] += [x["n"] for x in after] == ["rcl_take", "rclcpp_take", "callback_start"] and all(
+                x.get("message") == d["message"] for x in after[:2])
+print(json.dumps({"vocabulary": vocab, "shape": shape}))
+"""
+
+USER_TOPICS = ("/raw_image", "/image", "/actuator", "/drive")
+LAYERS = ("ros_publish_ns", "dds_send_ns", "source_ts_to_wire_ns", "latency_ns", "dds_receive_ns", "dds_local_ns",
+          "executor_ns", "callback_ns", "ros_e2e_ns")
+REPLICA_OF = {"rmw_cyclonedds_cpp": "cyclone", "rmw_fastrtps_cpp": "fastdds"}
+
+
+def bt2_shapes(trace: pathlib.Path) -> dict:
+    cp = subprocess.run([SYSTEM_PYTHON, "-c", BT2_SHAPES, str(trace), ",".join(USER_TOPICS)], capture_output=True,
+                        text=True, timeout=300)
+    assert cp.returncode == 0, f"babeltrace2 could not read {trace}:\n{cp.stderr[-2000:]}"
+    return json.loads(cp.stdout)
+
+
+def tracetools_fields() -> dict[str, list[str]]:
+    """Every ros2 tracepoint's field names as Jazzy's tracetools defines them (tp_call.h of the bundle)."""
+    import re
+    bundle = next((p for p in (REPO.parent / "shared" / "ros2" / "ros2-jazzy-src.tar.zst",
+                               pathlib.Path("/work/shared/ros2/ros2-jazzy-src.tar.zst")) if p.is_file()), None)
+    assert bundle, "the ../shared/ros2 bundle (tracetools' tp_call.h) is needed"
+    src = subprocess.run(["tar", "--zstd", "-xOf", str(bundle), "--wildcards", "*tracetools/include/tracetools/tp_call.h"],
+                         capture_output=True, text=True, check=True).stdout
+    out = {}
+    for name, fields in re.findall(r"TRACEPOINT_EVENT\(\s*TRACEPOINT_PROVIDER,\s*(\w+),.*?TP_FIELDS\(((?:[^()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*)\)", src, re.S):
+        names = []
+        for kind, args in re.findall(r"(ctf_\w+)\(([^()]*(?:\([^()]*\)[^()]*)*)\)", fields):
+            parts = [a.strip() for a in args.split(",")]
+            names.append(parts[0] if kind.startswith("ctf_string") else parts[1])
+        out[name] = names
+    assert len(out) > 30 and out.get("rmw_take") == ["rmw_subscription_handle", "message", "source_timestamp", "taken"], out
+    return out
+
+
+def layer_sets(ddscope, run: pathlib.Path, rows: pathlib.Path) -> dict:
+    """Per user topic and hop, the layers ddscope measured for (nearly) every sample, and how it joined them."""
+    ddscope("latency", run, "--format", "json", "--rows", rows)
+    per = collections.defaultdict(list)
+    for r in map(json.loads, rows.read_text().splitlines()):
+        if r.get("level") == "message" and r.get("topic_name") in USER_TOPICS:
+            per[(r["topic_name"], r["sender"], r["receiver"])].append(r)
+    out = {}
+    for key, rs in per.items():
+        layers = sorted(l for l in LAYERS if sum(r.get(l) is not None for r in rs) >= 0.99 * len(rs))
+        joins = sorted({r.get("join") for r in rs})
+        out[" ".join(key)] = {"layers": layers, "joins": joins, "samples": len(rs)}
+    return out
+
+
+def test_the_replica_has_the_real_stacks_layers_and_shapes(run, ddscope, tmp_path):
+    """Item 4: the same scenario through the lab's replica of ROS 2 (its C/C++ DDS nodes firing the ros2
+    tracepoints themselves) and through the real rclcpp stack gives the same layers per topic and hop,
+    the same joins, and samples shaped the same way on their threads; every event the replica fires
+    has the fields Jazzy's tracetools gives it (tp_call.h of the bundle) and, where the real run
+    records the event too, the real trace's fields. What only the real stack records is printed."""
+    rmw, real = run
+    sc = tmp_path / "replica.toml"
+    sc.write_text(SCENARIO.read_text().replace(f'middleware = "rmw_cyclonedds_cpp"', f'middleware = "{REPLICA_OF[rmw]}"'))
+    replica = tmp_path / "replica"
+    ddscope("lab", "run", sc, "--tracing", "jazzy", "--duration", "8s", "--out", replica, timeout=900)
+    defined = tracetools_fields()
+    for h in HOSTS:
+        got_real, got_rep = bt2_shapes(real / f"{h}.lttng"), bt2_shapes(replica / f"{h}.lttng")
+        for name, fields in got_rep["vocabulary"].items():
+            assert defined.get(name) == fields, (h, name, fields, defined.get(name))
+            if name in got_real["vocabulary"]:
+                assert got_real["vocabulary"][name] == fields, (h, name, fields, got_real["vocabulary"][name])
+        for label, got in (("real", got_real), ("replica", got_rep)):
+            s = got["shape"]
+            assert s.get("publish", 0) + s.get("take", 0) > 50, (label, h, s)
+            for kind in ("publish", "take"):
+                assert s.get(f"{kind} shaped", 0) >= 0.99 * s.get(kind, 0), (label, h, kind, s)
+        print(f"{rmw} {h}: only the real stack records {sorted(set(got_real['vocabulary']) - set(got_rep['vocabulary']))}; "
+              f"only the replica {sorted(set(got_rep['vocabulary']) - set(got_real['vocabulary']))}")
+    want, got = layer_sets(ddscope, real, tmp_path / "real.jsonl"), layer_sets(ddscope, replica, tmp_path / "replica.jsonl")
+    assert len(want) == 4, want
+    for hop, w in want.items():
+        assert hop in got, (hop, got)
+        assert (got[hop]["layers"], got[hop]["joins"]) == (w["layers"], w["joins"]), (rmw, hop, got[hop], w)
+
+
+# ---- Fast DDS's shared memory named per topic (issue 37 item 3) ------------------------------------
+
+BT2_ENDPOINTS = r"""
+import json, sys
+import bt2
+rmw, topic = {}, {}
+for msg in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if type(msg) is not bt2._EventMessageConst:
+        continue
+    e, p = msg.event, msg.event.payload_field
+    if e.name in ("ros2:rmw_publisher_init", "ros2:rmw_subscription_init"):
+        h = int(p["rmw_publisher_handle" if "publisher" in e.name else "rmw_subscription_handle"])
+        rmw[("w" if "publisher" in e.name else "r", h)] = bytes(int(b) for b in p["gid"])[:16].hex()
+    elif e.name in ("ros2:rcl_publisher_init", "ros2:rcl_subscription_init"):
+        h = int(p["rmw_publisher_handle" if "publisher" in e.name else "rmw_subscription_handle"])
+        topic[("w" if "publisher" in e.name else "r", h)] = str(p["topic_name"])
+print(json.dumps([{"kind": k, "topic": t, "guid": rmw[(k, h)]} for (k, h), t in topic.items() if (k, h) in rmw]))
+"""
+
+
+def spdp_shared_memory(capture: pathlib.Path) -> dict[str, bool]:
+    """tshark: each participant's SPDP announcement, and whether it lists a shared-memory locator (kind 16)."""
+    from conftest import require_tool
+    out = subprocess.run([require_tool("tshark"), "-r", str(capture), "-Y", "rtps.sm.wrEntityId == 0x000100c2 && rtps.sm.id == 0x15",
+                          "-T", "fields", "-e", "rtps.guidPrefix.src", "-e", "rtps.locator.kind", "-E", "occurrence=a",
+                          "-E", "aggregator=,"], capture_output=True, text=True, check=True).stdout
+    shm = {}
+    for line in out.splitlines():
+        prefix, kinds = (line.split("\t") + [""])[:2]
+        prefix = prefix.split(",")[0].replace(":", "").replace("0x", "")
+        shm[prefix] = shm.get(prefix, False) or 16 in {int(k, 0) for k in kinds.split(",") if k}  # tshark: 0x00000010
+    return shm
+
+
+def test_fast_dds_shared_memory_is_named_per_topic(ddscope, tmp_path):
+    """rmw_fastrtps_cpp with Fast DDS's shared memory on pc1's nodes (`shared_memory = true`): /raw_image
+    goes from sensor_1 to filter through shared memory, nothing on the wire. `topics` says, per topic,
+    how many writer–reader pairs are on one host, through shared memory, or in one participant;
+    checked against the real stack's own account of its endpoints (babeltrace2: each host's
+    rmw_*_init gids and rcl_*_init topics) and the SHM locators its participants announce (tshark);
+    the trace layers still measure /raw_image (≥ 99 % of its samples joined, the instants
+    babeltrace2's)."""
+    need_real_ros2()
+    text = SCENARIO.read_text().replace('middleware = "rmw_cyclonedds_cpp"', 'middleware = "rmw_fastrtps_cpp"')
+    for node in ("sensor_1", "filter", "sensor"):
+        text = text.replace(f'name = "{node}"\nhost = "pc1"', f'name = "{node}"\nhost = "pc1"\nshared_memory = true')
+    assert text.count("shared_memory = true") == 3
+    sc = tmp_path / "shm.toml"
+    sc.write_text(text)
+    out = tmp_path / "run"
+    ddscope("lab", "run", sc, "--tracing", "jazzy", "--duration", "6s", "--out", out, timeout=900)
+
+    shm = spdp_shared_memory(out / "pc1.pcapng")
+    endpoints = {}
+    for h in HOSTS:
+        cp = subprocess.run([SYSTEM_PYTHON, "-c", BT2_ENDPOINTS, str(out / f"{h}.lttng")], capture_output=True, text=True, timeout=300)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        endpoints[h] = json.loads(cp.stdout)
+    # pc1's three nodes announce shared memory, pc2's three do not
+    on = {h: {e["guid"][:24] for e in endpoints[h]} for h in HOSTS}
+    assert all(shm.get(p) for p in on["pc1"]) and not any(shm.get(p) for p in on["pc2"]), (shm, on)
+    want = collections.defaultdict(lambda: [0, 0, 0])  # topic -> [same host, shared memory, same participant]
+    for h in HOSTS:
+        for w in (e for e in endpoints[h] if e["kind"] == "w"):
+            for r in (e for e in endpoints[h] if e["kind"] == "r" and e["topic"] == w["topic"]):
+                if w["guid"][:24] == r["guid"][:24]:
+                    want[w["topic"]][2] += 1
+                else:
+                    want[w["topic"]][0] += 1
+                    want[w["topic"]][1] += shm[w["guid"][:24]] and shm[r["guid"][:24]]
+    assert want["/raw_image"] == [1, 1, 0] and want["/actuator"] == [1, 0, 0] and "/image" not in want, dict(want)
+    cp = ddscope("topics", out / "pc1.pcapng", "--all", "--format", "csv", "-o", tmp_path / "topics.csv")
+    import csv
+    rows = {r["topic_name"]: r for r in csv.DictReader((tmp_path / "topics.csv").open())}
+    for topic in {e["topic"] for h in HOSTS for e in endpoints[h]}:
+        r = rows[topic]
+        got = [int(r["same_host_pairs"]), int(r["shared_memory_pairs"]), int(r["same_participant_pairs"])]
+        assert got == want.get(topic, [0, 0, 0]), (topic, got, want.get(topic))
+    assert rows["/raw_image"]["samples"] == "0", rows["/raw_image"]
+    said = cp.stderr.split("through shared memory: ", 1)[-1].split(";", 1)[0]
+    assert "/raw_image (1 pair on 10.77.0.1)" in said, cp.stderr[-2000:]
+
+    # the trace layers of /raw_image, through shared memory, against babeltrace2's instants
+    pubs, rcvs = truth_of(out)
+    inst = Instants(bt2_events(out / "pc1.lttng"))
+    ddscope("latency", out, "--format", "json", "--rows", tmp_path / "rows.jsonl")
+    rows = {r["source_ts_ns"]: r for r in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines())
+            if r.get("level") == "message" and r.get("topic_name") == "/raw_image"}
+    sent = [p for p in pubs.values() if p["topic"] == "/raw_image"]
+    joined = 0
+    for p in sent:
+        got = [x for x in rcvs[(p["writer_guid"], p["seq"])] if x["node"] == "filter"]
+        assert got, f"/raw_image {p['seq']} was not received by filter (the nodes' truth)"
+        sts = got[0]["source_ts_ns"]
+        row = rows.get(sts)
+        if row is None or row.get("join") in (None, "none"):
+            continue
+        take = [t for t in inst.take[sts] if t["topic"] == "/raw_image"][0]
+        assert (row["rclcpp_publish_ts_ns"], row["callback_start_ts_ns"]) == (inst.publish[sts]["rclcpp_publish"], take["callback_start"]), row
+        joined += 1
+    assert len(sent) > 30 and joined >= 0.99 * len(sent), (joined, len(sent))

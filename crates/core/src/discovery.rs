@@ -666,6 +666,32 @@ pub struct EndpointWithNode {
     pub node: Option<Arc<RosNode>>,
 }
 
+/// A topic's writer–reader pairs that never cross a network interface ([`Discovery::local_pairs`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LocalPairs {
+    /// Pairs of two participants on one host (shared memory or loopback).
+    pub pairs: u64,
+    /// Of those, pairs whose participants both announce a shared-memory locator.
+    pub shared_memory: u64,
+    /// Pairs within one participant.
+    pub same_participant: u64,
+    /// Hosts with pairs through shared memory, and the lowest one's unicast IPv4 address.
+    pub shared_memory_hosts: u32,
+    pub shared_memory_host: Option<std::net::Ipv4Addr>,
+    /// Hosts with pairs over their loopback, and the lowest one's address.
+    pub loopback_hosts: u32,
+    pub loopback_host: Option<std::net::Ipv4Addr>,
+}
+
+/// A participant's host: the first unicast IPv4 address it announces (metatraffic first),
+/// loopback and the unspecified address left out.
+fn participant_host(p: &ParticipantInfo) -> Option<[u8; 4]> {
+    p.metatraffic_unicast.iter().chain(&p.default_unicast).find_map(|l| {
+        let a: [u8; 4] = l.address[12..16].try_into().ok()?;
+        (l.kind == ddscope_wire::locator::LOCATOR_KIND_UDPV4 && a[0] != 127 && a != [0; 4]).then_some(a)
+    })
+}
+
 impl Default for Discovery {
     fn default() -> Self {
         Self::new(DiscoveryLimits::default())
@@ -892,6 +918,58 @@ impl Discovery {
         let mut v: Vec<_> = self.endpoints.values().cloned().collect();
         v.sort_by(|a, b| (a.names.domain, &a.names.topic_raw, a.guid).cmp(&(b.names.domain, &b.names.topic_raw, b.guid)));
         v
+    }
+
+    /// Per topic (domain, raw name): its writer–reader pairs whose participants are on one host
+    /// (they announce the same unicast IPv4 address), where samples never cross a network
+    /// interface: through shared memory where both participants announce a shared-memory locator
+    /// (Fast DDS's SHM transport, kind 16: it is used between participants of one host that both
+    /// have it), else over the host's loopback; and pairs within one participant (delivered
+    /// inside the process). One pass over the endpoints: pairs are counted per host, never listed.
+    pub fn local_pairs(&self) -> FxHashMap<(Option<u32>, String), LocalPairs> {
+        // (topic, host, participant) -> [writers, readers, whether it announces SHM]
+        let mut parts: FxHashMap<(Option<u32>, &str, [u8; 4], GuidPrefix), [u64; 3]> = FxHashMap::default();
+        for e in self.endpoints.values() {
+            let Some(p) = self.participants.get(&e.guid.prefix) else { continue };
+            let Some(host) = participant_host(p) else { continue };
+            let shm = p.default_unicast.iter().chain(&p.metatraffic_unicast).any(|l| l.kind == ddscope_wire::locator::LOCATOR_KIND_SHM);
+            let q = parts.entry((e.names.domain, e.names.topic_raw.as_str(), host, e.guid.prefix)).or_default();
+            q[usize::from(e.kind == EndpointKind::Reader)] += 1;
+            q[2] = u64::from(shm);
+        }
+        // (topic, host) -> [writers, readers, writers with SHM, readers with SHM, pairs in one participant, of them with SHM]
+        let mut hosts: FxHashMap<(Option<u32>, &str, [u8; 4]), [u64; 6]> = FxHashMap::default();
+        for ((domain, topic, host, _), [w, r, shm]) in parts {
+            let h = hosts.entry((domain, topic, host)).or_default();
+            h[0] += w;
+            h[1] += r;
+            h[2] += w * shm;
+            h[3] += r * shm;
+            h[4] += w * r;
+            h[5] += w * r * shm;
+        }
+        let mut out: FxHashMap<(Option<u32>, String), LocalPairs> = FxHashMap::default();
+        for ((domain, topic, host), [w, r, ws, rs, same, same_shm]) in hosts {
+            let (pairs, shm) = (w * r - same, ws * rs - same_shm);
+            if pairs + same == 0 {
+                continue;
+            }
+            let l = out.entry((domain, topic.to_string())).or_default();
+            let ip = std::net::Ipv4Addr::from(host);
+            l.pairs += pairs;
+            l.shared_memory += shm;
+            l.same_participant += same;
+            let lowest = |h: Option<std::net::Ipv4Addr>| Some(h.map_or(ip, |h| h.min(ip)));
+            if shm > 0 {
+                l.shared_memory_hosts += 1;
+                l.shared_memory_host = lowest(l.shared_memory_host);
+            }
+            if pairs > shm {
+                l.loopback_hosts += 1;
+                l.loopback_host = lowest(l.loopback_host);
+            }
+        }
+        out
     }
 
     /// [`endpoints_sorted`](Self::endpoints_sorted), each with its ROS node.

@@ -6,7 +6,7 @@
 //! O(writers · log) plus one index lookup per topic for its reader count.
 
 use crate::bounded::BoundedMap;
-use crate::discovery::{Discovery, Durability, History, Liveliness, QosDuration, Reliability, TopicNames};
+use crate::discovery::{Discovery, Durability, History, Liveliness, LocalPairs, QosDuration, Reliability, TopicNames};
 use crate::ros_graph::EntityRole;
 use crate::events::{SubmsgEvent, TrafficType};
 use crate::rate::{RateKind, SampleTimes, TopicRate};
@@ -303,6 +303,8 @@ impl TopicsAnalysis {
             v.sort();
         }
         let readers_of = |n: &TopicNames| reader_nodes.get(&(n.domain, n.topic_raw.as_str())).cloned().unwrap_or_default();
+        let local = discovery.local_pairs();
+        let local_of = |n: &TopicNames| local.get(&(n.domain, n.topic_raw.clone())).copied();
         // The end of this capture point's observation: only to tell a burst then silence (crate::rate).
         let observed_until = self.observed.map(|(_, l)| l);
         // Members by reference, usually one per group (inline): rows cost
@@ -439,6 +441,9 @@ impl TopicsAnalysis {
                 }
                 row.reader_nodes = readers_of(n);
                 row.readers = discovery.readers_of(n.domain, &n.topic_raw);
+                if !by_writer {
+                    row.local = local_of(n);
+                }
             }
             rows.push(row);
         }
@@ -466,6 +471,7 @@ impl TopicsAnalysis {
                         readers,
                         writer_nodes: graph_writer_nodes.get(&(e.names.domain, e.names.topic_raw.as_str())).cloned().unwrap_or_default(),
                         reader_nodes: readers_of(&e.names),
+                        local: local_of(&e.names),
                         reliability: Some(Qos::One(e.reliability)),
                         durability: Some(Qos::One(e.durability)),
                         history: e.history.map(Qos::One),
@@ -576,6 +582,9 @@ pub struct TopicRow {
     pub pcps: u8,
     pub first_ts_ns: Option<i64>,
     pub last_ts_ns: Option<i64>,
+    /// The topic's writer–reader pairs on one host (shared memory, loopback) or in one
+    /// participant, whose samples no network capture sees (rows by topic only).
+    pub local: Option<LocalPairs>,
 }
 
 crate::record!(TopicRow, r, {
@@ -622,6 +631,9 @@ crate::record!(TopicRow, r, {
     deadline: Str => r.deadline.as_ref().map_or(Value::Null, |q| Value::Text(q)),
     lifespan: Str => r.lifespan.as_ref().map_or(Value::Null, |q| Value::Text(q)),
     liveliness: Str => r.liveliness.as_ref().map_or(Value::Null, |q| Value::Text(q)),
+    same_host_pairs: U64 => Value::U(r.local.map_or(0, |l| l.pairs)),
+    shared_memory_pairs: U64 => Value::U(r.local.map_or(0, |l| l.shared_memory)),
+    same_participant_pairs: U64 => Value::U(r.local.map_or(0, |l| l.same_participant)),
 });
 
 impl TopicRow {

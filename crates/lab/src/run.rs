@@ -491,7 +491,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             let cfg = tmp.join("rmw_zenoh_router.json5");
             fs::write(&cfg, ros2::router_config(&ros2, sc.zenoh.port)?)?;
             let mut cmd = in_netns(&ns, &prog);
-            cmd.envs(clock_env(&runs_on)).envs(ros2.env(Vendor::RmwZenoh)).env("ZENOH_ROUTER_CONFIG_URI", &cfg).env("ROS_LOG_DIR", out.join("logs").join("ros"));
+            cmd.envs(clock_env(&runs_on)).envs(ros2.env(Vendor::RmwZenoh, false)).env("ZENOH_ROUTER_CONFIG_URI", &cfg).env("ROS_LOG_DIR", out.join("logs").join("ros"));
             cmd.stdin(Stdio::piped()).stdout(f.try_clone()?).stderr(f);
             let i = procs.spawn("zenoh router", cmd)?;
             // zenoh's own log line, written at once ("Started Zenoh router" goes through a C++
@@ -532,7 +532,7 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
         let mut ros2_env: Vec<(&str, String)> = vec![];
         if n.vendor.is_ros2() {
             let ros2 = bins.ros2()?;
-            ros2_env = ros2.env(n.vendor);
+            ros2_env = ros2.env(n.vendor, n.shared_memory);
             ros2_env.push(("ROS_LOG_DIR", out.join("logs").join("ros").display().to_string()));
             if n.vendor == Vendor::RmwZenoh {
                 let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: rmw_zenoh node {} without a router", n.name))?;

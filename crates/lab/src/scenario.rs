@@ -519,6 +519,12 @@ pub struct Node {
     /// A real ROS 2 node with rclcpp's intra-process communication on (`use_intra_process_comms`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intra_process: bool,
+    /// A real rmw_fastrtps_cpp node with Fast DDS's default transports, shared memory
+    /// beside UDPv4 (the lab otherwise gives Fast DDS UDPv4 only): two such nodes of one host
+    /// exchange their samples through shared memory, and nothing reaches the capture. The lab's
+    /// hosts are namespaces of one kernel (one /dev/shm): only nodes of one host may have it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_memory: bool,
 }
 
 /// rclcpp's executors.
@@ -1141,6 +1147,7 @@ impl Scenario {
                     burst: vec![],
                     executor: None,
                     intra_process: false,
+                    shared_memory: false,
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -1162,6 +1169,7 @@ impl Scenario {
                     burst: vec![],
                     executor: None,
                     intra_process: false,
+                    shared_memory: false,
                 });
             }
         }
@@ -1190,6 +1198,25 @@ impl Scenario {
         for n in &self.nodes {
             if !names.insert(n.name.clone()) {
                 bail!("nodes: duplicate node name {:?}", n.name);
+            }
+        }
+        // Real ROS 2's options on nodes that are not real ROS 2 nodes would be ignored: refused.
+        let mut shm_host: Option<&str> = None;
+        for n in &self.nodes {
+            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory) {
+                bail!("node {}: executor, intra_process and shared_memory are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
+            }
+            if n.shared_memory {
+                if n.vendor != Vendor::RmwFastrtps {
+                    bail!("node {}: shared_memory is Fast DDS's transport (vendor rmw_fastrtps_cpp), not {:?}'s", n.name, n.vendor.as_str());
+                }
+                match shm_host {
+                    Some(h) if h != n.host => bail!(
+                        "node {}: shared_memory on hosts {h} and {}: the lab's hosts share one kernel's /dev/shm, and Fast DDS would pass samples between them through it (give it to the nodes of one host)",
+                        n.name, n.host
+                    ),
+                    _ => shm_host = Some(&n.host),
+                }
             }
         }
         if self.nodes.is_empty() {
@@ -1660,6 +1687,24 @@ load = "40%"
             assert_eq!(x.writers, w.iter().filter(|y| y.flow.topic == x.topic).count(), "{}", x.topic);
         }
         assert_eq!(w.iter().find(|x| x.flow.topic == "/t0").unwrap().readers, MAX_NODES - 1);
+    }
+
+    /// Real ROS 2 options on a node that is not real ROS 2, and Fast DDS's shared memory on two
+    /// of the lab's hosts (one kernel's /dev/shm), are refused with the node named.
+    #[test]
+    fn real_ros2_options_are_refused_where_they_would_be_ignored() {
+        let with = |extra: &str, vendor: &str| {
+            let sc = SIMPLE.replace("name = \"msg_driven\"\nhost = \"pc2\"", &format!("name = \"msg_driven\"\nhost = \"pc2\"\n{extra}"));
+            let sc = sc.replace("name = \"filter\"\nhost = \"pc1\"", "name = \"filter\"\nhost = \"pc1\"\nshared_memory = true");
+            parse(&format!("middleware = \"{vendor}\"\n{sc}")).and_then(|s| s.resolve(None, &[])).map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert!(with("", "rmw_fastrtps_cpp").is_ok(), "{:?}", with("", "rmw_fastrtps_cpp"));
+        let e = with("shared_memory = true", "rmw_fastrtps_cpp").unwrap_err();
+        assert!(e.contains("node msg_driven") && e.contains("hosts pc1 and pc2"), "{e}");
+        let e = with("", "rmw_cyclonedds_cpp").unwrap_err();
+        assert!(e.contains("node filter: shared_memory is Fast DDS's"), "{e}");
+        let e = with("", "cyclone").unwrap_err();
+        assert!(e.contains("node filter: executor, intra_process and shared_memory are options of real ROS 2 nodes"), "{e}");
     }
 
     #[test]

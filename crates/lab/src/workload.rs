@@ -134,7 +134,7 @@ impl NodeBins {
     pub fn version(&self, vendor: Vendor) -> Option<String> {
         let mut cmd = Command::new(self.path(vendor).ok()?);
         if vendor.is_ros2() {
-            cmd.envs(self.ros2().ok()?.env(vendor));
+            cmd.envs(self.ros2().ok()?.env(vendor, false));
         }
         let out = cmd.arg("--version").output().ok()?;
         let s = String::from_utf8_lossy(&out.stdout);
@@ -172,7 +172,7 @@ pub struct Ros2Install {
 impl Ros2Install {
     /// What a process of the stack needs: its libraries and ament index (what the install's setup
     /// script would set), and the rmw.
-    pub fn env(&self, rmw: Vendor) -> Vec<(&'static str, String)> {
+    pub fn env(&self, rmw: Vendor, shared_memory: bool) -> Vec<(&'static str, String)> {
         let s = &self.stack;
         let n = &self.node_install;
         let mut v = vec![
@@ -180,7 +180,7 @@ impl Ros2Install {
             ("LD_LIBRARY_PATH", format!("{}/lib:{}/lib:{}/opt/zenoh_c_vendor/lib", n.display(), s.display(), s.display())),
             ("RMW_IMPLEMENTATION", rmw.as_str().to_string()),
         ];
-        if rmw == Vendor::RmwFastrtps {
+        if rmw == Vendor::RmwFastrtps && !shared_memory {
             // Fast DDS prefers shared memory between processes of one kernel (the lab's hosts are
             // namespaces of one): nothing would cross the link.
             v.push(("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4".to_string()));
@@ -334,7 +334,7 @@ pub fn check_nodes(sc: &Scenario, bins: &NodeBins) -> Result<()> {
         let args = node_args_with(&facts, sc, n, Path::new("/dev/null"), "check", Some("127.0.0.1"))?;
         let mut cmd = Command::new(&prog);
         if n.vendor.is_ros2() {
-            cmd.envs(bins.ros2()?.env(n.vendor));
+            cmd.envs(bins.ros2()?.env(n.vendor, n.shared_memory));
         }
         let out = cmd.args(&args).arg("--check").output().with_context(|| format!("cannot run {}", prog.display()))?;
         if !out.status.success() {

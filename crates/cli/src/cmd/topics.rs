@@ -153,6 +153,9 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
         if let Some(l) = topic_stats.problem_line() {
             eprintln!("topics: {}: {l}", path.display());
         }
+        if let Some(l) = local_line(&rows) {
+            eprintln!("topics: {}: {l}", path.display());
+        }
         if let Some(w) = spool.as_mut() {
             // Each capture's block written straight to the spool, never whole in memory
             // (20 000 endpoints of long names made it 80 MB, held twice).
@@ -242,6 +245,47 @@ pub fn run(a: TopicsArgs) -> anyhow::Result<i32> {
     w.finish()?;
     output.commit()?;
     Ok(0)
+}
+
+/// One line naming the topics some of whose writer–reader pairs are on one host or in one
+/// participant (shared memory, loopback, in-process): samples no network capture sees.
+fn local_line(rows: &[TopicRow]) -> Option<String> {
+    const SHOWN: usize = 6;
+    let mut groups: [(&str, Vec<String>); 3] = [("through shared memory", vec![]), ("over a host's loopback", vec![]), ("inside one participant", vec![])];
+    for r in rows {
+        let (Some(l), Some(n)) = (r.local, r.names.as_deref()) else { continue };
+        let name = ddscope_core::names::for_terminal(&n.topic_name);
+        let on = |hosts: u32, host: Option<std::net::Ipv4Addr>| match (hosts, host) {
+            (1, Some(h)) => format!(" on {h}"),
+            (n, _) if n > 1 => format!(" on {n} hosts"),
+            _ => String::new(),
+        };
+        let kinds = [
+            (l.shared_memory, on(l.shared_memory_hosts, l.shared_memory_host)),
+            (l.pairs - l.shared_memory, on(l.loopback_hosts, l.loopback_host)),
+            (l.same_participant, String::new()),
+        ];
+        for (i, (k, host)) in kinds.into_iter().enumerate() {
+            if k > 0 {
+                groups[i].1.push(format!("{name} ({k} pair{}{host})", if k == 1 { "" } else { "s" }));
+            }
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(how, v)| {
+            let more = v.len().saturating_sub(SHOWN);
+            let list = v[..v.len().min(SHOWN)].join(", ");
+            if more > 0 { format!("{how}: {list} and {more} more") } else { format!("{how}: {list}") }
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "writers and readers on one host (by their announced addresses), whose samples no network capture sees — {} (same_host_pairs, shared_memory_pairs, same_participant_pairs in CSV/JSON; a host's trace still measures them: docs/tracing.md)",
+            parts.join("; ")
+        )
+    })
 }
 
 /// Serialising a value of any `Serialize` type through a `&dyn` (the capture blocks' parts).
