@@ -11,7 +11,8 @@
 //!
 //! * **Sides** are found per sending host (its source address) in 100 ms
 //!   slices, where drift is negligible: within a slice the hosts of one
-//!   direction lie apart from the other's by the two delays. Each slice votes;
+//!   direction lie apart from the other's by the two delays. Each slice votes
+//!   once, at the first fit whose window holds it;
 //!   a host goes with its majority. A participant is on its host's side: that
 //!   is where its writers send from ([`Correlator`](super::Correlator)'s
 //!   placement, not time order).
@@ -22,7 +23,9 @@
 //!   half the gap plus what the slopes still compatible with the points could
 //!   move the line at t.
 //! * **Steps**: a window the two sets overlap in for every slope holds a step
-//!   (or a clock slewed faster than a line follows). The window is then cut
+//!   (or a clock slewed faster than a line follows). It is first read as one
+//!   step, located between the two lines that fit the points before and after
+//!   it ([`locate_step`]); where no single step explains it, the window is cut
 //!   to the side of t that fits, down to 200 ms; where none fits the error bar
 //!   covers the overlap and the fit is counted as a step.
 //!
@@ -119,6 +122,10 @@ struct Slot {
     /// (t, δ) of the smallest and largest δ.
     min: (i64, i64),
     max: (i64, i64),
+    /// (t, δ) of the slot's first and last sightings: a step inside the slot is located to the
+    /// sighting, not to the slot.
+    first: (i64, i64),
+    last: (i64, i64),
 }
 
 /// A fitted line around one bucket of time.
@@ -137,11 +144,26 @@ pub struct Fit {
     pub cut: bool,
     /// No line fits even the smallest window: the error bar covers the overlap.
     pub overlapping: bool,
+    /// A step located inside the bucket: from its instant on, this line (evaluated at `at_ns` too).
+    pub step: Option<StepTo>,
+}
+
+/// The line after a step located inside a fit's bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepTo {
+    /// The step's instant (reference time): instants from it on read this line.
+    pub at_ns: i64,
+    pub offset_ns: f64,
+    pub drift: f64,
 }
 
 impl Fit {
     pub fn offset_at(&self, t: i64) -> i64 {
-        (self.offset_ns + self.drift * (t - self.at_ns) as f64).round() as i64
+        let (o, d) = match self.step {
+            Some(s) if t >= s.at_ns => (s.offset_ns, s.drift),
+            _ => (self.offset_ns, self.drift),
+        };
+        (o + d * (t - self.at_ns) as f64).round() as i64
     }
 }
 
@@ -173,6 +195,8 @@ struct Pair {
     /// Lines asked for (one per sighting judged) and the sum of their error bars.
     queries: u64,
     sum_uncertainty: f64,
+    /// The last slice that voted: each votes once, at the first fit whose window holds it.
+    voted_through: Option<i64>,
     /// Drift of the lines that fitted their whole window (no step): sum, count.
     drift_sum: f64,
     drift_fits: u64,
@@ -425,6 +449,12 @@ impl ClockTracker {
                 if d > s.max.1 {
                     s.max = (t0, d);
                 }
+                if t0 >= s.last.0 {
+                    s.last = (t0, d);
+                }
+                if t0 < s.first.0 {
+                    s.first = (t0, d);
+                }
             }
             None => {
                 if p.slots.len() >= limits.max_slots {
@@ -433,7 +463,7 @@ impl ClockTracker {
                     self.stats.slots_evicted += 1;
                 }
                 p.open.insert((slot, h), p.slots_popped + p.slots.len() as u64);
-                p.slots.push_back(Slot { host: h, min: (t0, d), max: (t0, d) });
+                p.slots.push_back(Slot { host: h, min: (t0, d), max: (t0, d), first: (t0, d), last: (t0, d) });
                 if p.open.len() > 4 * limits.max_slots {
                     let popped = p.slots_popped;
                     p.open.retain(|_, i| *i >= popped);
@@ -652,7 +682,8 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
         let change = (MAX_DRIFT_CHANGE_PER_S * (centre - f.at_ns).unsigned_abs() as f64 / 1e9).max(MIN_DRIFT_CHANGE);
         (f.drift, f.drift_lo - change, f.drift_hi + change)
     });
-    // Votes of the slices in the widest window (each slice votes once: when its bucket is fitted).
+    // Votes of the slices in the widest window (each slice votes once: at the first fit whose ±2 s
+    // window holds it, so that the run's first samples find their participants placed).
     let lo = centre - reach;
     let hi = centre + reach;
     let in_window: Vec<Slot> = p.slots.iter().filter(|s| s.min.0.max(s.max.0) >= lo && s.min.0.min(s.max.0) < hi).copied().collect();
@@ -667,7 +698,6 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
         e.0 = e.0.min(s.min.1);
         e.1 = e.1.max(s.max.1);
     }
-    let own = centre.div_euclid(SLICE_NS);
     for (slice, hosts) in &slices {
         let mut v: Vec<(u16, i64, i64)> = hosts.iter().map(|(h, (a, b))| (*h, *a, *b)).collect();
         let all: Vec<u16> = v.iter().map(|h| h.0).collect();
@@ -680,7 +710,7 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
             } else {
                 e.1 += 1;
             }
-            if *slice == own && reach == HALF_WINDOW_NS {
+            if p.voted_through.is_none_or(|v| *slice > v) && reach == HALF_WINDOW_NS {
                 let g = &mut p.hosts[h as usize].votes;
                 if up {
                     g.0 += 1;
@@ -688,6 +718,11 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
                     g.1 += 1;
                 }
             }
+        }
+    }
+    if reach == HALF_WINDOW_NS {
+        if let Some((&last, _)) = slices.last_key_value() {
+            p.voted_through = Some(p.voted_through.map_or(last, |v| v.max(last)));
         }
     }
     let side = |h: u16| -> Option<bool> {
@@ -734,6 +769,19 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
             }
         }
         if !cut {
+            // Every sighting of a host bounds the line from its side: the slot's extreme nearest
+            // the line binds a line, the others locate a step inside the slot.
+            let (mut all_upper, mut all_lower) = (vec![], vec![]);
+            for s in &in_window {
+                match side(s.host) {
+                    Some(true) => all_upper.extend([s.min, s.max, s.first, s.last]),
+                    Some(false) => all_lower.extend([s.max, s.min, s.first, s.last]),
+                    None => {}
+                }
+            }
+            if let Some(f) = locate_step(&all_upper, &all_lower, centre, (centre - half, centre + half), prior) {
+                return Some(f);
+            }
             cut = true;
             continue;
         }
@@ -742,6 +790,133 @@ fn fit_within(p: &mut Pair, centre: i64, reach: i64) -> Option<Fit> {
         }
         half /= 2;
     }
+}
+
+/// Whether one line (any slope within ±[`MAX_DRIFT`]) leaves every upper point (true) above and
+/// every lower point below it; trivially where one of the two sets is empty.
+fn one_line_fits(pts: &[(i64, i64, bool)]) -> bool {
+    let (Some(first), true) = (pts.first(), pts.iter().any(|p| p.2) && pts.iter().any(|p| !p.2)) else { return true };
+    let at = first.0;
+    let gap = |beta: f64| {
+        let (mut top, mut bottom) = (f64::INFINITY, f64::NEG_INFINITY);
+        for &(t, d, up) in pts {
+            let v = d as f64 - beta * (t - at) as f64;
+            if up {
+                top = top.min(v);
+            } else {
+                bottom = bottom.max(v);
+            }
+        }
+        top - bottom
+    };
+    let (mut a, mut b) = (-MAX_DRIFT, MAX_DRIFT);
+    for _ in 0..80 {
+        let m1 = a + (b - a) / 3.0;
+        let m2 = b - (b - a) / 3.0;
+        if gap(m1) < gap(m2) {
+            a = m1;
+        } else {
+            b = m2;
+        }
+    }
+    gap((a + b) / 2.0) >= 0.0
+}
+
+/// The window `[lo, hi)` that no line fits, read as one step: the points before it fit a line, the
+/// points from it on another. The step lies after the last point only the first line explains and
+/// at or before the first only the second explains (the longest prefix and suffix one line fits,
+/// found by bisection: a subset of points one line fits is fitted too); between them (points both
+/// lines explain: a direction without traffic across the step leaves its instant open) it is put
+/// where the two lines leave the least one-way delay in all, as a clock step moves every
+/// direction's delay at once where traffic does not. The bucket's line is the one on its side, or
+/// both where the step falls inside it ([`Fit::step`]). None where no single step explains the
+/// window (two steps, a slew): the caller cuts the window instead.
+fn locate_step(upper: &[(i64, i64)], lower: &[(i64, i64)], centre: i64, (lo, hi): (i64, i64), prior: Option<(f64, f64, f64)>) -> Option<Fit> {
+    let inside = |t: i64| t >= lo && t < hi;
+    let mut pts: Vec<(i64, i64, bool)> = upper.iter().filter(|p| inside(p.0)).map(|&(t, d)| (t, d, true)).collect();
+    pts.extend(lower.iter().filter(|p| inside(p.0)).map(|&(t, d)| (t, d, false)));
+    pts.sort_unstable();
+    let n = pts.len();
+    if one_line_fits(&pts) {
+        return None;
+    }
+    // The longest prefix one line fits: pts[..m_a].
+    let (mut ok, mut bad) = (0, n);
+    while bad - ok > 1 {
+        let m = (ok + bad) / 2;
+        if one_line_fits(&pts[..m]) {
+            ok = m;
+        } else {
+            bad = m;
+        }
+    }
+    let m_a = ok;
+    // The longest suffix: pts[m_b..].
+    let (mut bad, mut ok) = (0, n);
+    while ok - bad > 1 {
+        let m = (ok + bad) / 2;
+        if one_line_fits(&pts[m..]) {
+            ok = m;
+        } else {
+            bad = m;
+        }
+    }
+    let m_b = ok;
+    if m_b > m_a {
+        return None;
+    }
+    let split = |v: &[(i64, i64, bool)]| -> (Vec<(i64, i64)>, Vec<(i64, i64)>) {
+        (v.iter().filter(|p| p.2).map(|p| (p.0, p.1)).collect(), v.iter().filter(|p| !p.2).map(|p| (p.0, p.1)).collect())
+    };
+    let fit_of = |v: &[(i64, i64, bool)]| {
+        let (u, l) = split(v);
+        if u.is_empty() || l.is_empty() {
+            return None;
+        }
+        line(&u, &l, centre, prior).filter(|f| !f.overlapping)
+    };
+    // The split k (pts[..k] before the step) in [m_b, m_a] with the least delay in all.
+    let k = match (fit_of(&pts[..m_a]), fit_of(&pts[m_b..])) {
+        (Some(before), Some(after)) => {
+            let delay = |f: &Fit, &(t, d, up): &(i64, i64, bool)| {
+                let o = f.offset_ns + f.drift * (t - f.at_ns) as f64;
+                if up { d as f64 - o } else { o - d as f64 }
+            };
+            // cost(k) = Σ_{m_b ≤ i < k} delay_before(i) + Σ_{k ≤ i < m_a} delay_after(i)
+            let mut cost: f64 = pts[m_b..m_a].iter().map(|p| delay(&after, p)).sum();
+            let (mut best, mut best_cost) = (m_b, cost);
+            for i in m_b..m_a {
+                cost += delay(&before, &pts[i]) - delay(&after, &pts[i]);
+                if cost < best_cost {
+                    (best, best_cost) = (i + 1, cost);
+                }
+            }
+            best
+        }
+        (Some(_), None) => m_a,
+        (None, Some(_)) => m_b,
+        (None, None) => return None,
+    };
+    let at = match k {
+        0 => lo,
+        k if k == n => hi,
+        k => pts[k - 1].0 + (pts[k].0 - pts[k - 1].0) / 2,
+    };
+    let before = fit_of(&pts[..k]);
+    let after = fit_of(&pts[k..]);
+    let half = BUCKET_NS / 2;
+    let f = match (before, after) {
+        (_, Some(a)) if at <= centre - half => a,
+        (Some(b), _) if at >= centre + half => b,
+        (Some(b), Some(a)) => Fit {
+            uncertainty_ns: b.uncertainty_ns.max(a.uncertainty_ns),
+            step: Some(StepTo { at_ns: at, offset_ns: a.offset_ns, drift: a.drift }),
+            ..b
+        },
+        (Some(f), None) | (None, Some(f)) => f,
+        (None, None) => return None,
+    };
+    Some(Fit { cut: true, ..f })
 }
 
 /// The line between upper points (δ ≥ o) and lower points (δ ≤ o) with the widest gap, evaluated at
@@ -805,6 +980,7 @@ fn line(upper: &[(i64, i64)], lower: &[(i64, i64)], at: i64, prior: Option<(f64,
             uncertainty_ns: (-g / 2.0).ceil() as i64,
             cut: false,
             overlapping: true,
+            step: None,
         });
     }
     // The slopes compatible with the points; of them the one nearest the prior (the widest gap without one).
@@ -833,7 +1009,7 @@ fn line(upper: &[(i64, i64)], lower: &[(i64, i64)], at: i64, prior: Option<(f64,
     let lowest = bounds(argmax(&|b: f64| -bounds(b).0, lo_beta, hi_beta)).0.min(bottom);
     let spread = (hi_beta - beta).max(beta - lo_beta) * (BUCKET_NS / 2) as f64;
     let u = (highest - offset).max(offset - lowest) + spread;
-    Some(Fit { at_ns: at, offset_ns: offset, drift: beta, drift_lo: lo_beta, drift_hi: hi_beta, uncertainty_ns: u.ceil() as i64, cut: false, overlapping: false })
+    Some(Fit { at_ns: at, offset_ns: offset, drift: beta, drift_lo: lo_beta, drift_hi: hi_beta, uncertainty_ns: u.ceil() as i64, cut: false, overlapping: false, step: None })
 }
 
 #[cfg(test)]
@@ -901,6 +1077,58 @@ mod tests {
         assert!(within * 100 >= n * 97, "{within} of {n} within their error bar");
         let s = k.summaries(&["pc1".into(), "pc2".into()]);
         assert!(s[0].step_fits > 0, "{s:?}");
+    }
+
+    /// Host 1 (at the reference) sends every 5 ms; host 2 (at capture 1) answers every `answer`
+    /// (1 ms after a send) from `answers_from` on; capture 1's clock = reference + o(t); 40 µs each way.
+    fn sparse_answers(o: impl Fn(i64) -> i64, secs: i64, answer: i64, answers_from: i64) -> ClockTracker {
+        let mut k = ClockTracker::new(2, ClockLimits::default());
+        let d = 40_000;
+        let t0 = 1_000_000_000_000i64;
+        for i in 0..secs * 200 {
+            let t = t0 + i * 5_000_000;
+            let key = 2 * i as u64;
+            k.push(0, Exchange { key, ts_ns: t, src: ip(1), prefix: GuidPrefix([1; 12]) });
+            k.push(1, Exchange { key, ts_ns: t + d + o(t + d), src: ip(1), prefix: GuidPrefix([1; 12]) });
+            let t2 = t + 1_000_000;
+            if t - t0 >= answers_from && (t - t0 - answers_from) % answer == 0 {
+                k.push(1, Exchange { key: key + 1, ts_ns: t2 + o(t2), src: ip(2), prefix: GuidPrefix([2; 12]) });
+                k.push(0, Exchange { key: key + 1, ts_ns: t2 + d, src: ip(2), prefix: GuidPrefix([2; 12]) });
+            }
+        }
+        k
+    }
+
+    #[test]
+    fn a_step_inside_a_bucket_is_located_where_one_direction_is_silent() {
+        // Capture 1's side answers every 100 ms (at …01 ms): a 2 ms step at 15.037 s leaves the
+        // 64 ms after it without a sighting that only the new line explains. The step's own bucket
+        // (15.0–15.1 s) reads the old line before it and the new one after it, as the reference's
+        // own traffic (every 5 ms, 40 µs late by either line) places it.
+        let t0 = 1_000_000_000_000i64;
+        let step = t0 + 15_037_000_000;
+        let o = |t: i64| -700_000 + if t >= step { 2_000_000 } else { 0 };
+        let mut k = sparse_answers(o, 30, 100_000_000, 0);
+        for ms in [15_000, 15_030, 15_036, 15_038, 15_040, 15_060, 15_099, 15_100, 15_150, 14_990] {
+            let t = t0 + ms * 1_000_000;
+            let f = k.fit(1, t).expect("a fit");
+            let err = (f.offset_at(t) - o(t)).abs();
+            assert!(err <= f.uncertainty_ns.max(5_000), "at {ms} ms: {} vs {} ± {} ({f:?})", f.offset_at(t), o(t), f.uncertainty_ns);
+        }
+        let f = k.fit(1, t0 + 15_050_000_000).unwrap();
+        let s = f.step.expect("the step inside its bucket");
+        assert!((s.at_ns - step).abs() <= 5_000_000, "{} ms from the step", (s.at_ns - step) as f64 / 1e6);
+    }
+
+    #[test]
+    fn the_first_fit_places_both_sides() {
+        // No answer in the run's first 300 ms: the first bucket's own slices cannot split the hosts,
+        // the later slices of its window can.
+        let mut k = sparse_answers(|_| 3_000_000, 10, 5_000_000, 300_000_000);
+        assert!(k.fit(1, 1_000_000_000_000 + 10_000_000).is_some());
+        let mut p = k.placements();
+        p.sort();
+        assert_eq!(p, vec![(GuidPrefix([1; 12]), 0), (GuidPrefix([2; 12]), 1)]);
     }
 
     #[test]
