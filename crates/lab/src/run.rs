@@ -546,6 +546,9 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             if n.intra_process {
                 args.push("--intra-process".to_string());
             }
+            if n.timers {
+                args.push("--timers".to_string());
+            }
         }
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
         // a traced host's processes live in its session daemon's mount namespace

@@ -525,6 +525,11 @@ pub struct Node {
     /// hosts are namespaces of one kernel (one /dev/shm): only nodes of one host may have it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared_memory: bool,
+    /// A real ROS 2 node whose periodic publishers publish from rclcpp wall timers on its executor
+    /// (`create_wall_timer`, as most applications do: the publish runs inside a timer callback),
+    /// not from a thread of their own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timers: bool,
 }
 
 /// rclcpp's executors.
@@ -1148,6 +1153,7 @@ impl Scenario {
                     executor: None,
                     intra_process: false,
                     shared_memory: false,
+                    timers: false,
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -1170,6 +1176,7 @@ impl Scenario {
                     executor: None,
                     intra_process: false,
                     shared_memory: false,
+                    timers: false,
                 });
             }
         }
@@ -1203,8 +1210,8 @@ impl Scenario {
         // Real ROS 2's options on nodes that are not real ROS 2 nodes would be ignored: refused.
         let mut shm_host: Option<&str> = None;
         for n in &self.nodes {
-            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory) {
-                bail!("node {}: executor, intra_process and shared_memory are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
+            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory || n.timers) {
+                bail!("node {}: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
             }
             if n.shared_memory {
                 if n.vendor != Vendor::RmwFastrtps {
@@ -1704,7 +1711,14 @@ load = "40%"
         let e = with("", "rmw_cyclonedds_cpp").unwrap_err();
         assert!(e.contains("node filter: shared_memory is Fast DDS's"), "{e}");
         let e = with("", "cyclone").unwrap_err();
-        assert!(e.contains("node filter: executor, intra_process and shared_memory are options of real ROS 2 nodes"), "{e}");
+        assert!(e.contains("node filter: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes"), "{e}");
+        let timers = |vendor: &str| {
+            let sc = SIMPLE.replace("name = \"filter\"\nhost = \"pc1\"", "name = \"filter\"\nhost = \"pc1\"\ntimers = true");
+            parse(&format!("middleware = \"{vendor}\"\n{sc}")).and_then(|s| s.resolve(None, &[])).map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert!(timers("rmw_cyclonedds_cpp").is_ok(), "{:?}", timers("rmw_cyclonedds_cpp"));
+        let e = timers("fastdds").unwrap_err();
+        assert!(e.contains("node filter: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes"), "{e}");
     }
 
     #[test]

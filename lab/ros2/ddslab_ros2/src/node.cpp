@@ -5,6 +5,11 @@
 // The command line and the ground truth are the lab's (lab/common/nodecfg.h, docs/lab.md), plus:
 //   --executor single|multi   rclcpp's SingleThreadedExecutor (default) or MultiThreadedExecutor
 //   --intra-process           NodeOptions::use_intra_process_comms(true)
+//   --timers                  periodic publishers publish from rclcpp wall timers on the executor
+//                             (Node::create_wall_timer at the period, created at START; ticks
+//                             before its t0 or from its tstop on publish nothing; bursts as the lab's: every burst_every-th
+//                             tick publishes burst_count samples, the next burst_count - 1 skip),
+//                             not from threads of their own
 // Typed publishers and subscriptions (rclcpp::Publisher<M>, as users' nodes have them, so rclcpp,
 // rcl and the rmw emit every tracepoint they emit for users). Each outgoing sample is the lab's
 // exact payload (lab/common/rosmsg.c: the requested serialised size, header.stamp = its time, a
@@ -41,6 +46,7 @@
 #include <std_msgs/msg/u_int8_multi_array.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <csignal>
@@ -284,12 +290,33 @@ void pub_loop(Outlet* o) {
   }
 }
 
+// One timer per periodic publisher: the publish runs inside the timer's callback, on the executor.
+rclcpp::TimerBase::SharedPtr pub_timer(rclcpp::Node& node, Outlet* o) {
+  const node_spec* sp = o->spec;
+  auto period = std::chrono::nanoseconds(std::llround(1e9 / sp->rate_hz));
+  auto tick = std::make_shared<uint64_t>(0);
+  auto skip = std::make_shared<uint64_t>(0);
+  return node.create_wall_timer(period, [o, sp, tick, skip] {
+    int64_t now = now_realtime_ns();
+    if (g_stop || now < g_t0 || now >= g_tstop) return;
+    uint64_t k = (*tick)++;
+    if (*skip > 0) {
+      (*skip)--;
+      return;
+    }
+    uint64_t n = 1;
+    if (sp->burst_every > 0 && sp->burst_count > 1 && k % sp->burst_every == 0) n = sp->burst_count;
+    for (uint64_t i = 0; i < n && !g_stop; i++) publish_one(o, nullptr, -1);
+    *skip = n - 1;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // The lab's options (nodecfg) and this node's own.
   std::vector<char*> args;
-  bool multi = false, intra = false;
+  bool multi = false, intra = false, timers = false;
   for (int i = 0; i < argc; i++) {
     if (!std::strcmp(argv[i], "--executor") && i + 1 < argc) {
       if (!std::strcmp(argv[i + 1], "multi")) multi = true;
@@ -300,6 +327,8 @@ int main(int argc, char** argv) {
       i++;
     } else if (!std::strcmp(argv[i], "--intra-process")) {
       intra = true;
+    } else if (!std::strcmp(argv[i], "--timers")) {
+      timers = true;
     } else if (!std::strcmp(argv[i], "--version")) {
       std::printf("ddslab-ros2 rclcpp-jazzy %s\n", std::getenv("RMW_IMPLEMENTATION") ? std::getenv("RMW_IMPLEMENTATION") : "rmw-default");
       return 0;
@@ -398,6 +427,7 @@ int main(int argc, char** argv) {
   }
   char line[256];
   bool started = false;
+  std::vector<rclcpp::TimerBase::SharedPtr> timer_list;
   while (!g_stop) {
     int k = read_control_line(line, sizeof line, 100);
     if (k < 0) break;
@@ -407,8 +437,11 @@ int main(int argc, char** argv) {
       g_t0 = a;
       g_tstop = b;
       started = true;
-      for (auto& o : outs)
-        if (o->spec->kind == SPEC_PUB) o->th = std::thread(pub_loop, o.get());
+      for (auto& o : outs) {
+        if (o->spec->kind != SPEC_PUB) continue;
+        if (timers) timer_list.push_back(pub_timer(*node, o.get()));
+        else o->th = std::thread(pub_loop, o.get());
+      }
     } else if (!std::strcmp(line, "STOP")) {
       break;
     }
@@ -416,8 +449,10 @@ int main(int argc, char** argv) {
   g_stop = 1;
   for (auto& o : outs)
     if (o->th.joinable()) o->th.join();
+  for (auto& t : timer_list) t->cancel();
   exec->cancel();
   spinner.join();
+  timer_list.clear();
   for (auto& o : outs) {
     std::fprintf(stderr, "%s: published %s %" PRIu64 " samples (%" PRIu64 " failed)\n", g_cfg.node, o->spec->topic, o->published, o->failed);
     if (o->failed) code = code ? code : 5;
