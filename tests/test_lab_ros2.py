@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import json
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -535,3 +536,79 @@ def test_timer_driven_publishers_are_read_as_timers(ddscope, tmp_path):
         assert (row["rclcpp_publish_ts_ns"], row["callback_start_ts_ns"]) == (traces["pc1"].publish[sts]["rclcpp_publish"], take["callback_start"]), row
         joined += 1
     assert joined >= 0.99 * len(sent), (joined, len(sent))
+
+
+BT2_SERVICES = r"""
+import json, sys
+import bt2
+KEEP = {"ros2:rcl_node_init", "ros2:rcl_service_init", "ros2:rclcpp_service_callback_added", "ros2:rcl_client_init",
+        "ros2:callback_start"}
+for msg in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if type(msg) is not bt2._EventMessageConst or msg.event.name not in KEEP:
+        continue
+    e = msg.event
+    d = {"name": e.name[5:]}
+    for k in ("node_handle", "node_name", "namespace", "service_handle", "client_handle", "service_name", "callback"):
+        if k in e.payload_field:
+            v = e.payload_field[k]
+            d[k] = str(v) if k in ("node_name", "namespace", "service_name") else int(v)
+    print(json.dumps(d))
+"""
+
+
+def test_a_service_call_is_named_measured_and_its_callback_counted(ddscope, tmp_path):
+    """A real rclcpp client on pc2 (/monitor_node) calls /sensor/get_parameters on pc1 at 20 Hz (every
+    rclcpp node serves its parameters): `topics` names the request and reply topics as the service's,
+    with the client's and the server's nodes; `latency` measures the request (pc2 → pc1) and the
+    reply (pc1 → pc2), none lost; the server's service callback runs once per request. Oracles:
+    babeltrace2 on both hosts' real traces (rcl_service_init and rcl_client_init name the nodes;
+    the service callback's callback_start events count the requests served) and the rclcpp client's
+    own count of the responses it received."""
+    need_real_ros2()
+    text = SCENARIO.read_text().replace('name = "monitor_node"\nhost = "pc2"',
+                                        'name = "monitor_node"\nhost = "pc2"\ncall = [{ service = "/sensor/get_parameters", rate_hz = 20 }]')
+    assert "call = [" in text
+    sc = tmp_path / "call.toml"
+    sc.write_text(text)
+    out = tmp_path / "run"
+    ddscope("lab", "run", sc, "--tracing", "jazzy", "--duration", "5s", "--out", out, timeout=900)
+    log = (out / "logs" / "monitor_node.log").read_text()
+    said = re.search(r"called /sensor/get_parameters (\d+) times \((\d+) answered\)", log)
+    assert said, log[-2000:]
+    sent, answered = int(said[1]), int(said[2])
+
+    ev = {}
+    for h in HOSTS:
+        cp = subprocess.run([SYSTEM_PYTHON, "-c", BT2_SERVICES, str(out / f"{h}.lttng")], capture_output=True, text=True, timeout=300)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        ev[h] = [json.loads(l) for l in cp.stdout.splitlines()]
+
+    def node_of(h, kind):
+        names = {e["node_handle"]: "/" + e["node_name"].lstrip("/") for e in ev[h] if e["name"] == "rcl_node_init"}
+        return {names[e["node_handle"]] for e in ev[h] if e["name"] == kind and e["service_name"] == "/sensor/get_parameters"}
+
+    server = ev["pc1"]
+    handle = [e["service_handle"] for e in server if e["name"] == "rcl_service_init" and e["service_name"] == "/sensor/get_parameters"]
+    assert len(handle) == 1, handle
+    callback = [e["callback"] for e in server if e["name"] == "rclcpp_service_callback_added" and e["service_handle"] == handle[0]]
+    served = sum(1 for e in server if e["name"] == "callback_start" and e["callback"] in callback)
+    assert node_of("pc1", "rcl_service_init") == {"/sensor"} and node_of("pc2", "rcl_client_init") == {"/monitor_node"}
+    assert served == sent == answered and served >= 0.9 * 20 * 5, (served, sent, answered)
+
+    doc = json.loads(ddscope("topics", out / "pc2.pcapng", "--all", "--format", "json").stdout)
+    topics = {t["topic_name"]: t for t in doc["topics"]}
+    req, rep = topics["/sensor/get_parameters [request]"], topics["/sensor/get_parameters [reply]"]
+    assert (req["topic_raw"], rep["topic_raw"]) == ("rq/sensor/get_parametersRequest", "rr/sensor/get_parametersReply")
+    assert (req["writer_nodes"], req["reader_nodes"]) == (["/monitor_node"], ["/sensor"]), req
+    assert (rep["writer_nodes"], rep["reader_nodes"]) == (["/sensor"], ["/monitor_node"]), rep
+    assert req["samples"] == rep["samples"] == served, (req["samples"], rep["samples"], served)
+
+    doc = json.loads(ddscope("latency", out, "--format", "json").stdout)
+    flows = {(f["topic"], f["sender"], f["receiver"]): f for f in doc["flows"]}
+    for key in (("/sensor/get_parameters [request]", "pc2", "pc1"), ("/sensor/get_parameters [reply]", "pc1", "pc2")):
+        f = flows[key]
+        msg = dict(f["layers"])["message"]
+        assert f["samples"] == f["delivered"] == msg["count"] == served and f["lost"] == 0, (key, f["samples"], f["lost"], served)
+        assert 0 < msg["mean_ms"] < 5, (key, msg)
+    cbs = [c for c in doc["callbacks"] if c["host"] == "pc1" and c["node"] == "/sensor" and c["callback"] == "service /sensor/get_parameters"]
+    assert len(cbs) == 1 and cbs[0]["runs"] == served, cbs

@@ -549,6 +549,9 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             if n.timers {
                 args.push("--timers".to_string());
             }
+            for c in &n.call {
+                args.extend(["--call".to_string(), c.service.clone(), c.rate_hz.to_string()]);
+            }
         }
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
         // a traced host's processes live in its session daemon's mount namespace

@@ -530,6 +530,20 @@ pub struct Node {
     /// not from a thread of their own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timers: bool,
+    /// Service calls a real ROS 2 node makes: every rclcpp node serves its parameters, and this
+    /// node calls `/<node>/get_parameters` of another real ROS 2 node of the scenario (on the same
+    /// rmw) at `rate_hz`, through a real rclcpp client (rq/…Request and rr/…Reply on DDS).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call: Vec<Call>,
+}
+
+/// A periodic service call (`[[nodes.call]]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// `/<node>/get_parameters` of a real ROS 2 node of the scenario.
+    pub service: String,
+    pub rate_hz: f64,
 }
 
 /// rclcpp's executors.
@@ -1154,6 +1168,7 @@ impl Scenario {
                     intra_process: false,
                     shared_memory: false,
                     timers: false,
+                    call: vec![],
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -1177,6 +1192,7 @@ impl Scenario {
                     intra_process: false,
                     shared_memory: false,
                     timers: false,
+                    call: vec![],
                 });
             }
         }
@@ -1210,8 +1226,23 @@ impl Scenario {
         // Real ROS 2's options on nodes that are not real ROS 2 nodes would be ignored: refused.
         let mut shm_host: Option<&str> = None;
         for n in &self.nodes {
-            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory || n.timers) {
-                bail!("node {}: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
+            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory || n.timers || !n.call.is_empty()) {
+                bail!("node {}: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
+            }
+            for c in &n.call {
+                let server = c.service.strip_prefix('/').and_then(|x| x.strip_suffix("/get_parameters"));
+                let Some(server) = server.and_then(|x| self.nodes.iter().find(|m| m.name == x)) else {
+                    bail!("node {}: call {:?}: the lab calls `/<node>/get_parameters` of a node of the scenario (every rclcpp node serves it)", n.name, c.service);
+                };
+                if server.name == n.name {
+                    bail!("node {}: call {:?}: a node calling its own service goes through no network; call another node's", n.name, c.service);
+                }
+                if server.vendor != n.vendor {
+                    bail!("node {}: call {:?}: the server runs {}, the caller {}: the lab's calls stay on one rmw", n.name, c.service, server.vendor.as_str(), n.vendor.as_str());
+                }
+                if !(c.rate_hz > 0.0 && c.rate_hz <= 1000.0) {
+                    bail!("node {}: call {:?}: rate_hz {} must lie in (0, 1000]", n.name, c.service, c.rate_hz);
+                }
             }
             if n.shared_memory {
                 if n.vendor != Vendor::RmwFastrtps {
@@ -1711,14 +1742,29 @@ load = "40%"
         let e = with("", "rmw_cyclonedds_cpp").unwrap_err();
         assert!(e.contains("node filter: shared_memory is Fast DDS's"), "{e}");
         let e = with("", "cyclone").unwrap_err();
-        assert!(e.contains("node filter: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes"), "{e}");
+        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes"), "{e}");
         let timers = |vendor: &str| {
             let sc = SIMPLE.replace("name = \"filter\"\nhost = \"pc1\"", "name = \"filter\"\nhost = \"pc1\"\ntimers = true");
             parse(&format!("middleware = \"{vendor}\"\n{sc}")).and_then(|s| s.resolve(None, &[])).map(|_| ()).map_err(|e| e.to_string())
         };
         assert!(timers("rmw_cyclonedds_cpp").is_ok(), "{:?}", timers("rmw_cyclonedds_cpp"));
+        let call = |extra: &str| {
+            let sc = SIMPLE.replace("name = \"msg_driven\"\nhost = \"pc2\"", &format!("name = \"msg_driven\"\nhost = \"pc2\"\n{extra}"));
+            parse(&format!("middleware = \"rmw_cyclonedds_cpp\"\n{sc}")).and_then(|s| s.resolve(None, &[])).map(|_| ()).map_err(|e| e.to_string())
+        };
+        let ok = call("call = [{ service = \"/sensor_1/get_parameters\", rate_hz = 5 }]");
+        assert!(ok.is_ok(), "{ok:?}");
+        for (bad, why) in [
+            ("call = [{ service = \"/nobody/get_parameters\", rate_hz = 5 }]", "the lab calls `/<node>/get_parameters` of a node of the scenario"),
+            ("call = [{ service = \"/sensor/set_parameters\", rate_hz = 5 }]", "the lab calls `/<node>/get_parameters`"),
+            ("call = [{ service = \"/msg_driven/get_parameters\", rate_hz = 5 }]", "a node calling its own service"),
+            ("call = [{ service = \"/sensor_1/get_parameters\", rate_hz = 0 }]", "rate_hz 0 must lie in (0, 1000]"),
+        ] {
+            let e = call(bad).unwrap_err();
+            assert!(e.contains("node msg_driven: call") && e.contains(why), "{bad}: {e}");
+        }
         let e = timers("fastdds").unwrap_err();
-        assert!(e.contains("node filter: executor, intra_process, shared_memory and timers are options of real ROS 2 nodes"), "{e}");
+        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes"), "{e}");
     }
 
     #[test]

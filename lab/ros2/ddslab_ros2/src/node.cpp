@@ -10,6 +10,10 @@
 //                             before its t0 or from its tstop on publish nothing; bursts as the lab's: every burst_every-th
 //                             tick publishes burst_count samples, the next burst_count - 1 skip),
 //                             not from threads of their own
+//   --call SERVICE RATE       calls SERVICE (rcl_interfaces/srv/GetParameters: another node's
+//                             /<node>/get_parameters, which every rclcpp node serves) at RATE Hz
+//                             from t0 on, through a real rclcpp client (async_send_request, the
+//                             response taken by the executor); READY waits for the service
 // Typed publishers and subscriptions (rclcpp::Publisher<M>, as users' nodes have them, so rclcpp,
 // rcl and the rmw emit every tracepoint they emit for users). Each outgoing sample is the lab's
 // exact payload (lab/common/rosmsg.c: the requested serialised size, header.stamp = its time, a
@@ -38,6 +42,7 @@
 #include <geometry_msgs/msg/pose_stamped.hpp>
 #include <geometry_msgs/msg/pose_with_covariance_stamped.hpp>
 #include <geometry_msgs/msg/twist_with_covariance_stamped.hpp>
+#include <rcl_interfaces/srv/get_parameters.hpp>
 #include <rosgraph_msgs/msg/clock.hpp>
 #include <sensor_msgs/msg/image.hpp>
 #include <sensor_msgs/msg/imu.hpp>
@@ -290,6 +295,32 @@ void pub_loop(Outlet* o) {
   }
 }
 
+// A periodic service call.
+struct Caller {
+  std::string service;
+  double rate_hz = 0;
+  rclcpp::Client<rcl_interfaces::srv::GetParameters>::SharedPtr client;
+  std::thread th;
+  std::atomic<uint64_t> sent{0}, answered{0};
+};
+
+void call_loop(Caller* c) {
+  using Srv = rcl_interfaces::srv::GetParameters;
+  const double period_ns = 1e9 / c->rate_hz;
+  uint64_t k = 0;
+  while (!g_stop) {
+    int64_t due = g_t0 + static_cast<int64_t>(std::llround(static_cast<double>(k) * period_ns));
+    if (due >= g_tstop) break;
+    sleep_until_realtime(due, &g_stop);
+    if (g_stop) break;
+    auto req = std::make_shared<Srv::Request>();
+    req->names.push_back("use_sim_time");
+    c->client->async_send_request(req, [c](rclcpp::Client<Srv>::SharedFuture) { c->answered++; });
+    c->sent++;
+    k++;
+  }
+}
+
 // One timer per periodic publisher: the publish runs inside the timer's callback, on the executor.
 rclcpp::TimerBase::SharedPtr pub_timer(rclcpp::Node& node, Outlet* o) {
   const node_spec* sp = o->spec;
@@ -317,6 +348,7 @@ int main(int argc, char** argv) {
   // The lab's options (nodecfg) and this node's own.
   std::vector<char*> args;
   bool multi = false, intra = false, timers = false;
+  std::vector<std::unique_ptr<Caller>> callers;
   for (int i = 0; i < argc; i++) {
     if (!std::strcmp(argv[i], "--executor") && i + 1 < argc) {
       if (!std::strcmp(argv[i + 1], "multi")) multi = true;
@@ -329,6 +361,16 @@ int main(int argc, char** argv) {
       intra = true;
     } else if (!std::strcmp(argv[i], "--timers")) {
       timers = true;
+    } else if (!std::strcmp(argv[i], "--call") && i + 2 < argc) {
+      auto c = std::make_unique<Caller>();
+      c->service = argv[i + 1];
+      c->rate_hz = std::atof(argv[i + 2]);
+      if (!(c->rate_hz > 0)) {
+        std::fprintf(stderr, "error: --call %s: the rate must be above 0 Hz, not %s\n", argv[i + 1], argv[i + 2]);
+        return 2;
+      }
+      callers.push_back(std::move(c));
+      i += 2;
     } else if (!std::strcmp(argv[i], "--version")) {
       std::printf("ddslab-ros2 rclcpp-jazzy %s\n", std::getenv("RMW_IMPLEMENTATION") ? std::getenv("RMW_IMPLEMENTATION") : "rmw-default");
       return 0;
@@ -388,6 +430,7 @@ int main(int argc, char** argv) {
       if (!std::strcmp(in->spec->topic, o->spec->input)) { in->relays.push_back(o.get()); break; }
   }
   for (auto& in : ins) types().at(in->spec->type_name).second(*node, in.get());
+  for (auto& c : callers) c->client = node->create_client<rcl_interfaces::srv::GetParameters>(c->service);
 
   std::shared_ptr<rclcpp::Executor> exec;
   if (multi) exec = std::make_shared<rclcpp::executors::MultiThreadedExecutor>();
@@ -406,6 +449,11 @@ int main(int argc, char** argv) {
       if (in->publishers() < static_cast<size_t>(in->spec->expect)) {
         ok = false;
         if (report) std::fprintf(stderr, "%s: subscription %s matched %zu of %d publishers\n", g_cfg.node, in->spec->topic, in->publishers(), in->spec->expect);
+      }
+    for (auto& c : callers)
+      if (!c->client->service_is_ready()) {
+        ok = false;
+        if (report) std::fprintf(stderr, "%s: service %s is not ready\n", g_cfg.node, c->service.c_str());
       }
     return ok;
   };
@@ -437,6 +485,7 @@ int main(int argc, char** argv) {
       g_t0 = a;
       g_tstop = b;
       started = true;
+      for (auto& c : callers) c->th = std::thread(call_loop, c.get());
       for (auto& o : outs) {
         if (o->spec->kind != SPEC_PUB) continue;
         if (timers) timer_list.push_back(pub_timer(*node, o.get()));
@@ -449,6 +498,15 @@ int main(int argc, char** argv) {
   g_stop = 1;
   for (auto& o : outs)
     if (o->th.joinable()) o->th.join();
+  for (auto& c : callers)
+    if (c->th.joinable()) c->th.join();
+  // the last calls' responses (the executor takes them), for a second at most
+  for (int i = 0; i < 100; i++) {
+    bool all = true;
+    for (auto& c : callers) all = all && c->answered.load() >= c->sent.load();
+    if (all) break;
+    usleep(10000);
+  }
   for (auto& t : timer_list) t->cancel();
   exec->cancel();
   spinner.join();
@@ -459,6 +517,9 @@ int main(int argc, char** argv) {
   }
   for (auto& in : ins)
     std::fprintf(stderr, "%s: received %s %" PRIu64 " samples\n", g_cfg.node, in->spec->topic, in->received.load());
+  for (auto& c : callers)
+    std::fprintf(stderr, "%s: called %s %" PRIu64 " times (%" PRIu64 " answered)\n", g_cfg.node, c->service.c_str(), c->sent.load(), c->answered.load());
+  callers.clear();
   ins.clear();
   outs.clear();
   node.reset();
