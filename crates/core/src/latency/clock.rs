@@ -114,6 +114,10 @@ const MAX_DRIFT: f64 = 1e-3;
 /// (a daemon slewing after a step) are steps to the model (see the module's comment).
 const MAX_DRIFT_CHANGE_PER_S: f64 = 5e-6;
 const MIN_DRIFT_CHANGE: f64 = 1e-6;
+/// The most points a step is located among (4 per host per 10 ms: 20 hosts' ±2 s); a window with
+/// more (hundreds of sending hosts, or a flood of them) is cut at its bucket's edges instead, at the
+/// cost of one line fit rather than the two dozen a location takes.
+const MAX_STEP_POINTS: usize = 32_000;
 
 /// The extreme δ of one host in one 10 ms slot (reference time).
 #[derive(Debug, Clone, Copy)]
@@ -835,6 +839,9 @@ fn locate_step(upper: &[(i64, i64)], lower: &[(i64, i64)], centre: i64, (lo, hi)
     let inside = |t: i64| t >= lo && t < hi;
     let mut pts: Vec<(i64, i64, bool)> = upper.iter().filter(|p| inside(p.0)).map(|&(t, d)| (t, d, true)).collect();
     pts.extend(lower.iter().filter(|p| inside(p.0)).map(|&(t, d)| (t, d, false)));
+    if pts.len() > MAX_STEP_POINTS {
+        return None;
+    }
     pts.sort_unstable();
     let n = pts.len();
     if one_line_fits(&pts) {
