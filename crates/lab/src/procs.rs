@@ -280,12 +280,15 @@ impl LoadSampler {
             let mut run = vec![ddscope_sysstat::procload::RunCounter::default(); procs.len()];
             let mut next = Instant::now();
             loop {
-                let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
                 s.rounds += 1;
                 for (k, (name, pid)) in procs.iter().enumerate() {
                     if gone[k] {
                         continue;
                     }
+                    // Each process stamped as it is read: a round over 66 processes on a busy
+                    // machine took long enough that a round-start stamp ran 20 ms of a node's CPU
+                    // ahead of its reading (a CI failure of test_load_series_every_200ms_and_matches_proc).
+                    let t_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
                     match ddscope_sysstat::procload::read_process(root, *pid) {
                         Ok(p) => {
                             let (vol, invol) = ctx[k].update(&p);
