@@ -279,20 +279,29 @@ const std::map<std::string, Maker>& types() {
   return t;
 }
 
-void pub_loop(Outlet* o) {
-  const node_spec* sp = o->spec;
-  const double period_ns = 1e9 / sp->rate_hz;
+// Runs f(k) at t0 + k / rate_hz while before tstop (CLOCK_REALTIME); f returns the periods its
+// call took up (a burst of n samples takes n).
+template <class F>
+void every_period(double rate_hz, F f) {
+  const double period_ns = 1e9 / rate_hz;
   uint64_t k = 0;
   while (!g_stop) {
     int64_t due = g_t0 + static_cast<int64_t>(std::llround(static_cast<double>(k) * period_ns));
     if (due >= g_tstop) break;
     sleep_until_realtime(due, &g_stop);
     if (g_stop) break;
+    k += f(k);
+  }
+}
+
+void pub_loop(Outlet* o) {
+  const node_spec* sp = o->spec;
+  every_period(sp->rate_hz, [o, sp](uint64_t k) -> uint64_t {
     uint64_t n = 1;
     if (sp->burst_every > 0 && sp->burst_count > 1 && k % sp->burst_every == 0) n = sp->burst_count;
     for (uint64_t i = 0; i < n && !g_stop; i++) publish_one(o, nullptr, -1);
-    k += (n > 1) ? n : 1;
-  }
+    return n;
+  });
 }
 
 // A periodic service call.
@@ -306,19 +315,13 @@ struct Caller {
 
 void call_loop(Caller* c) {
   using Srv = rcl_interfaces::srv::GetParameters;
-  const double period_ns = 1e9 / c->rate_hz;
-  uint64_t k = 0;
-  while (!g_stop) {
-    int64_t due = g_t0 + static_cast<int64_t>(std::llround(static_cast<double>(k) * period_ns));
-    if (due >= g_tstop) break;
-    sleep_until_realtime(due, &g_stop);
-    if (g_stop) break;
+  every_period(c->rate_hz, [c](uint64_t) -> uint64_t {
     auto req = std::make_shared<Srv::Request>();
     req->names.push_back("use_sim_time");
     c->client->async_send_request(req, [c](rclcpp::Client<Srv>::SharedFuture) { c->answered++; });
     c->sent++;
-    k++;
-  }
+    return 1;
+  });
 }
 
 // One timer per periodic publisher: the publish runs inside the timer's callback, on the executor.
