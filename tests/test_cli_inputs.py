@@ -87,3 +87,45 @@ def test_unknown_kind_and_topic_pattern_errors(ddscope, shared_captures):
     assert cp.returncode == 64 and "bad --topic pattern" in cp.stderr
     cp = ddscope("dissect", f, "--format", "parquet", check=False)
     assert cp.returncode == 64 and "needs an output file" in cp.stderr
+
+
+def test_a_folder_of_several_trace_sessions_is_named_not_babeltrace2s_words(ddscope, repo, tmp_path):
+    """`--trace ~/.ros/tracing` (a folder of sessions) is refused with each session named and one
+    to give, before babeltrace2 reads anything (it said "Multiple traces given, but UUIDs don't
+    match: first-trace-uuid=…"). Real sessions: two of CARET's sample traces (../shared/traces),
+    whose metadata carries different trace UUIDs (babeltrace2's ctf-metadata output is the oracle)."""
+    import shutil
+    import pytest
+    caret = repo.parent / "shared" / "traces" / "caret-galactic"
+    if not caret.is_dir():
+        pytest.skip("the shared CARET traces are not here")
+    tracing = tmp_path / "tracing"
+    for name, session in (("talker_listener", "talker_listener/talker_listener"), ("end_to_end_sample", "end_to_end_sample/cyclonedds")):
+        assert (caret / session / "ust").is_dir(), session
+        shutil.copytree(caret / session, tracing / f"session-{name}")
+    uuids = set()
+    for meta in tracing.rglob("metadata"):
+        text = subprocess.run(["babeltrace2", "--output-format=ctf-metadata", str(meta.parent)], capture_output=True, text=True, check=True).stdout
+        uuids.add(text.split("uuid = \"", 1)[1].split("\"", 1)[0])
+    assert len(uuids) == 2, uuids
+    cp = ddscope("latency", "--trace", tracing, check=False)
+    assert cp.returncode == 2, cp.stderr
+    line = cp.stderr.strip().splitlines()[-1]
+    assert line == f"ddscope: error: {tracing}: holds 2 trace sessions (session-end_to_end_sample, session-talker_listener): give one of them, e.g. {tracing}/session-end_to_end_sample", line
+    # one of them reads
+    ddscope("latency", "--trace", tracing / "session-talker_listener")
+
+
+def test_an_output_that_cannot_be_written_fails_before_the_analysis(ddscope, repo, tmp_path):
+    """`report --html` and `latency -o` (written at the end) check their path first: one line
+    naming it, no analysis output before it (was: the whole analysis, then the error)."""
+    run = repo / "examples/captures/simple-robotic-cyclone"
+    for args, path in ((("report", run, "--html"), "/nonexistent-dir/r.html"), (("latency", run, "--format", "json", "-o"), "/nonexistent-dir/x.json")):
+        cp = ddscope(*args, path, check=False)
+        assert cp.returncode != 0 and not cp.stdout, (args, cp.stdout[:300])
+        lines = cp.stderr.strip().splitlines()
+        assert lines == [f"ddscope: error: cannot create {path}: No such file or directory (os error 2)"], (args, cp.stderr[-1500:])
+    d = tmp_path / "a-dir"
+    d.mkdir()
+    cp = ddscope("report", run, "--html", d, check=False)
+    assert cp.returncode == 64 and cp.stderr.strip().splitlines() == [f"ddscope: error: cannot write {d}: it is a directory"], cp.stderr

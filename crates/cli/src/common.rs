@@ -191,6 +191,26 @@ pub fn check_not_input(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Checks, before any work, that `path` can be written: not an input, not a directory, and its
+/// directory exists and takes a new file (a temporary one, removed at once). Stdout (`-`) passes.
+/// For outputs written only at the end of a run (`report --html`, `latency -o` with a table or
+/// JSON), so that a typo in the path fails in a second, not after the whole analysis.
+pub fn check_writable(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        return Ok(());
+    }
+    check_not_input(path, inputs)?;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(usage(format!("cannot write {}: it is a directory", path.display()))),
+        Ok(m) if !m.is_file() => return Ok(()), // a device or FIFO: written directly
+        _ => {}
+    }
+    let (f, tmp) = ddscope_traffic::fsio::create_private_tmp(path).with_context(|| format!("cannot create {}", path.display()))?;
+    drop(f);
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
+}
+
 /// Opens `path` for writing (or stdout for none or `-`) after checking it is
 /// not one of `inputs`. Parquet needs a file.
 pub fn open_output(path: Option<&Path>, format: OutFormat, inputs: &[PathBuf]) -> anyhow::Result<(Box<dyn Write + Send>, Output)> {

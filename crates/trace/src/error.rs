@@ -13,6 +13,11 @@ pub enum TraceError {
     #[error("{}: kernel-only LTTng trace; ros2_tracing events are userspace events and there is no ust/ trace here", path.display())]
     KernelOnly { path: PathBuf },
 
+    /// A directory holding several recording sessions (`~/.ros/tracing`): babeltrace2 reads one
+    /// trace (one UUID) at a time.
+    #[error("{}: holds {} trace sessions ({}): give one of them, e.g. {}", path.display(), sessions.len(), sessions.join(", "), path.join(&sessions[0]).display())]
+    Sessions { path: PathBuf, sessions: Vec<String> },
+
     #[error("{origin}: not a ros2_tracing trace: {detail}")]
     Foreign { origin: String, detail: String },
 

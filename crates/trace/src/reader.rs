@@ -344,7 +344,72 @@ fn is_kernel_trace(root: &Path, trace: &Path) -> bool {
 /// Metadata files larger than this are refused (LTTng's are kilobytes to a few MB).
 const MAX_METADATA_BYTES: u64 = 256 << 20;
 
-fn check_metadata(path: &Path) -> Result<(), TraceError> {
+/// The trace UUIDs of `traces` (one LTTng session's per-uid and per-pid traces share it) name one
+/// session; several are refused, each named by the folder under `root` that holds its traces.
+fn one_session(root: &Path, traces: &[PathBuf], uuids: &[Option<String>]) -> Result<(), TraceError> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<&Path>> = std::collections::BTreeMap::new();
+    for (t, u) in traces.iter().zip(uuids) {
+        groups.entry(u.as_deref().unwrap_or("")).or_default().push(t);
+    }
+    if groups.len() < 2 {
+        return Ok(());
+    }
+    // per session, the leading folders every one of its traces shares
+    let commons: Vec<Vec<std::path::Component>> = groups
+        .values()
+        .map(|dirs| {
+            let rel: Vec<Vec<std::path::Component>> = dirs.iter().map(|d| d.strip_prefix(root).unwrap_or(d).components().collect()).collect();
+            let mut common = rel[0].clone();
+            for r in &rel[1..] {
+                let n = common.iter().zip(r).take_while(|(a, b)| a == b).count();
+                common.truncate(n);
+            }
+            common
+        })
+        .collect();
+    // named by the shallowest folders that tell them apart (`session-20250101…`, not its ust/uid/…)
+    let deepest = commons.iter().map(Vec::len).max().unwrap_or(0);
+    let name_at = |k: usize| -> Vec<String> {
+        commons
+            .iter()
+            .map(|c| {
+                let p: PathBuf = c[..k.min(c.len())].iter().collect();
+                if p.as_os_str().is_empty() { ".".to_string() } else { p.display().to_string() }
+            })
+            .collect()
+    };
+    let mut sessions = name_at(deepest);
+    for k in 1..=deepest {
+        let names = name_at(k);
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        if distinct.len() == names.len() {
+            sessions = names;
+            break;
+        }
+    }
+    sessions.sort();
+    Err(TraceError::Sessions { path: root.to_path_buf(), sessions })
+}
+
+/// The `uuid` of a TSDL metadata text's `trace` block.
+fn trace_uuid(text: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut rest = text;
+    while let Some(i) = rest.find("trace") {
+        let after = rest[i + 5..].trim_start();
+        if after.starts_with('{') && (i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric()) {
+            let block = &after[..after.find('}').unwrap_or(after.len())];
+            let j = block.find("uuid")?;
+            let v = block[j + 4..].trim_start().strip_prefix('=')?.trim_start().strip_prefix('"')?;
+            return Some(v[..v.find('"')?].to_string());
+        }
+        rest = &rest[i + 5..];
+    }
+    None
+}
+
+/// Checks a trace's metadata and stream framing; returns its trace UUID where it names one.
+fn check_metadata(path: &Path) -> Result<Option<String>, TraceError> {
     let origin = path.display().to_string();
     let err = |message: String| TraceError::Read { origin: origin.clone(), message };
     let len = std::fs::metadata(path).map_err(|e| err(e.to_string()))?.len();
@@ -376,9 +441,10 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
     }
     let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
     let text = crate::metadata::tsdl_text(&bytes).map_err(err)?;
+    let uuid = trace_uuid(&text);
     // Stream files of a standard LTTng-UST trace: check their packet framing.
     let (Some(le), Some(dir)) = (crate::metadata::lttng_byte_order(&text), path.parent()) else {
-        return Ok(());
+        return Ok(uuid);
     };
     let rd = std::fs::read_dir(dir).map_err(|e| err(e.to_string()))?;
     for entry in rd.flatten() {
@@ -394,7 +460,7 @@ fn check_metadata(path: &Path) -> Result<(), TraceError> {
         crate::metadata::check_lttng_stream(&mut f, len, le)
             .map_err(|message| TraceError::Read { origin: origin.clone(), message })?;
     }
-    Ok(())
+    Ok(uuid)
 }
 
 /// Reads the trace directory `path` to its end in a forked child process
@@ -686,9 +752,11 @@ impl TraceReader {
                     return Err(TraceError::KernelOnly { path: path.clone() });
                 }
                 skipped_kernel = kernel;
+                let mut uuids = Vec::with_capacity(ust.len());
                 for t in &ust {
-                    check_metadata(&t.join("metadata"))?;
+                    uuids.push(check_metadata(&t.join("metadata"))?);
                 }
+                one_session(path, &ust, &uuids)?;
                 if opts.contain {
                     check_in_child(path, &opts)?;
                 }
@@ -1251,6 +1319,23 @@ impl SinkState {
 
 #[cfg(test)]
 mod tests {
+    /// A folder of several recording sessions (`~/.ros/tracing`) is refused, each session named by
+    /// the shallowest folder that tells it apart; one session's per-uid traces (one UUID) are one.
+    #[test]
+    fn several_sessions_are_named_one_session_is_read() {
+        use std::path::PathBuf;
+        let root = PathBuf::from("/r");
+        let t = |p: &str| root.join(p);
+        let traces = [t("s1/ust/uid/1000/64-bit"), t("s1/ust/uid/0/64-bit"), t("s2/ust/uid/1000/64-bit")];
+        let u = |s: &str| Some(s.to_string());
+        assert!(super::one_session(&root, &traces, &[u("a"), u("a"), u("a")]).is_ok());
+        let e = super::one_session(&root, &traces, &[u("a"), u("a"), u("b")]).unwrap_err().to_string();
+        assert_eq!(e, "/r: holds 2 trace sessions (s1, s2): give one of them, e.g. /r/s1");
+        let tsdl = b"/* CTF 1.8 */\ntypealias integer { size = 8; } := uint8_t;\ntrace {\n\tmajor = 1;\n\tuuid = \"41e465f0-abc4-428f-bb5f-4cf9a1803435\";\n};\n";
+        assert_eq!(super::trace_uuid(tsdl).as_deref(), Some("41e465f0-abc4-428f-bb5f-4cf9a1803435"));
+        assert_eq!(super::trace_uuid(b"env { tracer = \"x\"; };"), None);
+    }
+
     use super::Layout;
 
     #[test]

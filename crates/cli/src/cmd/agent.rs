@@ -176,7 +176,14 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
     let exporters = if specs.is_empty() {
         None
     } else {
-        let mut opts = ExportOptions { metrics_token: a.token.clone(), ..ExportOptions::default() };
+        // The token guards /metrics where it listens beyond loopback (docs/export.md "Tokens"): a
+        // Prometheus on the agent's own host scrapes a loopback /metrics without it.
+        let beyond_loopback = specs.iter().any(|s| match s {
+            ExportSpec::Prometheus(addr) => !addr.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback()),
+            _ => false,
+        });
+        let metrics_token = if beyond_loopback { a.token.clone() } else { None };
+        let mut opts = ExportOptions { metrics_token, ..ExportOptions::default() };
         if let Some(url) = &a.node_exporter {
             opts.system = Some(SystemSource::node_exporter(url));
         } else if !a.processes.is_empty() {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  ddscope dissect examples/captures/simple/pc1.pcapng.gz
+  ddscope dissect examples/captures/simple-robotic-cyclone/pc1.pcapng.gz
   ddscope dissect pc2.pcapng --topic /image --kind DATA_FRAG --format csv -o image.csv
   ddscope dissect pc1.pcapng --format parquet -o pc1.parquet   # read with polars/pandas/DuckDB
   ddscope dissect pc2.pcapng --records samples --topic /image   # one row per sample: completion, fragments, repairs

@@ -478,7 +478,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let select = common::topic_select(&a.topics, a.domain)?;
     let mut inputs: Vec<PathBuf> = a.inputs.clone();
     inputs.extend(a.compare.iter().map(|c| c.dir.clone()));
-    common::check_not_input(&a.html, &inputs)?;
+    common::check_writable(&a.html, &inputs)?;
     let main_name = a.name.clone().unwrap_or_else(|| match a.inputs.as_slice() {
         [one] if one.is_dir() => one.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into()),
         [one] => capture_name(one),

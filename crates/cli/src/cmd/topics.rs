@@ -23,7 +23,7 @@ pub enum By {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  ddscope topics examples/captures/simple/pc1.pcapng.gz
+  ddscope topics examples/captures/simple-robotic-cyclone/pc1.pcapng.gz
   ddscope topics pc1.pcapng pc2.pcapng --by writer
   ddscope topics pc1.pcapng --format json | jq '.topics[] | {topic_name, rate_hz}'
 
