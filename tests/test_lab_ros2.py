@@ -612,3 +612,101 @@ def test_a_service_call_is_named_measured_and_its_callback_counted(ddscope, tmp_
         assert 0 < msg["mean_ms"] < 5, (key, msg)
     cbs = [c for c in doc["callbacks"] if c["host"] == "pc1" and c["node"] == "/sensor" and c["callback"] == "service /sensor/get_parameters"]
     assert len(cbs) == 1 and cbs[0]["runs"] == served, cbs
+
+
+BT2_INTRA = r"""
+import json, sys
+import bt2
+KEEP = {"ros2:rcl_node_init", "ros2:rcl_publisher_init", "ros2:rclcpp_intra_publish", "ros2:rcl_publish",
+        "ros2:callback_start", "ros2:rmw_take", "ros2:rcl_subscription_init", "ros2:rclcpp_subscription_init",
+        "ros2:rclcpp_subscription_callback_added"}
+for msg in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if type(msg) is not bt2._EventMessageConst or msg.event.name not in KEEP:
+        continue
+    e = msg.event
+    d = {"name": e.name[5:], "t": msg.default_clock_snapshot.ns_from_origin, "vpid": int(e.common_context_field["vpid"])}
+    for k in ("node_handle", "node_name", "publisher_handle", "topic_name", "callback", "is_intra_process", "taken",
+              "subscription_handle", "subscription"):
+        if k in e.payload_field:
+            v = e.payload_field[k]
+            d[k] = str(v) if k in ("node_name", "topic_name") else int(v)
+    print(json.dumps(d))
+"""
+
+
+def test_composable_nodes_in_one_process_deliver_intra_process_and_join(ddscope, tmp_path):
+    """Composable nodes as a component container runs them (Autoware's perception and sensing
+    do): /sensor_1 and /filter in one process (`container = "camera"`), one executor, rclcpp's
+    intra-process communication on. Oracles: babeltrace2 on the real trace (both rcl_node_init in
+    one process; every /raw_image publish an rclcpp_intra_publish of /sensor_1's publisher with no
+    rcl_publish, every delivery a callback_start with is_intra_process = 1 and no rmw_take) and the
+    nodes' ground truth (the k-th publish is sample k, the filter's callback reads sample k's
+    counter from the message). ddscope joins every intra-process delivery to its publish
+    (join = intra_process, /sensor_1 → /filter), each instant babeltrace2's, and /image, published
+    by the container's /filter, still joins ≥ 99 % across hosts."""
+    need_real_ros2()
+    text = SCENARIO.read_text()
+    for node in ("sensor_1", "filter"):
+        text = text.replace(f'name = "{node}"\nhost = "pc1"', f'name = "{node}"\nhost = "pc1"\ncontainer = "camera"\nintra_process = true')
+    assert text.count('container = "camera"') == 2
+    sc = tmp_path / "container.toml"
+    sc.write_text(text)
+    out = tmp_path / "run"
+    ddscope("lab", "run", sc, "--tracing", "jazzy", "--duration", "6s", "--out", out, timeout=900)
+    run = json.loads((out / "run.json").read_text())
+    nodes = {n["name"]: n for n in run["nodes"]}
+    assert nodes["sensor_1"]["pid"] == nodes["filter"]["pid"] and nodes["sensor_1"]["container"] == "camera", nodes["filter"]
+    assert nodes["filter"]["log"] == "logs/camera.log" and "container" not in nodes["sensor"], nodes
+    log = (out / "logs" / "camera.log").read_text()
+    assert re.search(r"^filter: received /raw_image (\d+) samples \(\1 intra-process\)$", log, re.M), log[-2000:]
+
+    cp = subprocess.run([SYSTEM_PYTHON, "-c", BT2_INTRA, str(out / "pc1.lttng")], capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    ev = [json.loads(l) for l in cp.stdout.splitlines()]
+    node_pid = {"/" + e["node_name"].lstrip("/"): e["vpid"] for e in ev if e["name"] == "rcl_node_init"}
+    assert node_pid["/sensor_1"] == node_pid["/filter"] == nodes["sensor_1"]["pid"], node_pid
+    raw = {e["publisher_handle"] for e in ev if e["name"] == "rcl_publisher_init" and e["topic_name"] == "/raw_image"}
+    intra_pub = [e["t"] for e in ev if e["name"] == "rclcpp_intra_publish" and e["publisher_handle"] in raw]
+    assert not [e for e in ev if e["name"] == "rcl_publish" and e["publisher_handle"] in raw], "an intra-only publish reached rcl"
+    # the /raw_image subscription's intra-process callback: rcl_subscription_init names the topic,
+    # rclcpp_subscription_init ties its handle to the intra-process subscription, which registers
+    # the callback (the nodes' /parameter_events go intra-process between them too)
+    raw_sub = {e["subscription_handle"] for e in ev if e["name"] == "rcl_subscription_init" and e["topic_name"] == "/raw_image"}
+    raw_obj = {e["subscription"] for e in ev if e["name"] == "rclcpp_subscription_init" and e["subscription_handle"] in raw_sub}
+    raw_cb = {e["callback"] for e in ev if e["name"] == "rclcpp_subscription_callback_added" and e["subscription"] in raw_obj}
+    intra_cb = [e["t"] for e in ev if e["name"] == "callback_start" and e["is_intra_process"] == 1 and e["callback"] in raw_cb]
+    assert not [e for e in ev if e["name"] == "callback_start" and e["is_intra_process"] == 0 and e["callback"] in raw_cb]
+    pubs, rcvs = truth_of(out)
+    sent = sorted((p for p in pubs.values() if p["topic"] == "/raw_image"), key=lambda p: p["seq"])
+    got = sorted((r for rs in rcvs.values() for r in rs if r["topic"] == "/raw_image"), key=lambda r: r["t_ns"])
+    assert len(sent) > 40 and len(intra_pub) == len(sent) and len(intra_cb) == len(got) == len(sent), (len(sent), len(intra_pub), len(intra_cb), len(got))
+    assert all(r["intra_process"] and "source_ts_ns" not in r for r in got)
+    # the oracle's pairing: the k-th intra publish is sample k (the only publisher), and the
+    # filter's k-th callback read sample k from the message (the depth-10 queue never overflows)
+    assert [r["seq"] for r in got] == [p["seq"] for p in sent]
+    want = sorted(zip(intra_pub, intra_cb))
+
+    doc = json.loads(ddscope("latency", out, "--format", "json", "--rows", tmp_path / "rows.jsonl").stdout)
+    rows = [json.loads(l) for l in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    intra = [r for r in rows if r["topic_name"] == "/raw_image"]
+    assert {(r["join"], r["sender_node"], r["receiver_node"]) for r in intra} == {("intra_process", "/sensor_1", "/filter")}, intra[:2]
+    assert sorted((r["rclcpp_publish_ts_ns"], r["callback_start_ts_ns"]) for r in intra) == want
+    # every intra-process delivery of the process joined (/raw_image's and the nodes' /parameter_events)
+    all_intra = sum(1 for e in ev if e["name"] == "callback_start" and e["is_intra_process"] == 1)
+    assert doc["ros2_join"]["takes_intra"] == all_intra > len(sent), (all_intra, doc["ros2_join"])
+
+    # /image leaves the container for pc2: joined across hosts, each instant babeltrace2's
+    traces = {h: Instants(bt2_events(out / f"{h}.lttng")) for h in HOSTS}
+    wire = {(r["writer_id"], r["sn"]): r for r in rows if r.get("level") == "message" and r["topic_name"] == "/image" and r["receiver"] == "pc2"}
+    image = [(k, p) for k, p in pubs.items() if p["topic"] == "/image"]
+    joined = 0
+    for (w, sn), p in image:
+        r = wire.get((w, sn))
+        got2 = [x for x in rcvs[(w, sn)] if x["host"] == "pc2"]
+        if r is None or r["join"] == "none" or not got2:
+            continue
+        sts = got2[0]["source_ts_ns"]
+        take = [t for t in traces["pc2"].take[sts] if t["topic"] == "/image"][0]
+        assert (r["rclcpp_publish_ts_ns"], r["callback_start_ts_ns"]) == (traces["pc1"].publish[sts]["rclcpp_publish"], take["callback_start"]), r
+        joined += 1
+    assert len(image) > 40 and joined >= 0.99 * len(image), (joined, len(image))

@@ -223,6 +223,9 @@ pub struct NodeReport {
     /// The ros2_tracing layout it emitted.
     #[serde(default)]
     pub tracing: Tracing,
+    /// The container (one process of composable nodes) it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 /// Which checks a topic passed.
@@ -378,7 +381,7 @@ pub struct HostTraceReport {
 pub struct TraceProcess {
     pub vpid: i64,
     pub procname: Option<String>,
-    /// `rcl_node_init.node_name`.
+    /// `rcl_node_init.node_name` (a container's: its nodes', comma-separated).
     pub node: Option<String>,
     pub events: u64,
 }
@@ -393,8 +396,15 @@ pub struct TraceNodeCheck {
     pub received: u64,
     /// The trace.
     pub rclcpp_publish: u64,
+    /// `rclcpp_intra_publish` (rclcpp's intra-process publishes: no rmw_publish when every
+    /// subscription is intra-process).
+    #[serde(default)]
+    pub rclcpp_intra_publish: u64,
     pub rmw_publish: u64,
     pub taken: u64,
+    /// Ground truth: samples received intra-process (no rmw_take).
+    #[serde(default)]
+    pub received_intra: u64,
     pub empty_takes: u64,
     pub subscription_callbacks: u64,
     pub publishers: u64,

@@ -518,15 +518,52 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     let mut nodes: Vec<RunningNode> = vec![];
     let mut node_pids = BTreeMap::new();
     let facts = workload::ScenarioFacts::of(sc)?;
+    // composable nodes: one process per container, started with its first member
+    let mut container_procs: BTreeMap<String, (usize, PathBuf)> = BTreeMap::new();
     for (k, n) in sc.nodes.iter().enumerate() {
         let h = lab.host(&n.host).ok_or_else(|| anyhow!("internal: host {} of node {} not in the lab", n.host, n.name))?;
-        let truth_part = tmp.join(format!("truth-{}.jsonl", n.name));
-        let log = out.join("logs").join(format!("{}.log", n.name));
+        let truth_of = |m: &crate::scenario::Node| tmp.join(format!("truth-{}.jsonl", m.name));
+        let truth_part = truth_of(n);
+        if let Some((i, log)) = n.container.as_ref().and_then(|c| container_procs.get(c)) {
+            // a later member of a container already started
+            node_pids.insert(n.name.clone(), procs.get(*i).pid());
+            nodes.push(RunningNode { proc_idx: *i, name: n.name.clone(), host: n.host.clone(), vendor: n.vendor, stdin: None, ready: false, truth_part, log: log.clone() });
+            continue;
+        }
+        let members: Vec<(usize, &crate::scenario::Node)> = match &n.container {
+            Some(c) => sc.nodes.iter().enumerate().filter(|(_, m)| m.container.as_deref() == Some(c.as_str())).collect(),
+            None => vec![(k, n)],
+        };
+        let log = out.join("logs").join(format!("{}.log", n.container.as_deref().unwrap_or(&n.name)));
         let prog = bins.path(n.vendor)?;
-        let mut args = workload::node_args_with(&facts, sc, n, &truth_part, run_id, Some(&h.ip.to_string()))?;
-        if n.vendor == Vendor::Zenoh {
-            let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: Zenoh node {} without a router", n.name))?;
-            args.extend(workload::zenoh_args(sc, &h.ip.to_string(), endpoint));
+        // each node's own arguments (a container's: one --component list per member)
+        let own_args = |m: &crate::scenario::Node| -> Result<Vec<String>> {
+            let mut args = workload::node_args_with(&facts, sc, m, &truth_of(m), run_id, Some(&h.ip.to_string()))?;
+            if m.vendor == Vendor::Zenoh {
+                let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: Zenoh node {} without a router", m.name))?;
+                args.extend(workload::zenoh_args(sc, &h.ip.to_string(), endpoint));
+            }
+            if m.vendor.is_ros2() {
+                if m.intra_process {
+                    args.push("--intra-process".to_string());
+                }
+                if m.timers {
+                    args.push("--timers".to_string());
+                }
+                for c in &m.call {
+                    args.extend(["--call".to_string(), c.service.clone(), c.rate_hz.to_string()]);
+                }
+            }
+            Ok(args)
+        };
+        let mut args = vec![];
+        if n.container.is_some() {
+            for (_, m) in &members {
+                args.push("--component".to_string());
+                args.extend(own_args(m)?);
+            }
+        } else {
+            args = own_args(n)?;
         }
         // A real ROS 2 node: the stack's environment, its rmw, rcl's log beside the run's
         let mut ros2_env: Vec<(&str, String)> = vec![];
@@ -536,21 +573,12 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             ros2_env.push(("ROS_LOG_DIR", out.join("logs").join("ros").display().to_string()));
             if n.vendor == Vendor::RmwZenoh {
                 let (_, _, endpoint, _) = zenoh_router.as_ref().ok_or_else(|| anyhow!("internal: rmw_zenoh node {} without a router", n.name))?;
-                let cfg = tmp.join(format!("rmw_zenoh_session-{}.json5", n.name));
+                let cfg = tmp.join(format!("rmw_zenoh_session-{}.json5", n.container.as_deref().unwrap_or(&n.name)));
                 fs::write(&cfg, ros2::session_config(&ros2, sc.zenoh.mode, endpoint, &h.ip.to_string())?)?;
                 ros2_env.push(("ZENOH_SESSION_CONFIG_URI", cfg.display().to_string()));
             }
             if n.executor == Some(crate::scenario::Executor::Multi) {
                 args.extend(["--executor".to_string(), "multi".to_string()]);
-            }
-            if n.intra_process {
-                args.push("--intra-process".to_string());
-            }
-            if n.timers {
-                args.push("--timers".to_string());
-            }
-            for c in &n.call {
-                args.extend(["--call".to_string(), c.service.clone(), c.rate_hz.to_string()]);
             }
         }
         let prog = prog.to_str().ok_or_else(|| anyhow!("{}: the node path is not UTF-8", prog.display()))?;
@@ -567,14 +595,19 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(File::create(&log)?);
-        let i = procs.spawn(&format!("node {}", n.name), cmd)?;
+        let i = procs.spawn(&format!("node {}", n.container.as_deref().unwrap_or(&n.name)), cmd)?;
         node_pids.insert(n.name.clone(), procs.get(i).pid());
+        if let Some(c) = &n.container {
+            container_procs.insert(c.clone(), (i, log.clone()));
+        }
         let stdin = procs.get(i).child.stdin.take();
         let stdout = procs.get(i).child.stdout.take().ok_or_else(|| anyhow!("internal: node {} has no stdout pipe", n.name))?;
         let txk = tx.clone();
+        // a container's READY is every member's
+        let member_idx: Vec<usize> = members.iter().map(|(j, _)| *j).collect();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if txk.send((k, line)).is_err() {
+                if member_idx.iter().any(|j| txk.send((*j, line.clone())).is_err()) {
                     break;
                 }
             }
@@ -701,7 +734,9 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     for n in &nodes {
         let st = procs.get(n.proc_idx).wait_timeout(Duration::from_secs(15));
         node_exits.insert(n.name.clone(), st.code());
-        cpu.insert(format!("node {}", n.name), procs.get(n.proc_idx).cpu_s);
+        // a container's process once, by its name
+        let p = procs.get(n.proc_idx);
+        cpu.insert(p.name.clone(), p.cpu_s);
     }
     // 6a. the nodes are gone: the Zenoh router may go
     let zenoh_router = match zenoh_router {
@@ -783,9 +818,14 @@ fn drive(opts: &RunOptions, sc: &Scenario, bins: &NodeBins, lab: &Lab, procs: &m
     let mut node_summaries = BTreeMap::new();
     for n in &nodes {
         let log = fs::read_to_string(&n.log).unwrap_or_default();
+        // a container's log holds every member's lines, each led by its node's name
+        let mine = format!("{}: ", n.name);
         node_summaries.insert(
             n.name.clone(),
-            log.lines().filter(|l| l.contains(": published ") || l.contains(": received ")).map(|l| l.to_string()).collect(),
+            log.lines()
+                .filter(|l| l.starts_with(&mine) && (l.contains(": published ") || l.contains(": received ")))
+                .map(|l| l.to_string())
+                .collect(),
         );
     }
     let node_list = nodes.iter().map(|n| (n.name.clone(), n.host.clone(), n.vendor, n.truth_part.clone())).collect();
@@ -1099,13 +1139,16 @@ fn analyse(
 
     let mut nodes = vec![];
     for (name, host, vendor, _) in &d.nodes {
-        let tracing = sc.nodes.iter().find(|n| &n.name == name).map(|n| sc.tracing_of(n)).unwrap_or_default();
+        let node = sc.nodes.iter().find(|n| &n.name == name);
+        let tracing = node.map(|n| sc.tracing_of(n)).unwrap_or_default();
+        let container = node.and_then(|n| n.container.clone());
         nodes.push(NodeReport {
             name: name.clone(),
             host: host.clone(),
             vendor: *vendor,
             exit_code: d.node_exits.get(name).copied().flatten(),
-            log: format!("logs/{name}.log"),
+            log: format!("logs/{}.log", container.as_deref().unwrap_or(name)),
+            container,
             summary: d.node_summaries.get(name).cloned(),
             pid: d.node_pids.get(name).copied(),
             tracing,

@@ -535,6 +535,13 @@ pub struct Node {
     /// rmw) at `rate_hz`, through a real rclcpp client (rq/…Request and rr/…Reply on DDS).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call: Vec<Call>,
+    /// Real ROS 2 nodes with the same `container` run as composable nodes in one process (as a
+    /// component container runs them): one rclcpp context and executor, each node its own
+    /// `rclcpp::Node`; with `intra_process` on both ends, rclcpp delivers between them
+    /// intra-process (nothing reaches the rmw). Its members share host, rmw, domain, executor,
+    /// `cpus`, `realtime`, `shared_memory` and tracing; its log is `logs/<container>.log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 /// A periodic service call (`[[nodes.call]]`).
@@ -1169,6 +1176,7 @@ impl Scenario {
                     shared_memory: false,
                     timers: false,
                     call: vec![],
+                    container: None,
                 });
             }
             for s in 0..g.subscribers as usize {
@@ -1193,6 +1201,7 @@ impl Scenario {
                     shared_memory: false,
                     timers: false,
                     call: vec![],
+                    container: None,
                 });
             }
         }
@@ -1226,8 +1235,8 @@ impl Scenario {
         // Real ROS 2's options on nodes that are not real ROS 2 nodes would be ignored: refused.
         let mut shm_host: Option<&str> = None;
         for n in &self.nodes {
-            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory || n.timers || !n.call.is_empty()) {
-                bail!("node {}: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
+            if !n.vendor.is_ros2() && (n.executor.is_some() || n.intra_process || n.shared_memory || n.timers || !n.call.is_empty() || n.container.is_some()) {
+                bail!("node {}: executor, intra_process, shared_memory, timers, call and container are options of real ROS 2 nodes (vendor rmw_*), not of vendor {:?}", n.name, n.vendor.as_str());
             }
             for c in &n.call {
                 let server = c.service.strip_prefix('/').and_then(|x| x.strip_suffix("/get_parameters"));
@@ -1257,6 +1266,7 @@ impl Scenario {
                 }
             }
         }
+        self.check_containers()?;
         if self.nodes.is_empty() {
             bail!("nodes: the scenario has no workload (no nodes, no generate)");
         }
@@ -1560,6 +1570,56 @@ impl Scenario {
         node.tracing.unwrap_or(self.tracing)
     }
 
+    /// The containers (composable nodes in one process), each with its members in scenario order.
+    pub fn containers(&self) -> BTreeMap<&str, Vec<&Node>> {
+        let mut out: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
+        for n in &self.nodes {
+            if let Some(c) = &n.container {
+                out.entry(c.as_str()).or_default().push(n);
+            }
+        }
+        out
+    }
+
+    /// A container's members share what one process has once: host, rmw, domain, executor,
+    /// CPUs, realtime priority, transports and tracing. Its name names its log.
+    fn check_containers(&self) -> Result<()> {
+        for (c, members) in self.containers() {
+            if c.is_empty() || c.len() > 64 || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-') {
+                bail!("container {c:?}: a container name is 1 to 64 letters, digits, '_' or '-' (it names logs/<container>.log)");
+            }
+            if let Some(n) = self.nodes.iter().find(|n| n.name == c) {
+                bail!("container {c:?}: node {} has that name too (both would write logs/{c}.log)", n.name);
+            }
+            let first = members[0];
+            for n in &members[1..] {
+                let differs = if n.host != first.host {
+                    Some(("host", first.host.clone(), n.host.clone()))
+                } else if n.vendor != first.vendor {
+                    Some(("rmw", first.vendor.as_str().to_string(), n.vendor.as_str().to_string()))
+                } else if n.domain.unwrap_or(self.dds.domain_id) != first.domain.unwrap_or(self.dds.domain_id) {
+                    Some(("domain", first.domain.unwrap_or(self.dds.domain_id).to_string(), n.domain.unwrap_or(self.dds.domain_id).to_string()))
+                } else if n.executor.unwrap_or(Executor::Single) != first.executor.unwrap_or(Executor::Single) {
+                    Some(("executor", format!("{:?}", first.executor.unwrap_or(Executor::Single)), format!("{:?}", n.executor.unwrap_or(Executor::Single))))
+                } else if n.cpus != first.cpus {
+                    Some(("cpus", format!("{:?}", first.cpus), format!("{:?}", n.cpus)))
+                } else if n.realtime != first.realtime {
+                    Some(("realtime", format!("{:?}", first.realtime), format!("{:?}", n.realtime)))
+                } else if n.shared_memory != first.shared_memory {
+                    Some(("shared_memory", first.shared_memory.to_string(), n.shared_memory.to_string()))
+                } else if self.tracing_of(n) != self.tracing_of(first) {
+                    Some(("tracing", self.tracing_of(first).as_str().to_string(), self.tracing_of(n).as_str().to_string()))
+                } else {
+                    None
+                };
+                if let Some((what, a, b)) = differs {
+                    bail!("container {c}: nodes {} and {} differ in {what} ({a} and {b}); the nodes of one process share it", first.name, n.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Hosts with at least one traced node, with the layouts their nodes emit.
     pub fn traced_hosts(&self) -> BTreeMap<String, BTreeSet<Tracing>> {
         let mut out: BTreeMap<String, BTreeSet<Tracing>> = BTreeMap::new();
@@ -1742,7 +1802,7 @@ load = "40%"
         let e = with("", "rmw_cyclonedds_cpp").unwrap_err();
         assert!(e.contains("node filter: shared_memory is Fast DDS's"), "{e}");
         let e = with("", "cyclone").unwrap_err();
-        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes"), "{e}");
+        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers, call and container are options of real ROS 2 nodes"), "{e}");
         let timers = |vendor: &str| {
             let sc = SIMPLE.replace("name = \"filter\"\nhost = \"pc1\"", "name = \"filter\"\nhost = \"pc1\"\ntimers = true");
             parse(&format!("middleware = \"{vendor}\"\n{sc}")).and_then(|s| s.resolve(None, &[])).map(|_| ()).map_err(|e| e.to_string())
@@ -1764,7 +1824,39 @@ load = "40%"
             assert!(e.contains("node msg_driven: call") && e.contains(why), "{bad}: {e}");
         }
         let e = timers("fastdds").unwrap_err();
-        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers and call are options of real ROS 2 nodes"), "{e}");
+        assert!(e.contains("node filter: executor, intra_process, shared_memory, timers, call and container are options of real ROS 2 nodes"), "{e}");
+    }
+
+    /// Composable nodes: the nodes of one container share what one process has once; the
+    /// container's name names its log. Anything else is refused, naming the container and nodes.
+    #[test]
+    fn a_container_holds_nodes_that_can_share_one_process() {
+        let with = |sensor_1: &str, filter: &str, vendor: &str| {
+            let sc = SIMPLE
+                .replace("name = \"sensor_1\"\nhost = \"pc1\"", &format!("name = \"sensor_1\"\nhost = \"pc1\"\n{sensor_1}"))
+                .replace("name = \"filter\"\nhost = \"pc1\"", &format!("name = \"filter\"\nhost = \"pc1\"\n{filter}"));
+            let head = if vendor.is_empty() { String::new() } else { format!("middleware = \"{vendor}\"\n") };
+            parse(&format!("{head}{sc}")).and_then(|s| s.resolve(None, &[])).map_err(|e| e.to_string())
+        };
+        let sc = with("container = \"camera\"\nintra_process = true", "container = \"camera\"\nintra_process = true", "rmw_cyclonedds_cpp").unwrap();
+        let c = sc.containers();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c["camera"].iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["sensor_1", "filter"]);
+        // one member is a container too, and intra_process may differ (rclcpp's per node option)
+        assert!(with("container = \"camera\"", "", "rmw_fastrtps_cpp").is_ok());
+        for (a, b, vendor, why) in [
+            ("container = \"camera\"", "container = \"camera\"\nexecutor = \"multi\"", "rmw_cyclonedds_cpp", "container camera: nodes sensor_1 and filter differ in executor"),
+            ("container = \"camera\"", "container = \"camera\"\ncpus = [1]", "rmw_cyclonedds_cpp", "differ in cpus"),
+            ("container = \"camera\"", "container = \"camera\"\ndomain = 3", "rmw_cyclonedds_cpp", "differ in domain (0 and 3)"),
+            ("container = \"camera\"", "container = \"camera\"\ntracing = \"jazzy\"", "rmw_cyclonedds_cpp", "differ in tracing"),
+            ("container = \"camera\"\nvendor = \"rmw_cyclonedds_cpp\"", "container = \"camera\"\nvendor = \"rmw_fastrtps_cpp\"", "", "differ in rmw"),
+            ("container = \"filter\"", "", "rmw_cyclonedds_cpp", "node filter has that name too"),
+            ("container = \"../x\"", "", "rmw_cyclonedds_cpp", "a container name is 1 to 64 letters"),
+            ("container = \"camera\"", "", "cyclone", "call and container are options of real ROS 2 nodes"),
+        ] {
+            let e = with(a, b, vendor).map(|_| ()).unwrap_err();
+            assert!(e.contains(why), "{a} / {b}: {e}");
+        }
     }
 
     #[test]

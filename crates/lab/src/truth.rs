@@ -33,6 +33,10 @@ pub struct Record {
     /// receive whose seq the node could not read is found by it, [`resolve_seq_by_stamp`]).
     #[serde(default)]
     pub stamp_ns: Option<i64>,
+    /// A real ROS 2 receive delivered by rclcpp intra-process (composable nodes in one process):
+    /// no rmw take, no source timestamp.
+    #[serde(default)]
+    pub intra_process: bool,
     /// With tracing: CLOCK_MONOTONIC instants read right before the tracepoints
     /// they mirror (the CLOCK_REALTIME ones, `*_ns`, are not needed here) and
     /// the thread that ran them.

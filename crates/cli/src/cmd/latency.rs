@@ -168,7 +168,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     inputs.extend(traces.iter().map(|t| t.path.clone()));
     let row_format = a.format.writes_rows();
     if let Some(o) = &a.output {
-        common::check_not_input(o, &inputs)?;
+        common::check_writable(o, &inputs)?;
     }
     // Per-sample rows, or with a chain one row per hop of every instance.
     let (sample_writers, chain_writers, outputs) = if chain_path.is_some() {
@@ -556,6 +556,10 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
         for n in run["nodes"].as_array().into_iter().flatten() {
             if let (Some(name), Some(host)) = (n["name"].as_str(), n["host"].as_str()) {
                 hosts.insert(name.to_string(), host.to_string());
+                // composable nodes: the load file names their process by its container
+                if let Some(c) = n["container"].as_str() {
+                    hosts.insert(c.to_string(), host.to_string());
+                }
             }
         }
     }

@@ -14,6 +14,13 @@
 //                             /<node>/get_parameters, which every rclcpp node serves) at RATE Hz
 //                             from t0 on, through a real rclcpp client (async_send_request, the
 //                             response taken by the executor); READY waits for the service
+//
+// Composable nodes in one process (as a component container runs them, e.g. Autoware's):
+//   ddslab-ros2 [--executor single|multi] --component NODE-ARGS... --component NODE-ARGS...
+// Each --component starts one node's arguments (the lab's, --intra-process, --timers, --call);
+// every node gets its own rclcpp::Node and ground-truth file, all of them one executor and one
+// context, so rclcpp's intra-process communication joins the nodes that have it on. READY once
+// every node has matched its peers; START and STOP drive them all.
 // Typed publishers and subscriptions (rclcpp::Publisher<M>, as users' nodes have them, so rclcpp,
 // rcl and the rmw emit every tracepoint they emit for users). Each outgoing sample is the lab's
 // exact payload (lab/common/rosmsg.c: the requested serialised size, header.stamp = its time, a
@@ -73,9 +80,7 @@ namespace {
 
 volatile int g_stop = 0;
 int64_t g_t0 = 0, g_tstop = 0;
-truth_log g_truth;
-node_config g_cfg;
-std::mutex g_pub_mutex;  // a relay and a periodic publisher of one node never share an outlet
+std::mutex g_pub_mutex;  // a relay and a periodic publisher of one process never share an outlet
 
 void on_signal(int) { g_stop = 1; }
 
@@ -123,16 +128,19 @@ template <> int64_t counter_of(const sensor_msgs::msg::PointCloud2& m) { return 
 template <> int64_t counter_of(const std_msgs::msg::UInt8MultiArray& m) { return first8(m.data); }
 template <> int64_t counter_of(const std_msgs::msg::String& m) { return first8(std::vector<uint8_t>(m.data.begin(), m.data.end())); }
 
-// Ground-truth lines of this node (the lab's format, docs/lab.md, with stamp_ns).
-void truth_line(const char* event, int64_t t_ns, const char* topic, const char* guid, int64_t seq, size_t size, const char* tail) {
-  pthread_mutex_lock(&g_truth.lock);
-  std::fprintf(g_truth.f, "{\"event\":\"%s\",\"t_ns\":%lld,\"host\":\"%s\",\"node\":\"%s\",\"topic\":\"%s\",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu%s}\n",
-               event, static_cast<long long>(t_ns), g_truth.host, g_truth.node, topic, guid, static_cast<long long>(seq), size, tail);
-  g_truth.lines++;
-  pthread_mutex_unlock(&g_truth.lock);
+// Ground-truth lines of one node (the lab's format, docs/lab.md, with stamp_ns).
+void truth_line(truth_log& tl, const char* event, int64_t t_ns, const char* topic, const char* guid, int64_t seq, size_t size, const char* tail) {
+  pthread_mutex_lock(&tl.lock);
+  std::fprintf(tl.f, "{\"event\":\"%s\",\"t_ns\":%lld,\"host\":\"%s\",\"node\":\"%s\",\"topic\":\"%s\",\"writer_guid\":\"%s\",\"seq\":%lld,\"size\":%zu%s}\n",
+               event, static_cast<long long>(t_ns), tl.host, tl.node, topic, guid, static_cast<long long>(seq), size, tail);
+  tl.lines++;
+  pthread_mutex_unlock(&tl.lock);
 }
 
+struct Component;
+
 struct Outlet {
+  Component* comp = nullptr;
   node_spec* spec = nullptr;
   // deserialises spec->msg into the typed message, publishes it and writes its ground truth
   std::function<void(const char* src_guid, int64_t src_seq)> publish;
@@ -145,13 +153,41 @@ struct Outlet {
 };
 
 struct Inlet {
+  Component* comp = nullptr;
   node_spec* spec = nullptr;
   rclcpp::SubscriptionBase::SharedPtr sub;
   std::map<dds_instance_handle_t, std::string> cyclone_writers;  // publication handle -> GUID (callbacks only)
   std::function<size_t()> publishers;
   std::vector<Outlet*> relays;
   std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> intra{0};
 };
+
+// A periodic service call.
+struct Caller {
+  std::string service;
+  double rate_hz = 0;
+  rclcpp::Client<rcl_interfaces::srv::GetParameters>::SharedPtr client;
+  std::thread th;
+  std::atomic<uint64_t> sent{0}, answered{0};
+};
+
+// One node of the process: its lab configuration, ground truth, rclcpp node and endpoints.
+struct Component {
+  node_config cfg{};
+  truth_log truth{};
+  bool intra = false, timers = false;
+  rclcpp::Node::SharedPtr node;
+  std::vector<std::unique_ptr<Outlet>> outs;
+  std::vector<std::unique_ptr<Inlet>> ins;
+  std::vector<std::unique_ptr<Caller>> callers;
+  std::vector<rclcpp::TimerBase::SharedPtr> timers_list;
+};
+
+// The process's publishers by topic (filled before any subscription exists): rclcpp's
+// intra-process deliveries carry no publisher gid, so the sender of one is the process's
+// publisher of its topic.
+std::map<std::string, std::vector<Outlet*>> g_outlets_by_topic;
 
 // Publishes the next sample of `o` (a relay's: computed from (src_guid, src_seq)).
 void publish_one(Outlet* o, const char* src_guid, int64_t src_seq) {
@@ -163,7 +199,7 @@ void publish_one(Outlet* o, const char* src_guid, int64_t src_seq) {
     o->publish(src_guid, src_seq);
   } catch (const std::exception& e) {
     o->failed++;
-    std::fprintf(stderr, "%s: publish on %s failed: %s\n", g_cfg.node, o->spec->topic, e.what());
+    std::fprintf(stderr, "%s: publish on %s failed: %s\n", o->comp->cfg.node, o->spec->topic, e.what());
     return;
   }
   o->published++;
@@ -195,10 +231,19 @@ void sender_guid(Inlet* in, const rmw_message_info_t& mi, char out[33]) {
 
 void on_receive(Inlet* in, int64_t t_rcv, int64_t counter, int64_t stamp, const rclcpp::MessageInfo& info) {
   const rmw_message_info_t& mi = info.get_rmw_message_info();
-  char guid[33];
-  sender_guid(in, mi, guid);
+  char guid[33] = {0};
+  const bool intra = mi.from_intra_process;
+  if (intra) {
+    // rclcpp gives an intra-process delivery a zero gid and no source timestamp
+    auto it = g_outlets_by_topic.find(in->spec->topic);
+    if (it != g_outlets_by_topic.end() && it->second.size() == 1) std::snprintf(guid, sizeof guid, "%s", it->second[0]->guid);
+    else gid_hex(mi.publisher_gid.data, guid);
+    in->intra++;
+  } else {
+    sender_guid(in, mi, guid);
+  }
   int64_t seq = counter;
-  if (seq < 0 && mi.publication_sequence_number != RMW_MESSAGE_INFO_SEQUENCE_NUMBER_UNSUPPORTED)
+  if (seq < 0 && !intra && mi.publication_sequence_number != RMW_MESSAGE_INFO_SEQUENCE_NUMBER_UNSUPPORTED)
     seq = static_cast<int64_t>(mi.publication_sequence_number);
   in->received++;
   for (Outlet* o : in->relays) {
@@ -210,8 +255,9 @@ void on_receive(Inlet* in, int64_t t_rcv, int64_t counter, int64_t stamp, const 
     }
   }
   char tail[160];
-  std::snprintf(tail, sizeof tail, ",\"source_ts_ns\":%lld,\"stamp_ns\":%lld", static_cast<long long>(mi.source_timestamp), static_cast<long long>(stamp));
-  truth_line("receive", t_rcv, in->spec->topic, guid, seq, 0, tail);
+  if (intra) std::snprintf(tail, sizeof tail, ",\"intra_process\":true,\"stamp_ns\":%lld", static_cast<long long>(stamp));
+  else std::snprintf(tail, sizeof tail, ",\"source_ts_ns\":%lld,\"stamp_ns\":%lld", static_cast<long long>(mi.source_timestamp), static_cast<long long>(stamp));
+  truth_line(in->comp->truth, "receive", t_rcv, in->spec->topic, guid, seq, 0, tail);
 }
 
 rclcpp::QoS qos_of(const node_spec* sp) {
@@ -221,7 +267,6 @@ rclcpp::QoS qos_of(const node_spec* sp) {
   return q;
 }
 
-// The typed publisher and subscription of one message type M.
 // The typed publisher and subscription of one message type M.
 template <class M>
 struct Typed {
@@ -244,7 +289,7 @@ struct Typed {
       int n = std::snprintf(tail, sizeof tail, ",\"stamp_ns\":%lld", static_cast<long long>(stamp_of(*msg)));
       if (src_guid)
         std::snprintf(tail + n, sizeof tail - n, ",\"src_writer_guid\":\"%s\",\"src_seq\":%lld", src_guid, static_cast<long long>(src_seq));
-      truth_line("publish", t, o->spec->topic, o->guid, static_cast<int64_t>(o->published + 1), m.size, tail);
+      truth_line(o->comp->truth, "publish", t, o->spec->topic, o->guid, static_cast<int64_t>(o->published + 1), m.size, tail);
     };
   }
   static void make_inlet(rclcpp::Node& node, Inlet* in) {
@@ -304,15 +349,6 @@ void pub_loop(Outlet* o) {
   });
 }
 
-// A periodic service call.
-struct Caller {
-  std::string service;
-  double rate_hz = 0;
-  rclcpp::Client<rcl_interfaces::srv::GetParameters>::SharedPtr client;
-  std::thread th;
-  std::atomic<uint64_t> sent{0}, answered{0};
-};
-
 void call_loop(Caller* c) {
   using Srv = rcl_interfaces::srv::GetParameters;
   every_period(c->rate_hz, [c](uint64_t) -> uint64_t {
@@ -345,14 +381,110 @@ rclcpp::TimerBase::SharedPtr pub_timer(rclcpp::Node& node, Outlet* o) {
   });
 }
 
+// Parses one node's arguments (argv[0] is the program): the lab's and this node's own. Returns 0,
+// 1 (exit 0: --help) or 2 (a usage error, said on stderr).
+int parse_component(Component& c, std::vector<char*> argv) {
+  std::vector<char*> args;
+  for (size_t i = 0; i < argv.size(); i++) {
+    if (!std::strcmp(argv[i], "--intra-process")) {
+      c.intra = true;
+    } else if (!std::strcmp(argv[i], "--timers")) {
+      c.timers = true;
+    } else if (!std::strcmp(argv[i], "--call") && i + 2 < argv.size()) {
+      auto k = std::make_unique<Caller>();
+      k->service = argv[i + 1];
+      k->rate_hz = std::atof(argv[i + 2]);
+      if (!(k->rate_hz > 0)) {
+        std::fprintf(stderr, "error: --call %s: the rate must be above 0 Hz, not %s\n", argv[i + 1], argv[i + 2]);
+        return 2;
+      }
+      c.callers.push_back(std::move(k));
+      i += 2;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int rc = nodecfg_parse(&c.cfg, static_cast<int>(args.size()), args.data());
+  if (rc != 0) return rc < 0 ? 2 : 1;
+  for (int i = 0; i < c.cfg.nspecs; i++) {
+    if (!types().count(c.cfg.specs[i].type_name)) {
+      std::fprintf(stderr, "%s: error: type %s is not one this node publishes (", c.cfg.node, c.cfg.specs[i].type_name);
+      const char* sep = "";
+      for (auto& kv : types()) { std::fprintf(stderr, "%s%s", sep, kv.first.c_str()); sep = ", "; }
+      std::fprintf(stderr, ")\n");
+      return 2;
+    }
+  }
+  if (nodecfg_build(&c.cfg) != 0) return 2;
+  return 0;
+}
+
+// The node's rclcpp::Node, publishers, subscriptions and clients (subscriptions once every
+// component's publishers exist: see g_outlets_by_topic).
+void make_publishers(Component& c) {
+  c.node = std::make_shared<rclcpp::Node>(c.cfg.node, rclcpp::NodeOptions().use_intra_process_comms(c.intra));
+  for (int i = 0; i < c.cfg.nspecs; i++) {
+    node_spec* sp = &c.cfg.specs[i];
+    if (sp->kind == SPEC_SUB) {
+      auto in = std::make_unique<Inlet>();
+      in->comp = &c;
+      in->spec = sp;
+      c.ins.push_back(std::move(in));
+    } else {
+      auto o = std::make_unique<Outlet>();
+      o->comp = &c;
+      o->spec = sp;
+      types().at(sp->type_name).first(*c.node, o.get());
+      std::fprintf(stderr, "%s: publisher %s type %s %zu bytes gid %s\n", c.cfg.node, sp->topic, sp->type_name, sp->msg.size, o->guid);
+      g_outlets_by_topic[sp->topic].push_back(o.get());
+      c.outs.push_back(std::move(o));
+    }
+  }
+  // relays attach to their input before its subscription exists, so no sample misses them
+  for (auto& o : c.outs) {
+    if (o->spec->kind != SPEC_RELAY) continue;
+    for (auto& in : c.ins)
+      if (!std::strcmp(in->spec->topic, o->spec->input)) { in->relays.push_back(o.get()); break; }
+  }
+}
+
+void make_subscriptions(Component& c) {
+  for (auto& in : c.ins) types().at(in->spec->type_name).second(*c.node, in.get());
+  for (auto& k : c.callers) k->client = c.node->create_client<rcl_interfaces::srv::GetParameters>(k->service);
+}
+
+bool all_matched(const Component& c, bool report) {
+  bool ok = true;
+  for (auto& o : c.outs)
+    if (o->subscribers() < static_cast<size_t>(o->spec->expect)) {
+      ok = false;
+      if (report) std::fprintf(stderr, "%s: publisher %s matched %zu of %d subscriptions\n", c.cfg.node, o->spec->topic, o->subscribers(), o->spec->expect);
+    }
+  for (auto& in : c.ins)
+    if (in->publishers() < static_cast<size_t>(in->spec->expect)) {
+      ok = false;
+      if (report) std::fprintf(stderr, "%s: subscription %s matched %zu of %d publishers\n", c.cfg.node, in->spec->topic, in->publishers(), in->spec->expect);
+    }
+  for (auto& k : c.callers)
+    if (!k->client->service_is_ready()) {
+      ok = false;
+      if (report) std::fprintf(stderr, "%s: service %s is not ready\n", c.cfg.node, k->service.c_str());
+    }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The lab's options (nodecfg) and this node's own.
-  std::vector<char*> args;
-  bool multi = false, intra = false, timers = false;
-  std::vector<std::unique_ptr<Caller>> callers;
-  for (int i = 0; i < argc; i++) {
+  // Process options, then one argument list per node: the whole command line is one node's
+  // unless --component starts each.
+  bool multi = false;
+  std::vector<std::vector<char*>> groups;
+  bool components = false;
+  for (int i = 1; i < argc; i++)
+    if (!std::strcmp(argv[i], "--component")) components = true;
+  if (!components) groups.push_back({argv[0]});
+  for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--executor") && i + 1 < argc) {
       if (!std::strcmp(argv[i + 1], "multi")) multi = true;
       else if (std::strcmp(argv[i + 1], "single") != 0) {
@@ -360,112 +492,77 @@ int main(int argc, char** argv) {
         return 2;
       }
       i++;
-    } else if (!std::strcmp(argv[i], "--intra-process")) {
-      intra = true;
-    } else if (!std::strcmp(argv[i], "--timers")) {
-      timers = true;
-    } else if (!std::strcmp(argv[i], "--call") && i + 2 < argc) {
-      auto c = std::make_unique<Caller>();
-      c->service = argv[i + 1];
-      c->rate_hz = std::atof(argv[i + 2]);
-      if (!(c->rate_hz > 0)) {
-        std::fprintf(stderr, "error: --call %s: the rate must be above 0 Hz, not %s\n", argv[i + 1], argv[i + 2]);
-        return 2;
-      }
-      callers.push_back(std::move(c));
-      i += 2;
     } else if (!std::strcmp(argv[i], "--version")) {
       std::printf("ddslab-ros2 rclcpp-jazzy %s\n", std::getenv("RMW_IMPLEMENTATION") ? std::getenv("RMW_IMPLEMENTATION") : "rmw-default");
       return 0;
+    } else if (!std::strcmp(argv[i], "--component")) {
+      groups.push_back({argv[0]});
+    } else if (groups.empty()) {
+      std::fprintf(stderr, "error: %s before the first --component (only --executor is the process's)\n", argv[i]);
+      return 2;
     } else {
-      args.push_back(argv[i]);
+      groups.back().push_back(argv[i]);
     }
   }
-  int rc = nodecfg_parse(&g_cfg, static_cast<int>(args.size()), args.data());
-  if (rc != 0) return rc < 0 ? 2 : 0;
-  for (int i = 0; i < g_cfg.nspecs; i++) {
-    if (!types().count(g_cfg.specs[i].type_name)) {
-      std::fprintf(stderr, "%s: error: type %s is not one this node publishes (", g_cfg.node, g_cfg.specs[i].type_name);
-      const char* sep = "";
-      for (auto& kv : types()) { std::fprintf(stderr, "%s%s", sep, kv.first.c_str()); sep = ", "; }
-      std::fprintf(stderr, ")\n");
+  std::vector<std::unique_ptr<Component>> comps;
+  bool check_only = false;
+  for (auto& g : groups) {
+    auto c = std::make_unique<Component>();
+    int rc = parse_component(*c, g);
+    if (rc == 1) return 0;
+    if (rc != 0) return rc;
+    check_only = check_only || c->cfg.check_only;
+    for (auto& other : comps) {
+      if (!std::strcmp(other->cfg.node, c->cfg.node)) {
+        std::fprintf(stderr, "error: two components named %s\n", c->cfg.node);
+        return 2;
+      }
+      if (other->cfg.domain != c->cfg.domain) {
+        std::fprintf(stderr, "error: components %s and %s on domains %d and %d: one process, one ROS_DOMAIN_ID\n", other->cfg.node, c->cfg.node, other->cfg.domain, c->cfg.domain);
+        return 2;
+      }
+    }
+    comps.push_back(std::move(c));
+  }
+  if (check_only) return 0;
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  for (auto& c : comps) {
+    if (truth_open(&c->truth, c->cfg.truth, c->cfg.host, c->cfg.node) != 0) {
+      std::fprintf(stderr, "%s: error: cannot write %s\n", c->cfg.node, c->cfg.truth);
       return 2;
     }
   }
-  if (nodecfg_build(&g_cfg) != 0) return 2;
-  if (g_cfg.check_only) return 0;
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
-  if (truth_open(&g_truth, g_cfg.truth, g_cfg.host, g_cfg.node) != 0) {
-    std::fprintf(stderr, "%s: error: cannot write %s\n", g_cfg.node, g_cfg.truth);
-    return 2;
-  }
   // ROS 2 gets no arguments of ours; the domain is the lab's.
   char domain[16];
-  std::snprintf(domain, sizeof domain, "%d", g_cfg.domain);
+  std::snprintf(domain, sizeof domain, "%d", comps[0]->cfg.domain);
   setenv("ROS_DOMAIN_ID", domain, 1);
   rclcpp::InitOptions init;
   init.shutdown_on_signal = false;
   const char* ros_argv[] = {argv[0]};
   rclcpp::init(1, ros_argv, init);
-  auto node = std::make_shared<rclcpp::Node>(g_cfg.node, rclcpp::NodeOptions().use_intra_process_comms(intra));
-
-  std::vector<std::unique_ptr<Outlet>> outs;
-  std::vector<std::unique_ptr<Inlet>> ins;
-  for (int i = 0; i < g_cfg.nspecs; i++) {
-    node_spec* sp = &g_cfg.specs[i];
-    if (sp->kind == SPEC_SUB) {
-      auto in = std::make_unique<Inlet>();
-      in->spec = sp;
-      ins.push_back(std::move(in));
-    } else {
-      auto o = std::make_unique<Outlet>();
-      o->spec = sp;
-      types().at(sp->type_name).first(*node, o.get());
-      std::fprintf(stderr, "%s: publisher %s type %s %zu bytes gid %s\n", g_cfg.node, sp->topic, sp->type_name, sp->msg.size, o->guid);
-      outs.push_back(std::move(o));
-    }
-  }
-  // relays attach to their input before its subscription exists, so no sample misses them
-  for (auto& o : outs) {
-    if (o->spec->kind != SPEC_RELAY) continue;
-    for (auto& in : ins)
-      if (!std::strcmp(in->spec->topic, o->spec->input)) { in->relays.push_back(o.get()); break; }
-  }
-  for (auto& in : ins) types().at(in->spec->type_name).second(*node, in.get());
-  for (auto& c : callers) c->client = node->create_client<rcl_interfaces::srv::GetParameters>(c->service);
+  for (auto& c : comps) make_publishers(*c);
+  for (auto& c : comps) make_subscriptions(*c);
 
   std::shared_ptr<rclcpp::Executor> exec;
   if (multi) exec = std::make_shared<rclcpp::executors::MultiThreadedExecutor>();
   else exec = std::make_shared<rclcpp::executors::SingleThreadedExecutor>();
-  exec->add_node(node);
+  for (auto& c : comps) exec->add_node(c->node);
   std::thread spinner([&] { exec->spin(); });
 
-  auto all_matched = [&](bool report) {
+  auto everything_matched = [&](bool report) {
     bool ok = true;
-    for (auto& o : outs)
-      if (o->subscribers() < static_cast<size_t>(o->spec->expect)) {
-        ok = false;
-        if (report) std::fprintf(stderr, "%s: publisher %s matched %zu of %d subscriptions\n", g_cfg.node, o->spec->topic, o->subscribers(), o->spec->expect);
-      }
-    for (auto& in : ins)
-      if (in->publishers() < static_cast<size_t>(in->spec->expect)) {
-        ok = false;
-        if (report) std::fprintf(stderr, "%s: subscription %s matched %zu of %d publishers\n", g_cfg.node, in->spec->topic, in->publishers(), in->spec->expect);
-      }
-    for (auto& c : callers)
-      if (!c->client->service_is_ready()) {
-        ok = false;
-        if (report) std::fprintf(stderr, "%s: service %s is not ready\n", g_cfg.node, c->service.c_str());
-      }
+    for (auto& c : comps) ok = all_matched(*c, report) && ok;
     return ok;
   };
   int code = 0;
-  int64_t deadline = now_realtime_ns() + static_cast<int64_t>(g_cfg.ready_timeout_s * 1e9);
-  while (!all_matched(false) && !g_stop) {
+  double ready_timeout_s = 0;
+  for (auto& c : comps) ready_timeout_s = std::max(ready_timeout_s, c->cfg.ready_timeout_s);
+  int64_t deadline = now_realtime_ns() + static_cast<int64_t>(ready_timeout_s * 1e9);
+  while (!everything_matched(false) && !g_stop) {
     if (now_realtime_ns() > deadline) {
-      all_matched(true);
-      std::fprintf(stderr, "%s: error: discovery did not complete within %.0f s\n", g_cfg.node, g_cfg.ready_timeout_s);
+      everything_matched(true);
+      std::fprintf(stderr, "%s: error: discovery did not complete within %.0f s\n", comps[0]->cfg.node, ready_timeout_s);
       code = 4;
       g_stop = 1;
       break;
@@ -478,7 +575,6 @@ int main(int argc, char** argv) {
   }
   char line[256];
   bool started = false;
-  std::vector<rclcpp::TimerBase::SharedPtr> timer_list;
   while (!g_stop) {
     int k = read_control_line(line, sizeof line, 100);
     if (k < 0) break;
@@ -488,45 +584,56 @@ int main(int argc, char** argv) {
       g_t0 = a;
       g_tstop = b;
       started = true;
-      for (auto& c : callers) c->th = std::thread(call_loop, c.get());
-      for (auto& o : outs) {
-        if (o->spec->kind != SPEC_PUB) continue;
-        if (timers) timer_list.push_back(pub_timer(*node, o.get()));
-        else o->th = std::thread(pub_loop, o.get());
+      for (auto& c : comps) {
+        for (auto& k : c->callers) k->th = std::thread(call_loop, k.get());
+        for (auto& o : c->outs) {
+          if (o->spec->kind != SPEC_PUB) continue;
+          if (c->timers) c->timers_list.push_back(pub_timer(*c->node, o.get()));
+          else o->th = std::thread(pub_loop, o.get());
+        }
       }
     } else if (!std::strcmp(line, "STOP")) {
       break;
     }
   }
   g_stop = 1;
-  for (auto& o : outs)
-    if (o->th.joinable()) o->th.join();
-  for (auto& c : callers)
-    if (c->th.joinable()) c->th.join();
+  for (auto& c : comps) {
+    for (auto& o : c->outs)
+      if (o->th.joinable()) o->th.join();
+    for (auto& k : c->callers)
+      if (k->th.joinable()) k->th.join();
+  }
   // the last calls' responses (the executor takes them), for a second at most
   for (int i = 0; i < 100; i++) {
     bool all = true;
-    for (auto& c : callers) all = all && c->answered.load() >= c->sent.load();
+    for (auto& c : comps)
+      for (auto& k : c->callers) all = all && k->answered.load() >= k->sent.load();
     if (all) break;
     usleep(10000);
   }
-  for (auto& t : timer_list) t->cancel();
+  for (auto& c : comps)
+    for (auto& t : c->timers_list) t->cancel();
   exec->cancel();
   spinner.join();
-  timer_list.clear();
-  for (auto& o : outs) {
-    std::fprintf(stderr, "%s: published %s %" PRIu64 " samples (%" PRIu64 " failed)\n", g_cfg.node, o->spec->topic, o->published, o->failed);
-    if (o->failed) code = code ? code : 5;
+  for (auto& c : comps) {
+    c->timers_list.clear();
+    for (auto& o : c->outs) {
+      std::fprintf(stderr, "%s: published %s %" PRIu64 " samples (%" PRIu64 " failed)\n", c->cfg.node, o->spec->topic, o->published, o->failed);
+      if (o->failed) code = code ? code : 5;
+    }
+    for (auto& in : c->ins)
+      std::fprintf(stderr, "%s: received %s %" PRIu64 " samples (%" PRIu64 " intra-process)\n", c->cfg.node, in->spec->topic, in->received.load(), in->intra.load());
+    for (auto& k : c->callers)
+      std::fprintf(stderr, "%s: called %s %" PRIu64 " times (%" PRIu64 " answered)\n", c->cfg.node, k->service.c_str(), k->sent.load(), k->answered.load());
   }
-  for (auto& in : ins)
-    std::fprintf(stderr, "%s: received %s %" PRIu64 " samples\n", g_cfg.node, in->spec->topic, in->received.load());
-  for (auto& c : callers)
-    std::fprintf(stderr, "%s: called %s %" PRIu64 " times (%" PRIu64 " answered)\n", g_cfg.node, c->service.c_str(), c->sent.load(), c->answered.load());
-  callers.clear();
-  ins.clear();
-  outs.clear();
-  node.reset();
+  for (auto& c : comps) {
+    c->callers.clear();
+    c->ins.clear();
+    c->outs.clear();
+    c->node.reset();
+  }
+  exec.reset();
   rclcpp::shutdown();
-  truth_close(&g_truth);
+  for (auto& c : comps) truth_close(&c->truth);
   return code;
 }
