@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates the example captures under examples/captures with `ddscope lab`:
 # the simple robotic application of the thesis (Fig. 4.3), 1 s, once with
-# Cyclone DDS only and once with Fast DDS publishing /image and /drive.
+# Cyclone DDS only and once with Fast DDS publishing /image and /drive; and
+# ros2-two-hosts (the README's "On your two hosts"): the same application as
+# real ROS 2 nodes (rclcpp on rmw_cyclonedds_cpp, lab/ros2/build.sh), 2 s, both
+# hosts traced, with 5 Mbit/s of iperf3 UDP beside it.
 # Each run directory keeps both hosts' captures (gzip-compressed pcapng), their
 # ground truth, the resolved scenario, run.json and the node logs.
 # Needs root (network namespaces) and the workload nodes (scripts/setup.sh).
@@ -27,4 +30,10 @@ COMMON=(--duration 1s --gzip --force --quiet)
 "$BIN" lab run "$SCENARIO" "${COMMON[@]}" --out "$OUT/simple-robotic-fastdds" \
   --vendor filter=fastdds --vendor sensor=fastdds
 
-du -ch "$OUT"/simple-robotic-*/*.pcapng.gz | tail -1 | sed 's/^/make-examples: captures: /' >&2
+if [ -x lab/ros2/install/lib/ddslab_ros2/ddslab-ros2 ]; then
+  "$BIN" lab run examples/lab/ros2-two-hosts.toml --gzip --force --quiet --out "$OUT/ros2-two-hosts"
+else
+  echo "make-examples: $OUT/ros2-two-hosts kept: the real ROS 2 node is not built (lab/ros2/build.sh)" >&2
+fi
+
+du -ch "$OUT"/*/*.pcapng.gz | tail -1 | sed 's/^/make-examples: captures: /' >&2
