@@ -106,7 +106,7 @@ def require_tool(name: str) -> str:
     return path
 
 
-def browser_inspect(url, screenshot, wait_ms=1500, texts=()):
+def browser_inspect(url, screenshot, wait_ms=1500, texts=(), width=1400):
     """Loads `url` in Debian's headless Chromium (tests/browser/inspect.mjs,
     playwright-core) and returns what the page shows: per chart canvas the
     number of marks drawn and the share of inked pixels, page errors, and
@@ -116,7 +116,8 @@ def browser_inspect(url, screenshot, wait_ms=1500, texts=()):
     script = REPO / "tests" / "browser" / "inspect.mjs"
     if not (REPO / "tests" / "browser" / "node_modules" / "playwright-core").is_dir():
         raise AssertionError("playwright-core is not installed: scripts/setup.sh runs npm ci in tests/browser")
-    cp = subprocess.run([node, str(script), url, str(screenshot), str(wait_ms), *texts], capture_output=True, text=True, timeout=180)
+    cp = subprocess.run([node, str(script), url, str(screenshot), str(wait_ms), *texts], capture_output=True, text=True, timeout=180,
+                        env=dict(os.environ, VIEWPORT_WIDTH=str(width)))
     if cp.returncode != 0:
         raise AssertionError(f"browser inspection failed: {cp.stderr[-3000:]}")
     return _json.loads(cp.stdout.strip().splitlines()[-1])

@@ -144,7 +144,9 @@
       s.append(el("p", { class: "muted" }, "An incident: over its topic's budget, lost, late against its period, an outlier of its flow, or with a negative layer. Layer: where the excess over the flow's typical (median) value was taken; cause: what the evidence supports (docs/latency.md, \"Why was it late\")."), t);
       const g = el("div", { class: "grid" });
       s.append(g);
-      chart(g, C.line, { title: r.name + ": incidents over time, by cause", xLabel: "time since start (s)", yLabel: "latency above the flow's median (ms)", yFromZero: true, series: x.timeline });
+      // one marker per incident (incidents are events: never joined by a line), every cause in the legend
+      chart(g, C.line, { title: r.name + ": incidents over time, by cause", xLabel: "time since start (s)", yLabel: "latency above the flow's median (ms)", yFromZero: true, legend: true,
+        series: x.timeline.map((t) => Object.assign({}, t, { mode: "events" })) });
       const w = el("table", {}, el("tr", {}, ...["t (s)", "topic", "sender → receiver", "sn", "what", "end to end (ms)", "median (ms)", "layer", "cause", "evidence"].map((h, i) => el("th", { class: i > 0 && i < 3 || i > 6 ? "l" : "" }, h))));
       for (const i of x.worst) w.append(el("tr", {}, el("td", {}, num(i.t_s, 3)), el("td", { class: "l" }, i.topic), el("td", { class: "l" }, i.sender + " → " + i.receiver), el("td", {}, i.sn),
         el("td", {}, i.kinds.join(", ")), el("td", {}, i.e2e_ms == null ? "" : num(i.e2e_ms) + " " + i.measure), el("td", {}, i.typical_ms == null ? "" : num(i.typical_ms)),

@@ -61,39 +61,57 @@
     return { canvas, ctx, w, h };
   }
 
-  function frame(ctx, w, h, opt, xr, yr, xIsTime, categories) {
-    const m = { l: 62, r: 12, t: opt.title ? 26 : 10, b: 44 };
+  // Units that switch with the range, read from the axis label: "ms" / "… (ms)" shows µs below
+  // 0.1 ms and s from 10 000 ms; "bytes" shows KiB and MiB. Returns the factor the values are
+  // multiplied by for their tick labels and the label with its unit.
+  function axisUnit(label, r) {
+    const m = Math.max(Math.abs(r[0]), Math.abs(r[1]));
+    if (label && (label === "ms" || /\(ms\)$/.test(label))) {
+      const [k, u] = m < 0.1 ? [1000, "µs"] : m >= 10000 ? [0.001, "s"] : [1, "ms"];
+      return { k, label: label === "ms" ? u : label.replace(/\(ms\)$/, "(" + u + ")") };
+    }
+    if (label === "bytes") {
+      const [k, u] = m >= 1048576 ? [1 / 1048576, "MiB"] : m >= 1024 ? [1 / 1024, "KiB"] : [1, "bytes"];
+      return { k, label: u };
+    }
+    return { k: 1, label };
+  }
+
+  function frame(ctx, w, h, opt, xr, yr, xIsTime, categories, legendH) {
+    const m = { l: 62, r: 12, t: (opt.title ? 26 : 10) + (legendH || 0), b: 44 };
     const pw = w - m.l - m.r, ph = h - m.t - m.b;
     const X = (v) => m.l + (v - xr[0]) / (xr[1] - xr[0] || 1) * pw;
     const Y = (v) => m.t + ph - (v - yr[0]) / (yr[1] - yr[0] || 1) * ph;
     ctx.fillStyle = "#222";
-    if (opt.title) { ctx.font = "bold 13px system-ui, sans-serif"; ctx.fillText(opt.title, m.l, 16); ctx.font = FONT; }
+    if (opt.title) { ctx.textAlign = "left"; ctx.textBaseline = "alphabetic"; ctx.font = "bold 13px system-ui, sans-serif"; ctx.fillText(opt.title, m.l, 16); ctx.font = FONT; }
     ctx.strokeStyle = "#ddd"; ctx.lineWidth = 1;
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    for (const t of logTicks(yr, opt.yLog) || ticks(yr[0], yr[1], 5)) {
+    const yu = opt.yLog ? { k: 1, label: opt.yLabel } : axisUnit(opt.yLabel, yr);
+    const xu = opt.xLog || xIsTime || categories ? { k: 1, label: opt.xLabel } : axisUnit(opt.xLabel, xr);
+    for (const t of logTicks(yr, opt.yLog) || ticks(yr[0] * yu.k, yr[1] * yu.k, 5).map((v) => v / yu.k)) {
       const y = Y(t);
       ctx.beginPath(); ctx.moveTo(m.l, y); ctx.lineTo(m.l + pw, y); ctx.stroke();
-      ctx.fillText(fmt(opt.yLog ? Math.pow(10, t) : t), m.l - 6, y);
+      ctx.fillText(fmt(opt.yLog ? Math.pow(10, t) : t * yu.k), m.l - 6, y);
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     if (categories) {
       categories.forEach((c, i) => ctx.fillText(String(c), X(i + 0.5), m.t + ph + 6));
     } else {
-      for (const t of logTicks(xr, opt.xLog) || ticks(xr[0], xr[1], Math.max(3, Math.floor(pw / 90)))) {
+      for (const t of logTicks(xr, opt.xLog) || ticks(xr[0] * xu.k, xr[1] * xu.k, Math.max(3, Math.floor(pw / 90))).map((v) => v / xu.k)) {
         const x = X(t);
         ctx.beginPath(); ctx.moveTo(x, m.t); ctx.lineTo(x, m.t + ph); ctx.stroke();
-        ctx.fillText(xIsTime ? clock(t) : fmt(opt.xLog ? Math.pow(10, t) : t), x, m.t + ph + 6);
+        ctx.fillText(xIsTime ? clock(t) : fmt(opt.xLog ? Math.pow(10, t) : t * xu.k), x, m.t + ph + 6);
       }
     }
     ctx.strokeStyle = "#888";
     ctx.strokeRect(m.l, m.t, pw, ph);
     ctx.fillStyle = "#444";
-    if (opt.xLabel) ctx.fillText(opt.xLabel, m.l + pw / 2, h - 16);
-    if (opt.yLabel) {
+    if (xu.label) ctx.fillText(xu.label, m.l + pw / 2, h - 16);
+    if (yu.label) {
       ctx.save(); ctx.translate(12, m.t + ph / 2); ctx.rotate(-Math.PI / 2);
-      ctx.textBaseline = "middle"; ctx.fillText(opt.yLabel, 0, 0); ctx.restore();
+      ctx.textBaseline = "middle"; ctx.fillText(yu.label, 0, 0); ctx.restore();
     }
-    return { m, pw, ph, X, Y };
+    return { m, pw, ph, X, Y, yLabel: yu.label, xLabel: xu.label };
   }
 
   // Log axes (opt.xLog / opt.yLog): values are drawn at log10(v); ticks at whole decades.
@@ -104,12 +122,24 @@
     return out.length >= 2 ? out : null;
   }
 
+  // Rows a legend of `names` takes in `maxw` pixels (legends sit above the plot, never on the data).
+  function legendRows(ctx, names, maxw) {
+    if (!names.length) return 0;
+    let x = 0, rows = 1;
+    for (const n of names) {
+      const tw = ctx.measureText(n).width + 26;
+      if (x > 0 && x + tw > maxw) { x = 0; rows++; }
+      x += tw;
+    }
+    return rows;
+  }
+
   function legend(ctx, names, x0, y0, maxw, colors) {
     let x = x0, y = y0;
     ctx.textAlign = "left"; ctx.textBaseline = "middle";
     names.forEach((n, i) => {
       const tw = ctx.measureText(n).width + 26;
-      if (x + tw > x0 + maxw) { x = x0; y += 16; }
+      if (x > x0 && x + tw > x0 + maxw) { x = x0; y += 16; }
       ctx.fillStyle = (colors && colors[i]) || PALETTE[i % PALETTE.length];
       ctx.fillRect(x, y - 5, 12, 10);
       ctx.fillStyle = "#222";
@@ -127,6 +157,24 @@
     return [lo - p, hi + p];
   }
 
+  // What a test can check of a drawn chart: the plot area (CSS px) and the legend's entries.
+  function plotted(canvas, f, legendNames) {
+    canvas.dataset.plot = JSON.stringify([f.m.l, f.m.t, f.pw, f.ph]);
+    canvas.dataset.legend = JSON.stringify(legendNames);
+    canvas.dataset.axes = JSON.stringify([f.xLabel || "", f.yLabel || ""]);
+  }
+
+  // A range from zero (or below, for negative values) to 5 % above the highest value: a constant
+  // series is drawn inside the plot, not on its frame.
+  function fromZero(vals) {
+    let lo = 0, hi = -Infinity;
+    for (const v of vals) if (isFinite(v)) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    if (!isFinite(hi)) return [0, 1];
+    hi = Math.max(hi, 0);
+    const span = hi - lo;
+    return span > 0 ? [lo - (lo < 0 ? span * 0.05 : 0), hi + span * 0.05] : [0, 1];
+  }
+
   // Time series / XY chart. opt.series = [{name, points: [[x, y], ...], mode: "line"|"points"}]
   function line(container, opt) {
     if (opt.xLog || opt.yLog) {
@@ -136,9 +184,14 @@
     const { canvas, ctx, w, h } = setup(container, opt.height);
     const xs = [], ys = [];
     for (const s of opt.series) for (const p of s.points) { xs.push(p[0]); ys.push(p[1]); }
-    const xr = opt.xRange || range(xs, 0);
-    const yr = opt.yRange || (opt.yFromZero ? [Math.min(0, range(ys)[0]), range(ys)[1]] : range(ys));
-    const f = frame(ctx, w, h, opt, xr, yr, opt.xTime);
+    // one point alone gets a span around it (a range of zero width would put it on the frame)
+    const xr = opt.xRange || (xs.length && Math.min(...xs) === Math.max(...xs) ? range(xs) : range(xs, 0));
+    const yr = opt.yRange || (opt.yFromZero ? fromZero(ys) : range(ys));
+    // a series with noLegend (e.g. the dots of a line drawn in its colour) gets no legend entry
+    const named = opt.series.map((s, i) => [s, i]).filter(([s]) => !s.noLegend);
+    const showLegend = named.length > 0 && (opt.series.length > 1 || opt.legend);
+    const legendH = showLegend ? 16 * legendRows(ctx, named.map(([s]) => s.name), w - 62 - 12 - 16) + 4 : 0;
+    const f = frame(ctx, w, h, opt, xr, yr, opt.xTime, null, legendH);
     let marks = 0;
     ctx.save();
     ctx.beginPath(); ctx.rect(f.m.l, f.m.t, f.pw, f.ph); ctx.clip();
@@ -149,17 +202,21 @@
         ctx.beginPath();
         s.points.forEach((p, k) => { const x = f.X(p[0]), y = f.Y(p[1]); if (k === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y); });
         ctx.stroke();
+        // a line of one point draws nothing: its point is marked
+        if (s.points.length === 1) { ctx.beginPath(); ctx.arc(f.X(s.points[0][0]), f.Y(s.points[0][1]), 3, 0, 7); ctx.fill(); }
+      } else if (s.mode === "events") {
+        // events (incidents): a marker each, never joined by lines
+        for (const p of s.points) { ctx.beginPath(); ctx.arc(f.X(p[0]), f.Y(p[1]), 4, 0, 7); ctx.fill(); }
       } else {
         for (const p of s.points) ctx.fillRect(f.X(p[0]) - 1.5, f.Y(p[1]) - 1.5, 3, 3);
       }
       marks += s.points.length;
     });
     ctx.restore();
-    // a series with noLegend (e.g. the dots of a line drawn in its colour) gets no legend entry
-    const named = opt.series.map((s, i) => [s, i]).filter(([s]) => !s.noLegend);
-    if (opt.series.length > 1 || opt.legend) legend(ctx, named.map(([s]) => s.name), f.m.l + 8, f.m.t + 10, f.pw - 16, named.map(([s, i]) => s.color || PALETTE[i % PALETTE.length]));
+    if (showLegend) legend(ctx, named.map(([s]) => s.name), f.m.l + 8, f.m.t - legendH + 6, f.pw - 16, named.map(([s, i]) => s.color || PALETTE[i % PALETTE.length]));
     if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
     canvas.dataset.points = marks;
+    plotted(canvas, f, showLegend ? named.map(([s]) => s.name) : []);
     return canvas;
   }
 
@@ -170,9 +227,10 @@
     const vals = [];
     for (const g of opt.groups) for (const b of g.boxes) if (b && b.count) vals.push(b.min, b.max);
     const yr = opt.yRange || range(vals.concat(opt.yFromZero ? [0] : []));
-    const f = frame(ctx, w, h, opt, [0, opt.groups.length], yr, false, opt.groups.map((g) => g.name));
     const names = [];
     for (const g of opt.groups) for (const b of g.boxes) if (b && !names.includes(b.name)) names.push(b.name);
+    const legendH = names.length ? 16 * legendRows(ctx, names, w - 62 - 12 - 16) + 4 : 0;
+    const f = frame(ctx, w, h, opt, [0, opt.groups.length], yr, false, opt.groups.map((g) => g.name), legendH);
     let marks = 0;
     opt.groups.forEach((g, gi) => {
       const slot = f.pw / opt.groups.length;
@@ -196,9 +254,10 @@
         marks += 1;
       });
     });
-    if (names.length) legend(ctx, names, f.m.l + 8, f.m.t + 10, f.pw - 16);
+    if (names.length) legend(ctx, names, f.m.l + 8, f.m.t - legendH + 6, f.pw - 16);
     if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
     canvas.dataset.points = marks;
+    plotted(canvas, f, names);
     return canvas;
   }
 

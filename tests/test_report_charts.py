@@ -1,0 +1,54 @@
+"""The offline report's charts and tables, checked by looking (issue 38): Debian's headless
+Chromium renders the report of bundled runs and tests/browser/inspect.mjs reads back what is
+drawn, the coloured pixels inside each chart's plot area (axes, grid and labels are grey; legends
+sit above the plot), the legend's entries, the axis labels with their units, and whether a table
+reaches past its card. The runs' own numbers are the oracle for what must be drawn: the incident
+the report's JSON lists, the payload sizes in MB, the iperf3 delays in µs."""
+from __future__ import annotations
+
+import json
+import re
+
+from conftest import REPO, browser_inspect
+
+EX = REPO / "examples" / "captures"
+
+
+def report(ddscope, tmp_path, run, name):
+    html = tmp_path / f"{name}.html"
+    ddscope("report", EX / run, "--html", html)
+    data = json.loads(re.search(r"window\.DDSCOPE_REPORT = (\{.*?\});</script>", html.read_text(), re.S)[1].replace("<\\/", "</"))
+    return html, data
+
+
+def test_one_incident_is_drawn_with_its_cause_and_tables_scroll_in_their_cards(ddscope, tmp_path, artifacts):
+    html, data = report(ddscope, tmp_path, "simple-robotic-cyclone", "one-incident")
+    timeline = data["runs"][0]["incidents"]["timeline"]
+    assert sum(len(s["points"]) for s in timeline) == 1, timeline  # the bundled run has one incident
+    cause = timeline[0]["name"]
+    for width in (1400, 700):
+        seen = browser_inspect(html.as_uri(), artifacts / f"report-one-incident-{width}.png", 1500, width=width)
+        assert not seen["errors"], seen["errors"]
+        inc = [c for c in seen["charts"] if c["section"].startswith("incidents-")]
+        assert len(inc) == 1, seen["charts"]
+        # a marker, not an empty plot (a line of one point drew nothing), and the cause named
+        assert inc[0]["points"] == 1 and inc[0]["plot_ink"] >= 20 and inc[0]["legend"] == [cause], inc[0]
+        # no table reaches past its card; the wide ones scroll inside it
+        assert not [t for t in seen["tables"] if t["spills"]], seen["tables"]
+        if width == 700:
+            assert any(t["scrollable"] for t in seen["tables"]), seen["tables"]
+
+
+def test_axes_carry_the_unit_of_their_range(ddscope, tmp_path, artifacts):
+    """Payload sizes of 2.7 MB are labelled MiB (was `2.50M` on a bytes axis); the iperf3 stream's
+    one-way delays of a few µs on a µs axis (was 0.002…0.014 on ms)."""
+    html, data = report(ddscope, tmp_path, "ros2-two-hosts", "units")
+    seen = browser_inspect(html.as_uri(), artifacts / "report-units.png", 1500)
+    assert not seen["errors"], seen["errors"]
+    axes = [tuple(c["axes"]) for c in seen["charts"] if c["axes"]]
+    assert ("time since start (s)", "MiB") in axes, axes
+    assert ("time since start (s)", "delay (µs)") in axes, axes
+    # every chart with data has it drawn inside its plot, legends outside it
+    for c in seen["charts"]:
+        if c["points"] and c["plot_ink"] is not None:
+            assert c["plot_ink"] > 0, c
