@@ -24,41 +24,9 @@ import zlib
 
 import pytest
 
-from conftest import have_root, require_tool
+from conftest import REPO, have_root, require_tool
 
-OVERLOAD = """
-name = "flows-overload"
-duration = "3s"
-[network]
-rate = "100M"
-[[hosts]]
-name = "pc1"
-[[hosts]]
-name = "pc2"
-[[hosts]]
-name = "pc3"
-[[nodes]]
-name = "sensor"
-host = "pc1"
-[[nodes.publish]]
-topic = "/drive"
-type_name = "autoware_auto_vehicle_msgs/msg/VelocityReport"
-sample_bytes = 40
-rate_hz = 29
-[[nodes]]
-name = "monitor_node"
-host = "pc2"
-subscribe = [{ topic = "/drive" }]
-# two iperf3 flows of 70 % each into pc3's switch port: ~30 % is dropped there
-[[interference]]
-from = "pc1"
-to = "pc3"
-load = "70%"
-[[interference]]
-from = "pc2"
-to = "pc3"
-load = "70%"
-"""
+OVERLOAD = (REPO / "examples" / "lab" / "flows-overload.toml").read_text()
 
 
 def tshark_udp(path) -> list[dict]:

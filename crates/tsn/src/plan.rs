@@ -205,12 +205,26 @@ pub fn measure(captures: &[PathBuf], decoder: DecoderConfig, samples: SampleConf
         }
     }
     let mut topics = vec![];
+    // the end of the observation: the last sample any writer was seen with
+    let observed_until = writers.values().flat_map(|a| a.first_ts.iter().copied()).max();
     for (w, mut a) in writers {
         if a.first_ts.len() < 3 {
             *m.skipped.entry("writers with fewer than 3 samples (no period)".into()).or_default() += 1;
             continue;
         }
         a.first_ts.sort();
+        // only a steady stream has a period to plan a deadline from: a burst (/parameter_events at a
+        // node's start, graph updates) has a median interval of microseconds, which would set the
+        // cycle; `topics` gives such writers no rate either (docs/events.md, "Rates")
+        let mut times = ddscope_core::rate::SampleTimes::default();
+        for &t in &a.first_ts {
+            times.add(t);
+        }
+        let kind = times.kind_until(observed_until);
+        if kind != ddscope_core::rate::RateKind::Steady {
+            *m.skipped.entry(format!("writers without a steady period ({kind}: `topics` gives them no rate), left to best effort")).or_default() += 1;
+            continue;
+        }
         let mut iv: Vec<i64> = a.first_ts.windows(2).map(|p| p[1] - p[0]).collect();
         iv.sort();
         let period = iv[iv.len() / 2];
@@ -408,6 +422,15 @@ pub fn propose(m: &Measurement, opt: &PlanOptions) -> Result<Plan, String> {
         }
         bulk_window_ns = avail_ns;
     }
+    if !bulk.is_empty() && bulk_window_ns == 0 {
+        // the control window fills the cycle: TC1 still gets a window (a gate that never opens is
+        // no plan), one full frame after it, and the cycle grows by as much
+        bulk_window_ns = full_frame_ps.div_ceil(1_000_000) * 1000;
+        cycle_ns = control_window_ns + bulk_window_ns;
+        problems.push(format!(
+            "the control topics' window ({control_window_ns} ns) fills the cycle their shortest deadline allows: the bulk topics get one frame's window after it, a cycle of {cycle_ns} ns"
+        ));
+    }
     let best_effort_window_ns = cycle_ns.saturating_sub(control_window_ns + bulk_window_ns);
     // The scenario file.
     let mut o = String::new();
@@ -527,5 +550,24 @@ mod tests {
         assert!(!slow.feasible);
         assert!(slow.problems.iter().any(|l| l.starts_with("/image:")), "{:?}", slow.problems);
         assert!(!slow.problems.iter().any(|l| l.starts_with("/drive:")), "{:?}", slow.problems);
+    }
+
+    /// A control topic with a 50 µs period sets a 5 µs cycle, which its own frame and one full
+    /// frame (6 µs) already fill: the bulk topic still gets a window (a gate that never opens made
+    /// the generated plan unloadable, an internal error), the cycle grows by it, and the plan says
+    /// so and is infeasible.
+    #[test]
+    fn a_control_window_that_fills_the_cycle_leaves_the_bulk_a_window_and_says_so() {
+        let m = Measurement {
+            captures: vec!["x".into()],
+            topics: vec![topic("/fast", 40, 20_000.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)],
+            skipped: Default::default(),
+        };
+        let p = propose(&m, &PlanOptions { link_rate_bps: 2_500_000_000, duration_ns: 50_000_000, ..Default::default() }).unwrap();
+        assert_eq!(p.control_window_ns, 6_000);
+        assert_eq!(p.bulk_window_ns, 5_000);
+        assert_eq!(p.cycle_ns, 11_000);
+        assert!(!p.feasible);
+        assert!(p.problems.iter().any(|l| l.starts_with("the control topics' window (6000 ns) fills the cycle")), "{:?}", p.problems);
     }
 }

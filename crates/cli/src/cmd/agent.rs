@@ -21,7 +21,8 @@ use std::time::Duration;
 #[command(after_help = "\
 Examples:
   sudo ddscope agent -i eth0 --name pc1 --export prometheus=127.0.0.1:9464
-  sudo ddscope agent -i eth0 --name pc1 --export influx=http://127.0.0.1:8086/ddscope --export otlp=http://127.0.0.1:4318
+  sudo ddscope agent -i eth0 --name pc1 --export influx=http://127.0.0.1:8086/ddscope \\
+      --export otlp=http://127.0.0.1:4318
   sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 --token $TOKEN
 
 The agent decodes every RTPS submessage on IFACE and
@@ -34,7 +35,7 @@ The agent decodes every RTPS submessage on IFACE and
   - with --trace-live, follows the host's live ros2_tracing session (LTTng,
     through lttng-relayd) and streams its publishes, takes and callbacks
     too, so serve shows the ROS 2 layers and chains:
-      sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 \
+      sudo ddscope agent -i eth0 --name pc1 --send-to http://central:8080 \\
            --trace-live net://localhost/host/$(hostname)/ros2
 Capture never waits for an exporter or the server: queues are bounded, drops
 are counted, connections are retried with backoff. Ctrl-C flushes.")]

@@ -8,7 +8,7 @@ use std::io::Write;
 #[command(after_help = "\
 Examples:
   ddscope completions bash > ~/.local/share/bash-completion/completions/ddscope
-  ddscope completions zsh > ~/.zfunc/_ddscope      # with fpath+=(~/.zfunc) before compinit in ~/.zshrc
+  ddscope completions zsh > ~/.zfunc/_ddscope   # fpath+=(~/.zfunc) before compinit, ~/.zshrc
   ddscope completions fish > ~/.config/fish/completions/ddscope.fish
   source <(ddscope completions bash)                # this shell only")]
 pub struct CompletionsArgs {

@@ -20,7 +20,7 @@ Examples:
   ddscope dissect examples/captures/simple-robotic-cyclone/pc1.pcapng.gz
   ddscope dissect pc2.pcapng --topic /image --kind DATA_FRAG --format csv -o image.csv
   ddscope dissect pc1.pcapng --format parquet -o pc1.parquet   # read with polars/pandas/DuckDB
-  ddscope dissect pc2.pcapng --records samples --topic /image   # one row per sample: completion, fragments, repairs
+  ddscope dissect pc2.pcapng --records samples --topic /image   # one row per sample
 
 With --records samples, an unfragmented sample's row is written as soon as it is
 seen; a later datagram carrying it again adds a supplement row (closed_by =

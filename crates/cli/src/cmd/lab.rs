@@ -20,8 +20,8 @@ ros2_tracing's tracepoints and every host records an LTTng trace. Needs root. Sc
 docs/lab.md.",
     after_help = "Examples:\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml --duration 5s --out /tmp/simple\n  \
-sudo ddscope lab run examples/lab/simple-robotic.toml --vendor filter=fastdds --vendor sensor=fastdds\n  \
-sudo ddscope lab run examples/lab/simple-robotic.toml --tracing jazzy --duration 5s --out /tmp/traced\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --vendor filter=fastdds \\\n      --vendor sensor=fastdds\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --tracing jazzy --duration 5s \\\n      --out /tmp/traced\n  \
 ddscope lab check examples/lab/autoware-sensing.toml\n  \
 sudo ddscope lab up examples/lab/simple-robotic.toml\n  \
 sudo ddscope lab down --all"
@@ -37,12 +37,12 @@ enum Cmd {
     #[command(after_help = "Examples:\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml\n  \
 sudo ddscope lab run examples/lab/simple-robotic.toml --load 40% --duration 10s --out /tmp/run40\n  \
-sudo ddscope lab run examples/lab/simple-robotic.toml --tracing humble --out /tmp/traced   # pc1.lttng, pc2.lttng\n  \
+sudo ddscope lab run examples/lab/simple-robotic.toml --tracing humble --out /tmp/traced\n  \
 sudo ddscope lab run examples/lab/param-topologies.toml --gzip")]
     Run(RunArgs),
     /// Run a sweep: a grid of scenario variants, each repeated, into one directory with one comparison report; resumable
     #[command(after_help = "Examples:\n  \
-sudo ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --out /tmp/vs     # run again to resume\n  \
+sudo ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --out /tmp/vs   # again: resumes\n  \
 ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --list\n  \
 ddscope lab sweep examples/lab/vendors-sizes-sweep.toml --out /tmp/vs --report-only\n\n\
 Writes DIR/sweep.json (cells, parameters, status of every run), DIR/runs/CELL-rN/ (one `lab run` each),\n\

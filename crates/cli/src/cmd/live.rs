@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 Examples:
   sudo ddscope live -i eth0
   sudo ddscope live -i eth0 --filter 'udp portrange 7400-7600' --write now.pcapng
-  sudo ddscope live -i eth0 --snaplen 200          # header-only: see docs/online.md for what stays exact
+  sudo ddscope live -i eth0 --snaplen 200    # header-only: docs/online.md says what stays exact
   sudo setcap cap_net_raw,cap_net_admin=eip $(command -v ddscope); ddscope live -i eth0
 
 Keys: q or Ctrl-C quits. Without a terminal (piped output) a table is printed

@@ -23,7 +23,8 @@ use std::path::PathBuf;
 #[command(after_help = "\
 Examples:
   ddscope report out/run1 --html run1.html
-  ddscope report out/baseline-0 --compare load40=out/baseline-40 --compare load95=out/baseline-95 --html load.html
+  ddscope report out/baseline-0 --compare load40=out/baseline-40 --compare load95=out/baseline-95 \\
+      --html load.html
   ddscope report pc1.pcapng pc2.pcapng --html report.html --topic /image
   ddscope report out/traced-run --path /raw_image,/image,/actuator --html chain.html
 

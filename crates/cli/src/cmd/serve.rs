@@ -15,8 +15,9 @@ use std::time::Duration;
 Examples:
   ddscope serve                                   # http://127.0.0.1:8080
   ddscope serve --listen 0.0.0.0:8080 --token $TOKEN
-  ddscope serve --listen 0.0.0.0:8080 --token $TOKEN --budget /image=20ms \
-      --export influx=http://127.0.0.1:8086/ddscope --export otlp=http://127.0.0.1:4318 --trace-sample every=10,late,lost
+  ddscope serve --listen 0.0.0.0:8080 --token $TOKEN --budget /image=20ms \\
+      --export influx=http://127.0.0.1:8086/ddscope --export otlp=http://127.0.0.1:4318 \\
+      --trace-sample every=10,late,lost
 Agents send with `ddscope agent … --send-to http://HOST:8080 [--token …]`.
 The dashboard (http://HOST:8080/, add ?token=… when a token is set) shows
 per-topic DDS message and submessage latency over time, payload sizes, loss,

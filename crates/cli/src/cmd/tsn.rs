@@ -24,7 +24,7 @@ Time-Sensitive Networking\", Master's thesis, National Taiwan University, 2026. 
     after_help = "Examples:\n  \
 ddscope tsn tas --link-rate 2.5G --cycle 500us --open 50% --message-bytes 2764800\n  \
 ddscope tsn simulate examples/tsn/thesis-tas50-95.toml --seed 3\n  \
-ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250\n  \
+ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 \\\n      --class B:reserved=12.82M,max-frame=1250\n  \
 ddscope tsn config examples/tsn/thesis-tas50-40.toml --emit tc\n  \
 ddscope tsn tas --calibrate lab-out/run --table-4-6\n  \
 ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan\n  \
@@ -39,10 +39,10 @@ pub struct TsnArgs {
 enum Cmd {
     /// Thesis formula (Eq. 3.4) vs frame-level prediction for one message under TAS
     #[command(after_help = "Examples:\n  \
-ddscope tsn tas                                   # thesis image: 2.5G, 500us, 50%, 2764848-byte sample\n  \
-ddscope tsn tas --open 20% --message-bytes 2.76MiB   # the X that reproduces Table 4.6's T_arrive column\n  \
+ddscope tsn tas                                # thesis image: 2.5G, 500us, 50%, 2764848 B\n  \
+ddscope tsn tas --open 20% --message-bytes 2.76MiB   # the X of Table 4.6's T_arrive column\n  \
 ddscope tsn tas --cycle 100us --format json\n  \
-ddscope tsn tas --calibrate lab-out/run --table-4-6   # fit host times from a no-gate lab run, predict Table 4.6")]
+ddscope tsn tas --calibrate lab-out/run --table-4-6   # host times from a no-gate lab run")]
     Tas(TasArgs),
     /// Frame-level discrete-event simulation of a scenario file
     #[command(after_help = "Examples:\n  \
@@ -55,7 +55,7 @@ Durations are at most 24h; a simulation that would release more than 2e7 message
     /// CBS idleslope/sendslope/hicredit/locredit by Bosk et al. Eq. 2-6, and the tc line
     #[command(after_help = "Examples:\n  \
 ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=100M,max-frame=1250\n  \
-ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 --class B:reserved=12.82M,max-frame=1250 --dev eth0")]
+ddscope tsn cbs --port-rate 1G --max-frame-bytes 1542 --class A:reserved=89.152M,max-frame=1500 \\\n      --class B:reserved=12.82M,max-frame=1250 --dev eth0")]
     Cbs(CbsArgs),
     /// Generate tc (taprio/mqprio/cbs/etf), DDS priority mapping, or linuxptp configuration
     #[command(after_help = "Examples:\n  \
@@ -73,7 +73,7 @@ whitespace), multicast addresses IPv4 multicast addresses, and every value is qu
     #[command(after_help = "Examples:\n  \
 ddscope tsn check examples/tsn/lab-tagged.toml lab-out/tagged        # a lab run directory\n  \
 ddscope tsn check examples/tsn/lab-tagged.toml pc1.pcapng pc2.pcapng --judge p99\n  \
-ddscope tsn check examples/tsn/thesis-tas50-40.toml pc1.pcapng pc2.pcapng --clock-offset 37s --gate-tolerance 2us\n\n\
+ddscope tsn check examples/tsn/thesis-tas50-40.toml pc1.pcapng pc2.pcapng --clock-offset 37s \\\n      --gate-tolerance 2us\n\n\
 One verdict line per topic and capture (PCP), per gated port and topic (windows) and per SR class\n\
 (max latency and jitter against Bosk et al. Table 1, end to end over paths of up to 7 hops).\n\
 Exit code 0: every check passed; 1: a violation; 2: an input could not be read or used; 64: a wrong command line.")]
@@ -83,7 +83,7 @@ Exit code 0: every check passed; 1: a violation; 2: an input could not be read o
     #[command(after_help = "Examples:\n  \
 ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G\n  \
 ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 1G --emit tc\n  \
-ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan   # plan.toml, tc.sh, cyclonedds.xml, dds-priority.sh, ptp files")]
+ddscope tsn plan lab-out/run/pc1.pcapng --link-rate 2.5G --out /tmp/plan   # plan.toml, tc.sh…")]
     Plan(PlanArgs),
 }
 
