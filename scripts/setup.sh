@@ -28,6 +28,8 @@ TEST_PACKAGES=(
   chromium
   # the Python test packages' installer
   python3-pip
+  # the .deb (scripts/package-deb.sh: dpkg-shlibdeps finds its Depends)
+  dpkg-dev
 )
 PYTHON_MODULES=(pytest polars duckdb pyarrow)
 

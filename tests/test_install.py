@@ -8,6 +8,7 @@ it in any crate of the workspace."""
 from __future__ import annotations
 
 import json
+import pathlib
 import shutil
 import subprocess
 import tomllib
@@ -44,3 +45,29 @@ def test_no_standard_library_api_newer_than_rust_version():
     assert cp.returncode == 0, cp.stderr[-3000:]
     newer = [l for l in cp.stderr.splitlines() if "incompatible_msrv" in l or "is stable since" in l]
     assert not newer, "\n".join(newer[:20])
+
+
+def test_the_deb_names_its_libraries_installs_and_runs(tmp_path):
+    """scripts/package-deb.sh builds a .deb (cargo-deb) whose Depends dpkg-shlibdeps found from the
+    binary: libpcap0.8 and libbabeltrace2-0 (the package says why in its description). dpkg
+    accepts it for installation here (`dpkg --no-act -i`, dependencies checked), and the binary it
+    carries, unpacked, dissects the bundled capture exactly as the built one does (oracle: the
+    release binary's own output)."""
+    cp = subprocess.run([str(REPO / "scripts" / "package-deb.sh")], capture_output=True, text=True, timeout=1800)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    deb = pathlib.Path(cp.stdout.strip().splitlines()[-1])
+    assert deb.is_file() and deb.suffix == ".deb", cp.stdout
+    field = lambda f: subprocess.run(["dpkg-deb", "-f", str(deb), f], capture_output=True, text=True, check=True).stdout.strip()
+    depends = field("Depends")
+    assert "libbabeltrace2-0" in depends and "libpcap0.8" in depends, depends
+    assert "libbabeltrace2" in field("Description") and field("Package") == "ddscope", field("Description")
+    cp = subprocess.run(["dpkg", "--no-act", "-i", str(deb)], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    root = tmp_path / "root"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+    files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    assert {"usr/bin/ddscope", "usr/share/doc/ddscope/README.md", "usr/share/doc/ddscope/docs/latency.md"} <= files, sorted(files)
+    capture = REPO / "examples" / "captures" / "ros2-two-hosts" / "pc1.pcapng.gz"
+    ours = subprocess.run([str(root / "usr/bin/ddscope"), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
+    built = subprocess.run([str(REPO / "target/release/ddscope"), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
+    assert ours == built and ours.count("\n") > 1000
