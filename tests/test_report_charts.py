@@ -52,3 +52,19 @@ def test_axes_carry_the_unit_of_their_range(ddscope, tmp_path, artifacts):
     for c in seen["charts"]:
         if c["points"] and c["plot_ink"] is not None:
             assert c["plot_ink"] > 0, c
+
+
+def test_a_report_of_traces_alone_shows_no_empty_capture_sections(ddscope, tmp_path, artifacts):
+    """A report of a ros2_tracing trace alone (the bundled run's pc2 trace) has no capture table
+    and no bandwidth chart with nothing in it (was: an empty table and "Bandwidth on the wire: no
+    data"); it says the wire needs captures, and its latency charts are drawn."""
+    html = tmp_path / "traces.html"
+    ddscope("report", "--trace", f"pc2={EX / 'ros2-two-hosts' / 'pc2.lttng'}", "--html", html)
+    seen = browser_inspect(html.as_uri(), artifacts / "report-traces-alone.png", 1500, ["traces alone, no capture"])
+    assert not seen["errors"], seen["errors"]
+    assert all(seen["found"].values()), seen["found"]
+    assert not [c for c in seen["charts"] if c["section"] == "bandwidth"], seen["charts"]
+    drawn = [c for c in seen["charts"] if c["points"]]
+    assert drawn and all(c["plot_ink"] > 0 for c in drawn if c["plot_ink"] is not None), seen["charts"]
+    # every table the page built has rows under its header
+    assert seen["tables"] and all(t["rows"] > 1 for t in seen["tables"]), seen["tables"]

@@ -49,7 +49,8 @@ try {
     const card = t.closest("section") || document.body;
     const tr = t.getBoundingClientRect(), cr = card.getBoundingClientRect();
     const scrolls = getComputedStyle(t).overflowX === "auto" || getComputedStyle(t).overflowX === "scroll";
-    return { spills: tr.right > cr.right + 1 || (!scrolls && t.scrollWidth > t.clientWidth + 1), scrollable: scrolls && t.scrollWidth > t.clientWidth };
+    return { spills: tr.right > cr.right + 1 || (!scrolls && t.scrollWidth > t.clientWidth + 1), scrollable: scrolls && t.scrollWidth > t.clientWidth,
+             rows: t.rows.length };
   }));
   const text = await page.evaluate(() => document.body.innerText);
   const found = Object.fromEntries(texts.map((t) => [t, text.includes(t)]));

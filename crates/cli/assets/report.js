@@ -56,25 +56,31 @@
     parent.append(box);
   };
 
-  // Runs and capture points.
+  // Runs and capture points (a run of traces alone has none: said, not an empty table).
   const runs = el("section", { id: "runs" }, el("h2", {}, "Runs and capture points"));
-  const t = el("table", {}, el("tr", {}, ...["run", "capture", "file", "frames", "RTPS messages", "offset (ms)", "skipped / malformed"].map((h) => el("th", { class: "l" }, h))));
-  for (const r of D.runs) for (const c of r.captures) {
-    t.append(el("tr", {}, el("td", { class: "l" }, r.name), el("td", { class: "l" }, c.name), el("td", { class: "l" }, c.path), el("td", {}, c.frames), el("td", {}, c.rtps_messages), el("td", {}, num(c.offset_ns / 1e6)), el("td", { class: "l" }, c.skipped)));
+  const withCaptures = D.runs.filter((r) => r.captures.length);
+  if (withCaptures.length) {
+    const t = el("table", {}, el("tr", {}, ...["run", "capture", "file", "frames", "RTPS messages", "offset (ms)", "skipped / malformed"].map((h) => el("th", { class: "l" }, h))));
+    for (const r of withCaptures) for (const c of r.captures) {
+      t.append(el("tr", {}, el("td", { class: "l" }, r.name), el("td", { class: "l" }, c.name), el("td", { class: "l" }, c.path), el("td", {}, c.frames), el("td", {}, c.rtps_messages), el("td", {}, num(c.offset_ns / 1e6)), el("td", { class: "l" }, c.skipped)));
+    }
+    runs.append(t);
   }
-  runs.append(t);
+  for (const r of D.runs) if (!r.captures.length) runs.append(el("p", { class: "muted" }, r.name + ": traces alone, no capture: the wire layers and bandwidth need captures (docs/latency.md)."));
   for (const r of D.runs) for (const w of r.warnings) runs.append(el("div", { class: "warn" }, r.name + ": " + w));
   main.append(runs);
 
-  // Wire bandwidth per capture point.
-  const bw = el("section", { id: "bandwidth" }, el("h2", {}, "Bandwidth on the wire (all traffic, per capture point)"));
-  const bwGrid = el("div", { class: "grid" });
-  bw.append(bwGrid);
-  for (const r of D.runs) {
-    chart(bwGrid, C.line, { title: r.name, xLabel: "time since start (s)", yLabel: "Mbit/s", yFromZero: true,
-      series: r.bandwidth.map((b) => ({ name: b.capture, points: b.points })) });
+  // Wire bandwidth per capture point (runs with captures only).
+  if (withCaptures.length) {
+    const bw = el("section", { id: "bandwidth" }, el("h2", {}, "Bandwidth on the wire (all traffic, per capture point)"));
+    const bwGrid = el("div", { class: "grid" });
+    bw.append(bwGrid);
+    for (const r of withCaptures) {
+      chart(bwGrid, C.line, { title: r.name, xLabel: "time since start (s)", yLabel: "Mbit/s", yFromZero: true,
+        series: r.bandwidth.map((b) => ({ name: b.capture, points: b.points })) });
+    }
+    main.append(bw);
   }
-  main.append(bw);
 
   // UDP flows other than RTPS (the lab's iperf3 interference) between capture points: Bosk et al. Eq. 9-10.
   if (D.runs.some((r) => r.udp_flows && r.udp_flows.flows.length)) {
@@ -118,7 +124,8 @@
     const s = el("section", { class: "chains", id: "chains-" + r.name, "data-run": r.name }, el("h2", {}, "End-to-end chains — " + r.name));
     const pt = el("table", {}, el("tr", {}, ...["chain (topics through nodes that republish in their callbacks)", "instances", "e2e mean", "p50", "p99", "max"].map((h, i) => el("th", { class: i ? "" : "l" }, h))));
     for (const p of c.paths) pt.append(el("tr", {}, el("td", { class: "l" }, p.topics.join(" → ")), el("td", {}, p.count), el("td", {}, num(p.e2e.mean_ms)), el("td", {}, num(p.e2e.p50_ms)), el("td", {}, num(p.e2e.p99_ms)), el("td", {}, num(p.e2e.max_ms))));
-    s.append(el("p", { class: "muted" }, "End-to-end = first topic's rclcpp_publish → last topic's callback_start (ms)."), pt);
+    if (c.paths.length) s.append(el("p", { class: "muted" }, "End-to-end = first topic's rclcpp_publish → last topic's callback_start (ms)."), pt);
+    else s.append(el("p", { class: "muted" }, "No chain found: no traced node here republishes in the callback that took a topic (a chain needs the traces of every host it crosses)."));
     const m = c.measured;
     if (m) {
       s.append(el("h3", {}, "Chain " + m.path.join(" → ") + ": " + m.instances + " instances (" + m.incomplete + " without an end-to-end value)"));

@@ -59,7 +59,7 @@
     const flows = arr(s.flows);
     const lim = s.limits || {};
     const running = agents.filter((a) => a.running).length;
-    $("status").textContent = `${agents.length} agents (${running} running), ${lim.flows_total ?? flows.length} flows, ${s.correlation.samples_judged} samples judged, window ${s.window_s} s — updated ${new Date().toLocaleTimeString()}`;
+    $("status").textContent = `${agents.length} agents (${running} running), ${lim.flows_total ?? flows.length} flows, ${s.correlation.samples_judged} samples judged, window ${s.window_s} s — updated ${new Date().toLocaleTimeString("en-GB", { hour12: false })}`;
     put("agent-table", table(["agent", "state", "last batch (s ago)", "batches", "items", "lost batches", "dropped items", "rate-limited", "frames", "kernel dropped", "if_dropped", "skipped / malformed", "evicted (caps)"],
       agents.map((a) => {
         const c = (a.counters && typeof a.counters === "object") ? a.counters : {};
