@@ -42,6 +42,8 @@ try {
     return { points: Number(c.dataset.points || 0), ink: ink / (d.length / 4), width: c.width, height: c.height,
              plot_ink: plotInk, legend: c.dataset.legend ? JSON.parse(c.dataset.legend) : null,
              axes: c.dataset.axes ? JSON.parse(c.dataset.axes) : null,
+             xrange: c.dataset.xrange ? JSON.parse(c.dataset.xrange) : null,
+             key: c.parentElement && c.parentElement.dataset.key || "",
              section: section ? (section.dataset.topic || section.id || "") : "" };
   }));
   // tables whose content reaches past their card without scrolling inside it

@@ -217,6 +217,7 @@
     if (marks === 0) { ctx.fillStyle = "#999"; ctx.textAlign = "center"; ctx.fillText("no data", f.m.l + f.pw / 2, f.m.t + f.ph / 2); }
     canvas.dataset.points = marks;
     plotted(canvas, f, showLegend ? named.map(([s]) => s.name) : []);
+    canvas.dataset.xrange = JSON.stringify(xr);
     return canvas;
   }
 

@@ -99,13 +99,20 @@
     for (const t of topics) {
       const fls = flows.filter((x) => x.summary.topic === t);
       const name = (x) => x.summary.sender + "→" + x.summary.receiver;
-      C.line(holder(fc, "msg:" + t), { title: t + ": DDS message latency", xTime: true, yLabel: "ms", yFromZero: true, legend: true,
+      // One time axis for the topic's panels: serve keeps a number of points per series, so a
+      // fragmented topic's submessages reach back seconds where its messages reach back a minute.
+      // Every panel spans the time any of them covers (a panel whose series starts later shows
+      // it starting later, not stretched over the whole width).
+      const all = fls.flatMap((x) => [x.message, x.submessage, x.size]).filter((p) => p.length);
+      const win = all.length ? [Math.min(...all.map((p) => p[0][0])), Math.max(...all.map((p) => p[p.length - 1][0]))] : null;
+      const xRange = win && win[1] > win[0] ? win : undefined;
+      C.line(holder(fc, "msg:" + t), { title: t + ": DDS message latency", xTime: true, xRange, yLabel: "ms", yFromZero: true, legend: true,
         series: fls.map((x) => ({ name: name(x), points: x.message, mode: "points" })) });
       if (fls.some((x) => x.submessage.length)) {
-        C.line(holder(fc, "sub:" + t), { title: t + ": DDS submessage latency", xTime: true, yLabel: "ms", yFromZero: true, legend: true,
+        C.line(holder(fc, "sub:" + t), { title: t + ": DDS submessage latency", xTime: true, xRange, yLabel: "ms", yFromZero: true, legend: true,
           series: fls.map((x) => ({ name: name(x), points: x.submessage, mode: "points" })) });
       }
-      C.line(holder(fc, "size:" + t), { title: t + ": payload size", xTime: true, yLabel: "bytes", yFromZero: true, legend: true,
+      C.line(holder(fc, "size:" + t), { title: t + ": payload size", xTime: true, xRange, yLabel: "bytes", yFromZero: true, legend: true,
         series: fls.map((x) => ({ name: name(x), points: x.size, mode: "points" })) });
     }
     drawRos(s, flows);
