@@ -131,6 +131,31 @@ def artifacts():
     return d
 
 
+def wait_healthz(url: str, timeout: float = 20) -> None:
+    """Waits until a `serve` at `url` answers /healthz (or `timeout` passes; the caller's next
+    request then says why)."""
+    import urllib.request
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1)
+            return
+        except OSError:
+            time.sleep(0.2)
+
+
+def wait_agent(url: str, name: str, timeout: float = 20) -> None:
+    """Waits until `serve` at `url` lists the agent `name` (the first agent serve hears from is
+    its reference clock)."""
+    import json as _json
+    import urllib.request
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(a["name"] == name for a in _json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())["agents"]):
+            return
+        time.sleep(0.05)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that the kernel reports free now."""
     with socket.socket() as s:

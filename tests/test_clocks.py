@@ -340,7 +340,7 @@ def test_serve_tracks_a_warped_clock_as_latency_does(ddscope, warped_labs, tmp_p
     clock, pc2: a client synchronised to it within microseconds): the traffic puts pc2 0.7 ms off, so
     serve says the claims and the traffic disagree."""
     import urllib.request
-    from conftest import ddscope_bin, free_port
+    from conftest import ddscope_bin, free_port, wait_agent, wait_healthz
     run = warped_labs["-0.7ms-60ppm-step2ms"]
     w = json.loads((run / "run.json").read_text())["clocks"][0]
     offline = json.loads(ddscope("latency", run, "--format", "json").stdout)
@@ -349,13 +349,7 @@ def test_serve_tracks_a_warped_clock_as_latency_does(ddscope, warped_labs, tmp_p
                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))
     processes.append(serve)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
+    wait_healthz(url)
     agents = []
     for host, sock in zip(("pc1", "pc2"), chrony_pair):
         p = subprocess.Popen([ddscope_bin(), "agent", "--read", str(run / f"{host}.pcapng"), "--speed", "2", "--name", host,
@@ -364,11 +358,8 @@ def test_serve_tracks_a_warped_clock_as_latency_does(ddscope, warped_labs, tmp_p
         processes.append(p)
         agents.append(p)
         # the first agent serve hears from is the reference clock: pc1, as offline
-        deadline = time.time() + 20
-        while host == "pc1" and time.time() < deadline:
-            if any(a["name"] == "pc1" for a in json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())["agents"]):
-                break
-            time.sleep(0.05)
+        if host == "pc1":
+            wait_agent(url, "pc1")
     for p in agents:
         assert p.wait(120) == 0, (tmp_path / "agent-pc1.log").read_text() + (tmp_path / "agent-pc2.log").read_text()
     # judged once the agents ended (their last batch says so) and the window passed

@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.request
 
-from conftest import REPO, browser_inspect, ddscope_bin, free_port
+from conftest import REPO, browser_inspect, ddscope_bin, free_port, wait_agent, wait_healthz
 
 RUN = REPO / "examples" / "captures" / "ros2-two-hosts"
 
@@ -22,23 +22,14 @@ def test_a_topics_panels_share_one_time_window(tmp_path, artifacts):
     procs = [subprocess.Popen([ddscope_bin(), "serve", "--listen", f"127.0.0.1:{port}", "--window", "1s", "--idle", "600s"],
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))]
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(url + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_healthz(url)
         # both hosts replayed side by side, at the pace they were captured (2 s)
         for host in ("pc1", "pc2"):
             procs.append(subprocess.Popen([ddscope_bin(), "agent", "--read", str(RUN / f"{host}.pcapng.gz"), "--speed", "1", "--name", host,
                                            "--send-to", url], stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"agent-{host}.log", "w")))
             # the first agent serve hears from is the reference clock: pc1, as offline
-            deadline = time.time() + 20
-            while host == "pc1" and time.time() < deadline:
-                if any(a["name"] == "pc1" for a in json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())["agents"]):
-                    break
-                time.sleep(0.05)
+            if host == "pc1":
+                wait_agent(url, "pc1")
         for p in procs[1:]:
             assert p.wait(120) == 0, (tmp_path / "agent-pc1.log").read_text()[-1500:]
         image = None

@@ -525,6 +525,10 @@ mod tests {
         }
     }
 
+    fn measured(topics: Vec<MeasuredTopic>) -> Measurement {
+        Measurement { captures: vec!["x".into()], topics, skipped: Default::default() }
+    }
+
     /// Oracle: hand derivation. /drive (40 B) is one 146-byte tagged frame:
     /// 8 + 146 + 12 = 166 B busy = 0.5312 us at 2.5G; a full 1522-byte frame
     /// busy 1542 B = 4.9344 us; the control window rounds their sum up to 6 us.
@@ -532,11 +536,7 @@ mod tests {
     /// image (2.9 MB on the wire) cannot finish within 100 ms.
     #[test]
     fn windows_and_infeasibility() {
-        let m = Measurement {
-            captures: vec!["x".into()],
-            topics: vec![topic("/drive", 40, 29.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)],
-            skipped: Default::default(),
-        };
+        let m = measured(vec![topic("/drive", 40, 29.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)]);
         let p = propose(&m, &PlanOptions { link_rate_bps: 2_500_000_000, duration_ns: 500_000_000, ..Default::default() }).unwrap();
         assert_eq!(p.cycle_ns, 500_000);
         assert_eq!(p.control_window_ns, 6_000);
@@ -558,11 +558,7 @@ mod tests {
     /// so and is infeasible.
     #[test]
     fn a_control_window_that_fills_the_cycle_leaves_the_bulk_a_window_and_says_so() {
-        let m = Measurement {
-            captures: vec!["x".into()],
-            topics: vec![topic("/fast", 40, 20_000.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)],
-            skipped: Default::default(),
-        };
+        let m = measured(vec![topic("/fast", 40, 20_000.0, None, 1), topic("/image", 2_764_852, 10.0, Some(1344), 206)]);
         let p = propose(&m, &PlanOptions { link_rate_bps: 2_500_000_000, duration_ns: 50_000_000, ..Default::default() }).unwrap();
         assert_eq!(p.control_window_ns, 6_000);
         assert_eq!(p.bulk_window_ns, 5_000);
