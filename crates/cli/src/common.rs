@@ -253,6 +253,17 @@ pub fn create_file(path: &Path, inputs: &[PathBuf]) -> anyhow::Result<(File, Out
 }
 
 /// Writes `bytes` to `path` through a temporary file (see [`Output`]).
+/// Writes a run's timeline to `path` (replaced only once written) and says what it drew.
+pub fn write_timeline(verb: &str, t: &ddscope_core::timeline::Timeline, path: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    let (f, out) = create_file(path, inputs)?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let stats = t.write(&mut w).and_then(|s| w.flush().map(|_| s)).with_context(|| format!("cannot write {}", path.display()))?;
+    drop(w);
+    out.commit()?;
+    eprintln!("{verb}: timeline: wrote {} ({})", path.display(), stats.summary_line(t.config().max_rows));
+    Ok(())
+}
+
 pub fn write_file(path: &Path, bytes: &[u8], inputs: &[PathBuf]) -> anyhow::Result<()> {
     let (mut f, out) = create_file(path, inputs)?;
     f.write_all(bytes).and_then(|_| f.flush()).with_context(|| format!("cannot write {}", path.display()))?;

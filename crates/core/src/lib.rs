@@ -24,3 +24,4 @@ pub mod names;
 pub mod flows;
 pub mod zenoh;
 pub mod window;
+pub mod timeline;

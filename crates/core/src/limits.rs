@@ -161,6 +161,8 @@ pub struct Limits {
     pub stream: StreamCaps,
     /// Caps of the incident analysis (`latency --explain`).
     pub explain: ExplainCaps,
+    /// Caps of the timeline (`latency --timeline`, serve's `/api/timeline`).
+    pub timeline: crate::timeline::TimelineConfig,
 }
 
 /// How a key's value is written.
@@ -289,6 +291,8 @@ limits! {
     "explain"."max_link_bins" => explain.max_link_bins: Count, "latency --explain/--budget: bins of each capture's link timeline, 16 bytes each (a longer capture merges them in pairs: coarser, never dropped)";
     "explain"."max_load_points" => explain.max_load_points: Count, "latency --explain/--budget: per-process load readings kept for the CPU evidence, 16 bytes each (further ones counted, not read)";
     "explain"."max_load_processes" => explain.max_load_processes: Count, "latency --explain/--budget: processes of the per-process load kept (readings of further ones counted)";
+    "timeline"."max_rows" => timeline.max_rows: Count, "latency/report --timeline: rows (a sample at a receiver) drawn, about 300 bytes each (later rows counted, not drawn)";
+    "timeline"."serve_rows" => timeline.serve_rows: Count, "serve /api/timeline: the latest rows kept, about 300 bytes each (the oldest forgotten first)";
 }
 
 fn sections() -> Vec<&'static str> {

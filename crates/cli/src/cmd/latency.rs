@@ -59,6 +59,7 @@ Examples:
   ddscope latency lab-out/run1 --path auto
   ddscope latency lab-out/run1 --path /raw_image,/image,/actuator --rows chain.csv
   ddscope latency lab-out/run1 --budget /image=12ms --explain   # why samples were late
+  ddscope latency lab-out/run1 --timeline run1.json   # open in ui.perfetto.dev
   ddscope latency lab-out/run1 --budget-file budgets.txt --fail-on-incidents")]
 pub struct LatencyArgs {
     /// Capture files or lab run directories (two or more capture points); none with --trace: traces alone
@@ -99,6 +100,10 @@ pub struct LatencyArgs {
     /// Also write per-sample rows here (.csv, .jsonl or .parquet); with --path TOPICS, one row per hop of every chain instance
     #[arg(long)]
     pub rows: Option<PathBuf>,
+    /// Also write a timeline of the run for Perfetto (ui.perfetto.dev) or chrome://tracing (Chrome JSON): per host a
+    /// track per topic on the wire and per traced thread, a flow per sample across hosts (docs/timeline.md)
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     /// ros2_tracing (or CARET) trace of a host: HOST=DIR (HOST = its capture point), or DIR alone without captures; repeatable; run directories' HOST.lttng/ are found automatically
     #[arg(long = "trace", value_name = "HOST=DIR", value_parser = args::trace)]
     pub traces: Vec<TraceArg>,
@@ -167,8 +172,11 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     inputs.extend(truth.iter().cloned());
     inputs.extend(traces.iter().map(|t| t.path.clone()));
     let row_format = a.format.writes_rows();
-    if let Some(o) = &a.output {
+    for o in a.output.iter().chain(&a.timeline) {
         common::check_writable(o, &inputs)?;
+    }
+    if a.timeline.is_some() && a.level == LevelArg::Submessage {
+        return Err(common::usage("--timeline draws the message rows: give --level message or both, not submessage"));
     }
     // Per-sample rows, or with a chain one row per hop of every instance.
     let (sample_writers, chain_writers, outputs) = if chain_path.is_some() {
@@ -221,8 +229,9 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if matches!(explainer, Some(Judge::Run(_))) {
         opts.link_load = Some(ddscope_core::pipeline::LinkLoadConfig { max_bins: limits.explain.max_link_bins, ..Default::default() });
     }
-    // The rows of the selected topics go to the explainer and the writers.
-    let mut rows = Select { topics: select, next: (explainer, sample_writers) };
+    // The rows of the selected topics go to the explainer, the timeline and the writers.
+    let timeline = a.timeline.as_ref().map(|_| ddscope_core::timeline::Timeline::new(limits.timeline));
+    let mut rows = Select { topics: select, next: ((explainer, timeline), sample_writers) };
     let mut chain_rows = chain_writers;
     let mut run = common::run_session("latency", captures, &truth, traces, &opts, &mut rows, &mut chain_rows)?;
     rows.finish().context("writing rows")?;
@@ -230,7 +239,10 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     for o in outputs {
         o.commit()?;
     }
-    let Select { topics: select, next: (explainer, _) } = rows;
+    let Select { topics: select, next: ((explainer, timeline), _) } = rows;
+    if let (Some(t), Some(path)) = (&timeline, &a.timeline) {
+        common::write_timeline("latency", t, path, &inputs)?;
+    }
     for (i, c) in run.captures.iter().enumerate() {
         let o = &run.outcomes[i];
         eprintln!(

@@ -27,6 +27,7 @@ Examples:
       --html load.html
   ddscope report pc1.pcapng pc2.pcapng --html report.html --topic /image
   ddscope report out/traced-run --path /raw_image,/image,/actuator --html chain.html
+  ddscope report out/traced-run --html run.html --timeline run.json   # run.json: ui.perfetto.dev
 
 Each run (the inputs, and every --compare NAME=DIR) is correlated like
 `ddscope latency`; the HTML holds its data and its chart code inline and needs
@@ -46,6 +47,9 @@ pub struct ReportArgs {
     /// Output HTML file
     #[arg(long)]
     pub html: PathBuf,
+    /// Also write the main run's timeline for Perfetto or chrome://tracing (as `ddscope latency --timeline`)
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     /// Name of the main run (default: its directory name)
     #[arg(long)]
     pub name: Option<String>,
@@ -212,7 +216,8 @@ impl RowSink<LatencyRow> for RunRows {
     }
 }
 
-fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, select: &TopicSelect) -> anyhow::Result<RunData> {
+/// One run correlated into the report's data; its timeline written to `timeline` when given.
+fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &ReportArgs, select: &TopicSelect, timeline: Option<&std::path::Path>) -> anyhow::Result<RunData> {
     let found = session::expand_run(inputs, &[]).map_err(common::session_error)?;
     let (captures, truth) = (found.captures, found.truth);
     let traces = common::traces(found.traces, given_traces);
@@ -262,9 +267,16 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         last: None,
         times: BTreeMap::new(),
     };
-    let mut rows = Select { topics: select.clone(), next: rows };
+    let mut all_inputs: Vec<PathBuf> = inputs.to_vec();
+    all_inputs.extend(captures.iter().map(|c| c.path.clone()));
+    all_inputs.extend(traces.iter().map(|t| t.path.clone()));
+    let mut rows = Select { topics: select.clone(), next: (timeline.map(|_| ddscope_core::timeline::Timeline::new(limits.timeline)), rows) };
     let mut run = common::run_session("report", captures, &truth, traces, &opts, &mut rows, &mut |_: ChainRow| {})?;
-    let RunRows { mut explainer, mut series, mut ros_series, first_row_ns, mut payload, mut times, .. } = rows.next;
+    let (drawn, rows) = rows.next;
+    if let (Some(t), Some(path)) = (&drawn, timeline) {
+        common::write_timeline("report", t, path, &all_inputs)?;
+    }
+    let RunRows { mut explainer, mut series, mut ros_series, first_row_ns, mut payload, mut times, .. } = rows;
     common::print_trace_lines("report", &run);
     common::print_clock_lines("report", &run);
     common::print_clock_tracking_lines("report", &run);
@@ -480,18 +492,24 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let mut inputs: Vec<PathBuf> = a.inputs.clone();
     inputs.extend(a.compare.iter().map(|c| c.dir.clone()));
     common::check_writable(&a.html, &inputs)?;
+    if let Some(t) = &a.timeline {
+        common::check_writable(t, &inputs)?;
+        if t == &a.html {
+            return Err(common::usage(format!("--timeline and --html name the same file ({})", t.display())));
+        }
+    }
     let main_name = a.name.clone().unwrap_or_else(|| match a.inputs.as_slice() {
         [one] if one.is_dir() => one.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "run".into()),
         [one] => capture_name(one),
         [] if a.traces.len() == 1 => a.traces[0].host.clone(),
         _ => "run".into(),
     });
-    let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &select)?];
+    let mut runs = vec![one_run(&main_name, &a.inputs, &a.traces, &a, &select, a.timeline.as_deref())?];
     for c in &a.compare {
         if runs.iter().any(|r| r.name == c.name) {
             return Err(common::usage(format!("--compare {}={}: run name {:?} is used twice", c.name, c.dir.display(), c.name)));
         }
-        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &select)?);
+        runs.push(one_run(&c.name, std::slice::from_ref(&c.dir), &[], &a, &select, None)?);
     }
     // Topics across runs, each with its flows per run.
     // A topic of several domains is one section per domain ("/chatter (domain 5)").

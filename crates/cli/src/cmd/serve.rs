@@ -246,6 +246,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         budgets: a.export.budgets.clone(),
         trace_sampling: a.export.trace_sample.clone(),
         max_export_series: a.export.max_export_series as usize,
+        timeline: resolved.timeline,
         offsets: a.export.offsets.iter().map(|o| (o.name.clone(), o.ns)).collect(),
         track_clocks: !a.export.no_estimate,
         explain: ddscope_core::latency::live_explain::LiveExplainOptions {

@@ -646,6 +646,8 @@ impl Correlator {
                 executor_ns: d(take_ts, cbs),
                 callback_ns: d(cbs, cbe),
                 ros_e2e_ns: d(rclcpp, cbs),
+                sender_thread: Some((p.rec.vpid, p.rec.vtid)),
+                receiver_thread: Some((tk.rec.vpid, tk.rec.vtid)),
             };
             let receiver_name = self.names[tk.host].clone();
             let key = (topic_key(&topic, &p.rec.writer.unwrap_or_default()), topic_domain(&topic), p.host, tk.host);
@@ -1467,6 +1469,8 @@ impl Correlator {
                     executor_ns: d(take_ts, cbs),
                     callback_ns: d(cbs, cbe),
                     ros_e2e_ns: d(rclcpp, cbs),
+                    sender_thread: pb.map(|p| (p.rec.vpid, p.rec.vtid)),
+                    receiver_thread: take.as_ref().map(|t| (t.rec.vpid, t.rec.vtid)),
                 };
                 record_ros_layers(flow, &cols);
                 if let (Some(tk), Some(ros)) = (take.as_ref(), self.ros.as_mut()) {

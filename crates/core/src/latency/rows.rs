@@ -83,6 +83,10 @@ pub struct RosColumns {
     pub executor_ns: Option<i64>,
     pub callback_ns: Option<i64>,
     pub ros_e2e_ns: Option<i64>,
+    /// The traced threads (vpid, vtid) of the publish and of the take and callback, for the
+    /// timeline's thread tracks (not a column).
+    pub sender_thread: Option<(i64, i64)>,
+    pub receiver_thread: Option<(i64, i64)>,
 }
 
 impl crate::sink::OnTopic for LatencyRow {

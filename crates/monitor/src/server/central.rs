@@ -211,6 +211,7 @@ pub type ServerCounters = Value;
 /// row, the dashboard's series store takes it.
 struct ServeRows<'a> {
     series: &'a mut SeriesStore,
+    timeline: &'a mut ddscope_core::timeline::Timeline,
     export: Option<&'a Exporters>,
     incidents: &'a mut Incidents,
 }
@@ -224,6 +225,7 @@ impl ddscope_core::sink::RowSink<LatencyRow> for ServeRows<'_> {
             e.on_latency(&r);
         }
         self.incidents.row(&r, self.export);
+        self.timeline.row(&r);
         self.series.on_row(r);
     }
 }
@@ -243,6 +245,8 @@ pub struct Central {
     decoder: protocol::ItemDecoder,
     agents: BTreeMap<String, Agent>,
     series: SeriesStore,
+    /// The latest rows, for `/api/timeline`.
+    timeline: ddscope_core::timeline::Timeline,
     /// The live incident feed ("why was it late", judged per window of sample time).
     incidents: Incidents,
     /// Batches refused after they were read (bad JSON, bad agent name, agent cap).
@@ -328,6 +332,7 @@ impl Central {
             cfg.idle,
         );
         let stream = cfg.stream;
+        let timeline = ddscope_core::timeline::Timeline::latest(cfg.timeline);
         if let Some(e) = export.as_deref() {
             e.set_clock_offsets(&cfg.offsets);
         }
@@ -338,6 +343,7 @@ impl Central {
             decoder: protocol::ItemDecoder::new(stream),
             agents: BTreeMap::new(),
             series,
+            timeline,
             incidents,
             rejected: 0,
             bad_items: 0,
@@ -429,7 +435,7 @@ impl Central {
         };
         let topics = b.topics.map(|t| self.capped(t, Some(self.cfg.caps.agent_topic_rows)));
         let counters = b.counters.map(|c| self.capped(c, None).0);
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
+        let mut rows = ServeRows { series: &mut self.series, timeline: &mut self.timeline, export: self.export.as_deref(), incidents: &mut self.incidents };
         let Some(a) = self.agents.get_mut(&b.agent) else {
             return Err("agent table changed while ingesting".into());
         };
@@ -537,7 +543,7 @@ impl Central {
             ));
         };
         self.agents_evicted += 1;
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
+        let mut rows = ServeRows { series: &mut self.series, timeline: &mut self.timeline, export: self.export.as_deref(), incidents: &mut self.incidents };
         Ok(self.corr.replace_capture(old.idx, newcomer, &mut rows))
     }
 
@@ -545,7 +551,7 @@ impl Central {
     /// sightings are in (a sighting of a later batch arrived) or their hold expired.
     fn release(&mut self, agent: &str) {
         let now = Instant::now();
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
+        let mut rows = ServeRows { series: &mut self.series, timeline: &mut self.timeline, export: self.export.as_deref(), incidents: &mut self.incidents };
         let Some(a) = self.agents.get_mut(agent) else { return };
         for r in a.hold.release(now, self.cfg.otlp_hold) {
             if let Some(t) = r.watermark {
@@ -571,7 +577,7 @@ impl Central {
             self.release(&n);
         }
         let idle = self.cfg.idle;
-        let mut rows = ServeRows { series: &mut self.series, export: self.export.as_deref(), incidents: &mut self.incidents };
+        let mut rows = ServeRows { series: &mut self.series, timeline: &mut self.timeline, export: self.export.as_deref(), incidents: &mut self.incidents };
         for a in self.agents.values_mut() {
             let announced = a.end_at.is_some_and(|t| Instant::now() >= t);
             // An agent with records held is not idle: its sightings are still on the way.
@@ -810,6 +816,11 @@ impl Central {
     /// Everything the dashboard shows, as one JSON document of bounded size
     /// (see [`StateCaps`](crate::server::config::StateCaps)); `server` is the HTTP layer's counters and
     /// `rate_limited` the refusals per agent name.
+    /// The latest rows' timeline between `from` and `to` (ns since 1970; docs/timeline.md).
+    pub fn timeline(&self, out: &mut dyn std::io::Write, from: i64, to: i64) -> std::io::Result<ddscope_core::timeline::TimelineStats> {
+        self.timeline.write_between(out, from, to)
+    }
+
     pub fn state(&self, server: ServerCounters, rate_limited: &dyn Fn(&str) -> u64) -> Value {
         let caps = &self.cfg.caps;
         let claims = self.clock_claims();

@@ -93,6 +93,8 @@ pub struct ServeConfig {
     pub trace_sampling: TraceSampling,
     /// Latency label sets (topic, sender, receiver) and chain hop label sets exported; more are refused and counted.
     pub max_export_series: usize,
+    /// The rows kept for `/api/timeline` (`timeline.serve_rows`).
+    pub timeline: ddscope_core::timeline::TimelineConfig,
     /// Clock offset t_o per agent (Bosk et al. Eq. 9), subtracted from its timestamps and its trace's.
     pub offsets: Vec<(String, i64)>,
     /// Track every agent's clock against the first agent's from the traffic both see (offset, drift,
@@ -127,6 +129,7 @@ impl ServeConfig {
             budgets: vec![],
             trace_sampling: TraceSampling::default(),
             max_export_series: 2000,
+            timeline: Default::default(),
             offsets: vec![],
             track_clocks: true,
             explain: Default::default(),

@@ -515,8 +515,9 @@ async fn handle(req: Request<Incoming>, ctx: Arc<Ctx>) -> Resp {
                     (&Method::POST, INGEST_PATH) => ingest(req, &ctx).await,
                     (&Method::GET, "/api/state") => (state(&ctx).await, false),
                     (&Method::GET, INCIDENTS_PATH) => (incidents(&ctx).await, false),
+                    (&Method::GET, TIMELINE_PATH) => (timeline(&ctx, req.uri().query()).await, false),
                     (&Method::GET, crate::server::federation::SUMMARIES_PATH) => (summaries(&ctx).await, false),
-                    (_, INGEST_PATH | "/api/state") => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
+                    (_, INGEST_PATH | "/api/state" | TIMELINE_PATH) => (text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"), false),
                     _ => (text(StatusCode::NOT_FOUND, "not found\n"), false),
                 }
             }
@@ -674,6 +675,62 @@ async fn incidents(ctx: &Arc<Ctx>) -> Resp {
         _ => {
             ctx.stats.internal_errors.fetch_add(1, Relaxed);
             text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while building the incident feed\n")
+        }
+    }
+}
+
+pub const TIMELINE_PATH: &str = "/api/timeline";
+
+/// `from` and `to` of `/api/timeline`'s query: ns since 1970, or seconds with a fraction (`1796687943.5`).
+fn timeline_range(query: Option<&str>) -> Result<(i64, i64), String> {
+    let (mut from, mut to) = (i64::MIN, i64::MAX);
+    for kv in query.unwrap_or("").split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let slot = match k {
+            "from" => &mut from,
+            "to" => &mut to,
+            _ => continue,
+        };
+        let v = String::from_utf8_lossy(&percent_decode(v)).into_owned();
+        *slot = if let Ok(ns) = v.parse::<i64>() {
+            if ns.unsigned_abs() < 100_000_000_000 { ns.saturating_mul(1_000_000_000) } else { ns }
+        } else {
+            match v.parse::<f64>() {
+                Ok(s) if s.is_finite() && s.abs() < 1e11 => (s * 1e9).round() as i64,
+                _ => return Err(format!("{k}={:?}: not a time (ns or seconds since 1970)", v.chars().take(40).collect::<String>())),
+            }
+        };
+    }
+    if from > to {
+        return Err("from is after to".to_string());
+    }
+    Ok((from, to))
+}
+
+/// `GET /api/timeline?from=…&to=…`: the latest rows as a Perfetto-readable timeline (Chrome JSON).
+async fn timeline(ctx: &Arc<Ctx>, query: Option<&str>) -> Resp {
+    if ctx.federation.is_some() {
+        return text(StatusCode::NOT_FOUND, "a front has no timeline of its own: ask its shards\n");
+    }
+    let (from, to) = match timeline_range(query) {
+        Ok(r) => r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let c = ctx.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let mut out = vec![];
+        c.central().timeline(&mut out, from, to).map(|_| Bytes::from(out))
+    })
+    .await;
+    match built {
+        Ok(Ok(b)) => {
+            let mut r = respond(StatusCode::OK, "application/json", b);
+            r.headers_mut().insert("content-disposition", HeaderValue::from_static("attachment; filename=\"ddscope-timeline.json\""));
+            r
+        }
+        _ => {
+            ctx.stats.internal_errors.fetch_add(1, Relaxed);
+            text(StatusCode::INTERNAL_SERVER_ERROR, "internal error while building the timeline\n")
         }
     }
 }
