@@ -55,6 +55,9 @@ pub struct TimelineStats {
     /// Slices and flows written.
     pub slices: u64,
     pub flows: u64,
+    /// Arrows split where a sample's next slice ended before the previous one's time (the clocks put a
+    /// receive before its send by more than the receive lasted).
+    pub flows_split: u64,
     /// Samples lost at a receiver (an instant at the time they were sent, on the receiver's track).
     pub lost: u64,
     /// Tracks that needed a second lane (slices that overlap without nesting).
@@ -70,6 +73,9 @@ impl TimelineStats {
                 "; {} rows not drawn (over --limit timeline.max_rows={max_rows})",
                 self.rows_not_drawn
             ));
+        }
+        if self.flows_split > 0 {
+            s.push_str(&format!("; {} arrows split where the clocks put a receive before its send", self.flows_split));
         }
         s
     }
@@ -461,32 +467,61 @@ impl Timeline {
                 )?;
             }
         }
-        // Flows: a sample's instants across hosts, bound to the slices they start (Chrome's
-        // flow events: start, steps, finish bound to the enclosing slice).
-        for (id, (name, chain)) in chains.iter().enumerate() {
-            let drawn: Vec<&Slice> = chain.iter().filter(|s| !s.instant).collect();
-            if drawn.len() < 2 {
-                continue;
+        // Flows: a sample's instants across hosts, bound to the slices they point at (Chrome's flow
+        // events: start, steps, finish, each bound to the slice enclosing its time). Readers sort the
+        // events by time, so a flow's times never go back: a step is placed at the previous one's
+        // time where its slice begins earlier (a receive the clocks put before its send, within the
+        // clock error bar) and still covers it; where it ended before, the arrow is split there.
+        let mut id = 0u64;
+        for (name, chain) in &chains {
+            for part in flow_parts(chain.iter().filter(|s| !s.instant).map(|s| (s, s.start, s.end))) {
+                if part.len() < 2 {
+                    continue;
+                }
+                id += 1;
+                stats.flows += 1;
+                for (i, (s, t)) in part.iter().enumerate() {
+                    let (pid, tid) = lane_of[*s];
+                    let ph = if i == 0 { "s" } else if i + 1 == part.len() { "f" } else { "t" };
+                    sep(&mut w)?;
+                    write!(
+                        w,
+                        "{{\"ph\":\"{ph}\",{}\"pid\":{pid},\"tid\":{tid},\"name\":{},\"cat\":\"sample\",\"id\":{id},\"ts\":{}}}",
+                        if ph == "f" { "\"bp\":\"e\"," } else { "" },
+                        q(name),
+                        ts(*t)
+                    )?;
+                }
             }
-            stats.flows += 1;
-            for (i, s) in drawn.iter().enumerate() {
-                let (pid, tid) = lane_of[*s];
-                let ph = if i == 0 { "s" } else if i + 1 == drawn.len() { "f" } else { "t" };
-                sep(&mut w)?;
-                write!(
-                    w,
-                    "{{\"ph\":\"{ph}\",{}\"pid\":{pid},\"tid\":{tid},\"name\":{},\"cat\":\"sample\",\"id\":{},\"ts\":{}}}",
-                    if ph == "f" { "\"bp\":\"e\"," } else { "" },
-                    q(name),
-                    id + 1,
-                    ts(s.start)
-                )?;
-            }
+            stats.flows_split += flow_parts(chain.iter().filter(|s| !s.instant).map(|s| (s, s.start, s.end))).len().saturating_sub(1) as u64;
         }
         w.write_all(b"\n]}\n")?;
         w.flush()?;
         Ok(stats)
     }
+}
+
+/// A chain of (item, start, end) cut into flows whose times only go forward (readers order a flow's
+/// points by time, and points of one time in no defined order): each item at its own start or 1 ns
+/// after the previous item's time, whichever is later, while that lies within it; a new flow where
+/// it does not (the item ended before).
+fn flow_parts<T: Copy>(chain: impl Iterator<Item = (T, i64, i64)>) -> Vec<Vec<(T, i64)>> {
+    let mut parts: Vec<Vec<(T, i64)>> = vec![];
+    let mut last: Option<i64> = None;
+    for (item, start, end) in chain {
+        match last {
+            Some(t) if start.max(t + 1) <= end => {
+                let t = start.max(t + 1);
+                parts.last_mut().expect("a part is open").push((item, t));
+                last = Some(t);
+            }
+            _ => {
+                parts.push(vec![(item, start)]);
+                last = Some(start);
+            }
+        }
+    }
+    parts
 }
 
 /// Lanes for a track's slices so that each lane nests: a slice goes to the first lane where it
@@ -547,6 +582,19 @@ mod tests {
         let list: Vec<&Slice> = s.iter().collect();
         // (8,12) overlaps (0,10) without nesting: second lane; (12,20) starts as (0,10)'s lane is free.
         assert_eq!(assign_lanes(&list), vec![0, 0, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn flows_never_go_back_in_time() {
+        // a receive put 1 ns before its send, lasting 54 ns: the step moves just after the send's time
+        let p = flow_parts([(1, 100, 150), (2, 99, 154), (3, 160, 170)].into_iter());
+        assert_eq!(p, vec![vec![(1, 100), (2, 101), (3, 160)]]);
+        // a step at the same time as the previous one moves 1 ns on
+        let p = flow_parts([(1, 100, 150), (2, 100, 154)].into_iter());
+        assert_eq!(p, vec![vec![(1, 100), (2, 101)]]);
+        // a one-frame receive before the send: the arrow is split there
+        let p = flow_parts([(1, 100, 150), (2, 99, 99), (3, 160, 170)].into_iter());
+        assert_eq!(p, vec![vec![(1, 100)], vec![(2, 99), (3, 160)]]);
     }
 
     #[test]
