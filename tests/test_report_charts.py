@@ -68,3 +68,33 @@ def test_a_report_of_traces_alone_shows_no_empty_capture_sections(ddscope, tmp_p
     assert drawn and all(c["plot_ink"] > 0 for c in drawn if c["plot_ink"] is not None), seen["charts"]
     # every table the page built has rows under its header
     assert seen["tables"] and all(t["rows"] > 1 for t in seen["tables"]), seen["tables"]
+
+
+def test_cpu_per_host_is_drawn_from_the_runs_load(ddscope, tmp_path, artifacts):
+    """A lab run's load.csv (read from /proc every 200 ms by the lab) shown per host: each host's
+    processes (its nodes by run.json, `NAME_on_HOST` for tcpdump and iperf3) summed. Oracle: the CPU
+    seconds each process's counters advanced over the run, summed per host, against the chart's area."""
+    import csv
+    html, data = report(ddscope, tmp_path, "ros2-two-hosts", "load")
+    hosts = {h["name"]: h["cpu"] for h in data["runs"][0]["load"]["hosts"]}
+    assert {"pc1", "pc2"} <= set(hosts), hosts.keys()
+    node_host = {n["name"]: n["host"] for n in json.loads((EX / "ros2-two-hosts" / "run.json").read_text())["nodes"]}
+    first, last = {}, {}
+    for r in csv.DictReader((EX / "ros2-two-hosts" / "load.csv").open()):
+        k = (r["process"], r["pid"])
+        cpu = float(r["cpu_user_s"]) + float(r["cpu_system_s"])
+        first.setdefault(k, (int(r["t_ns"]), cpu))
+        last[k] = (int(r["t_ns"]), cpu)
+    want = {}
+    for (proc, pid), (t1, c1) in last.items():
+        host = node_host.get(proc) or (proc.rsplit("_on_", 1)[1] if "_on_" in proc else "other")
+        want[host] = want.get(host, 0.0) + c1 - first[(proc, pid)][1]
+    for host, pts in hosts.items():
+        # the chart's area (CPU % × s between readings) is the CPU seconds of the host's processes
+        area = sum(pts[i][1] / 100 * (pts[i][0] - pts[i - 1][0]) for i in range(1, len(pts)))
+        area += pts[0][1] / 100 * (pts[1][0] - pts[0][0]) if len(pts) > 1 else 0
+        assert abs(area - want[host]) <= 0.1 * want[host] + 0.02, (host, area, want[host])
+    seen = browser_inspect(html.as_uri(), artifacts / "report-cpu-per-host.png", 1500)
+    assert not seen["errors"], seen["errors"]
+    per_host = [c for c in seen["charts"] if c["section"] == "load" and c["legend"] and set(c["legend"]) == set(hosts)]
+    assert per_host and per_host[0]["plot_ink"] > 50, [c for c in seen["charts"] if c["section"] == "load"]

@@ -102,12 +102,15 @@
 
   // Per-process load of lab runs (load.csv, every 200 ms), on the same time axis as the latency charts.
   if (D.runs.some((r) => r.load)) {
-    const ld = el("section", { id: "load" }, el("h2", {}, "Process load (lab runs: CPU, memory, context switches every 200 ms)"));
+    const ld = el("section", { id: "load" }, el("h2", {}, "Load (lab runs: CPU per host and per process, memory, context switches every 200 ms)"));
     const g = el("div", { class: "grid" });
     ld.append(g);
     for (const r of D.runs) {
       if (!r.load) continue;
       const ps = r.load.processes;
+      if (r.load.hosts && r.load.hosts.length) {
+        chart(g, C.line, { title: r.name + ": CPU per host (its processes, user + system)", xLabel: "time since start (s)", yLabel: "% of one core", yFromZero: true, series: r.load.hosts.map((h) => ({ name: h.name, points: h.cpu })) });
+      }
       chart(g, C.line, { title: r.name + ": CPU (user + system)", xLabel: "time since start (s)", yLabel: "% of one core", yFromZero: true, series: ps.map((p) => ({ name: p.name, points: p.cpu })) });
       chart(g, C.line, { title: r.name + ": resident memory", xLabel: "time since start (s)", yLabel: "MiB", yFromZero: true, series: ps.map((p) => ({ name: p.name, points: p.rss })) });
       chart(g, C.line, { title: r.name + ": context switches", xLabel: "time since start (s)", yLabel: "switches/s", yFromZero: true, series: ps.map((p) => ({ name: p.name, points: p.ctx })) });

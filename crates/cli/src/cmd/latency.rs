@@ -547,7 +547,7 @@ pub fn link_rate(given: Option<ddscope_traffic::units::Rate>, inputs: &[PathBuf]
 /// node on its scenario host, `NAME_on_HOST` on HOST), else none.
 /// `lab_load`: the run directory's load.csv when the caller has read it already.
 pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::limits::Limits, lab_load: Option<&str>) -> anyhow::Result<Option<ddscope_core::latency::cpuload::CpuLoad>> {
-    use ddscope_core::latency::cpuload::{host_in_name, CpuLoad};
+    use ddscope_core::latency::cpuload::CpuLoad;
     let mut load = CpuLoad::new(limits.explain.max_load_processes, limits.explain.max_load_points);
     if !given.is_empty() {
         for g in given {
@@ -563,6 +563,14 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
         None if file.is_file() => std::borrow::Cow::Owned(ddscope_traffic::fsio::read_bounded_text(&file, ddscope_traffic::fsio::MAX_LOAD_BYTES, "load file")?),
         None => return Ok(None),
     };
+    let host_of = lab_process_hosts(dir);
+    load.add_csv(&file.display().to_string(), &text, &host_of).map_err(common::input)?;
+    Ok(Some(load))
+}
+
+/// The host of each process a lab run's load.csv names: a node on its scenario host (run.json),
+/// a container of composable nodes on its members' host, `NAME_on_HOST` (tcpdump, iperf3) on HOST.
+pub fn lab_process_hosts(dir: &std::path::Path) -> impl Fn(&str) -> Option<String> {
     let mut hosts = std::collections::HashMap::new();
     if let Ok(run) = std::fs::read_to_string(dir.join("run.json")).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())) {
         for n in run["nodes"].as_array().into_iter().flatten() {
@@ -575,8 +583,7 @@ pub fn cpu_load(given: &[TraceArg], inputs: &[PathBuf], limits: &ddscope_core::l
             }
         }
     }
-    load.add_csv(&file.display().to_string(), &text, &move |p| hosts.get(p).cloned().or_else(|| host_in_name(p).map(str::to_string))).map_err(common::input)?;
-    Ok(Some(load))
+    move |p: &str| hosts.get(p).cloned().or_else(|| ddscope_core::latency::cpuload::host_in_name(p).map(str::to_string))
 }
 
 /// `--explain` over the whole run, or per window as `serve` judges (`--explain-window`).

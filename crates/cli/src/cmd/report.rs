@@ -352,7 +352,7 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
         super::flows::report_section(inputs, &a.offsets, a.window.window.ns(), &a.limits.resolve()?, start_ns).with_context(|| format!("run {name}: UDP flows"))?
     };
     let load = match &lab_load {
-        Some((text, path)) => Some(load_series(text, path, start_ns)?),
+        Some((text, path)) => Some(load_series(text, path, start_ns, &super::latency::lab_process_hosts(&inputs[0]))?),
         None => None,
     };
     for (c, o) in run.captures.iter().zip(run.outcomes.iter_mut()) {
@@ -426,8 +426,9 @@ fn one_run(name: &str, inputs: &[PathBuf], given_traces: &[TraceArg], a: &Report
 const MAX_LOAD_PROCESSES: usize = 12;
 
 /// A lab run's per-process load (load.csv) as chart series on the report's time axis:
-/// CPU % (user + system), RSS (MiB) and context switches per second, per process.
-fn load_series(text: &str, path: &std::path::Path, start_ns: i64) -> anyhow::Result<Value> {
+/// CPU % (user + system), RSS (MiB) and context switches per second, per process; and the CPU of
+/// each host (`host_of` a process; `other` where none is known), its processes' summed per reading.
+fn load_series(text: &str, path: &std::path::Path, start_ns: i64, host_of: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Value> {
     let mut lines = text.lines();
     let header = lines.next().unwrap_or("");
     if header != ddscope_lab::procs::LOAD_CSV_HEADER && header != ddscope_lab::procs::LOAD_CSV_HEADER_V1 {
@@ -459,6 +460,27 @@ fn load_series(text: &str, path: &std::path::Path, start_ns: i64) -> anyhow::Res
         eprintln!("report: warning: {bad_lines} line(s) of the per-process load not drawn; first: {first}");
     }
     let rel = |t: i64| (t - start_ns) as f64 / 1e9;
+    // Per host: each process's CPU over each interval between its readings, summed by reading
+    // (the lab reads every process once per interval: the readings of one round share a bin of the
+    // median interval, at the round's last time).
+    let mut intervals: Vec<i64> = by.values().flat_map(|r| r.windows(2).map(|w| w[1].0 - w[0].0)).filter(|d| *d > 0).collect();
+    intervals.sort_unstable();
+    let bin = intervals.get(intervals.len() / 2).copied().unwrap_or(200_000_000).max(1);
+    let origin = by.values().filter_map(|r| r.first().map(|x| x.0)).min().unwrap_or(0);
+    let mut hosts: BTreeMap<String, BTreeMap<i64, (i64, f64)>> = BTreeMap::new();
+    for ((name, _), rows) in &by {
+        let host = host_of(name).unwrap_or_else(|| "other".to_string());
+        for w in rows.windows(2) {
+            let dt = (w[1].0 - w[0].0) as f64 / 1e9;
+            if dt > 0.0 {
+                let e = hosts.entry(host.clone()).or_default().entry((w[1].0 - origin + bin / 2).div_euclid(bin)).or_insert((w[1].0, 0.0));
+                e.0 = e.0.max(w[1].0);
+                e.1 += (w[1].1 - w[0].1) / dt * 100.0;
+            }
+        }
+    }
+    let host_cpu: Vec<Value> =
+        hosts.into_iter().map(|(h, bins)| json!({"name": h, "cpu": bins.values().map(|(t, c)| json!([rel(*t), c])).collect::<Vec<_>>()})).collect();
     let mut procs: Vec<(f64, Value)> = by
         .into_iter()
         .map(|((name, pid), rows)| {
@@ -479,7 +501,7 @@ fn load_series(text: &str, path: &std::path::Path, start_ns: i64) -> anyhow::Res
     procs.sort_by(|a, b| b.0.total_cmp(&a.0));
     let not_drawn = procs.len().saturating_sub(MAX_LOAD_PROCESSES);
     procs.truncate(MAX_LOAD_PROCESSES);
-    Ok(json!({"processes": procs.into_iter().map(|p| p.1).collect::<Vec<_>>(), "not_drawn": not_drawn, "bad_lines": bad_lines}))
+    Ok(json!({"processes": procs.into_iter().map(|p| p.1).collect::<Vec<_>>(), "hosts": host_cpu, "not_drawn": not_drawn, "bad_lines": bad_lines}))
 }
 
 /// Escapes a JSON document for a <script> element.
