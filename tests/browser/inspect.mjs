@@ -43,6 +43,7 @@ try {
              plot_ink: plotInk, legend: c.dataset.legend ? JSON.parse(c.dataset.legend) : null,
              axes: c.dataset.axes ? JSON.parse(c.dataset.axes) : null,
              xrange: c.dataset.xrange ? JSON.parse(c.dataset.xrange) : null,
+             xticks: c.dataset.xticks ? JSON.parse(c.dataset.xticks) : null,
              key: c.parentElement && c.parentElement.dataset.key || "",
              section: section ? (section.dataset.topic || section.id || "") : "" };
   }));

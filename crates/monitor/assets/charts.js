@@ -34,10 +34,13 @@
     return +v.toPrecision(2) + "";
   }
 
-  function clock(sec) {
+  // A time of day on a 24-hour clock; `decimals` digits of the second where ticks are closer than 1 s
+  // (so two ticks never read the same).
+  function clock(sec, decimals) {
     const d = new Date(sec * 1000);
     const p = (n) => String(n).padStart(2, "0");
-    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+    const frac = decimals ? "." + String(Math.round((sec - Math.floor(sec)) * Math.pow(10, decimals))).padStart(decimals, "0") : "";
+    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds()) + frac;
   }
 
   function setup(container, height) {
@@ -97,11 +100,18 @@
     if (categories) {
       categories.forEach((c, i) => ctx.fillText(String(c), X(i + 0.5), m.t + ph + 6));
     } else {
-      for (const t of logTicks(xr, opt.xLog) || ticks(xr[0] * xu.k, xr[1] * xu.k, Math.max(3, Math.floor(pw / 90))).map((v) => v / xu.k)) {
+      const xt = logTicks(xr, opt.xLog) || ticks(xr[0] * xu.k, xr[1] * xu.k, Math.max(3, Math.floor(pw / 90))).map((v) => v / xu.k);
+      const step = xt.length > 1 ? xt[1] - xt[0] : 1;
+      const decimals = xIsTime && step < 1 ? Math.min(3, Math.ceil(-Math.log10(step) - 1e-9)) : 0;
+      const labels = [];
+      for (const t of xt) {
         const x = X(t);
         ctx.beginPath(); ctx.moveTo(x, m.t); ctx.lineTo(x, m.t + ph); ctx.stroke();
-        ctx.fillText(xIsTime ? clock(t) : fmt(opt.xLog ? Math.pow(10, t) : t * xu.k), x, m.t + ph + 6);
+        const label = xIsTime ? clock(t, decimals) : fmt(opt.xLog ? Math.pow(10, t) : t * xu.k);
+        labels.push(label);
+        ctx.fillText(label, x, m.t + ph + 6);
       }
+      ctx.canvas.dataset.xticks = JSON.stringify(labels);
     }
     ctx.strokeStyle = "#888";
     ctx.strokeRect(m.l, m.t, pw, ph);

@@ -108,6 +108,21 @@
       const xRange = win && win[1] > win[0] ? win : undefined;
       C.line(holder(fc, "msg:" + t), { title: t + ": DDS message latency", xTime: true, xRange, yLabel: "ms", yFromZero: true, legend: true,
         series: fls.map((x) => ({ name: name(x), points: x.message, mode: "points" })) });
+      // p50 and p99 of each second of sample time (serve computes them from every sample, not the
+      // thinned points above), and the CDF of the whole run so far
+      const secs = fls.filter((x) => arr(x.seconds).length);
+      if (secs.length) {
+        C.line(holder(fc, "pct:" + t), { title: t + ": DDS message latency, p50 and p99 per second", xTime: true, xRange, yLabel: "ms", yFromZero: true, legend: true,
+          series: secs.flatMap((x) => [
+            { name: name(x) + " p50", points: arr(x.seconds).map((q) => [q[0] + 0.5, q[1]]) },
+            { name: name(x) + " p99", points: arr(x.seconds).map((q) => [q[0] + 0.5, q[2]]) },
+          ]) });
+      }
+      const cdfs = fls.filter((x) => arr(x.cdf).length);
+      if (cdfs.length) {
+        C.cdf(holder(fc, "cdf:" + t), { title: t + ": DDS message latency, CDF of the run", xLabel: "ms", legend: true,
+          series: cdfs.map((x) => ({ name: name(x), points: arr(x.cdf) })) });
+      }
       if (fls.some((x) => x.submessage.length)) {
         C.line(holder(fc, "sub:" + t), { title: t + ": DDS submessage latency", xTime: true, xRange, yLabel: "ms", yFromZero: true, legend: true,
           series: fls.map((x) => ({ name: name(x), points: x.submessage, mode: "points" })) });
@@ -122,7 +137,8 @@
       series: agents.map((a) => ({ name: text(a.name), points: arr(a.cpu) })) });
     const net = [];
     for (const a of agents) for (const n of arr(a.network)) {
-      if (n.device === "lo") continue;
+      // idle interfaces (no traffic in the window shown) add legend entries and no line
+      if (n.device === "lo" || ![...arr(n.rx), ...arr(n.tx)].some((p) => p[1] > 0)) continue;
       net.push({ name: text(a.name) + " " + text(n.device) + " rx", points: arr(n.rx) }, { name: text(a.name) + " " + text(n.device) + " tx", points: arr(n.tx) });
     }
     C.line(holder(sc, "net"), { title: "Bandwidth per interface", xTime: true, yLabel: "Mbit/s", yFromZero: true, legend: true, series: net });

@@ -146,6 +146,66 @@ struct FlowSeries {
     message: VecDeque<(f64, f64)>,
     submessage: VecDeque<(f64, f64)>,
     size: VecDeque<(f64, f64)>,
+    /// Message latency per second of sample time: the open seconds' values (ns), and the closed
+    /// seconds' (start s, p50 ms, p99 ms, samples), at most `points` of them.
+    open_secs: std::collections::BTreeMap<i64, Vec<i64>>,
+    secs: VecDeque<(i64, f64, f64, u64)>,
+}
+
+/// Seconds of sample time a flow's percentiles stay open for rows judged out of order (serve judges
+/// in about sample order); a row of a second already closed is counted in `percentile_rows_late`.
+const OPEN_SECONDS: usize = 8;
+/// Latencies kept per open second of a flow (80 KB); more are counted (`percentile_rows_not_kept`).
+const MAX_SECOND_VALUES: usize = 10_000;
+
+/// p50 and p99 (ms) of `v` by nearest rank ⌈q·n⌉, as the offline summaries.
+fn p50_p99(v: &mut [i64]) -> (f64, f64) {
+    v.sort_unstable();
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e6;
+    (at(0.5), at(0.99))
+}
+
+impl FlowSeries {
+    fn add_second(&mut self, t_ns: i64, latency_ns: i64, points: usize, stats: &mut PercentileStats) {
+        let sec = t_ns.div_euclid(1_000_000_000);
+        if self.secs.back().is_some_and(|b| sec <= b.0) {
+            stats.rows_late += 1;
+            return;
+        }
+        let v = self.open_secs.entry(sec).or_default();
+        if v.len() >= MAX_SECOND_VALUES {
+            stats.rows_not_kept += 1;
+        } else {
+            v.push(latency_ns);
+        }
+        // Seconds well behind the newest close (in order: the closed ones only grow).
+        let newest = *self.open_secs.keys().next_back().expect("just inserted");
+        while self.open_secs.len() > OPEN_SECONDS || self.open_secs.keys().next().is_some_and(|&s| s < newest - OPEN_SECONDS as i64) {
+            let (s, mut v) = self.open_secs.pop_first().expect("not empty");
+            let (p50, p99) = p50_p99(&mut v);
+            push(&mut self.secs, (s, p50, p99, v.len() as u64), points);
+        }
+    }
+
+    /// Every second's (start s, p50 ms, p99 ms, samples): the closed ones, then the open ones as they stand.
+    fn seconds(&self) -> Vec<(i64, f64, f64, u64)> {
+        let mut out: Vec<_> = self.secs.iter().copied().collect();
+        for (s, v) in &self.open_secs {
+            let mut v = v.clone();
+            if !v.is_empty() {
+                let (p50, p99) = p50_p99(&mut v);
+                out.push((*s, p50, p99, v.len() as u64));
+            }
+        }
+        out
+    }
+}
+
+/// What the per-second percentiles could not count.
+#[derive(Default)]
+struct PercentileStats {
+    rows_late: u64,
+    rows_not_kept: u64,
 }
 
 type SeriesKey = (String, String, String);
@@ -157,6 +217,7 @@ type LostKey = (ddscope_wire::Guid, i64, Arc<str>);
 struct SeriesStore {
     map: BoundedMap<SeriesKey, FlowSeries>,
     points: usize,
+    percentiles: PercentileStats,
     /// The samples judged lost lately, oldest first (at most
     /// `stream.max_lost_keys`, the oldest forgotten and counted): a
     /// sighting of one of them that comes later is late.
@@ -165,7 +226,7 @@ struct SeriesStore {
 
 impl SeriesStore {
     fn new(max_series: usize, points: usize, max_lost: usize) -> Self {
-        SeriesStore { map: BoundedMap::new(max_series.max(1)), points, lost: BoundedMap::new(max_lost.max(1)) }
+        SeriesStore { map: BoundedMap::new(max_series.max(1)), points, percentiles: PercentileStats::default(), lost: BoundedMap::new(max_lost.max(1)) }
     }
 
     fn on_row(&mut self, r: LatencyRow) {
@@ -180,6 +241,7 @@ impl SeriesStore {
         match r.level {
             Level::Message => {
                 push(&mut s.message, (t, l as f64 / 1e6), points);
+                s.add_second(r.sender_first_ts_ns, l, points, &mut self.percentiles);
                 if let Some(sz) = r.sample_size {
                     push(&mut s.size, (t, sz as f64), points);
                 }
@@ -697,6 +759,8 @@ impl Central {
             ("agents_evicted", self.agents_evicted),
             ("agents_refused", self.agents_refused),
             ("series_evicted", self.series.map.evicted()),
+            ("percentile_rows_late", self.series.percentiles.rows_late),
+            ("percentile_rows_not_kept", self.series.percentiles.rows_not_kept),
             ("lost_keys_forgotten", self.series.lost.evicted()),
             ("topic_rows_truncated", self.topic_rows_truncated),
             ("oversized_documents", self.oversized_documents),
@@ -828,6 +892,12 @@ impl Central {
         warnings.extend(claims.iter().filter(|c| c.contradicted).map(|c| c.line.clone()));
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let mut summaries = self.corr.summaries();
+        // Each flow's message-latency CDF over the run (its whole distribution, as `report` draws it).
+        let cdfs: BTreeMap<(String, String, String), Vec<(f64, f64)>> = summaries
+            .iter()
+            .zip(self.corr.flows())
+            .filter_map(|(f, (_, st))| st.layers.get(&ddscope_core::latency::Layer::Message).map(|d| ((f.topic.clone(), f.sender.clone(), f.receiver.clone()), d.cdf(50))))
+            .collect();
         let flows_total = summaries.len();
         // The flows with the most samples; ties in topic order (the summaries' order).
         summaries.sort_by(|a, b| b.samples.cmp(&a.samples));
@@ -840,8 +910,13 @@ impl Central {
                 let key = (f.topic.clone(), f.sender.clone(), f.receiver.clone());
                 let s = self.series.map.get(&key);
                 let pts = |q: Option<&VecDeque<(f64, f64)>>| q.map(|q| thin(q, caps.state_points, pair)).unwrap_or_default();
+                let seconds = s.map(|s| s.seconds()).unwrap_or_default();
+                let cdf = cdfs.get(&key).map(|c| c.iter().map(|(v, q)| json!([v, q])).collect::<Vec<_>>()).unwrap_or_default();
                 json!({
                     "summary": f,
+                    // per second of sample time: [start s, p50 ms, p99 ms, samples]
+                    "seconds": seconds.iter().rev().take(caps.state_points).rev().map(|(t, a, b, n)| json!([t, a, b, n])).collect::<Vec<_>>(),
+                    "cdf": cdf,
                     "message": pts(s.map(|s| &s.message)),
                     "submessage": pts(s.map(|s| &s.submessage)),
                     "size": pts(s.map(|s| &s.size)),
@@ -927,6 +1002,8 @@ impl Central {
                 "series": self.series.map.len(),
                 "max_series": self.series.map.max_entries(),
                 "series_evicted": self.series.map.evicted(),
+                "percentile_rows_late": self.series.percentiles.rows_late,
+                "percentile_rows_not_kept": self.series.percentiles.rows_not_kept,
                 "topic_rows_truncated": self.topic_rows_truncated,
                 "oversized_documents": self.oversized_documents,
                 "stream_topics_evicted": self.decoder.evicted().0,
