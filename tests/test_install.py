@@ -71,3 +71,36 @@ def test_the_deb_names_its_libraries_installs_and_runs(tmp_path):
     ours = subprocess.run([str(root / "usr/bin/ddscope"), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
     built = subprocess.run([str(REPO / "target/release/ddscope"), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
     assert ours == built and ours.count("\n") > 1000
+
+
+COLCON = ["colcon-core==0.21.3", "colcon-cargo==0.2.0", "colcon-recursive-crawl==0.2.3", "colcon-package-information==0.4.1",
+          "colcon-bash==0.5.0"]
+
+
+def test_colcon_builds_ddscope_in_a_ros_workspace(tmp_path):
+    """A ROS 2 user puts the repository in a colcon workspace: colcon (with colcon-cargo, from PyPI;
+    the oracle is colcon's own package discovery and build) finds one package, `ddscope` (the
+    workspace's other crates, the lab's own ROS 2 packages, fuzzing and tests carry COLCON_IGNORE),
+    builds it and installs `ddscope` into the workspace's install/ with the setup scripts that put
+    it on PATH; the installed binary dissects the bundled capture exactly as the built one does."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
+    cp = subprocess.run([str(venv / "bin/pip"), "install", "--quiet", *COLCON], capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    colcon = str(venv / "bin/colcon")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    listed = subprocess.run([colcon, "list", "--base-paths", str(REPO)], cwd=ws, capture_output=True, text=True, check=True).stdout
+    assert [l.split("\t")[0] for l in listed.splitlines()] == ["ddscope"], listed
+    cp = subprocess.run([colcon, "build", "--base-paths", str(REPO), "--cargo-args", "--profile", "release"], cwd=ws,
+                        capture_output=True, text=True, timeout=2400)
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    binary = ws / "install" / "ddscope" / "bin" / "ddscope"
+    assert binary.is_file(), sorted(str(p.relative_to(ws)) for p in (ws / "install").rglob("*"))[:40]
+    # sourcing the workspace puts it on PATH, as for any colcon package
+    which = subprocess.run(["bash", "-c", f". {ws}/install/setup.bash && command -v ddscope"], capture_output=True, text=True)
+    assert which.stdout.strip() == str(binary), which.stdout + which.stderr
+    capture = REPO / "examples" / "captures" / "ros2-two-hosts" / "pc1.pcapng.gz"
+    ours = subprocess.run([str(binary), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
+    built = subprocess.run([str(REPO / "target/release/ddscope"), "dissect", str(capture), "--format", "csv"], capture_output=True, text=True, check=True).stdout
+    assert ours == built and ours.count("\n") > 1000
