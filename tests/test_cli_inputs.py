@@ -7,6 +7,8 @@ import gzip
 import json
 import subprocess
 
+import pytest
+
 
 def plain_copy(repo, tmp_path):
     src = repo / "examples/captures/simple-robotic-cyclone/pc2.pcapng.gz"
@@ -129,3 +131,15 @@ def test_an_output_that_cannot_be_written_fails_before_the_analysis(ddscope, rep
     d.mkdir()
     cp = ddscope("report", run, "--html", d, check=False)
     assert cp.returncode == 64 and cp.stderr.strip().splitlines() == [f"ddscope: error: cannot write {d}: it is a directory"], cp.stderr
+
+
+@pytest.mark.parametrize("verb", ["dissect CAP", "topics CAP", "latency CAP CAP", "report CAP --html r.html", "live -i lo", "agent -i lo --name pc1"])
+def test_every_verb_refuses_a_domain_beyond_232(ddscope, repo, verb):
+    """--domain is one argument of every verb, checked once (issue 39: `live --domain 999` was taken, `topics
+    --domain 999` refused): DDS domain ids end at 232, where the RTPS port mapping leaves the UDP ports."""
+    cap = repo / "examples" / "captures" / "ros2-two-hosts" / "pc1.pcapng.gz"
+    args = [str(cap) if a == "CAP" else a for a in verb.split()]
+    cp = ddscope(*args, "--domain", "999", check=False)
+    assert cp.returncode == 64 and "not a DDS domain id" in cp.stderr and "0 to 232" in cp.stderr, cp.stderr
+    cp = ddscope(*args, "--domain", "232", "--help", check=False)
+    assert cp.returncode == 0, cp.stderr

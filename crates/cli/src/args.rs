@@ -65,6 +65,17 @@ pub struct Offset {
     pub ns: i64,
 }
 
+/// The highest DDS domain id: the RTPS port mapping (7400 + 250·d + …) leaves a valid UDP port up to 232.
+pub const MAX_DOMAIN: u32 = 232;
+
+/// `--domain N` of every verb: a DDS domain id, 0 to 232.
+pub fn domain(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(d) if d <= MAX_DOMAIN => Ok(d),
+        _ => Err(format!("not a DDS domain id: {s:?} (0 to {MAX_DOMAIN}: the RTPS port mapping, 7400 + 250 × domain, ends there)")),
+    }
+}
+
 pub fn offset(s: &str) -> Result<Offset, String> {
     let (name, dur) = s.split_once('=').ok_or_else(|| format!("{s:?}: write NAME=±DURATION, e.g. pc2=+37s"))?;
     if name.is_empty() {
@@ -200,6 +211,15 @@ pub fn path(s: &str) -> Result<PathArg, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn domain_ids_are_0_to_232() {
+        assert_eq!(super::domain("0"), Ok(0));
+        assert_eq!(super::domain("232"), Ok(232));
+        for bad in ["233", "999", "-1", "x", ""] {
+            assert!(super::domain(bad).unwrap_err().contains("0 to 232"), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -93,7 +93,7 @@ pub struct AgentArgs {
     /// Only topics of this DDS domain (the writer's, else the destination port's; see
     /// docs/events.md) in the view, the exporters and the central stream; what is left
     /// out is counted on the closing line
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     /// Most processes sampled for --process (more matches are counted, not sampled)
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]

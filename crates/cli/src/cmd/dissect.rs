@@ -56,7 +56,7 @@ pub struct DissectArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Only submessages (or samples) of this DDS domain (the writer's, else the destination port's; see docs/events.md)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     /// Only these submessage kinds (DATA, DATA_FRAG, HEARTBEAT, ACKNACK, …; comma-separated, repeatable)
     #[arg(long = "kind", value_delimiter = ',', value_parser = kind)]

@@ -69,7 +69,7 @@ pub struct LatencyArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Only topics of this DDS domain (from SPDP/SEDP or the RTPS ports; see docs/events.md)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     /// Which per-sample rows to write: message, submessage or both
     #[arg(long, value_enum, default_value = "message")]

@@ -41,7 +41,7 @@ pub struct LiveArgs {
     pub batched: bool,
     /// Only topics of this DDS domain (the writer's, else the destination port's; see
     /// docs/events.md); what is left out is counted on the closing line
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     #[command(flatten)]
     pub limits: super::limit_args::LimitArgs,

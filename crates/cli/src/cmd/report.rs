@@ -60,7 +60,7 @@ pub struct ReportArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Only topics of this DDS domain
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     /// Clock offsets, as for `ddscope latency` (apply to every run)
     #[arg(long = "offset", value_name = "NAME=±DURATION", value_parser = args::offset)]

@@ -69,7 +69,7 @@ pub struct TopicsArgs {
     #[arg(long = "topic")]
     pub topics: Vec<String>,
     /// Only topics of this DDS domain (from SPDP/SEDP or the RTPS ports; see docs/events.md)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=232))]
+    #[arg(long, value_parser = crate::args::domain)]
     pub domain: Option<u32>,
     /// Include discovery (SPDP/SEDP), builtin and security writers
     #[arg(long)]
