@@ -98,7 +98,7 @@ def test_p50_p99_per_second_and_the_cdf_equal_the_offline_rows(replayed, tmp_pat
             key = (row["topic_name"], row["sender"], row["receiver"])
             offline.setdefault(key, {}).setdefault(int(row["sender_first_ts_ns"]) // 1_000_000_000, []).append(int(row["latency_ns"]))
     state = json.loads(urllib.request.urlopen(url + "/api/state", timeout=5).read())
-    assert state["limits"]["percentile_rows_late"] == 0 and state["limits"]["percentile_rows_not_kept"] == 0, state["limits"]
+    assert state["limits"]["percentile_rows_late"] == 0 and state["limits"]["percentile_rows_sampled"] == 0, state["limits"]
     checked = 0
     for f in state["flows"]:
         key = (f["summary"]["topic"], f["summary"]["sender"], f["summary"]["receiver"])

@@ -148,15 +148,23 @@ struct FlowSeries {
     size: VecDeque<(f64, f64)>,
     /// Message latency per second of sample time: the open seconds' values (ns), and the closed
     /// seconds' (start s, p50 ms, p99 ms, samples), at most `points` of them.
-    open_secs: std::collections::BTreeMap<i64, Vec<i64>>,
+    open_secs: std::collections::BTreeMap<i64, OpenSecond>,
     secs: VecDeque<(i64, f64, f64, u64)>,
 }
 
 /// Seconds of sample time a flow's percentiles stay open for rows judged out of order (serve judges
 /// in about sample order); a row of a second already closed is counted in `percentile_rows_late`.
 const OPEN_SECONDS: usize = 8;
-/// Latencies kept per open second of a flow (80 KB); more are counted (`percentile_rows_not_kept`).
-const MAX_SECOND_VALUES: usize = 10_000;
+/// Latencies kept per open second of a flow (16 KB); beyond, a uniform sample of the second's
+/// latencies is kept (reservoir sampling, counted in `percentile_rows_sampled`).
+const MAX_SECOND_VALUES: usize = 2_000;
+
+/// One open second of a flow: its latencies (all of them, or a uniform sample of `seen`).
+#[derive(Default)]
+struct OpenSecond {
+    values: Vec<i64>,
+    seen: u64,
+}
 
 /// p50 and p99 (ms) of `v` by nearest rank ⌈q·n⌉, as the offline summaries.
 fn p50_p99(v: &mut [i64]) -> (f64, f64) {
@@ -172,29 +180,36 @@ impl FlowSeries {
             stats.rows_late += 1;
             return;
         }
-        let v = self.open_secs.entry(sec).or_default();
-        if v.len() >= MAX_SECOND_VALUES {
-            stats.rows_not_kept += 1;
+        let o = self.open_secs.entry(sec).or_default();
+        o.seen += 1;
+        if o.values.len() < MAX_SECOND_VALUES {
+            o.values.push(latency_ns);
         } else {
-            v.push(latency_ns);
+            // reservoir sampling (Vitter's algorithm R) with a generator seeded by the flow's rows
+            stats.rng = stats.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let j = ((stats.rng >> 33) % o.seen) as usize;
+            if j < MAX_SECOND_VALUES {
+                o.values[j] = latency_ns;
+            }
+            stats.rows_sampled += 1;
         }
         // Seconds well behind the newest close (in order: the closed ones only grow).
         let newest = *self.open_secs.keys().next_back().expect("just inserted");
         while self.open_secs.len() > OPEN_SECONDS || self.open_secs.keys().next().is_some_and(|&s| s < newest - OPEN_SECONDS as i64) {
-            let (s, mut v) = self.open_secs.pop_first().expect("not empty");
-            let (p50, p99) = p50_p99(&mut v);
-            push(&mut self.secs, (s, p50, p99, v.len() as u64), points);
+            let (s, mut o) = self.open_secs.pop_first().expect("not empty");
+            let (p50, p99) = p50_p99(&mut o.values);
+            push(&mut self.secs, (s, p50, p99, o.seen), points);
         }
     }
 
     /// Every second's (start s, p50 ms, p99 ms, samples): the closed ones, then the open ones as they stand.
     fn seconds(&self) -> Vec<(i64, f64, f64, u64)> {
         let mut out: Vec<_> = self.secs.iter().copied().collect();
-        for (s, v) in &self.open_secs {
-            let mut v = v.clone();
+        for (s, o) in &self.open_secs {
+            let mut v = o.values.clone();
             if !v.is_empty() {
                 let (p50, p99) = p50_p99(&mut v);
-                out.push((*s, p50, p99, v.len() as u64));
+                out.push((*s, p50, p99, o.seen));
             }
         }
         out
@@ -205,7 +220,9 @@ impl FlowSeries {
 #[derive(Default)]
 struct PercentileStats {
     rows_late: u64,
-    rows_not_kept: u64,
+    /// Rows of a second past its `MAX_SECOND_VALUES`: in its count, its percentiles from a uniform sample.
+    rows_sampled: u64,
+    rng: u64,
 }
 
 type SeriesKey = (String, String, String);
@@ -760,7 +777,7 @@ impl Central {
             ("agents_refused", self.agents_refused),
             ("series_evicted", self.series.map.evicted()),
             ("percentile_rows_late", self.series.percentiles.rows_late),
-            ("percentile_rows_not_kept", self.series.percentiles.rows_not_kept),
+            ("percentile_rows_sampled", self.series.percentiles.rows_sampled),
             ("lost_keys_forgotten", self.series.lost.evicted()),
             ("topic_rows_truncated", self.topic_rows_truncated),
             ("oversized_documents", self.oversized_documents),
@@ -1003,7 +1020,7 @@ impl Central {
                 "max_series": self.series.map.max_entries(),
                 "series_evicted": self.series.map.evicted(),
                 "percentile_rows_late": self.series.percentiles.rows_late,
-                "percentile_rows_not_kept": self.series.percentiles.rows_not_kept,
+                "percentile_rows_sampled": self.series.percentiles.rows_sampled,
                 "topic_rows_truncated": self.topic_rows_truncated,
                 "oversized_documents": self.oversized_documents,
                 "stream_topics_evicted": self.decoder.evicted().0,
@@ -1036,6 +1053,29 @@ fn late(corr: &Correlator, series: &SeriesStore, idx: usize, agent: &Arc<str>, i
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn per_second_percentiles_are_exact_then_sampled_and_close_in_order() {
+        let (mut f, mut st) = (super::FlowSeries::default(), super::PercentileStats::default());
+        // second 10: 1..=100 µs, exact (nearest rank: p50 = 50 µs, p99 = 99 µs)
+        for v in 1..=100i64 {
+            f.add_second(10_000_000_000 + v, v * 1000, 100, &mut st);
+        }
+        assert_eq!(f.seconds(), vec![(10, 0.05, 0.099, 100)]);
+        // second 11: 10 000 values 1..=10 000 µs, a uniform sample of 2 000 kept: the percentiles within 5 %
+        for v in 1..=10_000i64 {
+            f.add_second(11_000_000_000 + v, v * 1000, 100, &mut st);
+        }
+        assert_eq!(st.rows_sampled, 8_000);
+        let s11 = f.seconds()[1];
+        assert_eq!((s11.0, s11.3), (11, 10_000));
+        assert!((s11.1 - 5.0).abs() < 0.25 && (s11.2 - 9.9).abs() < 0.25, "{s11:?}");
+        // 8 seconds later second 10 closes; a row of it afterwards is late, not counted in
+        f.add_second(19_000_000_000, 1, 100, &mut st);
+        assert_eq!(f.secs.front().map(|x| x.0), Some(10));
+        f.add_second(10_500_000_000, 1, 100, &mut st);
+        assert_eq!((st.rows_late, f.seconds()[0]), (1, (10, 0.05, 0.099, 100)));
+    }
+
     use super::*;
     use crate::stream::protocol::StreamItem;
 
