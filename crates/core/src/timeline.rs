@@ -474,7 +474,9 @@ impl Timeline {
         // clock error bar) and still covers it; where it ended before, the arrow is split there.
         let mut id = 0u64;
         for (name, chain) in &chains {
-            for part in flow_parts(chain.iter().filter(|s| !s.instant).map(|s| (s, s.start, s.end))) {
+            let parts = flow_parts(chain.iter().filter(|s| !s.instant).map(|s| (s, s.start, s.end)));
+            stats.flows_split += parts.len().saturating_sub(1) as u64;
+            for part in parts {
                 if part.len() < 2 {
                     continue;
                 }
@@ -493,7 +495,6 @@ impl Timeline {
                     )?;
                 }
             }
-            stats.flows_split += flow_parts(chain.iter().filter(|s| !s.instant).map(|s| (s, s.start, s.end))).len().saturating_sub(1) as u64;
         }
         w.write_all(b"\n]}\n")?;
         w.flush()?;
@@ -552,20 +553,10 @@ fn assign_lanes(list: &[&Slice]) -> Vec<usize> {
     lane
 }
 
-/// `2026-12-08T02:53:26Z` of ns since 1970 (UTC; civil date from days, Howard Hinnant's algorithm).
+/// `2026-12-08T02:53:26Z` of ns since 1970 (UTC).
 fn utc_text(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + (m <= 2) as i64;
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    let [y, m, d, hh, mm, ss] = ddscope_traffic::text::utc_fields(ns.div_euclid(1_000_000_000));
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
 }
 
 #[cfg(test)]

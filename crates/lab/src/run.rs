@@ -59,20 +59,8 @@ fn check_interrupt() -> Result<()> {
 
 /// UTC "YYYYmmddTHHMMSS" for default output directory names.
 fn utc_stamp() -> String {
-    let secs = now_ns() / 1_000_000_000;
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // civil-from-days (Howard Hinnant)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
+    let [y, m, d, hh, mm, ss] = ddscope_traffic::text::utc_fields(now_ns() / 1_000_000_000);
+    format!("{y:04}{m:02}{d:02}T{hh:02}{mm:02}{ss:02}")
 }
 
 fn first_line(cmd: &[&str]) -> Option<String> {

@@ -69,3 +69,19 @@ mod tests {
         assert_eq!(escape_controls("a\u{202e}b\u{9b}"), "a\\u{202e}b\\x9b");
     }
 }
+
+/// The UTC calendar date and time of day of `secs` since 1970: [year, month, day, hour, minute,
+/// second] (civil date from days, Howard Hinnant's algorithm; proleptic Gregorian).
+pub fn utc_fields(secs: i64) -> [i64; 6] {
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    [y, m, d, sod / 3600, sod % 3600 / 60, sod % 60]
+}

@@ -910,10 +910,10 @@ impl Central {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let mut summaries = self.corr.summaries();
         // Each flow's message-latency CDF over the run (its whole distribution, as `report` draws it).
-        let cdfs: BTreeMap<(String, String, String), Vec<(f64, f64)>> = summaries
+        let dists: BTreeMap<(String, String, String), &ddscope_core::latency::stats::Dist> = summaries
             .iter()
             .zip(self.corr.flows())
-            .filter_map(|(f, (_, st))| st.layers.get(&ddscope_core::latency::Layer::Message).map(|d| ((f.topic.clone(), f.sender.clone(), f.receiver.clone()), d.cdf(50))))
+            .filter_map(|(f, (_, st))| st.layers.get(&ddscope_core::latency::Layer::Message).map(|d| ((f.topic.clone(), f.sender.clone(), f.receiver.clone()), d)))
             .collect();
         let flows_total = summaries.len();
         // The flows with the most samples; ties in topic order (the summaries' order).
@@ -928,7 +928,8 @@ impl Central {
                 let s = self.series.map.get(&key);
                 let pts = |q: Option<&VecDeque<(f64, f64)>>| q.map(|q| thin(q, caps.state_points, pair)).unwrap_or_default();
                 let seconds = s.map(|s| s.seconds()).unwrap_or_default();
-                let cdf = cdfs.get(&key).map(|c| c.iter().map(|(v, q)| json!([v, q])).collect::<Vec<_>>()).unwrap_or_default();
+                // only for the flows shown
+                let cdf = dists.get(&key).map(|d| d.cdf(50).into_iter().map(|(v, q)| json!([v, q])).collect::<Vec<_>>()).unwrap_or_default();
                 json!({
                     "summary": f,
                     // per second of sample time: [start s, p50 ms, p99 ms, samples]
