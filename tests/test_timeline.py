@@ -309,3 +309,23 @@ def test_serve_api_timeline_is_the_offline_timeline_of_what_it_received(tmp_path
     # under a second end to end here)
     assert set(part_keys) <= set(keyed)
     assert all(k[4] >= mid - 1_000_000_000 and k[3] <= mid + 1_200_000_000 for k in part_keys), part_keys[:3]
+
+
+CARET = REPO.parent / "shared" / "traces" / "caret-galactic"
+
+
+@pytest.mark.parametrize("trace", ["end_to_end_sample/cyclonedds", "cyclic_pipeline_intra_process"])
+def test_timeline_of_real_caret_traces_equals_their_rows_in_perfetto(tmp_path, trace):
+    """Traces alone, recorded by CARET's authors (../shared/traces, Galactic, not written here): the
+    timeline of the traced threads (publishes, takes, callbacks; intra-process deliveries) equals the
+    rows joined from them, slice for slice and flow for flow, in Perfetto's trace processor."""
+    if not (CARET / trace).is_dir():
+        pytest.skip(f"no {CARET / trace} (the shared CARET traces)")
+    out, rows = tmp_path / "t.json", tmp_path / "rows.csv"
+    r = subprocess.run([ddscope_bin(), "latency", "--trace", str(CARET / trace), "--timeline", str(out), "--rows", str(rows)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = list(csv.DictReader(rows.open()))
+    got = perfetto(tmp_path, {"t.json": out})
+    keyed, edges = check_timeline(got["t.json"], out, rows)
+    assert len(rows) > 20 and sum(edges.values()) >= len(rows), (len(rows), sum(edges.values()))
